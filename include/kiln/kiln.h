@@ -1,0 +1,344 @@
+/* kiln — a lazy-tensor deep-learning runtime in C.
+ *
+ * Umbrella header: include this one file.
+ *
+ * ───────────────────────── Ownership and lifetimes ─────────────────────────
+ * 1. kiln_tensor is a small value handle {index, generation}. Copy it freely.
+ *    A handle whose tensor was released is "stale": every function that takes
+ *    it detects this and reports an error (sticky status, poisoned result),
+ *    never undefined behaviour.
+ * 2. Every tensor created between two step markers belongs to that step and
+ *    is released by the next kiln_mark_step(), unless the program kept it
+ *    (kiln_keep) or it was created with kiln_param(). A training loop needs
+ *    no per-temporary free.
+ * 3. Kept tensors and parameters live until kiln_release() or kiln_shutdown().
+ * 4. kiln_mark_step() computes every kept tensor that has pending work (the
+ *    step's outputs); all other pending work of the step is dropped.
+ * 5. Host memory passed to kiln (kiln_from_host) is copied before the call
+ *    returns: the caller keeps ownership. Host memory passed to kiln_to_host
+ *    is written before it returns.
+ * 6. Strings returned by kiln (kiln_status_message, ...) are owned by kiln
+ *    and valid until the next call that may change them.
+ *
+ * ───────────────────────── Errors ─────────────────────────
+ * A user mistake never aborts the process. Op builders check shapes and
+ * dtypes at trace time; on error they return a poisoned tensor and record a
+ * sticky status with the op, the shapes and the caller's file:line.
+ * Poisoned tensors propagate (an op on a poisoned input is poisoned too,
+ * without a new message). Sync points return the sticky status;
+ * kiln_last_error() returns its message and kiln_clear_error() resets it.
+ *
+ * ───────────────────────── Threads ─────────────────────────
+ * The tracing API (everything taking or returning kiln_tensor) is for one
+ * thread at a time: the thread that traces. Execution happens on kiln's own
+ * worker threads. Metrics functions are thread-safe.
+ */
+#ifndef KILN_KILN_H
+#define KILN_KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ───────────── version ───────────── */
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+#define KILN_VERSION_STRING "0.1.0"
+/* The version of the library actually loaded (may differ from the header). */
+const char *kiln_version(void);
+
+/* ───────────── status ───────────── */
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERR_INVALID_ARGUMENT, /* shape/dtype/argument mistakes */
+  KILN_ERR_STALE_HANDLE,     /* a released tensor was used */
+  KILN_ERR_OUT_OF_MEMORY,
+  KILN_ERR_IO,               /* file system, cache directory */
+  KILN_ERR_COMPILE,          /* kernel compiler failed */
+  KILN_ERR_UNSAFE,           /* refused to load code from an unsafe place */
+  KILN_ERR_CORRUPT,          /* malformed file or cache entry */
+  KILN_ERR_UNSUPPORTED,
+  KILN_ERR_INTERNAL,         /* a kiln bug: please report */
+  KILN_ERR_GRAPH_CUT,        /* an unexpected graph cut inside a full-graph region */
+} kiln_status;
+
+/* A source location: where the user's call was made. */
+typedef struct kiln_loc {
+  const char *file;
+  int line;
+} kiln_loc;
+#define KILN_HERE ((kiln_loc){__FILE__, __LINE__})
+
+/* Name of a status code ("INVALID_ARGUMENT", ...). Never NULL. */
+const char *kiln_status_name(kiln_status s);
+/* The sticky status: the first error since the last kiln_clear_error(). */
+kiln_status kiln_last_status(void);
+/* Its message ("" when OK). Owned by kiln, valid until kiln_clear_error(). */
+const char *kiln_last_error(void);
+/* Reset the sticky status. */
+void kiln_clear_error(void);
+
+/* ───────────── runtime ───────────── */
+typedef struct kiln_options {
+  const char *backend;   /* "cpu" (default) or "ref"; NULL: $KILN_BACKEND or "cpu" */
+  int num_threads;       /* 0: $KILN_NUM_THREADS or all cores */
+  const char *cache_dir; /* NULL: $KILN_CACHE_DIR or $XDG_CACHE_HOME/kiln or ~/.cache/kiln */
+  int disk_cache;        /* 0: default (on unless KILN_DISK_CACHE=0), 1 on, -1 off */
+} kiln_options;
+
+/* Start the runtime explicitly. Optional: the first kiln call starts it with
+ * defaults from the environment. Calling it while started is an error. */
+kiln_status kiln_init(const kiln_options *opts);
+/* Wait for queued work, release every tensor and buffer, stop the threads.
+ * kiln_init may be called again afterwards. Safe to call when not started. */
+void kiln_shutdown(void);
+/* Name of the active backend ("cpu", "ref"). */
+const char *kiln_backend_name(void);
+
+/* ───────────── tensors ───────────── */
+typedef enum kiln_dtype {
+  KILN_F32 = 0,
+  KILN_F64,
+  KILN_I32,
+  KILN_I64,
+  KILN_BOOL, /* one byte per element, 0 or 1 */
+  KILN_DTYPE_COUNT
+} kiln_dtype;
+
+#define KILN_MAX_RANK 8
+
+typedef struct kiln_tensor {
+  uint32_t index;
+  uint32_t gen; /* 0 is never a live generation: {0,0} is the null tensor */
+} kiln_tensor;
+
+const char *kiln_dtype_name(kiln_dtype dt);
+size_t kiln_dtype_size(kiln_dtype dt);
+
+/* Shape queries: available at trace time, no execution. */
+int kiln_rank(kiln_tensor t);                /* -1 if invalid */
+int64_t kiln_dim(kiln_tensor t, int axis);   /* negative axis counts from the end */
+int64_t kiln_numel(kiln_tensor t);
+kiln_dtype kiln_dtype_of(kiln_tensor t);
+/* Copies the shape into out[KILN_MAX_RANK]; returns the rank or -1. */
+int kiln_shape(kiln_tensor t, int64_t *out);
+/* 1 if t is a live, non-poisoned tensor. */
+int kiln_is_valid(kiln_tensor t);
+
+/* Keep t past the end of the step (it becomes a step output while it has
+ * pending work). Returns t. */
+kiln_tensor kiln_keep(kiln_tensor t);
+/* Release a kept tensor or parameter now. Releasing the null tensor is a no-op. */
+void kiln_release(kiln_tensor t);
+/* Give t the value of src (in place update of a kept tensor or parameter:
+ * "param.data = new"). Shapes and dtypes must match. The old buffer is
+ * donated to the new value when nothing else needs it. */
+#define kiln_assign(dst, src) kiln_assign_at((dst), (src), KILN_HERE)
+void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc);
+
+/* ───────────── creation ───────────── */
+#define kiln_from_host(data, dt, rank, shape) kiln_from_host_at((data), (dt), (rank), (shape), KILN_HERE)
+#define kiln_full(dt, rank, shape, v) kiln_full_at((dt), (rank), (shape), (v), KILN_HERE)
+#define kiln_zeros(dt, rank, shape) kiln_full_at((dt), (rank), (shape), 0.0, KILN_HERE)
+#define kiln_ones(dt, rank, shape) kiln_full_at((dt), (rank), (shape), 1.0, KILN_HERE)
+#define kiln_arange(dt, start, stop, step) kiln_arange_at((dt), (start), (stop), (step), KILN_HERE)
+#define kiln_rand_uniform(dt, rank, shape, seed) kiln_rand_at(0, (dt), (rank), (shape), (seed), KILN_HERE)
+#define kiln_rand_normal(dt, rank, shape, seed) kiln_rand_at(1, (dt), (rank), (shape), (seed), KILN_HERE)
+/* A scalar graph input: changing its value between steps never recompiles. */
+#define kiln_scalar(dt, v) kiln_scalar_at((dt), (v), KILN_HERE)
+/* A compile-time constant scalar (0-d): part of the graph. */
+#define kiln_constant(dt, v) kiln_constant_at((dt), (v), KILN_HERE)
+/* A parameter: a tensor that lives until released (like kiln_keep). */
+#define kiln_param(t) kiln_keep(t)
+
+/* Copy host data (row-major, packed) into a new device tensor. */
+kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const int64_t *shape, kiln_loc loc);
+/* A tensor filled with v (a constant of the graph). */
+kiln_tensor kiln_full_at(kiln_dtype dt, int rank, const int64_t *shape, double v, kiln_loc loc);
+/* [start, stop) by step, 1-D. */
+kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step, kiln_loc loc);
+/* kind 0: uniform [0,1); kind 1: standard normal. The counter-based RNG runs
+ * inside the graph; the seed is a graph input (a new seed never recompiles).
+ * The same seed gives the same values on every backend. */
+kiln_tensor kiln_rand_at(int kind, kiln_dtype dt, int rank, const int64_t *shape, uint64_t seed, kiln_loc loc);
+kiln_tensor kiln_scalar_at(kiln_dtype dt, double v, kiln_loc loc);
+kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc);
+
+/* ───────────── elementwise (NumPy broadcasting, dtype promotion
+ * bool < i32 < i64 < f32 < f64) ───────────── */
+#define KILN_UNARY_OPS(X) \
+  X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(sigmoid) X(relu) \
+  X(gelu) X(gelu_tanh) X(logical_not)
+#define KILN_BINARY_OPS(X) \
+  X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) \
+  X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or)
+
+#define KILN_DECL_UNARY(name) kiln_tensor kiln_##name##_at(kiln_tensor x, kiln_loc loc);
+#define KILN_DECL_BINARY(name)                                                 \
+  kiln_tensor kiln_##name##_at(kiln_tensor a, kiln_tensor b, kiln_loc loc);  \
+  kiln_tensor kiln_##name##_s_at(kiln_tensor a, double s, kiln_loc loc);      \
+  kiln_tensor kiln_##name##_c_at(kiln_tensor a, double c, kiln_loc loc);
+KILN_UNARY_OPS(KILN_DECL_UNARY)
+KILN_BINARY_OPS(KILN_DECL_BINARY)
+#undef KILN_DECL_UNARY
+#undef KILN_DECL_BINARY
+/* Public spellings: kiln_exp(x), kiln_add(a, b); tensor–scalar forms
+ * kiln_add_s(a, 0.5) (the scalar is a graph input: a new value never
+ * recompiles) and kiln_add_c(a, 0.5) (a compile-time constant). */
+#define kiln_neg(x) kiln_neg_at((x), KILN_HERE)
+#define kiln_abs(x) kiln_abs_at((x), KILN_HERE)
+#define kiln_exp(x) kiln_exp_at((x), KILN_HERE)
+#define kiln_log(x) kiln_log_at((x), KILN_HERE)
+#define kiln_sqrt(x) kiln_sqrt_at((x), KILN_HERE)
+#define kiln_rsqrt(x) kiln_rsqrt_at((x), KILN_HERE)
+#define kiln_tanh(x) kiln_tanh_at((x), KILN_HERE)
+#define kiln_sigmoid(x) kiln_sigmoid_at((x), KILN_HERE)
+#define kiln_relu(x) kiln_relu_at((x), KILN_HERE)
+#define kiln_gelu(x) kiln_gelu_at((x), KILN_HERE)           /* erf form */
+#define kiln_gelu_tanh(x) kiln_gelu_tanh_at((x), KILN_HERE) /* tanh approximation */
+#define kiln_logical_not(x) kiln_logical_not_at((x), KILN_HERE)
+#define kiln_add(a, b) kiln_add_at((a), (b), KILN_HERE)
+#define kiln_sub(a, b) kiln_sub_at((a), (b), KILN_HERE)
+#define kiln_mul(a, b) kiln_mul_at((a), (b), KILN_HERE)
+#define kiln_div(a, b) kiln_div_at((a), (b), KILN_HERE)
+#define kiln_pow(a, b) kiln_pow_at((a), (b), KILN_HERE)
+#define kiln_maximum(a, b) kiln_maximum_at((a), (b), KILN_HERE)
+#define kiln_minimum(a, b) kiln_minimum_at((a), (b), KILN_HERE)
+#define kiln_eq(a, b) kiln_eq_at((a), (b), KILN_HERE)
+#define kiln_ne(a, b) kiln_ne_at((a), (b), KILN_HERE)
+#define kiln_lt(a, b) kiln_lt_at((a), (b), KILN_HERE)
+#define kiln_le(a, b) kiln_le_at((a), (b), KILN_HERE)
+#define kiln_gt(a, b) kiln_gt_at((a), (b), KILN_HERE)
+#define kiln_ge(a, b) kiln_ge_at((a), (b), KILN_HERE)
+#define kiln_logical_and(a, b) kiln_logical_and_at((a), (b), KILN_HERE)
+#define kiln_logical_or(a, b) kiln_logical_or_at((a), (b), KILN_HERE)
+#define kiln_add_s(a, s) kiln_add_s_at((a), (s), KILN_HERE)
+#define kiln_sub_s(a, s) kiln_sub_s_at((a), (s), KILN_HERE)
+#define kiln_mul_s(a, s) kiln_mul_s_at((a), (s), KILN_HERE)
+#define kiln_div_s(a, s) kiln_div_s_at((a), (s), KILN_HERE)
+#define kiln_pow_s(a, s) kiln_pow_s_at((a), (s), KILN_HERE)
+#define kiln_maximum_s(a, s) kiln_maximum_s_at((a), (s), KILN_HERE)
+#define kiln_minimum_s(a, s) kiln_minimum_s_at((a), (s), KILN_HERE)
+#define kiln_add_c(a, c) kiln_add_c_at((a), (c), KILN_HERE)
+#define kiln_sub_c(a, c) kiln_sub_c_at((a), (c), KILN_HERE)
+#define kiln_mul_c(a, c) kiln_mul_c_at((a), (c), KILN_HERE)
+#define kiln_div_c(a, c) kiln_div_c_at((a), (c), KILN_HERE)
+#define kiln_pow_c(a, c) kiln_pow_c_at((a), (c), KILN_HERE)
+#define kiln_maximum_c(a, c) kiln_maximum_c_at((a), (c), KILN_HERE)
+#define kiln_minimum_c(a, c) kiln_minimum_c_at((a), (c), KILN_HERE)
+#define kiln_gt_c(a, c) kiln_gt_c_at((a), (c), KILN_HERE)
+#define kiln_lt_c(a, c) kiln_lt_c_at((a), (c), KILN_HERE)
+#define kiln_eq_c(a, c) kiln_eq_c_at((a), (c), KILN_HERE)
+
+/* where(cond, a, b): cond is bool (other dtypes: != 0). Broadcasts all three. */
+#define kiln_where(c, a, b) kiln_where_at((c), (a), (b), KILN_HERE)
+kiln_tensor kiln_where_at(kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_loc loc);
+#define kiln_cast(x, dt) kiln_cast_at((x), (dt), KILN_HERE)
+kiln_tensor kiln_cast_at(kiln_tensor x, kiln_dtype dt, kiln_loc loc);
+
+/* ───────────── reductions ─────────────
+ * axes: n_axes entries (negative count from the end); n_axes == 0 reduces
+ * over all axes. keepdim keeps reduced axes with size 1. */
+#define kiln_sum(x, n, axes, keep) kiln_sum_at((x), (n), (axes), (keep), KILN_HERE)
+#define kiln_mean(x, n, axes, keep) kiln_mean_at((x), (n), (axes), (keep), KILN_HERE)
+#define kiln_max(x, n, axes, keep) kiln_max_at((x), (n), (axes), (keep), KILN_HERE)
+#define kiln_min(x, n, axes, keep) kiln_min_at((x), (n), (axes), (keep), KILN_HERE)
+kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
+kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
+kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
+kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
+/* Index of the first maximum along axis, as i64. */
+#define kiln_argmax(x, axis, keep) kiln_argmax_at((x), (axis), (keep), KILN_HERE)
+kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, int keepdim, kiln_loc loc);
+/* Numerically stable softmax / log_softmax along axis. */
+#define kiln_softmax(x, axis) kiln_softmax_at((x), (axis), KILN_HERE)
+#define kiln_log_softmax(x, axis) kiln_log_softmax_at((x), (axis), KILN_HERE)
+kiln_tensor kiln_softmax_at(kiln_tensor x, int axis, kiln_loc loc);
+kiln_tensor kiln_log_softmax_at(kiln_tensor x, int axis, kiln_loc loc);
+
+/* ───────────── shape ops ───────────── */
+/* One dimension of shape may be -1 (inferred). */
+#define kiln_reshape(x, rank, shape) kiln_reshape_at((x), (rank), (shape), KILN_HERE)
+kiln_tensor kiln_reshape_at(kiln_tensor x, int rank, const int64_t *shape, kiln_loc loc);
+#define kiln_permute(x, perm) kiln_permute_at((x), (perm), KILN_HERE)
+kiln_tensor kiln_permute_at(kiln_tensor x, const int *perm, kiln_loc loc);
+#define kiln_transpose(x, a0, a1) kiln_transpose_at((x), (a0), (a1), KILN_HERE)
+kiln_tensor kiln_transpose_at(kiln_tensor x, int axis0, int axis1, kiln_loc loc);
+/* Broadcast to shape (NumPy rules: size-1 or missing leading dims). */
+#define kiln_expand(x, rank, shape) kiln_expand_at((x), (rank), (shape), KILN_HERE)
+kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_loc loc);
+/* x[start:stop:step] along axis; Python conventions (negative start/stop
+ * count from the end, clamped); step >= 1. */
+#define kiln_slice(x, axis, start, stop, step) kiln_slice_at((x), (axis), (start), (stop), (step), KILN_HERE)
+kiln_tensor kiln_slice_at(kiln_tensor x, int axis, int64_t start, int64_t stop, int64_t step, kiln_loc loc);
+#define kiln_concat(n, xs, axis) kiln_concat_at((n), (xs), (axis), KILN_HERE)
+kiln_tensor kiln_concat_at(int n, const kiln_tensor *xs, int axis, kiln_loc loc);
+/* Constant padding: lo[i]/hi[i] elements before/after along axis i (rank entries). */
+#define kiln_pad(x, lo, hi, value) kiln_pad_at((x), (lo), (hi), (value), KILN_HERE)
+kiln_tensor kiln_pad_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, double value, kiln_loc loc);
+/* index_select: out = x indexed by idx (i32/i64, any rank) along axis; the
+ * axis is replaced by idx's dims. Embedding lookup: index_select(W, ids, 0).
+ * Out-of-range indices are clamped to [0, dim). */
+#define kiln_index_select(x, axis, idx) kiln_index_select_at((x), (axis), (idx), KILN_HERE)
+kiln_tensor kiln_index_select_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc loc);
+/* torch.gather: idx has x's rank; out[i][j] = x[i][idx[i][j]] along axis. */
+#define kiln_gather(x, axis, idx) kiln_gather_at((x), (axis), (idx), KILN_HERE)
+kiln_tensor kiln_gather_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc loc);
+/* one_hot(idx, n) -> idx.shape + [n], dtype dt. */
+#define kiln_one_hot(idx, n, dt) kiln_one_hot_at((idx), (n), (dt), KILN_HERE)
+kiln_tensor kiln_one_hot_at(kiln_tensor idx, int64_t n, kiln_dtype dt, kiln_loc loc);
+
+/* ───────────── matmul ─────────────
+ * NumPy matmul semantics: 1-D operands are promoted and the added dim
+ * removed; batch dims broadcast. f32 and f64. */
+#define kiln_matmul(a, b) kiln_matmul_at((a), (b), KILN_HERE)
+kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc);
+
+/* ───────────── sync points ───────────── */
+/* End the step: compute every kept tensor with pending work in one graph
+ * (compiled once, then found in the caches), enqueue it and return without
+ * waiting. Releases the step's other tensors. Returns the sticky status. */
+#define kiln_mark_step() kiln_mark_step_at(KILN_HERE)
+kiln_status kiln_mark_step_at(kiln_loc loc);
+/* Read t into host memory (bytes must be >= numel * dtype size). Executes
+ * only what t needs and waits for it. Counts as a graph cut (value read)
+ * attributed to the caller's line. */
+#define kiln_to_host(t, dst, bytes) kiln_to_host_at((t), (dst), (bytes), KILN_HERE)
+kiln_status kiln_to_host_at(kiln_tensor t, void *dst, size_t bytes, kiln_loc loc);
+/* Read a one-element tensor as a double / int64 (NaN / 0 on error). */
+#define kiln_item_f64(t) kiln_item_f64_at((t), KILN_HERE)
+#define kiln_item_i64(t) kiln_item_i64_at((t), KILN_HERE)
+double kiln_item_f64_at(kiln_tensor t, kiln_loc loc);
+int64_t kiln_item_i64_at(kiln_tensor t, kiln_loc loc);
+/* Wait for all queued executions. Returns the sticky status. */
+kiln_status kiln_wait(void);
+
+/* ───────────── metrics (thread-safe) ─────────────
+ * Counters: MarkStep, UncachedCompile, CachedCompile, PersistentCacheHit,
+ * PersistentCacheMiss, Execute, TransferToDevice, TransferFromDevice,
+ * ValueReadCut, ... Metrics (timed, in nanoseconds or plain values):
+ * CompileTime, ExecuteTime, TransferToDeviceTime, TransferFromDeviceTime,
+ * GraphNodes, ExecutionsPerStep, TraceTime. */
+typedef struct kiln_metric_stats {
+  int64_t count;   /* samples */
+  double sum;      /* accumulator */
+  double min, max; /* over all samples */
+  double p50, p90, p99; /* over the retained window of recent samples */
+} kiln_metric_stats;
+/* Value of a counter (0 if it never counted). */
+int64_t kiln_counter_value(const char *name);
+/* Stats of a metric; returns 0 if it exists, -1 if not (out zeroed). */
+int kiln_metric_data(const char *name, kiln_metric_stats *out);
+/* The full report as text (owned by kiln, valid until the next call). */
+const char *kiln_metrics_report(void);
+/* Reset every counter and metric. */
+void kiln_metrics_clear(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_KILN_H */

@@ -1,0 +1,40 @@
+/* Internal error handling: the sticky status and context on the way up. */
+#ifndef KILN_BASE_STATUS_H
+#define KILN_BASE_STATUS_H
+
+#include <stdarg.h>
+
+#include "kiln/kiln.h"
+
+/* Record an error in the sticky status (only the first one sticks; later
+ * ones are logged at debug level). Returns s. Thread-safe. */
+kiln_status kiln_error(kiln_status s, kiln_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Build a detailed message for an internal status without making it sticky:
+ * the caller decides. Messages are bounded (truncated at 1 KiB). */
+typedef struct kiln_err {
+  kiln_status code;
+  char msg[1024];
+} kiln_err;
+kiln_status kiln_err_set(kiln_err *e, kiln_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prepend context: "while compiling X: <old message>". */
+void kiln_err_context(kiln_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define KILN_RETURN_IF_ERROR(err, expr, ...)        \
+  do {                                              \
+    kiln_status s__ = (expr);                       \
+    if (s__ != KILN_OK) {                           \
+      kiln_err_context((err), __VA_ARGS__);         \
+      return s__;                                   \
+    }                                               \
+  } while (0)
+
+/* For kiln's own invariants only: never reachable from user input. */
+#define KILN_ASSERT(cond)                                                          \
+  do {                                                                             \
+    if (!(cond)) kiln_internal_abort(__FILE__, __LINE__, #cond);                   \
+  } while (0)
+_Noreturn void kiln_internal_abort(const char *file, int line, const char *what);
+
+#endif

@@ -1,0 +1,44 @@
+/* Shared helpers of the public op builders (the API layer). */
+#ifndef KILN_FRONTEND_API_H
+#define KILN_FRONTEND_API_H
+
+#include "frontend/trace.h"
+
+/* The runtime singleton's frontend, starting the runtime with defaults from
+ * the environment on first use. NULL if the runtime could not start (the
+ * error is recorded). This is the API layer's one upward call: the builders
+ * are the public wrappers, and the runtime owns the singleton. */
+kiln_frontend *kiln_api_frontend(void);
+
+/* Resolve an input: fills *node; returns 0 if ok, 1 if poisoned (silently
+ * propagate), -1 if stale/null (error recorded). */
+int kiln_api_input(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_loc loc, kiln_tslot **slot,
+                   kiln_node **node);
+/* Promotion order bool < i32 < i64 < f32 < f64. */
+kiln_dtype kiln_api_promote(kiln_dtype a, kiln_dtype b);
+static inline int kiln_dtype_is_float(kiln_dtype d) { return d == KILN_F32 || d == KILN_F64; }
+/* node converted to dt (itself if already). */
+kiln_node *kiln_api_cast(kiln_frontend *fe, kiln_node *n, kiln_dtype dt, kiln_loc loc);
+/* node broadcast to (rank, shape) with RESHAPE + EXPAND as needed. */
+kiln_node *kiln_api_broadcast(kiln_frontend *fe, kiln_node *n, int rank, const int64_t *shape, kiln_loc loc);
+/* Broadcast shape of two shapes; -1 on mismatch (bad_axis set). */
+int kiln_api_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *rank, int64_t *out,
+                             int *bad_axis);
+/* A reshape node (itself if same shape). */
+kiln_node *kiln_api_reshape(kiln_frontend *fe, kiln_node *n, int rank, const int64_t *shape, kiln_loc loc);
+/* A CONST node of dt filled with v, of shape. */
+kiln_node *kiln_api_const(kiln_frontend *fe, kiln_dtype dt, int rank, const int64_t *shape, double v, kiln_loc loc);
+/* Convert *v to dt's value set (integers truncate, bool is != 0) and return
+ * 0, or record an error naming op and return -1 when it is not
+ * representable (NaN/inf or out of range for an integer dtype). */
+int kiln_api_check_value(kiln_dtype dt, double *v, const char *op, kiln_loc loc);
+/* (int64_t)v without undefined behaviour (0 when out of range or NaN). */
+static inline int64_t kiln_api_i64(double v) {
+  return (v == v && v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v : 0;
+}
+/* Normalize an axis (negative from the end) against rank; -1 if out of range. */
+int kiln_api_axis(int axis, int rank);
+/* Record a shape error: "<op>: <what> (shapes [..] and [..])". Returns a poisoned tensor. */
+kiln_tensor kiln_api_fail(kiln_frontend *fe, kiln_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

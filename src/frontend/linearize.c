@@ -1,0 +1,148 @@
+#include "frontend/linearize.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  uint32_t nc = *cap ? *cap : 256;
+  while (nc < need) nc *= 2;
+  void *np = realloc(*p, nc * elem);
+  if (!np) return -1;
+  *p = np;
+  *cap = nc;
+  return 0;
+}
+
+/* stack and stack_pos grow together */
+static int stack_reserve(kiln_lin *L, uint32_t need) {
+  if (need <= L->cap_stack) return 0;
+  uint32_t nc = L->cap_stack ? L->cap_stack * 2 : 256;
+  while (nc < need) nc *= 2;
+  kiln_node **ns = realloc(L->stack, nc * sizeof *ns);
+  if (!ns) return -1;
+  L->stack = ns;
+  uint16_t *np = realloc(L->stack_pos, nc * sizeof *np);
+  if (!np) return -1;
+  L->stack_pos = np;
+  L->cap_stack = nc;
+  return 0;
+}
+
+int kiln_lin_run(kiln_frontend *fe, kiln_lin *L, int n_out, kiln_node *const *outs) {
+  uint32_t mark = ++fe->mark_epoch;
+  L->n = 0;
+  L->n_inputs = 0;
+  for (int o = 0; o < n_out; o++) {
+    kiln_node *root = outs[o];
+    if (root->mark == mark) continue;
+    uint32_t sp = 0;
+    if (stack_reserve(L, 1)) return -1;
+    L->stack[sp] = root;
+    L->stack_pos[sp] = 0;
+    sp++;
+    root->mark = mark;
+    root->lin = -1;
+    while (sp) {
+      kiln_node *n = L->stack[sp - 1];
+      uint16_t i = L->stack_pos[sp - 1];
+      if (i < n->n_in) {
+        L->stack_pos[sp - 1] = (uint16_t)(i + 1);
+        kiln_node *c = n->in[i];
+        if (c->mark == mark) continue;
+        c->mark = mark;
+        c->lin = -1;
+        if (stack_reserve(L, sp + 1)) return -1;
+        L->stack[sp] = c;
+        L->stack_pos[sp] = 0;
+        sp++;
+        continue;
+      }
+      sp--;
+      if (grow((void **)&L->order, &L->cap, L->n + 1, sizeof *L->order)) return -1;
+      n->lin = (int32_t)L->n;
+      L->order[L->n++] = n;
+      if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
+        if (grow((void **)&L->inputs, &L->cap_inputs, L->n_inputs + 1, sizeof *L->inputs)) return -1;
+        L->inputs[L->n_inputs++] = n;
+      }
+    }
+  }
+  return 0;
+}
+
+/* Runs at every cached step over every node: plain loops, no calls. */
+int kiln_lin_matches(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias, const kiln_graph *g) {
+  if ((uint32_t)g->n_nodes != L->n || (uint32_t)g->n_inputs != L->n_inputs || g->n_outputs != n_out) return 0;
+  int32_t next_input = 0;
+  const kiln_gnode *m = g->nodes;
+  for (uint32_t i = 0; i < L->n; i++, m++) {
+    const kiln_node *n = L->order[i];
+    if (m->op != n->op || m->dtype != n->dtype || m->rank != n->rank || m->n_in != n->n_in) return 0;
+    for (int d = 0; d < n->rank; d++)
+      if (m->shape[d] != n->shape[d]) return 0;
+    if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
+      if (m->iattr[0] != next_input++) return 0;
+      continue;
+    }
+    if (m->n_iattr != n->n_iattr) return 0;
+    for (int k = 0; k < n->n_iattr; k++)
+      if (m->iattr[k] != n->iattr[k]) return 0;
+    uint64_t fa, fb;
+    memcpy(&fa, &m->fattr, 8);
+    memcpy(&fb, &n->fattr, 8);
+    if (fa != fb) return 0;
+    const int32_t *in = g->in_idx + m->in_off;
+    for (int k = 0; k < n->n_in; k++)
+      if (in[k] != n->in[k]->lin) return 0;
+  }
+  for (int o = 0; o < n_out; o++)
+    if (g->output_node[o] != outs[o]->lin || g->output_alias[o] != alias[o]) return 0;
+  return 1;
+}
+
+kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias) {
+  int32_t n_in_idx = 0;
+  for (uint32_t i = 0; i < L->n; i++) n_in_idx += L->order[i]->n_in;
+  kiln_graph *g = kiln_graph_alloc((int32_t)L->n, n_in_idx, (int32_t)L->n_inputs, n_out);
+  if (!g) return NULL;
+  int32_t off = 0, next_input = 0;
+  for (uint32_t i = 0; i < L->n; i++) {
+    const kiln_node *n = L->order[i];
+    kiln_gnode *m = &g->nodes[i];
+    m->op = n->op;
+    m->dtype = n->dtype;
+    m->rank = n->rank;
+    m->n_in = n->n_in;
+    m->in_off = off;
+    memcpy(m->shape, n->shape, sizeof(int64_t) * n->rank);
+    m->loc = n->loc;
+    if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
+      m->n_iattr = 1;
+      m->iattr[0] = next_input;
+      g->input_node[next_input++] = (int32_t)i;
+      m->fattr = n->op == KILN_OP_SCALAR
+                     ? (n->dtype == KILN_F32 || n->dtype == KILN_F64 ? n->fattr : (double)n->ival)
+                     : 0.0;
+    } else {
+      m->n_iattr = n->n_iattr;
+      memcpy(m->iattr, n->iattr, sizeof(int64_t) * n->n_iattr);
+      m->fattr = n->fattr;
+    }
+    for (int k = 0; k < n->n_in; k++) g->in_idx[off++] = n->in[k]->lin;
+  }
+  for (int o = 0; o < n_out; o++) {
+    g->output_node[o] = outs[o]->lin;
+    g->output_alias[o] = alias[o];
+  }
+  g->hash = kiln_graph_hash(g);
+  return g;
+}
+
+void kiln_lin_free(kiln_lin *L) {
+  free(L->order);
+  free(L->inputs);
+  free(L->stack);
+  free(L->stack_pos);
+  memset(L, 0, sizeof *L);
+}

@@ -1,0 +1,29 @@
+/* Linearization of the trace-time graph at a cut: a post-order DFS from the
+ * outputs numbers the nodes and lists the graph inputs (LEAF and SCALAR
+ * nodes, in first-visit order). The same order is used to verify a cache
+ * hit against a cached kiln_graph without building a new one, and to build
+ * the kiln_graph on a miss. Single-threaded (the tracing thread). */
+#ifndef KILN_FRONTEND_LINEARIZE_H
+#define KILN_FRONTEND_LINEARIZE_H
+
+#include "frontend/trace.h"
+
+typedef struct kiln_lin {
+  kiln_node **order; /* post-order */
+  uint32_t n, cap;
+  kiln_node **inputs;
+  uint32_t n_inputs, cap_inputs;
+  kiln_node **stack;
+  uint16_t *stack_pos;
+  uint32_t cap_stack;
+} kiln_lin;
+
+/* Number the graph of outs. Returns 0, or -1 on out-of-memory. */
+int kiln_lin_run(kiln_frontend *fe, kiln_lin *L, int n_out, kiln_node *const *outs);
+/* 1 if the numbered graph (outs, alias) is exactly g. */
+int kiln_lin_matches(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias, const kiln_graph *g);
+/* Build the kiln_graph (NULL on out-of-memory). */
+kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias);
+void kiln_lin_free(kiln_lin *L);
+
+#endif

@@ -1,0 +1,223 @@
+/* Creation builders and handle-level API (keep, release, assign, queries). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/api.h"
+
+static const char *const k_dtype_names[KILN_DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "bool"};
+static const size_t k_dtype_sizes[KILN_DTYPE_COUNT] = {4, 8, 4, 8, 1};
+
+const char *kiln_dtype_name(kiln_dtype dt) { return (unsigned)dt < KILN_DTYPE_COUNT ? k_dtype_names[dt] : "?"; }
+size_t kiln_dtype_size(kiln_dtype dt) { return (unsigned)dt < KILN_DTYPE_COUNT ? k_dtype_sizes[dt] : 0; }
+
+static int check_shape(kiln_frontend *fe, const char *op, int rank, const int64_t *shape, kiln_loc loc) {
+  if (rank < 0 || rank > KILN_MAX_RANK || (rank && !shape)) {
+    kiln_api_fail(fe, loc, "%s: rank %d is out of range [0,%d]", op, rank, KILN_MAX_RANK);
+    return -1;
+  }
+  int64_t total = 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0 || (shape[i] && total > INT64_MAX / 16 / shape[i])) {
+      kiln_api_fail(fe, loc, "%s: bad dimension %lld at axis %d", op, (long long)shape[i], i);
+      return -1;
+    }
+    total *= shape[i];
+  }
+  return 0;
+}
+
+static int check_dtype(kiln_frontend *fe, const char *op, kiln_dtype dt, kiln_loc loc) {
+  if ((unsigned)dt < KILN_DTYPE_COUNT) return 0;
+  kiln_api_fail(fe, loc, "%s: unknown dtype %d", op, (int)dt);
+  return -1;
+}
+
+kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const int64_t *shape, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  if (check_dtype(fe, "from_host", dt, loc) || check_shape(fe, "from_host", rank, shape, loc))
+    return kiln_fe_poison(fe, loc);
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= shape[i];
+  size_t bytes = (size_t)n * kiln_dtype_size(dt);
+  if (bytes && !data) return kiln_api_fail(fe, loc, "from_host: data is NULL for %lld elements", (long long)n);
+  kiln_buf *b = fe->hooks.upload(fe->hooks.ctx, data, bytes, loc);
+  if (!b) return kiln_fe_poison(fe, loc);
+  return kiln_fe_tensor_buf(fe, b, dt, rank, shape, loc);
+}
+
+kiln_tensor kiln_full_at(kiln_dtype dt, int rank, const int64_t *shape, double v, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  if (check_dtype(fe, "full", dt, loc) || check_shape(fe, "full", rank, shape, loc) ||
+      kiln_api_check_value(dt, &v, "full", loc))
+    return kiln_fe_poison(fe, loc);
+  return kiln_fe_tensor(fe, kiln_api_const(fe, dt, rank, shape, v, loc), loc);
+}
+
+kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  if (check_dtype(fe, "arange", dt, loc)) return kiln_fe_poison(fe, loc);
+  if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step) || dt == KILN_BOOL)
+    return kiln_api_fail(fe, loc, "arange: bad range (%g, %g, %g) for %s", start, stop, step, kiln_dtype_name(dt));
+  double len = ceil((stop - start) / step);
+  if (len < 0) len = 0;
+  if (len > 1e12) return kiln_api_fail(fe, loc, "arange: %g elements is too many", len);
+  int64_t n = (int64_t)len, axis = 0;
+  kiln_node *io = kiln_fe_node(fe, KILN_OP_IOTA, dt, 1, &n, 0, NULL, 1, &axis, 0.0, loc);
+  kiln_node *r = io;
+  if (r && step != 1) {
+    kiln_node *in[2] = {r, kiln_api_const(fe, dt, 1, &n, step, loc)};
+    r = in[1] ? kiln_fe_node(fe, KILN_OP_MUL, dt, 1, &n, 2, in, 0, NULL, 0.0, loc) : NULL;
+  }
+  if (r && start != 0) {
+    kiln_node *in[2] = {r, kiln_api_const(fe, dt, 1, &n, start, loc)};
+    r = in[1] ? kiln_fe_node(fe, KILN_OP_ADD, dt, 1, &n, 2, in, 0, NULL, 0.0, loc) : NULL;
+  }
+  return kiln_fe_tensor(fe, r, loc);
+}
+
+kiln_tensor kiln_rand_at(int kind, kiln_dtype dt, int rank, const int64_t *shape, uint64_t seed, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  if (check_dtype(fe, "rand", dt, loc) || check_shape(fe, "rand", rank, shape, loc)) return kiln_fe_poison(fe, loc);
+  if (!kiln_dtype_is_float(dt) || (kind != 0 && kind != 1))
+    return kiln_api_fail(fe, loc, "rand: needs a floating-point dtype (got %s) and kind 0 or 1", kiln_dtype_name(dt));
+  kiln_node *s = kiln_fe_scalar_node(fe, KILN_I64, 0.0, (int64_t)seed, loc);
+  int64_t k = kind;
+  kiln_node *r = s ? kiln_fe_node(fe, KILN_OP_RANDOM, dt, rank, shape, 1, &s, 1, &k, 0.0, loc) : NULL;
+  return kiln_fe_tensor(fe, r, loc);
+}
+
+kiln_tensor kiln_scalar_at(kiln_dtype dt, double v, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  if (check_dtype(fe, "scalar", dt, loc) || kiln_api_check_value(dt, &v, "scalar", loc)) return kiln_fe_poison(fe, loc);
+  return kiln_fe_tensor(fe, kiln_fe_scalar_node(fe, dt, v, kiln_api_i64(v), loc), loc);
+}
+
+kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  if (check_dtype(fe, "constant", dt, loc) || kiln_api_check_value(dt, &v, "constant", loc))
+    return kiln_fe_poison(fe, loc);
+  return kiln_fe_tensor(fe, kiln_api_const(fe, dt, 0, NULL, v, loc), loc);
+}
+
+/* ── handle-level API ── */
+
+static kiln_tslot *peek(kiln_tensor t) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe || t.index >= fe->n_slots || !fe->slots[t.index].live || fe->slots[t.index].gen != t.gen || !t.gen)
+    return NULL;
+  return &fe->slots[t.index];
+}
+
+int kiln_is_valid(kiln_tensor t) {
+  kiln_tslot *s = peek(t);
+  return s && !s->poisoned;
+}
+int kiln_rank(kiln_tensor t) {
+  kiln_tslot *s = peek(t);
+  return s && !s->poisoned ? s->rank : -1;
+}
+int64_t kiln_dim(kiln_tensor t, int axis) {
+  kiln_tslot *s = peek(t);
+  if (!s || s->poisoned) return -1;
+  int a = kiln_api_axis(axis, s->rank);
+  return a < 0 || !s->rank ? -1 : s->shape[a];
+}
+int64_t kiln_numel(kiln_tensor t) {
+  kiln_tslot *s = peek(t);
+  if (!s || s->poisoned) return -1;
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->shape[i];
+  return n;
+}
+kiln_dtype kiln_dtype_of(kiln_tensor t) {
+  kiln_tslot *s = peek(t);
+  return s ? (kiln_dtype)s->dtype : KILN_DTYPE_COUNT;
+}
+int kiln_shape(kiln_tensor t, int64_t *out) {
+  kiln_tslot *s = peek(t);
+  if (!s || s->poisoned) return -1;
+  if (out) memcpy(out, s->shape, sizeof(int64_t) * s->rank);
+  return s->rank;
+}
+
+kiln_tensor kiln_keep(kiln_tensor t) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return t;
+  kiln_tslot *s = kiln_fe_slot(fe, t, "keep", (kiln_loc){0, 0});
+  if (!s || s->kept) return t;
+  if (fe->n_kept == fe->cap_kept) {
+    uint32_t nc = fe->cap_kept ? fe->cap_kept * 2 : 64;
+    uint32_t *nl = realloc(fe->kept_list, nc * sizeof *nl);
+    if (!nl) {
+      kiln_error(KILN_ERR_OUT_OF_MEMORY, (kiln_loc){0, 0}, "keep: out of memory");
+      return t;
+    }
+    fe->kept_list = nl;
+    fe->cap_kept = nc;
+  }
+  s->kept = 1;
+  s->kept_pos = (int32_t)fe->n_kept;
+  fe->kept_list[fe->n_kept++] = t.index;
+  return t;
+}
+
+void kiln_release(kiln_tensor t) {
+  if (!t.gen) return;
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return;
+  kiln_tslot *s = kiln_fe_slot(fe, t, "release", (kiln_loc){0, 0});
+  if (!s) return;
+  if (s->kept) {
+    /* swap-remove from the kept list */
+    uint32_t last = fe->kept_list[--fe->n_kept];
+    fe->kept_list[s->kept_pos] = last;
+    fe->slots[last].kept_pos = s->kept_pos;
+    s->kept = 0;
+    s->kept_pos = -1;
+  }
+  /* Free now. If it was made this step, its step-list entry later finds
+   * the slot dead (or reused, and then the entry of the new tensor decides). */
+  kiln_fe_slot_free(fe, t.index);
+}
+
+void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return;
+  kiln_tslot *d = kiln_fe_slot(fe, dst, "assign", loc), *s = NULL;
+  kiln_node *n = NULL;
+  int r = kiln_api_input(fe, src, "assign", loc, &s, &n);
+  if (!d || r < 0) return;
+  char sa[128], sb[128];
+  if (r == 0 && (d->dtype != n->dtype || d->rank != n->rank ||
+                 memcmp(d->shape, n->shape, sizeof(int64_t) * d->rank))) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "assign: destination %s %s and source %s %s differ",
+               kiln_dtype_name(d->dtype), kiln_fe_shape_str(d->rank, d->shape, sa, sizeof sa),
+               kiln_dtype_name(n->dtype), kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+    return;
+  }
+  if (r == 1) { /* poisoned source poisons the destination */
+    kiln_fe_set_poisoned(fe, d);
+    return;
+  }
+  if (d == s) return;
+  if (n->op == KILN_OP_LEAF) { /* a computed value: share the buffer */
+    kiln_buf_ref(n->buf);
+    kiln_fe_set_computed(fe, d, n->buf);
+    return;
+  }
+  /* The old buffer may be donated to the new value at the next cut. */
+  if (d->buf) {
+    kiln_buf_unref(d->donor);
+    d->donor = d->buf;
+    d->buf = NULL;
+  }
+  d->node = n;
+  d->poisoned = 0;
+}

@@ -1,0 +1,127 @@
+/* Reduction builders: sum, mean, max, min, argmax, softmax, log_softmax. */
+#include <string.h>
+
+#include "frontend/api.h"
+
+/* Build the keepdim reduction, then drop the axes unless keepdim. */
+static kiln_node *reduce_node(kiln_frontend *fe, int op, kiln_node *n, uint64_t mask, int keepdim, kiln_loc loc) {
+  int64_t kshape[KILN_MAX_RANK], oshape[KILN_MAX_RANK];
+  int orank = 0;
+  for (int i = 0; i < n->rank; i++) {
+    int red = (int)((mask >> i) & 1);
+    kshape[i] = red ? 1 : n->shape[i];
+    if (!red) oshape[orank++] = n->shape[i];
+  }
+  int64_t attr = (int64_t)mask;
+  kiln_dtype dt = op == KILN_OP_ARGMAX ? KILN_I64 : (kiln_dtype)n->dtype;
+  if (op == KILN_OP_ARGMAX) {
+    for (int i = 0; i < n->rank; i++)
+      if ((mask >> i) & 1) attr = i;
+  }
+  kiln_node *r = mask ? kiln_fe_node(fe, op, dt, n->rank, kshape, 1, &n, 1, &attr, 0.0, loc) : n;
+  if (!r || keepdim) return r;
+  return kiln_api_reshape(fe, r, orank, oshape, loc);
+}
+
+/* Parse axes into a bitmask; 0 axes = all. Returns -1 on a bad axis. */
+static int axes_mask(int rank, int n_axes, const int *axes, uint64_t *mask, int *bad) {
+  *mask = 0;
+  if (n_axes <= 0 || !axes) {
+    *mask = rank ? ((1ULL << rank) - 1) : 0;
+    return 0;
+  }
+  for (int i = 0; i < n_axes; i++) {
+    int a = kiln_api_axis(axes[i], rank);
+    if (a < 0 || rank == 0) {
+      *bad = axes[i];
+      return -1;
+    }
+    *mask |= 1ULL << a;
+  }
+  return 0;
+}
+
+static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, const int *axes, int keepdim,
+                          int mean, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  kiln_node *n;
+  if (kiln_api_input(fe, x, name, loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  uint64_t mask;
+  int bad = 0;
+  char sb[128];
+  if (axes_mask(n->rank, n_axes, axes, &mask, &bad))
+    return kiln_api_fail(fe, loc, "%s: axis %d is out of range for shape %s", name, bad,
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  int64_t count = 1;
+  for (int i = 0; i < n->rank; i++)
+    if ((mask >> i) & 1) count *= n->shape[i];
+  if (count == 0 && op != KILN_OP_REDUCE_SUM)
+    return kiln_api_fail(fe, loc, "%s: reduction over an empty axis of shape %s has no identity", name,
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  if (mean && !kiln_dtype_is_float((kiln_dtype)n->dtype))
+    return kiln_api_fail(fe, loc, "%s: needs a floating-point tensor, got %s", name, kiln_dtype_name(n->dtype));
+  if (op == KILN_OP_REDUCE_SUM && n->dtype == KILN_BOOL) n = kiln_api_cast(fe, n, KILN_I64, loc);
+  kiln_node *r = reduce_node(fe, op, n, mask, keepdim, loc);
+  if (r && mean) {
+    kiln_node *c = kiln_api_const(fe, (kiln_dtype)r->dtype, 0, NULL, count ? 1.0 / (double)count : 0.0 / 0.0, loc);
+    c = kiln_api_broadcast(fe, c, r->rank, r->shape, loc);
+    kiln_node *in[2] = {r, c};
+    r = c ? kiln_fe_node(fe, KILN_OP_MUL, (kiln_dtype)r->dtype, r->rank, r->shape, 2, in, 0, NULL, 0.0, loc) : NULL;
+  }
+  return kiln_fe_tensor(fe, r, loc);
+}
+
+kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+  return reduce(KILN_OP_REDUCE_SUM, "sum", x, n_axes, axes, keepdim, 0, loc);
+}
+kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+  return reduce(KILN_OP_REDUCE_SUM, "mean", x, n_axes, axes, keepdim, 1, loc);
+}
+kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+  return reduce(KILN_OP_REDUCE_MAX, "max", x, n_axes, axes, keepdim, 0, loc);
+}
+kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+  return reduce(KILN_OP_REDUCE_MIN, "min", x, n_axes, axes, keepdim, 0, loc);
+}
+kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, int keepdim, kiln_loc loc) {
+  return reduce(KILN_OP_ARGMAX, "argmax", x, 1, &axis, keepdim, 0, loc);
+}
+
+static kiln_node *binop(kiln_frontend *fe, int op, kiln_node *a, kiln_node *b, kiln_loc loc) {
+  if (!a || !b) return NULL;
+  kiln_node *in[2] = {a, kiln_api_broadcast(fe, b, a->rank, a->shape, loc)};
+  if (!in[1]) return NULL;
+  return kiln_fe_node(fe, op, (kiln_dtype)a->dtype, a->rank, a->shape, 2, in, 0, NULL, 0.0, loc);
+}
+static kiln_node *unop(kiln_frontend *fe, int op, kiln_node *a, kiln_loc loc) {
+  return a ? kiln_fe_node(fe, op, (kiln_dtype)a->dtype, a->rank, a->shape, 1, &a, 0, NULL, 0.0, loc) : NULL;
+}
+
+static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) {
+  const char *name = log_form ? "log_softmax" : "softmax";
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return (kiln_tensor){0, 0};
+  kiln_node *n;
+  if (kiln_api_input(fe, x, name, loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  char sb[128];
+  int a = kiln_api_axis(axis, n->rank);
+  if (a < 0 || n->rank == 0)
+    return kiln_api_fail(fe, loc, "%s: axis %d is out of range for shape %s", name, axis,
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  if (n->shape[a] == 0)
+    return kiln_api_fail(fe, loc, "%s: axis %d of shape %s is empty", name, axis,
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  if (!kiln_dtype_is_float((kiln_dtype)n->dtype)) n = kiln_api_cast(fe, n, KILN_F32, loc);
+  uint64_t mask = 1ULL << a;
+  kiln_node *m = reduce_node(fe, KILN_OP_REDUCE_MAX, n, mask, 1, loc);
+  kiln_node *sh = binop(fe, KILN_OP_SUB, n, m, loc);
+  kiln_node *e = unop(fe, KILN_OP_EXP, sh, loc);
+  kiln_node *s = e ? reduce_node(fe, KILN_OP_REDUCE_SUM, e, mask, 1, loc) : NULL;
+  kiln_node *r = log_form ? binop(fe, KILN_OP_SUB, sh, unop(fe, KILN_OP_LOG, s, loc), loc)
+                          : binop(fe, KILN_OP_DIV, e, s, loc);
+  return kiln_fe_tensor(fe, r, loc);
+}
+
+kiln_tensor kiln_softmax_at(kiln_tensor x, int axis, kiln_loc loc) { return softmax(x, axis, 0, loc); }
+kiln_tensor kiln_log_softmax_at(kiln_tensor x, int axis, kiln_loc loc) { return softmax(x, axis, 1, loc); }

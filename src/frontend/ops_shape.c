@@ -1,0 +1,339 @@
+/* Shape and indexing builders, and matmul. */
+#include <string.h>
+
+#include "frontend/api.h"
+
+#define FE_OR_NULL(fe)                      \
+  kiln_frontend *fe = kiln_api_frontend(); \
+  if (!fe) return (kiln_tensor){0, 0}
+
+static int64_t numel_of(int rank, const int64_t *s) {
+  int64_t e = 1;
+  for (int i = 0; i < rank; i++) e *= s[i];
+  return e;
+}
+
+kiln_tensor kiln_reshape_at(kiln_tensor x, int rank, const int64_t *shape, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n;
+  if (kiln_api_input(fe, x, "reshape", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  char sa[128], sb[128];
+  if (rank < 0 || rank > KILN_MAX_RANK || (rank && !shape))
+    return kiln_api_fail(fe, loc, "reshape: rank %d is out of range [0,%d]", rank, KILN_MAX_RANK);
+  int64_t s[KILN_MAX_RANK];
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < rank; i++) {
+    s[i] = shape[i];
+    if (s[i] == -1 && infer < 0) {
+      infer = i;
+    } else if (s[i] < 0) {
+      return kiln_api_fail(fe, loc, "reshape: bad dimension %lld in the target shape", (long long)s[i]);
+    } else {
+      known *= s[i];
+    }
+  }
+  int64_t total = numel_of(n->rank, n->shape);
+  if (infer >= 0) {
+    if (known == 0 || total % known)
+      return kiln_api_fail(fe, loc, "reshape: cannot infer -1 for shape %s from %s",
+                           kiln_fe_shape_str(rank, shape, sb, sizeof sb),
+                           kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+    s[infer] = total / known;
+    known *= s[infer];
+  }
+  if (known != total)
+    return kiln_api_fail(fe, loc, "reshape: shape %s (%lld elements) does not match %s (%lld elements)",
+                         kiln_fe_shape_str(rank, s, sb, sizeof sb), (long long)known,
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa), (long long)total);
+  kiln_node *r = kiln_api_reshape(fe, n, rank, s, loc);
+  return kiln_fe_tensor(fe, r, loc);
+}
+
+static kiln_node *permute_node(kiln_frontend *fe, kiln_node *n, const int *perm, kiln_loc loc) {
+  int64_t s[KILN_MAX_RANK], attr[KILN_MAX_RANK];
+  int identity = 1;
+  for (int i = 0; i < n->rank; i++) {
+    s[i] = n->shape[perm[i]];
+    attr[i] = perm[i];
+    identity &= perm[i] == i;
+  }
+  if (identity) return n;
+  return kiln_fe_node(fe, KILN_OP_PERMUTE, (kiln_dtype)n->dtype, n->rank, s, 1, &n, n->rank, attr, 0.0, loc);
+}
+
+kiln_tensor kiln_permute_at(kiln_tensor x, const int *perm, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n;
+  if (kiln_api_input(fe, x, "permute", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  int seen[KILN_MAX_RANK] = {0}, p[KILN_MAX_RANK];
+  char sa[128];
+  for (int i = 0; i < n->rank; i++) {
+    int a = perm ? kiln_api_axis(perm[i], n->rank) : -1;
+    if (a < 0 || seen[a])
+      return kiln_api_fail(fe, loc, "permute: not a permutation of the %d axes of shape %s", n->rank,
+                           kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+    seen[a] = 1;
+    p[i] = a;
+  }
+  return kiln_fe_tensor(fe, permute_node(fe, n, p, loc), loc);
+}
+
+kiln_tensor kiln_transpose_at(kiln_tensor x, int axis0, int axis1, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n;
+  if (kiln_api_input(fe, x, "transpose", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  int a = kiln_api_axis(axis0, n->rank), b = kiln_api_axis(axis1, n->rank);
+  char sa[128];
+  if (a < 0 || b < 0 || n->rank == 0)
+    return kiln_api_fail(fe, loc, "transpose: axes %d, %d out of range for shape %s", axis0, axis1,
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+  int p[KILN_MAX_RANK];
+  for (int i = 0; i < n->rank; i++) p[i] = i;
+  p[a] = b;
+  p[b] = a;
+  return kiln_fe_tensor(fe, permute_node(fe, n, p, loc), loc);
+}
+
+kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n;
+  if (kiln_api_input(fe, x, "expand", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  char sa[128], sb[128];
+  int ok = rank >= n->rank && rank <= KILN_MAX_RANK && (shape || !rank);
+  for (int i = 0; ok && i < rank; i++) {
+    int j = i - (rank - n->rank);
+    if (shape[i] < 0 || (j >= 0 && n->shape[j] != 1 && n->shape[j] != shape[i])) ok = 0;
+  }
+  if (!ok)
+    return kiln_api_fail(fe, loc, "expand: cannot broadcast shape %s to %s",
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa),
+                         kiln_fe_shape_str(rank > 0 && rank <= KILN_MAX_RANK ? rank : 0, shape, sb, sizeof sb));
+  return kiln_fe_tensor(fe, kiln_api_broadcast(fe, n, rank, shape, loc), loc);
+}
+
+kiln_tensor kiln_slice_at(kiln_tensor x, int axis, int64_t start, int64_t stop, int64_t step, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n;
+  if (kiln_api_input(fe, x, "slice", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  char sa[128];
+  int a = kiln_api_axis(axis, n->rank);
+  if (a < 0 || n->rank == 0)
+    return kiln_api_fail(fe, loc, "slice: axis %d out of range for shape %s", axis,
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+  if (step < 1) return kiln_api_fail(fe, loc, "slice: step must be >= 1, got %lld", (long long)step);
+  int64_t d = n->shape[a];
+  if (start < 0) start += d;
+  if (stop < 0) stop += d;
+  start = start < 0 ? 0 : (start > d ? d : start);
+  stop = stop < start ? start : (stop > d ? d : stop);
+  int64_t len = (stop - start + step - 1) / step;
+  int64_t s[KILN_MAX_RANK], attr[2 * KILN_MAX_RANK];
+  memcpy(s, n->shape, sizeof s);
+  s[a] = len;
+  for (int i = 0; i < n->rank; i++) {
+    attr[i] = i == a ? start : 0;
+    attr[n->rank + i] = i == a ? step : 1;
+  }
+  if (len == d && step == 1) return kiln_fe_tensor(fe, n, loc);
+  return kiln_fe_tensor(fe, kiln_fe_node(fe, KILN_OP_SLICE, (kiln_dtype)n->dtype, n->rank, s, 1, &n, 2 * n->rank,
+                                         attr, 0.0, loc),
+                        loc);
+}
+
+kiln_tensor kiln_concat_at(int n_in, const kiln_tensor *xs, int axis, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  if (n_in < 1 || !xs) return kiln_api_fail(fe, loc, "concat: needs at least one tensor");
+  kiln_node *stackbuf[16];
+  kiln_node **in = n_in <= 16 ? stackbuf : kiln_arena_alloc(&fe->arena, sizeof(kiln_node *) * (size_t)n_in);
+  if (!in) return kiln_fe_tensor(fe, NULL, loc);
+  int poisoned = 0;
+  kiln_dtype dt = KILN_BOOL;
+  for (int i = 0; i < n_in; i++) {
+    int r = kiln_api_input(fe, xs[i], "concat", loc, NULL, &in[i]);
+    if (r) poisoned = 1;
+    else dt = kiln_api_promote(dt, (kiln_dtype)in[i]->dtype);
+  }
+  if (poisoned) return kiln_fe_poison(fe, loc);
+  int rank = in[0]->rank;
+  int a = kiln_api_axis(axis, rank);
+  char sa[128], sb[128];
+  if (a < 0 || rank == 0)
+    return kiln_api_fail(fe, loc, "concat: axis %d out of range for shape %s", axis,
+                         kiln_fe_shape_str(rank, in[0]->shape, sa, sizeof sa));
+  int64_t s[KILN_MAX_RANK];
+  memcpy(s, in[0]->shape, sizeof s);
+  s[a] = 0;
+  for (int i = 0; i < n_in; i++) {
+    int ok = in[i]->rank == rank;
+    for (int d = 0; ok && d < rank; d++) ok = d == a || in[i]->shape[d] == in[0]->shape[d];
+    if (!ok)
+      return kiln_api_fail(fe, loc, "concat: shapes %s and %s differ outside axis %d",
+                           kiln_fe_shape_str(rank, in[0]->shape, sa, sizeof sa),
+                           kiln_fe_shape_str(in[i]->rank, in[i]->shape, sb, sizeof sb), a);
+    s[a] += in[i]->shape[a];
+    in[i] = kiln_api_cast(fe, in[i], dt, loc);
+    if (!in[i]) return kiln_fe_tensor(fe, NULL, loc);
+  }
+  if (n_in == 1) return kiln_fe_tensor(fe, in[0], loc);
+  int64_t attr = a;
+  return kiln_fe_tensor(fe, kiln_fe_node(fe, KILN_OP_CONCAT, dt, rank, s, n_in, in, 1, &attr, 0.0, loc), loc);
+}
+
+kiln_tensor kiln_pad_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, double value, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n;
+  if (kiln_api_input(fe, x, "pad", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  if (kiln_api_check_value((kiln_dtype)n->dtype, &value, "pad", loc)) return kiln_fe_poison(fe, loc);
+  int64_t s[KILN_MAX_RANK], attr[2 * KILN_MAX_RANK];
+  int any = 0;
+  for (int i = 0; i < n->rank; i++) {
+    int64_t l = lo ? lo[i] : 0, h = hi ? hi[i] : 0;
+    if (l < 0 || h < 0) return kiln_api_fail(fe, loc, "pad: negative padding on axis %d", i);
+    s[i] = n->shape[i] + l + h;
+    attr[i] = l;
+    attr[n->rank + i] = h;
+    any |= l || h;
+  }
+  if (!any) return kiln_fe_tensor(fe, n, loc);
+  return kiln_fe_tensor(fe, kiln_fe_node(fe, KILN_OP_PAD, (kiln_dtype)n->dtype, n->rank, s, 1, &n, 2 * n->rank,
+                                         attr, value, loc),
+                        loc);
+}
+
+static int is_index_dtype(int dt) { return dt == KILN_I32 || dt == KILN_I64; }
+
+kiln_tensor kiln_index_select_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n = NULL, *ix = NULL;
+  int r0 = kiln_api_input(fe, x, "index_select", loc, NULL, &n);
+  int r1 = kiln_api_input(fe, idx, "index_select", loc, NULL, &ix);
+  if (r0 || r1) return kiln_fe_poison(fe, loc);
+  char sa[128];
+  int a = kiln_api_axis(axis, n->rank);
+  if (a < 0 || n->rank == 0)
+    return kiln_api_fail(fe, loc, "index_select: axis %d out of range for shape %s", axis,
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+  if (!is_index_dtype(ix->dtype))
+    return kiln_api_fail(fe, loc, "index_select: indices must be i32 or i64, got %s", kiln_dtype_name(ix->dtype));
+  int rank = n->rank - 1 + ix->rank;
+  if (rank > KILN_MAX_RANK) return kiln_api_fail(fe, loc, "index_select: result rank %d > %d", rank, KILN_MAX_RANK);
+  int64_t s[KILN_MAX_RANK];
+  int k = 0;
+  for (int i = 0; i < a; i++) s[k++] = n->shape[i];
+  for (int i = 0; i < ix->rank; i++) s[k++] = ix->shape[i];
+  for (int i = a + 1; i < n->rank; i++) s[k++] = n->shape[i];
+  if (n->shape[a] == 0 && numel_of(ix->rank, ix->shape) > 0)
+    return kiln_api_fail(fe, loc, "index_select: indexing into an empty axis %d of shape %s", a,
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+  kiln_node *in[2] = {n, ix};
+  int64_t attr = a;
+  return kiln_fe_tensor(
+      fe, kiln_fe_node(fe, KILN_OP_INDEX_SELECT, (kiln_dtype)n->dtype, rank, s, 2, in, 1, &attr, 0.0, loc), loc);
+}
+
+kiln_tensor kiln_gather_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *n = NULL, *ix = NULL;
+  int r0 = kiln_api_input(fe, x, "gather", loc, NULL, &n);
+  int r1 = kiln_api_input(fe, idx, "gather", loc, NULL, &ix);
+  if (r0 || r1) return kiln_fe_poison(fe, loc);
+  char sa[128], sb[128];
+  int a = kiln_api_axis(axis, n->rank);
+  int ok = a >= 0 && n->rank > 0 && ix->rank == n->rank;
+  for (int i = 0; ok && i < n->rank; i++) ok = i == a || ix->shape[i] <= n->shape[i];
+  if (!ok)
+    return kiln_api_fail(fe, loc, "gather: index shape %s does not fit data shape %s along axis %d",
+                         kiln_fe_shape_str(ix->rank, ix->shape, sb, sizeof sb),
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa), axis);
+  if (!is_index_dtype(ix->dtype))
+    return kiln_api_fail(fe, loc, "gather: indices must be i32 or i64, got %s", kiln_dtype_name(ix->dtype));
+  if (n->shape[a] == 0 && numel_of(ix->rank, ix->shape) > 0)
+    return kiln_api_fail(fe, loc, "gather: indexing into an empty axis of shape %s",
+                         kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+  kiln_node *in[2] = {n, ix};
+  int64_t attr = a;
+  return kiln_fe_tensor(
+      fe, kiln_fe_node(fe, KILN_OP_GATHER, (kiln_dtype)n->dtype, ix->rank, ix->shape, 2, in, 1, &attr, 0.0, loc), loc);
+}
+
+kiln_tensor kiln_one_hot_at(kiln_tensor idx, int64_t depth, kiln_dtype dt, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *ix;
+  if (kiln_api_input(fe, idx, "one_hot", loc, NULL, &ix)) return kiln_fe_poison(fe, loc);
+  if (!is_index_dtype(ix->dtype))
+    return kiln_api_fail(fe, loc, "one_hot: indices must be i32 or i64, got %s", kiln_dtype_name(ix->dtype));
+  if (depth < 0 || ix->rank + 1 > KILN_MAX_RANK || (unsigned)dt >= KILN_DTYPE_COUNT)
+    return kiln_api_fail(fe, loc, "one_hot: bad depth %lld or dtype", (long long)depth);
+  int rank = ix->rank + 1;
+  int64_t s[KILN_MAX_RANK], s1[KILN_MAX_RANK];
+  memcpy(s, ix->shape, sizeof(int64_t) * ix->rank);
+  memcpy(s1, ix->shape, sizeof(int64_t) * ix->rank);
+  s[rank - 1] = depth;
+  s1[rank - 1] = 1;
+  int64_t ax = rank - 1;
+  kiln_node *io = kiln_fe_node(fe, KILN_OP_IOTA, (kiln_dtype)ix->dtype, rank, s, 0, NULL, 1, &ax, 0.0, loc);
+  kiln_node *e = kiln_api_broadcast(fe, kiln_api_reshape(fe, ix, rank, s1, loc), rank, s, loc);
+  if (!io || !e) return kiln_fe_tensor(fe, NULL, loc);
+  kiln_node *in[2] = {e, io};
+  kiln_node *eq = kiln_fe_node(fe, KILN_OP_EQ, KILN_BOOL, rank, s, 2, in, 0, NULL, 0.0, loc);
+  return kiln_fe_tensor(fe, kiln_api_cast(fe, eq, dt, loc), loc);
+}
+
+kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *na = NULL, *nb = NULL;
+  int r0 = kiln_api_input(fe, a, "matmul", loc, NULL, &na);
+  int r1 = kiln_api_input(fe, b, "matmul", loc, NULL, &nb);
+  if (r0 || r1) return kiln_fe_poison(fe, loc);
+  char sa[128], sb[128];
+  kiln_fe_shape_str(na->rank, na->shape, sa, sizeof sa);
+  kiln_fe_shape_str(nb->rank, nb->shape, sb, sizeof sb);
+  if (na->rank == 0 || nb->rank == 0) return kiln_api_fail(fe, loc, "matmul: scalar operand (shapes %s and %s)", sa, sb);
+  kiln_dtype dt = kiln_api_promote((kiln_dtype)na->dtype, (kiln_dtype)nb->dtype);
+  if (!kiln_dtype_is_float(dt))
+    return kiln_api_fail(fe, loc, "matmul: needs f32 or f64 operands, got %s and %s", kiln_dtype_name(na->dtype),
+                         kiln_dtype_name(nb->dtype));
+  na = kiln_api_cast(fe, na, dt, loc);
+  nb = kiln_api_cast(fe, nb, dt, loc);
+  int a1 = na->rank == 1, b1 = nb->rank == 1;
+  int64_t s[KILN_MAX_RANK];
+  if (a1) {
+    s[0] = 1;
+    s[1] = na->shape[0];
+    na = kiln_api_reshape(fe, na, 2, s, loc);
+  }
+  if (b1) {
+    s[0] = nb->shape[0];
+    s[1] = 1;
+    nb = kiln_api_reshape(fe, nb, 2, s, loc);
+  }
+  if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc);
+  int64_t M = na->shape[na->rank - 2], K = na->shape[na->rank - 1];
+  int64_t K2 = nb->shape[nb->rank - 2], N = nb->shape[nb->rank - 1];
+  if (K != K2) return kiln_api_fail(fe, loc, "matmul: inner dimensions differ (%lld vs %lld) for shapes %s and %s",
+                                    (long long)K, (long long)K2, sa, sb);
+  int br, bad;
+  int64_t bs[KILN_MAX_RANK];
+  if (kiln_api_broadcast_shape(na->rank - 2, na->shape, nb->rank - 2, nb->shape, &br, bs, &bad))
+    return kiln_api_fail(fe, loc, "matmul: batch dimensions of %s and %s cannot be broadcast", sa, sb);
+  int64_t sa2[KILN_MAX_RANK], sb2[KILN_MAX_RANK], so[KILN_MAX_RANK];
+  memcpy(sa2, bs, sizeof(int64_t) * br);
+  memcpy(sb2, bs, sizeof(int64_t) * br);
+  memcpy(so, bs, sizeof(int64_t) * br);
+  sa2[br] = M, sa2[br + 1] = K;
+  sb2[br] = K, sb2[br + 1] = N;
+  so[br] = M, so[br + 1] = N;
+  kiln_node *in[2] = {kiln_api_broadcast(fe, na, br + 2, sa2, loc), kiln_api_broadcast(fe, nb, br + 2, sb2, loc)};
+  if (!in[0] || !in[1]) return kiln_fe_tensor(fe, NULL, loc);
+  kiln_node *r = kiln_fe_node(fe, KILN_OP_MATMUL, dt, br + 2, so, 2, in, 0, NULL, 0.0, loc);
+  /* drop the dims added for 1-D operands */
+  int orank = br + 2;
+  int64_t fs[KILN_MAX_RANK];
+  int k = 0;
+  for (int i = 0; i < br; i++) fs[k++] = so[i];
+  if (!a1) fs[k++] = M;
+  if (!b1) fs[k++] = N;
+  if (k != orank) r = kiln_api_reshape(fe, r, k, fs, loc);
+  return kiln_fe_tensor(fe, r, loc);
+}

@@ -1,0 +1,340 @@
+/* Tensor table, trace-time nodes and hash-consing. See trace.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/hash.h"
+#include "frontend/trace.h"
+
+#define KILN_CONS_INIT 4096u
+
+kiln_status kiln_frontend_init(kiln_frontend *fe, kiln_device_hooks hooks) {
+  memset(fe, 0, sizeof *fe);
+  fe->hooks = hooks;
+  fe->cap_slots = 1024;
+  fe->slots = calloc(fe->cap_slots, sizeof *fe->slots);
+  fe->cons_cap = KILN_CONS_INIT;
+  fe->cons = calloc(fe->cons_cap, sizeof *fe->cons);
+  if (!fe->slots || !fe->cons) {
+    free(fe->slots);
+    free(fe->cons);
+    return KILN_ERR_OUT_OF_MEMORY;
+  }
+  fe->n_slots = 1; /* slot 0: the null tensor */
+  fe->mark_epoch = 1;
+  return KILN_OK;
+}
+
+/* Free a slot (slot_new clears the rest when it is reused). */
+void kiln_fe_slot_free(kiln_frontend *fe, uint32_t i) {
+  kiln_tslot *s = &fe->slots[i];
+  if (s->buf) kiln_buf_unref(s->buf);
+  if (s->donor) kiln_buf_unref(s->donor);
+  s->buf = s->donor = NULL;
+  s->node = NULL;
+  s->live = 0;
+  s->gen = s->gen + 1 ? s->gen + 1 : 1;
+  s->next_free = fe->free_head;
+  fe->free_head = i;
+}
+
+static void release_nodes(kiln_frontend *fe) {
+  /* LEAF nodes hold buffer references: drop them before forgetting nodes. */
+  for (uint32_t i = 0; i < fe->n_leaves; i++) kiln_buf_unref(fe->leaves[i]->buf);
+  fe->n_leaves = 0;
+  memset(fe->cons, 0, sizeof *fe->cons * fe->cons_cap);
+  kiln_arena_reset(&fe->arena);
+  fe->n_nodes = 0;
+}
+
+void kiln_frontend_destroy(kiln_frontend *fe) {
+  if (!fe->slots) return;
+  for (uint32_t i = 1; i < fe->n_slots; i++)
+    if (fe->slots[i].live) kiln_fe_slot_free(fe, i);
+  release_nodes(fe);
+  kiln_arena_destroy(&fe->arena);
+  free(fe->slots);
+  free(fe->cons);
+  free(fe->step_list);
+  free(fe->kept_list);
+  free(fe->leaves);
+  memset(fe, 0, sizeof *fe);
+}
+
+const char *kiln_fe_shape_str(int rank, const int64_t *shape, char *buf, size_t len) {
+  size_t o = 0;
+  o += (size_t)snprintf(buf + o, len - o, "[");
+  for (int i = 0; i < rank && o < len; i++)
+    o += (size_t)snprintf(buf + o, len - o, i ? ",%lld" : "%lld", (long long)shape[i]);
+  if (o < len) snprintf(buf + o, len - o, "]");
+  return buf;
+}
+
+kiln_tslot *kiln_fe_slot(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_loc loc) {
+  if (t.index == 0 && t.gen == 0) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: the null tensor was passed", op);
+    return NULL;
+  }
+  if (t.index >= fe->n_slots || !fe->slots[t.index].live || fe->slots[t.index].gen != t.gen) {
+    kiln_error(KILN_ERR_STALE_HANDLE, loc,
+               "%s: tensor handle {%u,%u} is stale (released at a step marker or by kiln_release; "
+               "use kiln_keep to keep a tensor across steps)",
+               op, t.index, t.gen);
+    return NULL;
+  }
+  return &fe->slots[t.index];
+}
+
+static int list_push(uint32_t **list, uint32_t *n, uint32_t *cap, uint32_t v) {
+  if (*n == *cap) {
+    uint32_t nc = *cap ? *cap * 2 : 256;
+    uint32_t *nl = realloc(*list, nc * sizeof **list);
+    if (!nl) return -1;
+    *list = nl;
+    *cap = nc;
+  }
+  (*list)[(*n)++] = v;
+  return 0;
+}
+
+static kiln_tslot *slot_new(kiln_frontend *fe, kiln_loc loc, kiln_tensor *out) {
+  uint32_t i = fe->free_head;
+  if (i) {
+    fe->free_head = fe->slots[i].next_free;
+  } else {
+    if (fe->n_slots == fe->cap_slots) {
+      uint32_t nc = fe->cap_slots * 2;
+      kiln_tslot *ns = realloc(fe->slots, nc * sizeof *ns);
+      if (!ns) return NULL;
+      memset(ns + fe->cap_slots, 0, (nc - fe->cap_slots) * sizeof *ns);
+      fe->slots = ns;
+      fe->cap_slots = nc;
+    }
+    i = fe->n_slots++;
+    fe->slots[i].gen = 1;
+  }
+  if (list_push(&fe->step_list, &fe->n_step, &fe->cap_step, i)) {
+    fe->slots[i].next_free = fe->free_head;
+    fe->free_head = i;
+    return NULL;
+  }
+  kiln_tslot *s = &fe->slots[i];
+  uint32_t gen = s->gen ? s->gen : 1;
+  memset(s, 0, sizeof *s);
+  s->gen = gen;
+  s->live = 1;
+  s->kept_pos = -1;
+  s->loc = loc;
+  out->index = i;
+  out->gen = s->gen;
+  return s;
+}
+
+kiln_tensor kiln_fe_poison(kiln_frontend *fe, kiln_loc loc) {
+  kiln_tensor t = {0, 0};
+  kiln_tslot *s = slot_new(fe, loc, &t);
+  if (s) s->poisoned = 1;
+  return t;
+}
+
+kiln_tensor kiln_fe_tensor(kiln_frontend *fe, kiln_node *node, kiln_loc loc) {
+  if (!node) return kiln_fe_poison(fe, loc);
+  kiln_tensor t = {0, 0};
+  kiln_tslot *s = slot_new(fe, loc, &t);
+  if (!s) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory creating a tensor");
+    return t;
+  }
+  s->node = node;
+  if (node->op == KILN_OP_LEAF) { /* an op that returned its input: computed */
+    kiln_buf_ref(node->buf);
+    s->buf = node->buf;
+  }
+  s->dtype = node->dtype;
+  s->rank = node->rank;
+  memcpy(s->shape, node->shape, sizeof s->shape);
+  fe->ops_traced++;
+  return t;
+}
+
+kiln_tensor kiln_fe_tensor_buf(kiln_frontend *fe, kiln_buf *buf, kiln_dtype dt, int rank, const int64_t *shape,
+                               kiln_loc loc) {
+  kiln_tensor t = {0, 0};
+  kiln_tslot *s = slot_new(fe, loc, &t);
+  if (!s) {
+    kiln_buf_unref(buf);
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory creating a tensor");
+    return t;
+  }
+  s->buf = buf;
+  s->dtype = (uint8_t)dt;
+  s->rank = (uint8_t)rank;
+  if (rank) memcpy(s->shape, shape, sizeof(int64_t) * (size_t)rank);
+  return t;
+}
+
+/* ── nodes ── */
+
+/* Cheap per-word step (multiply + rotate) and one strong final mix: this
+ * runs for every traced op. */
+static inline uint64_t hstep(uint64_t h, uint64_t v) {
+  h ^= v * 0x9e3779b97f4a7c15ULL;
+  return ((h << 27) | (h >> 37)) * 0xff51afd7ed558ccdULL;
+}
+
+static uint64_t node_struct_hash(int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
+                                 kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr) {
+  uint64_t h = hstep(0x6b696c6eULL, ((uint64_t)op << 16) | ((uint64_t)dt << 8) | (uint64_t)rank);
+  for (int i = 0; i < rank; i++) h = hstep(h, (uint64_t)shape[i]);
+  h = hstep(h, (uint64_t)n_iattr);
+  for (int i = 0; i < n_iattr; i++) h = hstep(h, (uint64_t)iattr[i]);
+  if (op != KILN_OP_SCALAR) {
+    uint64_t fb;
+    memcpy(&fb, &fattr, sizeof fb);
+    h = hstep(h, fb);
+  }
+  for (int i = 0; i < n_in; i++) h = hstep(h, in[i]->hash);
+  return kiln_mix64(h);
+}
+
+static int cons_grow(kiln_frontend *fe) {
+  uint32_t nc = fe->cons_cap * 2;
+  kiln_node **nb = calloc(nc, sizeof *nb);
+  if (!nb) return -1;
+  for (uint32_t b = 0; b < fe->cons_cap; b++) {
+    kiln_node *n = fe->cons[b];
+    while (n) {
+      kiln_node *next = n->cons_next;
+      uint64_t key = n->op == KILN_OP_LEAF ? kiln_hash_combine(n->hash, (uint64_t)(uintptr_t)n->buf) : n->hash;
+      uint32_t nbkt = (uint32_t)(key & (nc - 1));
+      n->cons_next = nb[nbkt];
+      nb[nbkt] = n;
+      n = next;
+    }
+  }
+  free(fe->cons);
+  fe->cons = nb;
+  fe->cons_cap = nc;
+  return 0;
+}
+
+static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
+                             kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr, uint64_t h,
+                             kiln_loc loc) {
+  kiln_node *n = kiln_arena_alloc(&fe->arena, sizeof *n + sizeof(kiln_node *) * (size_t)n_in +
+                                                  sizeof(int64_t) * (size_t)n_iattr);
+  if (!n) return NULL;
+  n->in = (kiln_node **)(n + 1);
+  n->iattr = (int64_t *)(n->in + n_in);
+  n->hash = h;
+  n->op = (uint16_t)op;
+  n->dtype = (uint8_t)dt;
+  n->rank = (uint8_t)rank;
+  n->n_in = (uint16_t)n_in;
+  n->n_iattr = (uint16_t)n_iattr;
+  if (rank) memcpy(n->shape, shape, sizeof(int64_t) * (size_t)rank);
+  if (n_in) memcpy(n->in, in, sizeof(kiln_node *) * (size_t)n_in);
+  if (n_iattr) memcpy(n->iattr, iattr, sizeof(int64_t) * (size_t)n_iattr);
+  n->fattr = fattr;
+  n->loc = loc;
+  n->lin = -1;
+  fe->n_nodes++;
+  return n;
+}
+
+kiln_node *kiln_fe_node(kiln_frontend *fe, int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
+                        kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr, kiln_loc loc) {
+  KILN_ASSERT(op != KILN_OP_LEAF && op != KILN_OP_SCALAR && n_iattr <= KILN_MAX_IATTR && rank <= KILN_MAX_RANK);
+  uint64_t h = node_struct_hash(op, dt, rank, shape, n_in, in, n_iattr, iattr, fattr);
+  uint32_t b = (uint32_t)(h & (fe->cons_cap - 1));
+  for (kiln_node *n = fe->cons[b]; n; n = n->cons_next) {
+    if (n->hash != h || n->op != op || n->dtype != dt || n->rank != rank || n->n_in != n_in ||
+        n->n_iattr != n_iattr)
+      continue;
+    if (rank && memcmp(n->shape, shape, sizeof(int64_t) * (size_t)rank)) continue;
+    if (n_iattr && memcmp(n->iattr, iattr, sizeof(int64_t) * (size_t)n_iattr)) continue;
+    if (memcmp(&n->fattr, &fattr, sizeof fattr)) continue;
+    if (n_in && memcmp(n->in, in, sizeof(kiln_node *) * (size_t)n_in)) continue;
+    return n; /* common subexpression: share it */
+  }
+  kiln_node *n = node_alloc(fe, op, dt, rank, shape, n_in, in, n_iattr, iattr, fattr, h, loc);
+  if (!n) return NULL;
+  n->cons_next = fe->cons[b];
+  fe->cons[b] = n;
+  if (fe->n_nodes > fe->cons_cap) cons_grow(fe);
+  return n;
+}
+
+kiln_node *kiln_fe_scalar_node(kiln_frontend *fe, kiln_dtype dt, double fv, int64_t iv, kiln_loc loc) {
+  uint64_t h = node_struct_hash(KILN_OP_SCALAR, dt, 0, NULL, 0, NULL, 0, NULL, 0.0);
+  kiln_node *n = node_alloc(fe, KILN_OP_SCALAR, dt, 0, NULL, 0, NULL, 0, NULL, fv, h, loc);
+  if (!n) return NULL;
+  n->ival = iv;
+  /* not consed: but kept in a bucket so release_nodes sees every node kind
+   * uniformly (SCALARs hold nothing to release). */
+  return n;
+}
+
+static kiln_node *leaf_node(kiln_frontend *fe, kiln_tslot *s) {
+  uint64_t h = node_struct_hash(KILN_OP_LEAF, (kiln_dtype)s->dtype, s->rank, s->shape, 0, NULL, 0, NULL, 0.0);
+  uint64_t key = kiln_hash_combine(h, (uint64_t)(uintptr_t)s->buf);
+  uint32_t b = (uint32_t)(key & (fe->cons_cap - 1));
+  for (kiln_node *n = fe->cons[b]; n; n = n->cons_next)
+    if (n->op == KILN_OP_LEAF && n->buf == s->buf) return n;
+  if (fe->n_leaves == fe->cap_leaves) {
+    uint32_t nc = fe->cap_leaves ? fe->cap_leaves * 2 : 64;
+    kiln_node **nl = realloc(fe->leaves, nc * sizeof *nl);
+    if (!nl) return NULL;
+    fe->leaves = nl;
+    fe->cap_leaves = nc;
+  }
+  kiln_node *n = node_alloc(fe, KILN_OP_LEAF, (kiln_dtype)s->dtype, s->rank, s->shape, 0, NULL, 0, NULL, 0.0, h,
+                            s->loc);
+  if (!n) return NULL;
+  fe->leaves[fe->n_leaves++] = n;
+  n->buf = s->buf;
+  kiln_buf_ref(s->buf);
+  n->cons_next = fe->cons[b];
+  fe->cons[b] = n;
+  if (fe->n_nodes > fe->cons_cap) cons_grow(fe);
+  return n;
+}
+
+kiln_node *kiln_fe_node_of(kiln_frontend *fe, kiln_tslot *s) {
+  if (s->poisoned) return NULL;
+  if (s->node) return s->node;
+  if (!s->buf) return NULL;
+  s->node = leaf_node(fe, s); /* cached until the step ends */
+  return s->node;
+}
+
+void kiln_fe_set_computed(kiln_frontend *fe, kiln_tslot *s, kiln_buf *buf) {
+  (void)fe;
+  kiln_buf_unref(s->buf);
+  s->buf = buf;
+  s->node = NULL; /* a LEAF on buf is made on next use */
+  kiln_buf_unref(s->donor);
+  s->donor = NULL;
+}
+
+void kiln_fe_set_poisoned(kiln_frontend *fe, kiln_tslot *s) {
+  (void)fe;
+  s->poisoned = 1;
+  s->node = NULL;
+}
+
+void kiln_fe_end_step(kiln_frontend *fe) {
+  for (uint32_t k = 0; k < fe->n_step; k++) {
+    uint32_t i = fe->step_list[k];
+    kiln_tslot *s = &fe->slots[i];
+    if (s->live && !s->kept) kiln_fe_slot_free(fe, i);
+  }
+  fe->n_step = 0;
+  /* Kept tensors: drop the per-step LEAF cache (nodes die with the arena). */
+  for (uint32_t k = 0; k < fe->n_kept; k++) {
+    kiln_tslot *s = &fe->slots[fe->kept_list[k]];
+    if (s->node && s->node->op == KILN_OP_LEAF) s->node = NULL;
+    KILN_ASSERT(!s->node || s->poisoned);
+  }
+  release_nodes(fe);
+}

@@ -1,0 +1,192 @@
+/* The runtime singleton: start, stop, buffers, graph cache. */
+#include "runtime/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "debug/metrics.h"
+#include "frontend/api.h"
+
+static kiln_runtime *g_rt; /* the documented singleton */
+
+const char *kiln_version(void) { return KILN_VERSION_STRING; }
+
+static void release_device(void *ctx, void *data) {
+  kiln_backend *b = ctx;
+  b->vt->buffer_free(b, data);
+}
+
+kiln_buf *kiln_runtime_buffer(kiln_runtime *rt, size_t bytes) {
+  void *p = rt->backend->vt->buffer_alloc(rt->backend, bytes);
+  if (!p) return NULL;
+  return kiln_buf_wrap(p, bytes, release_device, rt->backend);
+}
+
+static kiln_buf *upload(void *ctx, const void *host, size_t bytes, kiln_loc loc) {
+  kiln_runtime *rt = ctx;
+  uint64_t t0 = kiln_now_ns();
+  kiln_buf *b = kiln_runtime_buffer(rt, bytes);
+  if (!b) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "from_host: cannot allocate %zu bytes of device memory", bytes);
+    return NULL;
+  }
+  if (bytes) rt->backend->vt->copy_to_device(rt->backend, b->data, host, bytes);
+  kiln_counter_add("TransferToDevice", 1);
+  kiln_counter_add("TransferToDeviceBytes", (int64_t)bytes);
+  kiln_metric_record("TransferToDeviceTime", (double)(kiln_now_ns() - t0));
+  return b;
+}
+
+static void resolve_cache_dir(char *out, size_t len, const kiln_options *o) {
+  out[0] = 0;
+  const char *off = getenv("KILN_DISK_CACHE");
+  if (o->disk_cache < 0 || (o->disk_cache == 0 && off && !strcmp(off, "0"))) return;
+  const char *d = o->cache_dir ? o->cache_dir : getenv("KILN_CACHE_DIR");
+  if (d && *d) {
+    snprintf(out, len, "%s", d);
+    return;
+  }
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) {
+    snprintf(out, len, "%s/kiln", xdg);
+    return;
+  }
+  const char *home = getenv("HOME");
+  if (home && *home) snprintf(out, len, "%s/.cache/kiln", home);
+}
+
+kiln_status kiln_init(const kiln_options *opts) {
+  if (g_rt) return kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0}, "kiln_init: the runtime is already started");
+  kiln_options o = opts ? *opts : (kiln_options){0};
+  kiln_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return KILN_ERR_OUT_OF_MEMORY;
+  const char *be = o.backend ? o.backend : getenv("KILN_BACKEND");
+  if (!be || !*be) be = "cpu";
+  snprintf(rt->backend_name, sizeof rt->backend_name, "%s", be);
+  int nt = o.num_threads;
+  const char *env_nt = getenv("KILN_NUM_THREADS");
+  if (nt <= 0 && env_nt) nt = atoi(env_nt);
+  if (nt <= 0) nt = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (nt <= 0) nt = 1;
+  if (nt > 256) nt = 256;
+  rt->num_threads = nt;
+  resolve_cache_dir(rt->cache_dir, sizeof rt->cache_dir, &o);
+
+  kiln_backend_config cfg = {.num_threads = nt, .cache_dir = rt->cache_dir[0] ? rt->cache_dir : NULL};
+  kiln_err err = {0};
+  kiln_status s;
+  if (!strcmp(be, "cpu"))
+    s = kiln_backend_cpu_create(&cfg, &rt->backend, &err);
+  else if (!strcmp(be, "ref"))
+    s = kiln_backend_ref_create(&cfg, &rt->backend, &err);
+  else
+    s = kiln_err_set(&err, KILN_ERR_INVALID_ARGUMENT, "unknown backend \"%s\" (expected cpu or ref)", be);
+  if (s == KILN_OK && rt->backend->vt->api_version != KILN_BACKEND_API_VERSION)
+    s = kiln_err_set(&err, KILN_ERR_INTERNAL, "backend %s has API version %d, expected %d", be,
+                     rt->backend->vt->api_version, KILN_BACKEND_API_VERSION);
+  if (s != KILN_OK) {
+    if (rt->backend) rt->backend->vt->destroy(rt->backend);
+    free(rt);
+    return kiln_error(s, (kiln_loc){0, 0}, "kiln_init: %s", err.msg);
+  }
+  const char *sync = getenv("KILN_SYNC");
+  s = kiln_executor_create(rt->backend, sync && !strcmp(sync, "1"), &rt->exec);
+  if (s == KILN_OK) s = kiln_frontend_init(&rt->fe, (kiln_device_hooks){rt, upload});
+  rt->n_buckets = 256;
+  rt->buckets = calloc(rt->n_buckets, sizeof *rt->buckets);
+  if (s != KILN_OK || !rt->buckets) {
+    kiln_executor_destroy(rt->exec);
+    rt->backend->vt->destroy(rt->backend);
+    free(rt->buckets);
+    free(rt);
+    return kiln_error(s ? s : KILN_ERR_OUT_OF_MEMORY, (kiln_loc){0, 0}, "kiln_init: cannot start the runtime");
+  }
+  kiln_metrics_install_exit_report();
+  g_rt = rt;
+  return KILN_OK;
+}
+
+kiln_runtime *kiln_runtime_peek(void) { return g_rt; }
+
+kiln_runtime *kiln_runtime_get(void) {
+  if (!g_rt && kiln_init(NULL) != KILN_OK) return NULL;
+  return g_rt;
+}
+
+kiln_frontend *kiln_api_frontend(void) {
+  kiln_runtime *rt = kiln_runtime_get();
+  return rt ? &rt->fe : NULL;
+}
+
+const char *kiln_backend_name(void) {
+  kiln_runtime *rt = kiln_runtime_get();
+  return rt ? rt->backend_name : "none";
+}
+
+void kiln_shutdown(void) {
+  kiln_runtime *rt = g_rt;
+  if (!rt) return;
+  kiln_executor_wait_all(rt->exec);
+  kiln_executor_destroy(rt->exec);
+  kiln_frontend_destroy(&rt->fe);
+  kiln_lin_free(&rt->lin);
+  for (uint32_t b = 0; b < rt->n_buckets; b++) {
+    kiln_cache_entry *e = rt->buckets[b];
+    while (e) {
+      kiln_cache_entry *n = e->next;
+      rt->backend->vt->executable_free(rt->backend, e->exe);
+      kiln_graph_free(e->graph);
+      free(e);
+      e = n;
+    }
+  }
+  free(rt->buckets);
+  rt->backend->vt->destroy(rt->backend);
+  free(rt);
+  g_rt = NULL;
+}
+
+void kiln_runtime_test_force_key(uint64_t key) {
+  kiln_runtime *rt = kiln_runtime_get();
+  if (rt) rt->test_force_key = key;
+}
+
+/* ── graph cache ── */
+
+kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
+                                  const int32_t *alias) {
+  for (kiln_cache_entry *e = rt->buckets[key & (rt->n_buckets - 1)]; e; e = e->next) {
+    if (e->key != key) continue;
+    /* a hash match is not enough: verify the structure */
+    if (kiln_lin_matches(&rt->lin, n_out, outs, alias, e->graph)) return e;
+    kiln_counter_add("GraphCacheKeyCollision", 1);
+  }
+  return NULL;
+}
+
+kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e) {
+  if (rt->n_entries + 1 > rt->n_buckets) {
+    uint32_t nb = rt->n_buckets * 2;
+    kiln_cache_entry **nbk = calloc(nb, sizeof *nbk);
+    if (!nbk) return KILN_ERR_OUT_OF_MEMORY;
+    for (uint32_t b = 0; b < rt->n_buckets; b++) {
+      kiln_cache_entry *x = rt->buckets[b];
+      while (x) {
+        kiln_cache_entry *n = x->next;
+        x->next = nbk[x->key & (nb - 1)];
+        nbk[x->key & (nb - 1)] = x;
+        x = n;
+      }
+    }
+    free(rt->buckets);
+    rt->buckets = nbk;
+    rt->n_buckets = nb;
+  }
+  uint32_t b = (uint32_t)(e->key & (rt->n_buckets - 1));
+  e->next = rt->buckets[b];
+  rt->buckets[b] = e;
+  rt->n_entries++;
+  return KILN_OK;
+}

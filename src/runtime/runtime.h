@@ -1,0 +1,64 @@
+/* The runtime singleton: the one documented piece of global state.
+ *
+ * It owns the backend, the frontend (tensor table and trace), the graph
+ * cache (graph hash -> compiled executable, every hit verified
+ * structurally), and the executor. Created by kiln_init() or lazily on first
+ * use; destroyed by kiln_shutdown(). Used from the tracing thread only. */
+#ifndef KILN_RUNTIME_RUNTIME_H
+#define KILN_RUNTIME_RUNTIME_H
+
+#include <limits.h>
+
+#include "backends/backend.h"
+#include "frontend/linearize.h"
+#include "frontend/trace.h"
+#include "runtime/executor.h"
+
+typedef struct kiln_cache_entry {
+  uint64_t key;
+  kiln_graph *graph;      /* the traced graph (before passes), with source locations */
+  kiln_executable *exe;
+  kiln_exec_info info;
+  uint64_t hits;
+  struct kiln_cache_entry *next;
+} kiln_cache_entry;
+
+typedef enum kiln_cut_reason {
+  KILN_CUT_STEP_MARKER = 0,
+  KILN_CUT_VALUE_READ,
+} kiln_cut_reason;
+
+typedef struct kiln_runtime {
+  char backend_name[16];
+  int num_threads;
+  char cache_dir[PATH_MAX]; /* "" when the disk cache is off */
+  kiln_backend *backend;
+  kiln_frontend fe;
+  kiln_lin lin;
+  kiln_executor *exec;
+  kiln_cache_entry **buckets;
+  uint32_t n_buckets, n_entries;
+  uint64_t step;
+  int execs_this_step;
+  /* test hook: force every graph key (0 = off) */
+  uint64_t test_force_key;
+} kiln_runtime;
+
+/* The singleton, started with defaults if needed; NULL if it cannot start. */
+kiln_runtime *kiln_runtime_get(void);
+/* The singleton if started, else NULL (never starts it). */
+kiln_runtime *kiln_runtime_peek(void);
+/* Lookup / insert in the graph cache. */
+kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
+                                  const int32_t *alias);
+kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e);
+/* Cut the graph: compute outputs (tensor slots) and enqueue. */
+kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **outs, kiln_cut_reason why, kiln_loc loc);
+/* Allocate a device buffer as a kiln_buf (NULL on OOM). */
+kiln_buf *kiln_runtime_buffer(kiln_runtime *rt, size_t bytes);
+
+/* Test hook (tests only): force every graph-cache key to `key` (0: off) so
+ * that distinct graphs collide; a hit must still be verified. */
+void kiln_runtime_test_force_key(uint64_t key);
+
+#endif

@@ -1,0 +1,220 @@
+/* ref backend: reductions, data movement, indexing and matmul, written as
+ * plain loops over output (or input) coordinates. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/ref/ref_ops.h"
+
+/* ───────────── reductions ───────────── */
+
+/* Identity of max/min for integer dtypes (and bool). */
+static int64_t int_lowest(int dt) {
+  return dt == KILN_I32 ? INT32_MIN : dt == KILN_I64 ? INT64_MIN : 0;
+}
+static int64_t int_highest(int dt) {
+  return dt == KILN_I32 ? INT32_MAX : dt == KILN_I64 ? INT64_MAX : 1;
+}
+
+static void eval_argmax(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *x) {
+  const int axis = (int)n->iattr[0];
+  const int64_t len = x->shape[axis];
+  int64_t coord[KILN_MAX_RANK];
+  for (int64_t o = 0; o < out->numel; o++) {
+    kiln_ref_unravel(o, out->rank, out->shape, coord);
+    int64_t best = 0;
+    if (kiln_ref_is_float(x->dtype)) {
+      double bv = 0;
+      for (int64_t j = 0; j < len; j++) {
+        coord[axis] = j;
+        double v = kiln_ref_get_f(x, kiln_ref_ravel(coord, x->rank, x->shape));
+        if (j == 0 || (!isnan(bv) && (isnan(v) || v > bv))) {
+          best = j;
+          bv = v;
+        }
+      }
+    } else {
+      int64_t bv = 0;
+      for (int64_t j = 0; j < len; j++) {
+        coord[axis] = j;
+        int64_t v = kiln_ref_get_i(x, kiln_ref_ravel(coord, x->rank, x->shape));
+        if (j == 0 || v > bv) {
+          best = j;
+          bv = v;
+        }
+      }
+    }
+    kiln_ref_set_i(out, o, best); /* empty axis: 0 */
+  }
+}
+
+int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins) {
+  const kiln_ref_val *x = &ins[0];
+  if (n->op == KILN_OP_ARGMAX) {
+    eval_argmax(n, out, x);
+    return 0;
+  }
+  const uint64_t mask = (uint64_t)n->iattr[0];
+  const int is_f = kiln_ref_is_float(x->dtype);
+  const int64_t M = out->numel;
+  /* One accumulator per output element; floats in double, ints in int64. */
+  double *accf = calloc((size_t)M + 1, sizeof *accf);
+  int64_t *acci = calloc((size_t)M + 1, sizeof *acci);
+  if (!accf || !acci) {
+    free(accf);
+    free(acci);
+    return -1;
+  }
+  for (int64_t o = 0; o < M; o++) {
+    if (n->op == KILN_OP_REDUCE_MAX) {
+      accf[o] = -INFINITY;
+      acci[o] = int_lowest(x->dtype);
+    } else if (n->op == KILN_OP_REDUCE_MIN) {
+      accf[o] = INFINITY;
+      acci[o] = int_highest(x->dtype);
+    }
+  }
+  int64_t coord[KILN_MAX_RANK];
+  for (int64_t i = 0; i < x->numel; i++) {
+    kiln_ref_unravel(i, x->rank, x->shape, coord);
+    for (int d = 0; d < x->rank; d++)
+      if (mask & (1ull << d)) coord[d] = 0;
+    int64_t o = kiln_ref_ravel(coord, out->rank, out->shape);
+    if (is_f) {
+      double v = kiln_ref_get_f(x, i), a = accf[o];
+      switch (n->op) {
+        case KILN_OP_REDUCE_SUM: accf[o] = a + v; break;
+        /* NaN propagates: once the accumulator is NaN it stays NaN */
+        case KILN_OP_REDUCE_MAX: accf[o] = isnan(a) ? a : (isnan(v) || v > a) ? v : a; break;
+        case KILN_OP_REDUCE_MIN: accf[o] = isnan(a) ? a : (isnan(v) || v < a) ? v : a; break;
+        default: break;
+      }
+    } else {
+      int64_t v = kiln_ref_get_i(x, i), a = acci[o];
+      switch (n->op) {
+        case KILN_OP_REDUCE_SUM: acci[o] = (int64_t)((uint64_t)a + (uint64_t)v); break;
+        case KILN_OP_REDUCE_MAX: acci[o] = v > a ? v : a; break;
+        case KILN_OP_REDUCE_MIN: acci[o] = v < a ? v : a; break;
+        default: break;
+      }
+    }
+  }
+  for (int64_t o = 0; o < M; o++) {
+    if (is_f)
+      kiln_ref_set_f(out, o, accf[o]);
+    else
+      kiln_ref_set_i(out, o, acci[o]);
+  }
+  free(accf);
+  free(acci);
+  return 0;
+}
+
+/* ───────────── data movement ───────────── */
+
+/* Index clamped to [0, dim): the IR's rule for out-of-range indices. */
+static int64_t clamp_index(int64_t v, int64_t dim) {
+  if (v < 0) return 0;
+  if (v >= dim) return dim - 1;
+  return v;
+}
+
+void kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int n_in) {
+  const kiln_ref_val *x = &ins[0];
+  const int R = out->rank;
+  int64_t oc[KILN_MAX_RANK], ic[KILN_MAX_RANK];
+  switch (n->op) {
+    case KILN_OP_RESHAPE:
+      memcpy(out->data, x->data, kiln_gnode_bytes(n));
+      return;
+    case KILN_OP_PERMUTE:
+      for (int64_t o = 0; o < out->numel; o++) {
+        kiln_ref_unravel(o, R, out->shape, oc);
+        for (int d = 0; d < R; d++) ic[n->iattr[d]] = oc[d];
+        kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
+      }
+      return;
+    case KILN_OP_EXPAND:
+      for (int64_t o = 0; o < out->numel; o++) {
+        kiln_ref_unravel(o, R, out->shape, oc);
+        for (int d = 0; d < R; d++) ic[d] = x->shape[d] == 1 ? 0 : oc[d];
+        kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
+      }
+      return;
+    case KILN_OP_SLICE:
+      for (int64_t o = 0; o < out->numel; o++) {
+        kiln_ref_unravel(o, R, out->shape, oc);
+        for (int d = 0; d < R; d++) ic[d] = n->iattr[d] + oc[d] * n->iattr[R + d];
+        kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
+      }
+      return;
+    case KILN_OP_CONCAT: {
+      const int axis = (int)n->iattr[0];
+      int64_t offset = 0;
+      for (int k = 0; k < n_in; k++) {
+        const kiln_ref_val *in = &ins[k];
+        for (int64_t i = 0; i < in->numel; i++) {
+          kiln_ref_unravel(i, R, in->shape, ic);
+          memcpy(oc, ic, sizeof ic);
+          oc[axis] += offset;
+          kiln_ref_copy_elem(out, kiln_ref_ravel(oc, R, out->shape), in, i);
+        }
+        offset += in->shape[axis];
+      }
+      return;
+    }
+    case KILN_OP_PAD:
+      for (int64_t o = 0; o < out->numel; o++) kiln_ref_set_f(out, o, n->fattr);
+      for (int64_t i = 0; i < x->numel; i++) {
+        kiln_ref_unravel(i, R, x->shape, ic);
+        for (int d = 0; d < R; d++) oc[d] = ic[d] + n->iattr[d];
+        kiln_ref_copy_elem(out, kiln_ref_ravel(oc, R, out->shape), x, i);
+      }
+      return;
+    case KILN_OP_INDEX_SELECT: {
+      /* out coords = x[:axis] ++ idx coords ++ x[axis+1:] */
+      const kiln_ref_val *idx = &ins[1];
+      const int axis = (int)n->iattr[0], ir = idx->rank;
+      for (int64_t o = 0; o < out->numel; o++) {
+        kiln_ref_unravel(o, R, out->shape, oc);
+        int64_t iflat = kiln_ref_ravel(oc + axis, ir, idx->shape);
+        for (int d = 0; d < axis; d++) ic[d] = oc[d];
+        ic[axis] = clamp_index(kiln_ref_get_i(idx, iflat), x->shape[axis]);
+        for (int d = axis + 1; d < x->rank; d++) ic[d] = oc[d - 1 + ir];
+        kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
+      }
+      return;
+    }
+    case KILN_OP_GATHER: {
+      const kiln_ref_val *idx = &ins[1];
+      const int axis = (int)n->iattr[0];
+      for (int64_t o = 0; o < out->numel; o++) {
+        kiln_ref_unravel(o, R, out->shape, oc);
+        memcpy(ic, oc, sizeof ic);
+        ic[axis] = clamp_index(kiln_ref_get_i(idx, o), x->shape[axis]);
+        kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+/* ───────────── matmul ───────────── */
+
+void kiln_ref_eval_matmul(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins) {
+  const kiln_ref_val *a = &ins[0], *b = &ins[1];
+  const int R = out->rank;
+  const int64_t M = a->shape[R - 2], K = a->shape[R - 1], N = b->shape[R - 1];
+  int64_t batch = 1;
+  for (int d = 0; d < R - 2; d++) batch *= out->shape[d];
+  /* products and sums in double, one rounding to the node dtype at the end */
+  for (int64_t bt = 0; bt < batch; bt++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++)
+          acc += kiln_ref_get_f(a, (bt * M + i) * K + k) * kiln_ref_get_f(b, (bt * K + k) * N + j);
+        kiln_ref_set_f(out, (bt * M + i) * N + j, acc);
+      }
+}

@@ -1,0 +1,19 @@
+/* GEMM through a tuned library chosen by measurement (see docs/gemm.md).
+ * Row-major. C = alpha * op(A) op(B) + beta * C, op = transpose if trans.
+ * Thread-safe. Threads: the library uses kiln_gemm_set_threads() threads. */
+#ifndef KILN_BACKENDS_CPU_GEMM_H
+#define KILN_BACKENDS_CPU_GEMM_H
+
+#include <stdint.h>
+
+/* Load the library (idempotent). Preference: $KILN_GEMM ("onednn",
+ * "openblas", "naive"), else the default order. Returns 0 on success; the
+ * naive fallback always works. */
+int kiln_gemm_init(int num_threads);
+const char *kiln_gemm_library(void); /* "onednn 2.6.3", "openblas ...", "naive" */
+void kiln_gemm_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                     int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+void kiln_gemm_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+                     int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+
+#endif

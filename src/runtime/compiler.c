@@ -1,0 +1,522 @@
+/* The kernel compiler driver. See compiler.h and docs/cache.md.
+ *
+ * Flow of kiln_cc_build: key = hash(base key, source) -> disk cache lookup
+ * -> on a miss, write the source into the private work directory, run the
+ * compiler there (posix_spawn, no shell), store the object in the disk
+ * cache -> dlopen a private copy. The work directory (mkdtemp, mode 0700,
+ * flock'ed while in use) lives inside the cache directory when there is one
+ * (same file system, known to be ours) and in $TMPDIR otherwise.
+ */
+#define _GNU_SOURCE
+#include "runtime/compiler.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "base/fs.h"
+#include "base/hash.h"
+#include "debug/metrics.h"
+#include "runtime/diskcache.h"
+
+extern char **environ;
+
+#define KILN_CC_MAX_FLAGS 64
+#define KILN_CC_OUTPUT_CAP 16384 /* bytes of compiler output kept for errors */
+#define KILN_CC_ERROR_LINES 20
+
+/* Defaults keep IEEE semantics (no -ffast-math: results must match the ref
+ * backend bit for bit where the op semantics say so) but let the vectorizer
+ * work: -fno-math-errno lets sqrtf & co. become instructions,
+ * -fno-trapping-math allows if-conversion of selects (we never read the FP
+ * exception flags), and gcc's -O2 "very cheap" vectorizer cost model
+ * refuses loops whose trip count is unknown, so the "cheap" model is asked
+ * for. -fopenmp-simd honours `#pragma omp simd reduction(...)` (no OpenMP
+ * runtime): the one way generated code may ask for a reordered (vector)
+ * reduction, explicitly. -pipe avoids the assembler temp file. Measured
+ * numbers are in docs/cache.md. */
+static const char k_flags_gcc[] =
+    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -ftree-vectorize "
+    "-fvect-cost-model=cheap -fopenmp-simd -fno-semantic-interposition -pipe";
+static const char k_flags_clang[] =
+    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -fopenmp-simd -pipe";
+static const char k_flags_other[] = "-O2 -fPIC -shared";
+
+struct kiln_cc {
+  pthread_mutex_t mu; /* serializes builds (the work dir, seq, the cache) */
+  char *cc_path;      /* resolved executable */
+  char *flags;
+  char *argv_store;   /* the flags split in place */
+  char *flag_argv[KILN_CC_MAX_FLAGS];
+  int nflags;
+  char *command;
+  char *version;
+  char *meta; /* description stored in cache entries */
+  kiln_diskcache *dc;
+  char work[PATH_MAX - 128]; /* room for "/<file name>" in PATH_MAX */
+  int work_fd; /* held open and flock'ed so stale-dir sweeping leaves it alone */
+  uint64_t base_key, force_key, seq;
+};
+
+struct kiln_so {
+  void *handle;
+};
+
+static uint64_t now_ns(void) { return kiln_now_ns(); }
+
+/* ── CPU features ───────────────────────────────────────────────────── */
+
+/* Computed once (pthread_once) and immutable afterwards: a documented
+ * process-wide constant, not mutable state. */
+static char g_features[512];
+static pthread_once_t g_features_once = PTHREAD_ONCE_INIT;
+
+static void feat_add(size_t *n, const char *name) {
+  int w = snprintf(g_features + *n, sizeof g_features - *n, "%s%s", *n ? " " : "", name);
+  if (w > 0 && *n + (size_t)w < sizeof g_features) *n += (size_t)w;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+static uint64_t xgetbv0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+static void features_init(void) {
+  size_t n = 0;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  feat_add(&n, "x86");
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+  unsigned c1 = c;
+  /* AVX state must also be enabled by the OS (XCR0), not just present. */
+  uint64_t xcr0 = (c1 & (1u << 27)) ? xgetbv0() : 0;
+  int avx_os = (xcr0 & 0x6) == 0x6, avx512_os = (xcr0 & 0xe6) == 0xe6;
+  int amx_os = (xcr0 & (3u << 17)) == (3u << 17);
+  if (c1 & (1u << 20)) feat_add(&n, "sse4.2");
+  if (c1 & (1u << 23)) feat_add(&n, "popcnt");
+  if (avx_os && (c1 & (1u << 28))) feat_add(&n, "avx");
+  if (avx_os && (c1 & (1u << 12))) feat_add(&n, "fma");
+  if (avx_os && (c1 & (1u << 29))) feat_add(&n, "f16c");
+  unsigned max_leaf = __get_cpuid_max(0, NULL);
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    unsigned b7 = b, c7 = c, d7 = d, max7 = a;
+    if (b7 & (1u << 3)) feat_add(&n, "bmi1");
+    if (b7 & (1u << 8)) feat_add(&n, "bmi2");
+    if (avx_os && (b7 & (1u << 5))) feat_add(&n, "avx2");
+    if (avx512_os) {
+      static const struct { int reg, bit; const char *name; } k[] = {
+          {0, 16, "avx512f"},     {0, 17, "avx512dq"},   {0, 28, "avx512cd"},    {0, 30, "avx512bw"},
+          {0, 31, "avx512vl"},    {0, 21, "avx512ifma"}, {1, 1, "avx512vbmi"},   {1, 6, "avx512vbmi2"},
+          {1, 11, "avx512vnni"},  {1, 12, "avx512bitalg"}, {1, 14, "avx512vpopcntdq"}, {2, 23, "avx512fp16"},
+      };
+      for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        unsigned r = k[i].reg == 0 ? b7 : k[i].reg == 1 ? c7 : d7;
+        if (r & (1u << k[i].bit)) feat_add(&n, k[i].name);
+      }
+    }
+    if (max7 >= 1) {
+      __cpuid_count(7, 1, a, b, c, d);
+      if (avx_os && (a & (1u << 4))) feat_add(&n, "avxvnni");
+      if (avx512_os && (a & (1u << 5))) feat_add(&n, "avx512bf16");
+    }
+    if (amx_os && (d7 & (1u << 24))) feat_add(&n, "amx-tile");
+    if (amx_os && (d7 & (1u << 22))) feat_add(&n, "amx-bf16");
+    if (amx_os && (d7 & (1u << 25))) feat_add(&n, "amx-int8");
+  }
+#else
+  feat_add(&n, "generic");
+#endif
+}
+
+const char *kiln_cpu_features(void) {
+  pthread_once(&g_features_once, features_init);
+  return g_features;
+}
+
+/* ── running a program ──────────────────────────────────────────────── */
+
+/* Find `name` like execvp would; the result (malloc'ed) is what the key
+ * and the messages name. */
+static char *resolve_program(const char *name) {
+  if (strchr(name, '/')) return access(name, X_OK) == 0 ? strdup(name) : NULL;
+  const char *path = getenv("PATH");
+  if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+  char buf[PATH_MAX];
+  while (*path) {
+    const char *end = strchr(path, ':');
+    size_t len = end ? (size_t)(end - path) : strlen(path);
+    int w = len ? snprintf(buf, sizeof buf, "%.*s/%s", (int)len, path, name) : snprintf(buf, sizeof buf, "./%s", name);
+    struct stat st;
+    if (w > 0 && (size_t)w < sizeof buf && stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+      return strdup(buf);
+    path += len + (end ? 1 : 0);
+  }
+  return NULL;
+}
+
+/* Run argv (argv[0] an executable path) with stdin from /dev/null and
+ * stdout+stderr captured into out (NUL-terminated, truncated at cap; the
+ * rest is drained so the child never blocks). *exit_code: the exit status,
+ * or 128+signal. Errors: KILN_ERR_COMPILE when it cannot be started. */
+static kiln_status run_capture(char *const argv[], char *out, size_t cap, int *exit_code, kiln_err *err) {
+  out[0] = 0;
+  *exit_code = -1;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return kiln_err_set(err, KILN_ERR_IO, "pipe: %s", strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(p[1]);
+  if (rc != 0) {
+    close(p[0]);
+    return kiln_err_set(err, KILN_ERR_COMPILE, "cannot run %s: %s", argv[0], strerror(rc));
+  }
+  size_t n = 0;
+  char sink[4096];
+  for (;;) {
+    char *dst = n + 1 < cap ? out + n : sink;
+    size_t room = n + 1 < cap ? cap - 1 - n : sizeof sink;
+    ssize_t r = read(p[0], dst, room);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    if (dst != sink) n += (size_t)r;
+  }
+  out[n] = 0;
+  close(p[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno == EINTR) continue;
+    /* The host program ignores SIGCHLD, so the child was reaped for us and
+     * its status is lost: assume success; a failed compile is then caught
+     * when its output is missing. */
+    if (errno == ECHILD) {
+      *exit_code = 0;
+      return KILN_OK;
+    }
+    return kiln_err_set(err, KILN_ERR_COMPILE, "waitpid(%s): %s", argv[0], strerror(errno));
+  }
+  *exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return KILN_OK;
+}
+
+/* Split flags on blanks; '...' and "..." group words (no escapes, no
+ * expansion: there is no shell). Splits in place into cc->argv_store. */
+static kiln_status split_flags(kiln_cc *cc, kiln_err *err) {
+  char *s = cc->argv_store;
+  cc->nflags = 0;
+  while (*s) {
+    while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+    if (!*s) break;
+    if (cc->nflags == KILN_CC_MAX_FLAGS)
+      return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "too many compiler flags (at most %d)", KILN_CC_MAX_FLAGS);
+    char *dst = s, *word = s;
+    char quote = 0;
+    while (*s && (quote || (*s != ' ' && *s != '\t' && *s != '\n'))) {
+      if (!quote && (*s == '\'' || *s == '"')) {
+        quote = *s++;
+      } else if (quote && *s == quote) {
+        quote = 0;
+        s++;
+      } else {
+        *dst++ = *s++;
+      }
+    }
+    if (quote) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "unbalanced quote in compiler flags: %s", cc->flags);
+    int at_end = *s == 0;
+    *dst = 0;
+    if (!at_end) s++;
+    cc->flag_argv[cc->nflags++] = word;
+  }
+  return KILN_OK;
+}
+
+/* ── create / destroy ───────────────────────────────────────────────── */
+
+static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dup_printf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = NULL;
+  if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+  va_end(ap);
+  return s;
+}
+
+static kiln_status create_work_dir(kiln_cc *cc, const char *cache_dir, kiln_err *err) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "tmp-%ld-", (long)getpid());
+  kiln_status s = kiln_fs_mkdtemp(cache_dir, cache_dir ? prefix : "kiln-cc-", cc->work, sizeof cc->work, err);
+  if (s != KILN_OK) return s;
+  cc->work_fd = open(cc->work, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (cc->work_fd < 0) return kiln_err_set(err, KILN_ERR_IO, "cannot open %s: %s", cc->work, strerror(errno));
+  (void)flock(cc->work_fd, LOCK_EX | LOCK_NB);
+  return KILN_OK;
+}
+
+kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *err) {
+  *out = NULL;
+  kiln_cc_config none = {0};
+  if (!cfg) cfg = &none;
+  kiln_cc *cc = calloc(1, sizeof *cc);
+  if (!cc) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  pthread_mutex_init(&cc->mu, NULL);
+  cc->work_fd = -1;
+  kiln_status s = KILN_OK;
+
+  const char *name = cfg->cc && *cfg->cc ? cfg->cc : getenv("KILN_CC");
+  if (!name || !*name) name = "cc";
+  cc->cc_path = resolve_program(name);
+  if (!cc->cc_path) {
+    s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler '%s' not found (set KILN_CC to a C compiler, e.g. gcc)",
+                     name);
+    goto fail;
+  }
+  char outbuf[KILN_CC_OUTPUT_CAP];
+  int code;
+  char *vargv[] = {cc->cc_path, "--version", NULL};
+  s = run_capture(vargv, outbuf, sizeof outbuf, &code, err);
+  if (s == KILN_OK && code != 0)
+    s = kiln_err_set(err, KILN_ERR_COMPILE, "'%s --version' failed (exit status %d): %.300s", cc->cc_path, code,
+                     outbuf);
+  if (s != KILN_OK) goto fail;
+  size_t l1 = strcspn(outbuf, "\n");
+  cc->version = strndup(outbuf, l1);
+
+  const char *flags = cfg->cflags ? cfg->cflags : getenv("KILN_CFLAGS");
+  if (!flags) {
+    /* `cc --version` of gcc does not say "gcc" on line 1; the FSF copyright
+     * line does. */
+    if (strstr(outbuf, "clang"))
+      flags = k_flags_clang;
+    else if (strstr(outbuf, "Free Software Foundation") || strstr(outbuf, "gcc") || strstr(outbuf, "GCC"))
+      flags = k_flags_gcc;
+    else
+      flags = k_flags_other;
+  }
+  cc->flags = strdup(flags);
+  cc->argv_store = strdup(flags);
+  if (!cc->version || !cc->flags || !cc->argv_store) {
+    s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    goto fail;
+  }
+  if ((s = split_flags(cc, err)) != KILN_OK) goto fail;
+  cc->command = dup_printf("%s %s", cc->cc_path, cc->flags);
+  cc->meta = dup_printf("kiln %s\ncompiler %s\nversion %s\nflags %s\ncpu %s\n", KILN_VERSION_STRING, cc->cc_path,
+                        cc->version, cc->flags, kiln_cpu_features());
+  if (!cc->command || !cc->meta) {
+    s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    goto fail;
+  }
+  if (strlen(cc->meta) > KILN_CACHE_ENTRY_MAX_META) cc->meta[KILN_CACHE_ENTRY_MAX_META] = 0;
+
+  /* Everything that changes the produced code goes into the key, each part
+   * hashed with its length so that boundaries cannot be shifted. */
+  const char *parts[] = {KILN_VERSION_STRING, cc->cc_path, cc->version, cc->flags, kiln_cpu_features()};
+  uint64_t h = 0x6b696c6e2d636301ULL; /* "kiln-cc\1" */
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    h = kiln_hash_combine(h, kiln_hash_bytes(parts[i], strlen(parts[i]), i + 1));
+  cc->base_key = h;
+
+  const char *cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
+  if (cache_dir) {
+    s = kiln_diskcache_open(cache_dir, &cc->dc, err);
+    if (s != KILN_OK) goto fail;
+  }
+  if ((s = create_work_dir(cc, cache_dir, err)) != KILN_OK) goto fail;
+  *out = cc;
+  return KILN_OK;
+fail:
+  kiln_cc_destroy(cc);
+  return s;
+}
+
+void kiln_cc_destroy(kiln_cc *cc) {
+  if (!cc) return;
+  if (cc->work[0]) kiln_fs_remove_tree(cc->work);
+  if (cc->work_fd >= 0) close(cc->work_fd);
+  kiln_diskcache_close(cc->dc);
+  free(cc->cc_path);
+  free(cc->flags);
+  free(cc->argv_store);
+  free(cc->command);
+  free(cc->version);
+  free(cc->meta);
+  pthread_mutex_destroy(&cc->mu);
+  free(cc);
+}
+
+const char *kiln_cc_command(const kiln_cc *cc) { return cc ? cc->command : NULL; }
+const char *kiln_cc_version(const kiln_cc *cc) { return cc ? cc->version : NULL; }
+const char *kiln_cc_cache_dir(const kiln_cc *cc) { return cc ? kiln_diskcache_dir(cc->dc) : NULL; }
+void kiln_cc_test_force_key(kiln_cc *cc, uint64_t key) {
+  pthread_mutex_lock(&cc->mu);
+  cc->force_key = key;
+  pthread_mutex_unlock(&cc->mu);
+}
+
+/* ── build ──────────────────────────────────────────────────────────── */
+
+/* Keep the first KILN_CC_ERROR_LINES lines of compiler output. */
+static void first_lines(char *text, int max_lines) {
+  int lines = 0;
+  for (char *p = text; *p; p++) {
+    if (*p == '\n' && ++lines == max_lines) {
+      strcpy(p, "\n...");
+      return;
+    }
+  }
+}
+
+/* dlopen a file of the private work directory. Every loaded object gets a
+ * name never used before in this process: glibc reuses an already loaded
+ * object whose name matches, so reusing a name could run stale code. */
+static kiln_status load_private(kiln_cc *cc, const char *name, kiln_so **out, kiln_err *err) {
+  char path[sizeof cc->work + 64];
+  snprintf(path, sizeof path, "%s/%s", cc->work, name);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  /* The mapping keeps the file alive; the name is not needed any more. */
+  unlinkat(cc->work_fd, name, 0);
+  if (!h) {
+    const char *e = dlerror();
+    return kiln_err_set(err, KILN_ERR_COMPILE, "cannot load compiled kernels %s: %s", path, e ? e : "dlopen failed");
+  }
+  kiln_so *so = calloc(1, sizeof *so);
+  if (!so) {
+    dlclose(h);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  so->handle = h;
+  *out = so;
+  return KILN_OK;
+}
+
+static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, kiln_so **out, kiln_cc_result *res,
+                                kiln_err *err) {
+  uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source, len, cc->base_key);
+  uint64_t seq = ++cc->seq;
+  char so_name[64], c_name[64];
+  kiln_status s;
+
+  if (cc->dc) {
+    uint64_t t0 = now_ns();
+    uint8_t *entry = NULL;
+    kiln_cache_entry_view view;
+    int corrupt = 0;
+    s = kiln_diskcache_lookup(cc->dc, key, source, len, &entry, &view, &corrupt, err);
+    if (s != KILN_OK) return s;
+    res->disk_cache_corrupt = corrupt;
+    if (entry) {
+      /* Load a private copy of the verified bytes: the cache file itself
+       * is never dlopen'ed, so nothing can change it between the checksum
+       * and the load (see docs/cache.md). */
+      snprintf(so_name, sizeof so_name, "h%llu.so", (unsigned long long)seq);
+      s = kiln_fs_write_new_at(cc->work_fd, cc->work, so_name, view.so, view.so_len, err);
+      free(entry);
+      if (s == KILN_OK) s = load_private(cc, so_name, out, err);
+      if (s != KILN_OK) return s;
+      res->from_disk_cache = 1;
+      res->load_ns = (double)(now_ns() - t0);
+      kiln_counter_add("PersistentCacheHit", 1);
+      return KILN_OK;
+    }
+    kiln_counter_add("PersistentCacheMiss", 1);
+  }
+
+  snprintf(c_name, sizeof c_name, "k%llu.c", (unsigned long long)seq);
+  snprintf(so_name, sizeof so_name, "k%llu.so", (unsigned long long)seq);
+  s = kiln_fs_write_new_at(cc->work_fd, cc->work, c_name, source, len, err);
+  if (s != KILN_OK) return s;
+  char c_path[sizeof cc->work + 64], so_path[sizeof cc->work + 64];
+  snprintf(c_path, sizeof c_path, "%s/%s", cc->work, c_name);
+  snprintf(so_path, sizeof so_path, "%s/%s", cc->work, so_name);
+  char *argv[KILN_CC_MAX_FLAGS + 8];
+  int argc = 0;
+  argv[argc++] = cc->cc_path;
+  for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
+  argv[argc++] = "-o";
+  argv[argc++] = so_path;
+  argv[argc++] = c_path;
+  argv[argc] = NULL;
+
+  char *output = malloc(KILN_CC_OUTPUT_CAP);
+  if (!output) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  int code;
+  uint64_t t0 = now_ns();
+  s = run_capture(argv, output, KILN_CC_OUTPUT_CAP, &code, err);
+  res->cc_ns = (double)(now_ns() - t0);
+  unlinkat(cc->work_fd, c_name, 0);
+  if (s == KILN_OK && code != 0) {
+    first_lines(output, KILN_CC_ERROR_LINES);
+    s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler failed (exit status %d): %s\n%s", code, cc->command,
+                     output);
+  }
+  free(output);
+  if (s != KILN_OK) {
+    unlinkat(cc->work_fd, so_name, 0);
+    return s;
+  }
+
+  t0 = now_ns();
+  if (cc->dc) {
+    int fd = openat(cc->work_fd, so_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    kiln_err serr = {0};
+    s = fd >= 0 ? kiln_fs_read_fd(fd, KILN_CACHE_ENTRY_MAX_BYTES, &bytes, &n, &serr)
+                : kiln_err_set(&serr, KILN_ERR_IO, "cannot open %s: %s", so_path, strerror(errno));
+    if (fd >= 0) close(fd);
+    if (s == KILN_OK) s = kiln_diskcache_store(cc->dc, key, cc->meta, source, len, bytes, n, &serr);
+    free(bytes);
+    /* A cache that cannot be written costs time, not correctness: warn and
+     * go on with the freshly built object. */
+    if (s != KILN_OK) fprintf(stderr, "kiln: warning: not caching compiled kernels: %s\n", serr.msg);
+  }
+  s = load_private(cc, so_name, out, err);
+  res->load_ns = (double)(now_ns() - t0);
+  return s;
+}
+
+kiln_status kiln_cc_build(kiln_cc *cc, const char *source, size_t len, kiln_so **out, kiln_cc_result *res,
+                          kiln_err *err) {
+  kiln_cc_result local;
+  if (!res) res = &local;
+  memset(res, 0, sizeof *res);
+  if (out) *out = NULL;
+  if (!cc || !source || !out) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "kiln_cc_build: NULL argument");
+  pthread_mutex_lock(&cc->mu);
+  kiln_status s = build_locked(cc, source, len, out, res, err);
+  pthread_mutex_unlock(&cc->mu);
+  return s;
+}
+
+void *kiln_so_symbol(kiln_so *so, const char *name) { return so && name ? dlsym(so->handle, name) : NULL; }
+
+void kiln_so_close(kiln_so *so) {
+  if (!so) return;
+  dlclose(so->handle);
+  free(so);
+}

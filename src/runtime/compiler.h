@@ -1,0 +1,79 @@
+/* The kernel compiler driver: C source -> shared object -> dlopen, with the
+ * persistent (disk) cache in front of it.
+ *
+ * Cache key = hash(kiln version, compiler path + version, flags, CPU
+ * features, source text). A hit is verified by comparing the stored source
+ * text with the requested one (a key collision never loads the wrong code)
+ * and the object's checksum. Entries are written atomically (write, fsync,
+ * rename). The cache directory must be owned by the user and not writable by
+ * group/others, nor may the object file be: otherwise loading is refused
+ * with KILN_ERR_UNSAFE naming the path.
+ *
+ * Thread-safety: all functions may be called from any thread; the
+ * kiln_cc handle serializes its own state.
+ */
+#ifndef KILN_RUNTIME_COMPILER_H
+#define KILN_RUNTIME_COMPILER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct kiln_cc kiln_cc;   /* compiler + cache configuration */
+typedef struct kiln_so kiln_so;   /* a loaded shared object */
+
+typedef struct kiln_cc_config {
+  const char *cc;        /* NULL: $KILN_CC or "cc" */
+  const char *cflags;    /* NULL: $KILN_CFLAGS or the default ("-O2 -march=native ...") */
+  const char *cache_dir; /* NULL/"": no disk cache (objects go to a private temp dir) */
+} kiln_cc_config;
+
+typedef struct kiln_cc_result {
+  int from_disk_cache;       /* 1: hit */
+  int disk_cache_corrupt;    /* 1: a corrupt entry was found and rebuilt */
+  double cc_ns, load_ns;     /* time in the compiler / in dlopen + checks */
+} kiln_cc_result;
+
+/* Create a compiler driver. Resolves the compiler (cfg->cc, else $KILN_CC,
+ * else "cc", looked up in PATH), runs `<cc> --version`, picks the flags
+ * (cfg->cflags, else $KILN_CFLAGS, else defaults for gcc/clang/other; see
+ * docs/cache.md) and opens the cache directory (created 0700 if missing).
+ * cfg may be NULL. *out is NULL on error. Errors: KILN_ERR_COMPILE (compiler
+ * not found / not runnable, message names it), KILN_ERR_INVALID_ARGUMENT
+ * (unbalanced quote in the flags), KILN_ERR_UNSAFE (cache directory is a
+ * symlink, not ours, or writable by group/others: "refusing to use cache
+ * directory <dir>: ..."), KILN_ERR_IO. */
+kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *err);
+/* Free the driver and remove its private work directory. Objects already
+ * loaded stay valid until kiln_so_close. NULL is accepted. */
+void kiln_cc_destroy(kiln_cc *cc);
+/* Compile (or find in the disk cache) and load `source` (len bytes; one
+ * call per graph: all its new kernels in one source, one compiler run).
+ * *out receives the loaded object (caller closes it with kiln_so_close);
+ * res (may be NULL) is filled in all cases. Bumps the counters
+ * PersistentCacheHit / PersistentCacheMiss when a cache directory is set.
+ * Errors: KILN_ERR_COMPILE (the compiler failed: message has the exit
+ * status, the command and the first 20 lines of its output; or dlopen
+ * failed), KILN_ERR_UNSAFE ("refusing to load <path>: ..."), KILN_ERR_IO,
+ * KILN_ERR_OUT_OF_MEMORY. A corrupt cache entry is not an error: it is
+ * reported on stderr, flagged in res->disk_cache_corrupt and rebuilt. */
+kiln_status kiln_cc_build(kiln_cc *cc, const char *source, size_t len, kiln_so **out, kiln_cc_result *res,
+                          kiln_err *err);
+/* dlsym in the object; NULL when absent (or so/name NULL). */
+void *kiln_so_symbol(kiln_so *so, const char *name);
+/* dlclose and free. NULL is accepted. */
+void kiln_so_close(kiln_so *so);
+/* Descriptions for `kiln doctor` and the cache key. Owned by cc. */
+const char *kiln_cc_command(const kiln_cc *cc);   /* "/usr/bin/cc -O2 -march=native ..." */
+const char *kiln_cc_version(const kiln_cc *cc);   /* first line of `cc --version` */
+const char *kiln_cc_cache_dir(const kiln_cc *cc); /* NULL when disabled */
+/* CPU feature string (e.g. "x86 sse4.2 ... avx2 avx512f ..."; "generic"
+ * off x86), from cpuid and XCR0, computed once. Static storage. */
+const char *kiln_cpu_features(void);
+
+/* Test hook: force every cache key to this value (0 = off) to provoke
+ * collisions. */
+void kiln_cc_test_force_key(kiln_cc *cc, uint64_t key);
+
+#endif

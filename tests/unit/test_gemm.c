@@ -1,0 +1,164 @@
+/* GEMM: every transpose combination, odd and empty sizes, padded leading
+ * dimensions and alpha/beta cases, for each available library, against a
+ * plain triple loop in double precision.
+ *
+ * The library is chosen once per process (KILN_GEMM is read at init), so
+ * each library runs in a forked child with KILN_GEMM set; the child's exit
+ * status carries its result. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backends/cpu/gemm.h"
+#include "kt.h"
+
+#define SKIP_CODE 77
+
+static uint64_t g_state = 0x9e3779b97f4a7c15ULL;
+static double next_val(void) { /* splitmix64 -> [-1, 1) */
+  uint64_t z = (g_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return (double)(z >> 11) / (double)(1ULL << 52) - 1.0;
+}
+
+/* One case in float or double; returns the number of bad elements. */
+static int check_case(int dbl, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                      int nan_c) {
+  /* Stored shapes: A is m x k (k x m when transposed), B is k x n (n x k). */
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  int64_t lda = ac + 3, ldb = bc + 1, ldc = n + 2; /* padded: strides must be honoured */
+  size_t an = (size_t)(ar * lda + 1), bn = (size_t)(br * ldb + 1), cn = (size_t)(m * ldc + 1);
+  double *A = malloc(an * sizeof *A), *B = malloc(bn * sizeof *B), *C0 = malloc(cn * sizeof *C0);
+  for (size_t i = 0; i < an; i++) A[i] = next_val();
+  for (size_t i = 0; i < bn; i++) B[i] = next_val();
+  for (size_t i = 0; i < cn; i++) C0[i] = nan_c ? NAN : next_val();
+  int bad = 0;
+  float *af = malloc(an * sizeof *af), *bf = malloc(bn * sizeof *bf), *cf = malloc(cn * sizeof *cf);
+  double *cd = malloc(cn * sizeof *cd);
+  for (size_t i = 0; i < an; i++) af[i] = (float)A[i];
+  for (size_t i = 0; i < bn; i++) bf[i] = (float)B[i];
+  for (size_t i = 0; i < cn; i++) cf[i] = (float)C0[i], cd[i] = C0[i];
+  if (dbl)
+    kiln_gemm_dgemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, cd, ldc);
+  else
+    kiln_gemm_sgemm(ta, tb, m, n, k, (float)alpha, af, lda, bf, ldb, (float)beta, cf, ldc);
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < ldc; j++) {
+      double got = dbl ? cd[i * ldc + j] : (double)cf[i * ldc + j];
+      double c0 = dbl ? C0[i * ldc + j] : (double)(float)C0[i * ldc + j];
+      if (j >= n) { /* padding must be untouched */
+        if (!(got == c0 || (got != got && c0 != c0))) bad++;
+        continue;
+      }
+      double ref = 0, mag = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double x = dbl ? (ta ? A[p * lda + i] : A[i * lda + p]) : (double)(ta ? af[p * lda + i] : af[i * lda + p]);
+        double y = dbl ? (tb ? B[j * ldb + p] : B[p * ldb + j]) : (double)(tb ? bf[j * ldb + p] : bf[p * ldb + j]);
+        ref += x * y;
+        mag += fabs(x * y);
+      }
+      ref *= alpha;
+      mag *= fabs(alpha);
+      if (beta != 0) {
+        ref += beta * c0;
+        mag += fabs(beta * c0);
+      }
+      /* The worst-case rounding bound of a length-k dot product. */
+      double tol = (dbl ? 1.2e-16 : 6.0e-8) * (double)(k + 2) * (mag + 1);
+      if (!(fabs(got - ref) <= tol)) {
+        if (bad < 3)
+          KT_FAIL("%s ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g: C[%lld][%lld] = %.9g, want %.9g",
+                  dbl ? "dgemm" : "sgemm", ta, tb, (long long)m, (long long)n, (long long)k, alpha, beta,
+                  (long long)i, (long long)j, got, ref);
+        bad++;
+      }
+    }
+  }
+  free(A), free(B), free(C0), free(af), free(bf), free(cf), free(cd);
+  return bad;
+}
+
+static void run_all_cases(void) {
+  static const int64_t sizes[] = {0, 1, 3, 17};
+  static const double ab[][2] = {{1, 0}, {0.5, 2}, {-1.5, 1}};
+  int bad = 0;
+  for (int dbl = 0; dbl < 2; dbl++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        for (size_t im = 0; im < 4; im++)
+          for (size_t in = 0; in < 4; in++)
+            for (size_t ik = 0; ik < 4; ik++)
+              for (size_t s = 0; s < 3; s++)
+                bad += check_case(dbl, ta, tb, sizes[im], sizes[in], sizes[ik], ab[s][0], ab[s][1], 0);
+        /* beta == 0 must ignore NaNs already in C. */
+        bad += check_case(dbl, ta, tb, 5, 7, 3, 1, 0, 1);
+        /* Bigger than the naive fallback's k-block and the libraries'
+         * small-matrix paths; MLP-like shapes. */
+        bad += check_case(dbl, ta, tb, 65, 33, 300, 1, 0, 0);
+        bad += check_case(dbl, ta, tb, 128, 100, 784, 1, 1, 0);
+      }
+  KT_EQ_INT(bad, 0);
+}
+
+/* In a child: select `lib` through KILN_GEMM, check it was selected (or
+ * that it really is unavailable), run every case. */
+static int child_run(const char *lib, const char *soname) {
+  setenv("KILN_GEMM", lib, 1);
+  kiln_gemm_init(2);
+  const char *got = kiln_gemm_library();
+  fprintf(stderr, "  [%s] kiln_gemm_library() = %s\n", lib, got);
+  if (strncmp(got, lib, strlen(lib)) != 0) {
+    void *h = soname ? dlopen(soname, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (h) {
+      KT_FAIL("KILN_GEMM=%s: %s is loadable but kiln chose %s", lib, soname, got);
+      return 1;
+    }
+    fprintf(stderr, "  [%s] not installed: skipped\n", lib);
+    return SKIP_CODE;
+  }
+  run_all_cases();
+  kiln_gemm_init(1); /* changing the thread count later must keep results right */
+  KT_EQ_INT(check_case(0, 0, 1, 128, 64, 200, 1, 0, 0), 0);
+  return kt_failed_checks ? 1 : 0;
+}
+
+static void run_library(const char *lib, const char *soname) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_run(lib, soname)); /* _exit: the libraries' pools need no teardown */
+  int st = 0;
+  KT_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+  KT_CHECK_MSG(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == SKIP_CODE), "%s: child status %d", lib,
+               st);
+}
+
+KT_TEST(naive_matches_double_reference) { run_library("naive", NULL); }
+KT_TEST(openblas_matches_double_reference) { run_library("openblas", "libopenblas.so.0"); }
+KT_TEST(onednn_matches_double_reference) { run_library("onednn", "libdnnl.so.2"); }
+
+KT_TEST(default_library_is_described) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    unsetenv("KILN_GEMM");
+    const char *d = kiln_gemm_library();
+    fprintf(stderr, "  default: %s\n", d);
+    int ok = d && (!strncmp(d, "onednn", 6) || !strncmp(d, "openblas", 8) || !strcmp(d, "naive"));
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, c[4];
+    kiln_gemm_sgemm(0, 0, 2, 2, 3, 1, a, 3, b, 2, 0, c, 2); /* [[1,2,3],[4,5,6]] x [[1,0],[0,1],[1,1]] */
+    ok = ok && c[0] == 4 && c[1] == 5 && c[2] == 10 && c[3] == 11;
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  KT_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+KT_MAIN(KT_CASE(naive_matches_double_reference), KT_CASE(openblas_matches_double_reference),
+        KT_CASE(onednn_matches_double_reference), KT_CASE(default_library_is_described))

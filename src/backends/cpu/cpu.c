@@ -1,0 +1,493 @@
+/* The cpu backend: schedule -> C kernels (compiled once, shared by source
+ * hash across graphs) -> a compact plan interpreted by execute().
+ *
+ * Why a plan and not a generated per-graph driver: a driver in C would need
+ * a compiler run for every new graph even when all its kernels are already
+ * loaded; with the plan, a graph whose kernels are all known compiles in
+ * microseconds and never starts the C compiler (docs/codegen.md).
+ *
+ * Thread-safety: compile serializes on the backend's mutex (the kernel
+ * table and the compiler); execute of different executables may run
+ * concurrently with compile and with each other; one executable runs one
+ * execute at a time (its own mutex guards its scratch arena and timings).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "backends/cpu/gemm.h"
+#include "codegen/codegen.h"
+#include "debug/metrics.h"
+#include "runtime/compiler.h"
+#include "runtime/pool.h"
+#include "schedule/schedule.h"
+
+typedef void (*kernel_fn)(void *const *args, int64_t begin, int64_t end);
+
+typedef struct kent {
+  uint64_t hash;
+  char *src; /* verifies a hash hit: a collision never runs the wrong code */
+  kernel_fn fn;
+} kent;
+
+typedef struct cpu_backend {
+  kiln_backend base;
+  kiln_pool *pool;
+  kiln_cc *cc;
+  int num_threads;
+  pthread_mutex_t mu; /* kernel table, shared objects, the compiler */
+  kent *tab;
+  size_t tab_cap, tab_n;
+  kiln_so **sos;
+  size_t n_sos, cap_sos;
+  char desc[1024];
+} cpu_backend;
+
+enum { ST_LOOP, ST_GEMM, ST_COPY };
+
+typedef struct step {
+  int kind;
+  const char *name;
+  /* LOOP */
+  kernel_fn fn;
+  int64_t items, grain;
+  int32_t n_args, arg_off; /* buffer ids in exe->arg_bufs[arg_off ..] */
+  /* GEMM */
+  int f64, ta, tb;
+  int64_t m, n, k, lda, ldb;
+  int brank;
+  int64_t bshape[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK];
+  int32_t abuf, bbuf, cbuf;
+  /* COPY */
+  int32_t src, dst;
+  size_t bytes;
+  double flops, mem_bytes;
+} step;
+
+struct kiln_executable {
+  int32_t n_steps;
+  step *steps;
+  int32_t *arg_bufs;
+  char *names; /* kernel names, "k_<hash>\0" each */
+  int32_t n_bufs;
+  kiln_sbuf *bufs;
+  size_t scratch_bytes;
+  pthread_mutex_t mu;
+  void *arena;
+  kiln_kernel_timing *timings;
+  int32_t max_args;
+  kiln_exec_info info;
+};
+
+/* ───────────── kernel table ───────────── */
+
+static kent *tab_find(cpu_backend *b, uint64_t h, const char *src) {
+  if (!b->tab_cap) return NULL;
+  for (size_t i = h & (b->tab_cap - 1);; i = (i + 1) & (b->tab_cap - 1)) {
+    kent *e = &b->tab[i];
+    if (!e->src) return NULL;
+    if (e->hash == h && strcmp(e->src, src) == 0) return e;
+  }
+}
+
+static int tab_insert(cpu_backend *b, uint64_t h, const char *src, kernel_fn fn) {
+  if ((b->tab_n + 1) * 2 > b->tab_cap) {
+    size_t cap = b->tab_cap ? b->tab_cap * 2 : 64;
+    kent *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (size_t i = 0; i < b->tab_cap; i++) {
+      if (!b->tab[i].src) continue;
+      size_t j = b->tab[i].hash & (cap - 1);
+      while (t[j].src) j = (j + 1) & (cap - 1);
+      t[j] = b->tab[i];
+    }
+    free(b->tab);
+    b->tab = t;
+    b->tab_cap = cap;
+  }
+  char *copy = strdup(src);
+  if (!copy) return -1;
+  size_t i = h & (b->tab_cap - 1);
+  while (b->tab[i].src) i = (i + 1) & (b->tab_cap - 1);
+  b->tab[i] = (kent){h, copy, fn};
+  b->tab_n++;
+  return 0;
+}
+
+/* ───────────── buffers ───────────── */
+
+static void *cpu_buffer_alloc(kiln_backend *kb, size_t bytes) {
+  void *p = NULL;
+  size_t n = (bytes + 63) & ~(size_t)63;
+  if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+  return p;
+}
+static void cpu_buffer_free(kiln_backend *kb, void *p) { free(p); }
+static void cpu_copy(kiln_backend *kb, void *dst, const void *src, size_t bytes) {
+  if (bytes) memcpy(dst, src, bytes);
+}
+
+/* ───────────── compile ───────────── */
+
+static void exe_free(kiln_backend *kb, kiln_executable *e) {
+  if (!e) return;
+  free(e->steps);
+  free(e->arg_bufs);
+  free(e->names);
+  free(e->bufs);
+  free(e->arena);
+  free(e->timings);
+  pthread_mutex_destroy(&e->mu);
+  free(e);
+}
+
+static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
+  const kiln_graph *g = s->g;
+  const kiln_gnode *mm = &g->nodes[k->node];
+  int r = mm->rank;
+  const int32_t *in = kiln_gnode_inputs(g, mm);
+  const kiln_gnode *a = &g->nodes[in[0]], *b = &g->nodes[in[1]];
+  st->kind = ST_GEMM;
+  st->name = "gemm";
+  st->f64 = mm->dtype == KILN_F64;
+  st->m = mm->shape[r - 2];
+  st->n = mm->shape[r - 1];
+  st->k = a->shape[r - 1];
+  st->ta = k->a.trans;
+  st->tb = k->b.trans;
+  st->lda = st->ta ? st->m : st->k;
+  st->ldb = st->tb ? st->k : st->n;
+  st->brank = r - 2;
+  for (int d = 0; d < r - 2; d++) {
+    st->bshape[d] = mm->shape[d];
+    st->sa[d] = k->a.batch_stride[d];
+    st->sb[d] = k->b.batch_stride[d];
+  }
+  (void)b;
+  st->abuf = s->buf_of[k->a.node];
+  st->bbuf = s->buf_of[k->b.node];
+  st->cbuf = s->buf_of[k->node];
+  double batch = 1;
+  for (int d = 0; d < r - 2; d++) batch *= (double)mm->shape[d];
+  st->flops = 2.0 * batch * (double)st->m * (double)st->n * (double)st->k;
+}
+
+static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_executable **out, kiln_err *err) {
+  cpu_backend *b = (cpu_backend *)kb;
+  *out = NULL;
+  uint64_t t0 = kiln_now_ns();
+  kiln_sched *s = NULL;
+  KILN_RETURN_IF_ERROR(err, kiln_sched_build(g, &s, err), "while scheduling a graph of %d nodes", g->n_nodes);
+  kiln_executable *e = calloc(1, sizeof *e);
+  kiln_kernel_src *srcs = calloc((size_t)s->n_kernels + 1, sizeof *srcs);
+  int32_t total_args = 0;
+  kiln_status st = (e && srcs) ? KILN_OK : kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+  if (e) pthread_mutex_init(&e->mu, NULL);
+  for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
+    const kiln_skernel *k = &s->kernels[i];
+    if (k->kind != KILN_SK_LOOP || k->n_stores == 0) continue;
+    st = kiln_codegen_kernel(s, i, &srcs[i], err);
+    total_args += srcs[i].n_args;
+    if (srcs[i].n_args > e->max_args) e->max_args = srcs[i].n_args;
+  }
+  uint64_t t1 = kiln_now_ns();
+  kiln_cc_result ccr = {0};
+  size_t code_bytes = 0;
+  pthread_mutex_lock(&b->mu);
+  /* every kernel not yet loaded goes into one translation unit */
+  if (st == KILN_OK) {
+    size_t len = strlen(kiln_codegen_prelude());
+    int n_new = 0;
+    for (int32_t i = 0; i < s->n_kernels; i++) {
+      if (!srcs[i].src) continue;
+      code_bytes += srcs[i].len;
+      if (tab_find(b, srcs[i].hash, srcs[i].src)) continue;
+      int dup = 0; /* the same kernel twice in this graph */
+      for (int32_t j = 0; j < i && !dup; j++) dup = srcs[j].src && srcs[j].hash == srcs[i].hash;
+      if (dup) continue;
+      len += srcs[i].len + 1;
+      n_new++;
+    }
+    if (n_new) {
+      char *unit = malloc(len + 1), *p = unit;
+      if (!unit) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+      if (unit) {
+        p += sprintf(p, "%s", kiln_codegen_prelude());
+        for (int32_t i = 0; i < s->n_kernels; i++) {
+          if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
+          int dup = 0;
+          for (int32_t j = 0; j < i && !dup; j++) dup = srcs[j].src && srcs[j].hash == srcs[i].hash;
+          if (dup) continue;
+          memcpy(p, srcs[i].src, srcs[i].len);
+          p += srcs[i].len;
+          *p++ = '\n';
+        }
+        *p = 0;
+        /* KILN_DUMP_CODE=1: show every new translation unit (debugging aid) */
+        const char *dump = getenv("KILN_DUMP_CODE");
+        if (dump && *dump == '1') fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_new, unit);
+        kiln_so *so = NULL;
+        st = kiln_cc_build(b->cc, unit, (size_t)(p - unit), &so, &ccr, err);
+        if (st == KILN_OK && b->n_sos == b->cap_sos) {
+          size_t cap = b->cap_sos ? b->cap_sos * 2 : 16;
+          kiln_so **v = realloc(b->sos, sizeof *v * cap);
+          if (v) {
+            b->sos = v;
+            b->cap_sos = cap;
+          } else {
+            st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+          }
+        }
+        if (st == KILN_OK) {
+          b->sos[b->n_sos++] = so;
+          for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
+            if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
+            void *sym = kiln_so_symbol(so, srcs[i].name);
+            if (!sym) {
+              st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu compile: symbol %s missing", srcs[i].name);
+              break;
+            }
+            kernel_fn fn;
+            memcpy(&fn, &sym, sizeof fn);
+            if (tab_insert(b, srcs[i].hash, srcs[i].src, fn))
+              st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+          }
+        } else if (so) {
+          kiln_so_close(so);
+        }
+        free(unit);
+        kiln_counter_add("CpuKernelsCompiled", n_new);
+      }
+    }
+  }
+  /* the plan */
+  if (st == KILN_OK) {
+    e->steps = calloc((size_t)s->n_kernels + 1, sizeof *e->steps);
+    e->arg_bufs = calloc((size_t)total_args + 1, sizeof *e->arg_bufs);
+    e->names = calloc((size_t)s->n_kernels + 1, 24);
+    e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
+    e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
+    if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings)
+      st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+  }
+  int32_t argp = 0;
+  for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
+    const kiln_skernel *k = &s->kernels[i];
+    step *sp = &e->steps[e->n_steps];
+    if (k->kind == KILN_SK_LOOP) {
+      if (!srcs[i].src) continue;
+      kent *ke = tab_find(b, srcs[i].hash, srcs[i].src);
+      KILN_ASSERT(ke);
+      sp->kind = ST_LOOP;
+      sp->fn = ke->fn;
+      sp->items = srcs[i].items;
+      sp->grain = srcs[i].grain;
+      sp->n_args = srcs[i].n_args;
+      sp->arg_off = argp;
+      for (int32_t a = 0; a < srcs[i].n_args; a++) {
+        e->arg_bufs[argp++] = srcs[i].args[a];
+        sp->mem_bytes += (double)s->bufs[srcs[i].args[a]].bytes;
+      }
+      char *nm = e->names + 24 * (size_t)i;
+      memcpy(nm, srcs[i].name, sizeof srcs[i].name);
+      sp->name = nm;
+    } else if (k->kind == KILN_SK_GEMM) {
+      gemm_step(s, k, sp);
+    } else {
+      sp->kind = ST_COPY;
+      sp->name = "copy";
+      sp->src = k->src_buf;
+      sp->dst = k->dst_buf;
+      sp->bytes = k->bytes;
+      sp->mem_bytes = 2.0 * (double)sp->bytes;
+    }
+    e->n_steps++;
+  }
+  pthread_mutex_unlock(&b->mu);
+  uint64_t t2 = kiln_now_ns();
+  if (st == KILN_OK) {
+    memcpy(e->bufs, s->bufs, sizeof *e->bufs * (size_t)s->n_bufs);
+    e->n_bufs = s->n_bufs;
+    e->scratch_bytes = s->scratch_bytes;
+    kiln_exec_info *in = &e->info;
+    in->n_kernels = s->n_loop_kernels;
+    in->n_gemm_calls = s->n_gemm_calls;
+    for (int32_t i = 0; i < s->n_bufs; i++)
+      if (s->bufs[i].kind == KILN_SBUF_INPUT) in->input_bytes += s->bufs[i].bytes;
+    for (int32_t o = 0; o < g->n_outputs; o++) in->output_bytes += kiln_gnode_bytes(&g->nodes[g->output_node[o]]);
+    in->aliased_bytes = s->aliased_bytes;
+    in->scratch_bytes = s->scratch_bytes;
+    in->code_bytes = code_bytes;
+    in->from_disk_cache = ccr.from_disk_cache;
+    in->codegen_ns = (double)(t1 - t0);
+    in->cc_ns = ccr.cc_ns;
+    in->load_ns = ccr.load_ns;
+    in->compile_ns = (double)(t2 - t0);
+  }
+  for (int32_t i = 0; i < s->n_kernels; i++) kiln_kernel_src_clear(&srcs[i]);
+  free(srcs);
+  kiln_sched_free(s);
+  if (st != KILN_OK) {
+    if (e) exe_free(kb, e);
+    return st;
+  }
+  *out = e;
+  return KILN_OK;
+}
+
+/* ───────────── execute ───────────── */
+
+typedef struct loop_ctx {
+  kernel_fn fn;
+  void *const *args;
+} loop_ctx;
+
+static void run_loop(void *ctx, int64_t begin, int64_t end) {
+  loop_ctx *l = ctx;
+  l->fn(l->args, begin, end);
+}
+
+static void run_gemm(const step *sp, void *const *ptr) {
+  int64_t nb = 1;
+  for (int d = 0; d < sp->brank; d++) nb *= sp->bshape[d];
+  size_t es = sp->f64 ? 8 : 4;
+  char *A = ptr[sp->abuf], *B = ptr[sp->bbuf], *C = ptr[sp->cbuf];
+  if (sp->m == 0 || sp->n == 0) return;
+  for (int64_t bi = 0; bi < nb; bi++) {
+    int64_t oa = 0, ob = 0, rem = bi;
+    for (int d = sp->brank - 1; d >= 0; d--) {
+      int64_t ix = rem % sp->bshape[d];
+      rem /= sp->bshape[d];
+      oa += ix * sp->sa[d];
+      ob += ix * sp->sb[d];
+    }
+    char *c = C + (size_t)(bi * sp->m * sp->n) * es;
+    if (sp->k == 0) {
+      memset(c, 0, (size_t)(sp->m * sp->n) * es);
+    } else if (sp->f64) {
+      kiln_gemm_dgemm(sp->ta, sp->tb, sp->m, sp->n, sp->k, 1.0, (const double *)(A + (size_t)oa * es), sp->lda,
+                      (const double *)(B + (size_t)ob * es), sp->ldb, 0.0, (double *)c, sp->n);
+    } else {
+      kiln_gemm_sgemm(sp->ta, sp->tb, sp->m, sp->n, sp->k, 1.0f, (const float *)(A + (size_t)oa * es), sp->lda,
+                      (const float *)(B + (size_t)ob * es), sp->ldb, 0.0f, (float *)c, sp->n);
+    }
+  }
+}
+
+static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
+                               kiln_err *err) {
+  cpu_backend *b = (cpu_backend *)kb;
+  pthread_mutex_lock(&e->mu);
+  if (e->scratch_bytes && !e->arena) {
+    e->arena = cpu_buffer_alloc(kb, e->scratch_bytes);
+    if (!e->arena) {
+      pthread_mutex_unlock(&e->mu);
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: cannot allocate %zu scratch bytes",
+                          e->scratch_bytes);
+    }
+  }
+  void *small[64];
+  size_t need = (size_t)e->n_bufs + (size_t)e->max_args;
+  void **ptr = need <= 64 ? small : malloc(sizeof *ptr * need);
+  if (!ptr) {
+    pthread_mutex_unlock(&e->mu);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: out of memory");
+  }
+  void **args = ptr + e->n_bufs;
+  for (int32_t i = 0; i < e->n_bufs; i++) {
+    const kiln_sbuf *bf = &e->bufs[i];
+    ptr[i] = bf->kind == KILN_SBUF_INPUT    ? inputs[bf->index]
+             : bf->kind == KILN_SBUF_OUTPUT ? outputs[bf->index]
+                                            : (char *)e->arena + bf->offset;
+  }
+  for (int32_t i = 0; i < e->n_steps; i++) {
+    const step *sp = &e->steps[i];
+    kiln_kernel_timing *t = &e->timings[i];
+    t->begin_ns = kiln_now_ns();
+    switch (sp->kind) {
+      case ST_LOOP: {
+        for (int32_t a = 0; a < sp->n_args; a++) args[a] = ptr[e->arg_bufs[sp->arg_off + a]];
+        loop_ctx l = {sp->fn, args};
+        kiln_pool_parallel_for(b->pool, run_loop, &l, sp->items, sp->grain);
+        break;
+      }
+      case ST_GEMM: run_gemm(sp, ptr); break;
+      default: cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes); break;
+    }
+    t->end_ns = kiln_now_ns();
+    t->name = sp->name;
+    t->flops = sp->flops;
+    t->bytes = sp->mem_bytes;
+  }
+  if (ptr != small) free(ptr);
+  pthread_mutex_unlock(&e->mu);
+  return KILN_OK;
+}
+
+static void cpu_executable_info(kiln_backend *kb, const kiln_executable *e, kiln_exec_info *out) { *out = e->info; }
+
+static int cpu_last_kernel_timings(kiln_backend *kb, const kiln_executable *e, const kiln_kernel_timing **out) {
+  *out = e->timings;
+  return e->n_steps;
+}
+
+static const char *cpu_describe(kiln_backend *kb) { return ((cpu_backend *)kb)->desc; }
+
+static void cpu_destroy(kiln_backend *kb) {
+  cpu_backend *b = (cpu_backend *)kb;
+  if (!b) return;
+  kiln_pool_destroy(b->pool);
+  for (size_t i = 0; i < b->tab_cap; i++) free(b->tab[i].src);
+  free(b->tab);
+  for (size_t i = 0; i < b->n_sos; i++) kiln_so_close(b->sos[i]);
+  free(b->sos);
+  kiln_cc_destroy(b->cc);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+}
+
+static const kiln_backend_vtable k_cpu_vtable = {
+    .destroy = cpu_destroy,
+    .api_version = KILN_BACKEND_API_VERSION,
+    .name = "cpu",
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .compile = cpu_compile,
+    .execute = cpu_execute,
+    .executable_free = exe_free,
+    .executable_info = cpu_executable_info,
+    .last_kernel_timings = cpu_last_kernel_timings,
+    .describe = cpu_describe,
+};
+
+kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend **out, kiln_err *err) {
+  *out = NULL;
+  cpu_backend *b = calloc(1, sizeof *b);
+  if (!b) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu backend: out of memory");
+  b->base.vt = &k_cpu_vtable;
+  pthread_mutex_init(&b->mu, NULL);
+  kiln_status st = kiln_pool_create(cfg ? cfg->num_threads : 0, &b->pool, err);
+  if (st != KILN_OK) {
+    cpu_destroy(&b->base);
+    return st;
+  }
+  b->num_threads = kiln_pool_size(b->pool);
+  kiln_cc_config ccfg = {.cc = NULL, .cflags = NULL, .cache_dir = cfg ? cfg->cache_dir : NULL};
+  st = kiln_cc_create(&ccfg, &b->cc, err);
+  if (st != KILN_OK) {
+    kiln_err_context(err, "while creating the cpu backend");
+    cpu_destroy(&b->base);
+    return st;
+  }
+  kiln_gemm_init(b->num_threads);
+  const char *cd = kiln_cc_cache_dir(b->cc);
+  snprintf(b->desc, sizeof b->desc, "cpu: %d threads, gemm %s, cc \"%s\" (%s), cpu features [%s], disk cache %s",
+           b->num_threads, kiln_gemm_library(), kiln_cc_command(b->cc), kiln_cc_version(b->cc), kiln_cpu_features(),
+           cd ? cd : "off");
+  *out = &b->base;
+  return KILN_OK;
+}

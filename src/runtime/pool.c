@@ -1,0 +1,157 @@
+#include "runtime/pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* One parallel loop. Lives on the caller's stack for the duration of the
+ * call; workers reach it only through pool->job while they are registered
+ * in `active`, so it is never touched after the caller returns. */
+typedef struct pool_job {
+  kiln_pool_fn fn;
+  void *ctx;
+  int64_t n, chunk, n_chunks;
+  int64_t next; /* atomic: next chunk to take */
+} pool_job;
+
+struct kiln_pool {
+  int n_threads;
+  pthread_t *threads;
+  pthread_mutex_t mu;
+  pthread_cond_t wake; /* workers wait here for a new job or shutdown */
+  pthread_cond_t done; /* the caller waits here for active == 0 */
+  pool_job *job;       /* the open job, or NULL (guarded by mu) */
+  uint64_t gen;        /* bumped at every new job (guarded by mu) */
+  int active;          /* workers registered on the open job (guarded by mu) */
+  int busy;            /* a caller owns the pool (guarded by mu) */
+  int stop;
+};
+
+/* Set on pool workers and on a caller while it runs a loop: a nested
+ * parallel_for from a loop body must run inline, not wait for itself. */
+static __thread int tl_in_loop;
+
+static void job_run(pool_job *j) {
+  for (;;) {
+    int64_t c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+    if (c >= j->n_chunks) break;
+    int64_t b = c * j->chunk, e = b + j->chunk;
+    if (e > j->n) e = j->n;
+    j->fn(j->ctx, b, e);
+  }
+}
+
+static void *worker_main(void *arg) {
+  kiln_pool *p = arg;
+  tl_in_loop = 1;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->stop && (p->gen == seen || !p->job)) {
+      if (p->gen != seen && !p->job) seen = p->gen; /* missed a finished job */
+      pthread_cond_wait(&p->wake, &p->mu);
+    }
+    if (p->stop) break;
+    seen = p->gen;
+    pool_job *j = p->job;
+    p->active++;
+    pthread_mutex_unlock(&p->mu);
+    job_run(j);
+    pthread_mutex_lock(&p->mu);
+    if (--p->active == 0) pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+static int threads_from_env(void) {
+  const char *s = getenv("KILN_NUM_THREADS");
+  if (s && *s) {
+    long v = strtol(s, NULL, 10);
+    if (v >= 1 && v <= 1024) return (int)v;
+  }
+  long c = sysconf(_SC_NPROCESSORS_ONLN);
+  return c >= 1 ? (int)c : 1;
+}
+
+kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err) {
+  *out = NULL;
+  if (num_threads <= 0) num_threads = threads_from_env();
+  if (num_threads > 1024) num_threads = 1024;
+  kiln_pool *p = calloc(1, sizeof *p);
+  if (!p) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
+  p->n_threads = num_threads;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done, NULL);
+  if (num_threads > 1) {
+    p->threads = calloc((size_t)num_threads - 1, sizeof *p->threads);
+    if (!p->threads) {
+      kiln_pool_destroy(p);
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
+    }
+    for (int i = 0; i < num_threads - 1; i++) {
+      if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
+        p->n_threads = i + 1; /* join only those that started */
+        kiln_pool_destroy(p);
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "thread pool: cannot create thread %d of %d", i + 1,
+                            num_threads);
+      }
+    }
+  }
+  *out = p;
+  return KILN_OK;
+}
+
+void kiln_pool_destroy(kiln_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+  if (p->threads)
+    for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
+  free(p->threads);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->done);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+int kiln_pool_size(const kiln_pool *p) { return p ? p->n_threads : 1; }
+
+void kiln_pool_parallel_for(kiln_pool *p, kiln_pool_fn fn, void *ctx, int64_t n, int64_t grain) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  if (!p || p->n_threads <= 1 || n <= grain || tl_in_loop) {
+    fn(ctx, 0, n);
+    return;
+  }
+  pthread_mutex_lock(&p->mu);
+  if (p->busy) { /* another thread's loop owns the workers */
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, n);
+    return;
+  }
+  /* About 4 chunks per thread balances load without much overhead. */
+  int64_t chunk = (n + 4 * (int64_t)p->n_threads - 1) / (4 * (int64_t)p->n_threads);
+  if (chunk < grain) chunk = grain;
+  pool_job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk, .n_chunks = (n + chunk - 1) / chunk, .next = 0};
+  p->busy = 1;
+  p->job = &j;
+  p->gen++;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+
+  tl_in_loop = 1;
+  job_run(&j);
+  tl_in_loop = 0;
+
+  /* All chunks are taken; wait for the workers still running one, then
+   * close the job so late wakers do not touch it. */
+  pthread_mutex_lock(&p->mu);
+  while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
+  p->job = NULL;
+  p->busy = 0;
+  pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,40 @@
+/* kiln_pool: a small pthread pool for data-parallel loops.
+ *
+ * A pool of T threads in total: the thread that calls kiln_pool_parallel_for
+ * participates, so T - 1 workers are created. Idle workers block on a
+ * condition variable (they never spin), so a GEMM library running its own
+ * threads between our loops is not oversubscribed.
+ *
+ * Thread-safety: kiln_pool_parallel_for may be called from any thread. One
+ * loop runs on the pool at a time; a call made while another loop is running
+ * (another caller, or a nested call from inside a loop body) runs inline on
+ * the calling thread, which is always correct, just not parallel.
+ */
+#ifndef KILN_RUNTIME_POOL_H
+#define KILN_RUNTIME_POOL_H
+
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct kiln_pool kiln_pool;
+
+/* Loop body: process items [begin, end). */
+typedef void (*kiln_pool_fn)(void *ctx, int64_t begin, int64_t end);
+
+/* Create a pool of num_threads threads in total (the caller included);
+ * num_threads <= 0 means $KILN_NUM_THREADS, else the number of online CPUs.
+ * On failure returns an error status (out of memory, thread creation) and
+ * sets *out to NULL. */
+kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err);
+/* Stop and join the workers. NULL is accepted. No loop may be running. */
+void kiln_pool_destroy(kiln_pool *p);
+/* Total threads, the caller included (>= 1). */
+int kiln_pool_size(const kiln_pool *p);
+
+/* Run fn over [0, n) split into chunks of at least `grain` items (grain < 1
+ * is taken as 1). Returns when every item is processed. Ranges of at most
+ * one grain, pools of one thread and nested/concurrent calls run inline. */
+void kiln_pool_parallel_for(kiln_pool *p, kiln_pool_fn fn, void *ctx, int64_t n, int64_t grain);
+
+#endif

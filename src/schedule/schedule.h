@@ -1,0 +1,112 @@
+/* The schedule: a kiln_graph grouped into kernels plus a memory plan.
+ *
+ * Fusion model (see docs/codegen.md):
+ *   - Elementwise ops, CAST, CONST, IOTA, RANDOM, SCALAR reads and the MOVE
+ *     ops are inlined into their consumers as index expressions.
+ *   - A node is materialized (gets a buffer) when it is a graph output, a
+ *     MATMUL operand that cannot be folded into the GEMM call, a MATMUL, a
+ *     reduction read by another kernel, or a multi-use node that is not
+ *     cheap to recompute.
+ *   - A LOOP kernel has a domain F (a shape) and a mask of "inner" axes.
+ *     mask == 0: an elementwise kernel over F writing one or more F-shaped
+ *     nodes. mask != 0: a row kernel: for each row (an index over the outer
+ *     axes) it computes its reductions over the inner axes into locals and
+ *     then writes its F-shaped and row-shaped (Rs) nodes.
+ *   - GEMM kernels call the GEMM library with transposes and broadcast batch
+ *     dims folded; COPY steps move whole buffers (outputs that are inputs,
+ *     duplicated outputs, aliased outputs computed into a temporary).
+ * Kernels run in the order of the array; that order is topological because
+ * every cross-kernel read of node d by kernel K satisfies d < K.seed.
+ *
+ * Thread-safety: a schedule is immutable after kiln_sched_build.
+ */
+#ifndef KILN_SCHEDULE_SCHEDULE_H
+#define KILN_SCHEDULE_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "ir/graph.h"
+
+typedef enum kiln_skind { KILN_SK_LOOP, KILN_SK_GEMM, KILN_SK_COPY } kiln_skind;
+
+/* Where a buffer lives at run time. */
+typedef enum kiln_sbuf_kind { KILN_SBUF_INPUT, KILN_SBUF_OUTPUT, KILN_SBUF_SCRATCH } kiln_sbuf_kind;
+
+typedef struct kiln_sbuf {
+  kiln_sbuf_kind kind;
+  int32_t index;   /* graph input / output number (INPUT, OUTPUT) */
+  size_t offset;   /* byte offset in the scratch arena (SCRATCH) */
+  size_t bytes;
+  int32_t first, last; /* kernel positions of the first write / last read (liveness) */
+} kiln_sbuf;
+
+/* One GEMM operand: a buffer read as [batch..., rows, cols], row-major. */
+typedef struct kiln_sgemm_operand {
+  int32_t node;                     /* the materialized node (or LEAF) holding the data */
+  int trans;                        /* 1: the matmul reads its transpose */
+  int64_t batch_stride[KILN_MAX_RANK]; /* element stride per batch dim (0: broadcast) */
+} kiln_sgemm_operand;
+
+typedef struct kiln_skernel {
+  kiln_skind kind;
+  int32_t seed; /* node that started the kernel */
+  /* LOOP */
+  int row;  /* 1: row kernel (seeded by a reduction), 0: elementwise */
+  int rank;
+  int64_t shape[KILN_MAX_RANK]; /* domain F */
+  uint32_t mask;                /* inner (reduced) axes of F (row kernels) */
+  int32_t n_members, *members;  /* nodes computed here, increasing; reductions are locals */
+  int32_t n_stores, *stores;    /* members written to their buffers */
+  /* GEMM (node = the MATMUL) */
+  int32_t node;
+  kiln_sgemm_operand a, b;
+  /* COPY: buffer src_buf -> buffer dst_buf, `bytes` bytes */
+  int32_t src_buf, dst_buf;
+  size_t bytes;
+} kiln_skernel;
+
+typedef struct kiln_sched {
+  const kiln_graph *g; /* borrowed */
+  int32_t n_kernels;
+  kiln_skernel *kernels;
+  int32_t *buf_of;   /* per node: buffer id or -1 (not stored); see kiln_sched_read_buf */
+  int32_t *input_buf; /* per graph input: its buffer id */
+  int32_t *owner;    /* per node: kernel computing it, -1 for inputs/inlined nodes */
+  uint8_t *mat;      /* per node: 1 if materialized (a kernel boundary) */
+  int32_t n_bufs;
+  kiln_sbuf *bufs;
+  size_t scratch_bytes; /* peak scratch (arena size) */
+  int n_loop_kernels, n_gemm_calls;
+  size_t aliased_bytes;
+} kiln_sched;
+
+/* Build the schedule of g (g must outlive it and pass kiln_graph_verify).
+ * Errors: KILN_ERR_OUT_OF_MEMORY, KILN_ERR_UNSUPPORTED for ops this
+ * scheduler cannot handle. */
+kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *err);
+void kiln_sched_free(kiln_sched *s);
+
+/* The buffer a kernel reads for node n: a SCALAR reads its input's 8-byte
+ * buffer even when the node is also computed into an output. */
+static inline int32_t kiln_sched_read_buf(const kiln_sched *s, int32_t n) {
+  const kiln_gnode *x = &s->g->nodes[n];
+  return x->op == KILN_OP_SCALAR ? s->input_buf[x->iattr[0]] : s->buf_of[n];
+}
+
+/* Expression contexts while walking a kernel's inlined trees (shared with
+ * codegen so both agree on what may be read where). */
+typedef enum kiln_sctx {
+  KILN_SCTX_F,     /* the kernel's canonical index over its domain F */
+  KILN_SCTX_RS,    /* the canonical row index (F with inner axes at 0) */
+  KILN_SCTX_OTHER, /* any other index (behind a move op) */
+} kiln_sctx;
+
+/* The context in which `in` (input number k of node n) is evaluated when n is
+ * evaluated in context c of kernel k. */
+kiln_sctx kiln_sched_input_ctx(const kiln_graph *g, const kiln_skernel *k, int32_t n, int input_no, kiln_sctx c);
+/* 1 if node n has the shape of F (RS: of F with inner axes 1). */
+int kiln_sched_shape_is(const kiln_graph *g, const kiln_skernel *k, int32_t n, kiln_sctx c);
+
+#endif

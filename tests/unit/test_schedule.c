@@ -1,0 +1,551 @@
+/* Scheduler + codegen + cpu backend: fusion counts on hand-built graphs and
+ * the compiled results against plain C computed here. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "base/rng.h"
+#include "kt.h"
+#include "schedule/schedule.h"
+
+/* ───────────── a tiny graph builder ───────────── */
+
+typedef struct gb {
+  kiln_gnode nodes[64];
+  int32_t in_idx[256];
+  int n, n_in_idx, n_inputs, input_node[8];
+  int n_outputs, output_node[8], alias[8];
+} gb;
+
+static int add(gb *b, int op, int dt, int rank, const int64_t *shape, int n_in, const int *ins, int n_iattr,
+               const int64_t *iattr, double f) {
+  kiln_gnode *x = &b->nodes[b->n];
+  memset(x, 0, sizeof *x);
+  x->op = (uint16_t)op;
+  x->dtype = (uint8_t)dt;
+  x->rank = (uint8_t)rank;
+  if (rank) memcpy(x->shape, shape, sizeof *shape * (size_t)rank);
+  x->n_in = n_in;
+  x->in_off = b->n_in_idx;
+  for (int i = 0; i < n_in; i++) b->in_idx[b->n_in_idx++] = ins[i];
+  x->n_iattr = n_iattr;
+  if (n_iattr) memcpy(x->iattr, iattr, sizeof *iattr * (size_t)n_iattr);
+  x->fattr = f;
+  return b->n++;
+}
+static int leaf(gb *b, int dt, int rank, const int64_t *shape) {
+  int64_t ia = b->n_inputs;
+  int id = add(b, KILN_OP_LEAF, dt, rank, shape, 0, NULL, 1, &ia, 0);
+  b->input_node[b->n_inputs++] = id;
+  return id;
+}
+static int scalar(gb *b, int dt) {
+  int64_t ia = b->n_inputs;
+  int id = add(b, KILN_OP_SCALAR, dt, 0, NULL, 0, NULL, 1, &ia, 0);
+  b->input_node[b->n_inputs++] = id;
+  return id;
+}
+static int un(gb *b, int op, int a) {
+  const kiln_gnode *x = &b->nodes[a];
+  return add(b, op, x->dtype, x->rank, x->shape, 1, &a, 0, NULL, 0);
+}
+static int bin(gb *b, int op, int a, int c) {
+  const kiln_gnode *x = &b->nodes[a];
+  int ins[2] = {a, c};
+  int dt = kiln_op_is_predicate(op) ? KILN_BOOL : x->dtype;
+  return add(b, op, dt, x->rank, x->shape, 2, ins, 0, NULL, 0);
+}
+static int cnst(gb *b, int dt, int rank, const int64_t *shape, double v) {
+  return add(b, KILN_OP_CONST, dt, rank, shape, 0, NULL, 0, NULL, v);
+}
+static int reduce(gb *b, int op, int a, uint32_t mask) {
+  const kiln_gnode *x = &b->nodes[a];
+  int64_t sh[KILN_MAX_RANK], ia = op == KILN_OP_ARGMAX ? (int64_t)__builtin_ctz(mask) : (int64_t)mask;
+  for (int d = 0; d < x->rank; d++) sh[d] = (mask >> d & 1) ? 1 : x->shape[d];
+  return add(b, op, op == KILN_OP_ARGMAX ? KILN_I64 : x->dtype, x->rank, sh, 1, &a, 1, &ia, 0);
+}
+static int expand(gb *b, int a, int rank, const int64_t *shape) {
+  return add(b, KILN_OP_EXPAND, b->nodes[a].dtype, rank, shape, 1, &a, 0, NULL, 0);
+}
+static void output(gb *b, int n, int alias) {
+  b->output_node[b->n_outputs] = n;
+  b->alias[b->n_outputs++] = alias;
+}
+
+static kiln_graph *finish(gb *b) {
+  kiln_graph *g = kiln_graph_alloc(b->n, b->n_in_idx, b->n_inputs, b->n_outputs);
+  memcpy(g->nodes, b->nodes, sizeof *b->nodes * (size_t)b->n);
+  memcpy(g->in_idx, b->in_idx, sizeof *b->in_idx * (size_t)b->n_in_idx);
+  for (int i = 0; i < b->n_inputs; i++) g->input_node[i] = b->input_node[i];
+  for (int o = 0; o < b->n_outputs; o++) {
+    g->output_node[o] = b->output_node[o];
+    g->output_alias[o] = b->alias[o];
+  }
+  g->hash = kiln_graph_hash(g);
+  return g;
+}
+
+static kiln_backend *backend(void) {
+  static kiln_backend *be;
+  if (!be) {
+    kiln_backend_config cfg = {.num_threads = 2, .cache_dir = NULL};
+    kiln_err err = {0};
+    if (kiln_backend_cpu_create(&cfg, &be, &err) != KILN_OK) {
+      fprintf(stderr, "cpu backend: %s\n", err.msg);
+      exit(1);
+    }
+  }
+  return be;
+}
+
+/* Compile and run g; returns the info (and checks both succeed). */
+static kiln_exec_info run(kiln_graph *g, void *const *in, void *const *out) {
+  kiln_backend *be = backend();
+  kiln_executable *e = NULL;
+  kiln_err err = {0};
+  kiln_exec_info info = {0};
+  kiln_status st = be->vt->compile(be, g, &e, &err);
+  KT_CHECK_MSG(st == KILN_OK, "compile: %s", err.msg);
+  if (st != KILN_OK) return info;
+  st = be->vt->execute(be, e, in, out, &err);
+  KT_CHECK_MSG(st == KILN_OK, "execute: %s", err.msg);
+  be->vt->executable_info(be, e, &info);
+  be->vt->executable_free(be, e);
+  return info;
+}
+
+static float frand(uint64_t *s) {
+  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (float)((*s >> 40) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* ───────────── fusion counts + results ───────────── */
+
+KT_TEST(chain_of_8_is_one_kernel) {
+  gb b = {0};
+  int64_t sh[1] = {100003};
+  int x = leaf(&b, KILN_F32, 1, sh);
+  int c = cnst(&b, KILN_F32, 1, sh, 0.5);
+  int y = bin(&b, KILN_OP_MUL, x, c);        /* 1 */
+  y = bin(&b, KILN_OP_ADD, y, x);            /* 2 */
+  y = un(&b, KILN_OP_TANH, y);               /* 3 */
+  y = bin(&b, KILN_OP_SUB, y, c);            /* 4 */
+  y = un(&b, KILN_OP_ABS, y);                /* 5 */
+  y = un(&b, KILN_OP_SQRT, y);               /* 6 */
+  y = bin(&b, KILN_OP_MAX, y, c);            /* 7 */
+  y = un(&b, KILN_OP_NEG, y);                /* 8 */
+  output(&b, y, -1);
+  kiln_graph *g = finish(&b);
+  float *xs = malloc(sizeof(float) * 100003), *ys = malloc(sizeof(float) * 100003);
+  uint64_t s = 1;
+  for (int i = 0; i < 100003; i++) xs[i] = frand(&s) * 3;
+  void *in[] = {xs}, *out[] = {ys};
+  kiln_exec_info info = run(g, in, out);
+  KT_EQ_INT(info.n_kernels, 1);
+  KT_EQ_INT(info.scratch_bytes, 0);
+  int bad = 0;
+  for (int i = 0; i < 100003; i++) {
+    float v = -fmaxf(sqrtf(fabsf(tanhf(xs[i] * 0.5f + xs[i]) - 0.5f)), 0.5f);
+    if (fabsf(v - ys[i]) > 1e-6f) bad++;
+  }
+  KT_EQ_INT(bad, 0);
+  /* a second compile of the same graph finds every kernel loaded */
+  info = run(g, in, out);
+  KT_NEAR(info.cc_ns, 0, 0);
+  free(xs);
+  free(ys);
+  kiln_graph_free(g);
+}
+
+KT_TEST(softmax_rows_at_most_two_kernels) {
+  enum { R = 37, C = 129 };
+  gb b = {0};
+  int64_t sh[2] = {R, C}, rs[2] = {R, 1};
+  int x = leaf(&b, KILN_F32, 2, sh);
+  int m = reduce(&b, KILN_OP_REDUCE_MAX, x, 2);
+  int me = expand(&b, m, 2, sh);
+  int e = un(&b, KILN_OP_EXP, bin(&b, KILN_OP_SUB, x, me));
+  int s = reduce(&b, KILN_OP_REDUCE_SUM, e, 2);
+  int y = bin(&b, KILN_OP_DIV, e, expand(&b, s, 2, sh));
+  (void)rs;
+  output(&b, y, -1);
+  kiln_graph *g = finish(&b);
+  static float xs[R * C], ys[R * C];
+  uint64_t st = 7;
+  for (int i = 0; i < R * C; i++) xs[i] = frand(&st) * 10;
+  void *in[] = {xs}, *out[] = {ys};
+  kiln_exec_info info = run(g, in, out);
+  KT_CHECK(info.n_kernels <= 2);
+  for (int r = 0; r < R; r++) {
+    double mx = -INFINITY, sum = 0;
+    for (int c = 0; c < C; c++) mx = fmax(mx, xs[r * C + c]);
+    for (int c = 0; c < C; c++) sum += exp(xs[r * C + c] - mx);
+    for (int c = 0; c < C; c++) KT_NEAR(ys[r * C + c], exp(xs[r * C + c] - mx) / sum, 1e-6);
+  }
+  kiln_graph_free(g);
+}
+
+KT_TEST(layernorm_at_most_two_kernels) {
+  enum { R = 16, C = 200 };
+  gb b = {0};
+  int64_t sh[2] = {R, C}, rs[2] = {R, 1}, cs[2] = {1, C};
+  int x = leaf(&b, KILN_F32, 2, sh);
+  int gam = leaf(&b, KILN_F32, 2, cs), bet = leaf(&b, KILN_F32, 2, cs);
+  int inv = cnst(&b, KILN_F32, 2, rs, 1.0 / C);
+  int mean = bin(&b, KILN_OP_MUL, reduce(&b, KILN_OP_REDUCE_SUM, x, 2), inv);
+  int xc = bin(&b, KILN_OP_SUB, x, expand(&b, mean, 2, sh));
+  int var = bin(&b, KILN_OP_MUL, reduce(&b, KILN_OP_REDUCE_SUM, bin(&b, KILN_OP_MUL, xc, xc), 2), inv);
+  int rstd = un(&b, KILN_OP_RSQRT, bin(&b, KILN_OP_ADD, var, cnst(&b, KILN_F32, 2, rs, 1e-5)));
+  int y = bin(&b, KILN_OP_MUL, xc, expand(&b, rstd, 2, sh));
+  y = bin(&b, KILN_OP_MUL, y, expand(&b, gam, 2, sh));
+  y = bin(&b, KILN_OP_ADD, y, expand(&b, bet, 2, sh));
+  output(&b, y, -1);
+  output(&b, rstd, -1); /* saved for backward: a row-shaped output of the same kernel */
+  kiln_graph *g = finish(&b);
+  static float xs[R * C], ys[R * C], gs[C], bs[C], rstds[R];
+  uint64_t st = 3;
+  for (int i = 0; i < R * C; i++) xs[i] = frand(&st) * 4 + 1;
+  for (int i = 0; i < C; i++) gs[i] = frand(&st), bs[i] = frand(&st);
+  void *in[] = {xs, gs, bs}, *out[] = {ys, rstds};
+  kiln_exec_info info = run(g, in, out);
+  KT_CHECK_MSG(info.n_kernels <= 2, "%d kernels", info.n_kernels);
+  for (int r = 0; r < R; r++) {
+    double mu = 0, v = 0;
+    for (int c = 0; c < C; c++) mu += xs[r * C + c];
+    mu /= C;
+    for (int c = 0; c < C; c++) v += (xs[r * C + c] - mu) * (xs[r * C + c] - mu);
+    v /= C;
+    double rsd = 1 / sqrt(v + 1e-5);
+    KT_NEAR(rstds[r], rsd, 1e-4 * rsd);
+    for (int c = 0; c < C; c++) KT_NEAR(ys[r * C + c], (xs[r * C + c] - mu) * rsd * gs[c] + bs[c], 2e-5);
+  }
+  kiln_graph_free(g);
+}
+
+KT_TEST(matmul_bias_relu_is_gemm_plus_one_kernel) {
+  enum { M = 33, K = 47, N = 29 };
+  gb b = {0};
+  int64_t sa[2] = {M, K}, sbt[2] = {N, K}, sbias[2] = {1, N}, so[2] = {M, N}, sbb[2] = {K, N};
+  int a = leaf(&b, KILN_F32, 2, sa);
+  int wt = leaf(&b, KILN_F32, 2, sbt); /* weight stored [N, K], used transposed */
+  int bias = leaf(&b, KILN_F32, 2, sbias);
+  int64_t perm[2] = {1, 0};
+  int w = add(&b, KILN_OP_PERMUTE, KILN_F32, 2, sbb, 1, &wt, 2, perm, 0);
+  int ins[2] = {a, w};
+  int mm = add(&b, KILN_OP_MATMUL, KILN_F32, 2, so, 2, ins, 0, NULL, 0);
+  int y = un(&b, KILN_OP_RELU, bin(&b, KILN_OP_ADD, mm, expand(&b, bias, 2, so)));
+  output(&b, y, -1);
+  kiln_graph *g = finish(&b);
+  static float as[M * K], ws[N * K], bs[N], ys[M * N];
+  uint64_t st = 11;
+  for (int i = 0; i < M * K; i++) as[i] = frand(&st);
+  for (int i = 0; i < N * K; i++) ws[i] = frand(&st);
+  for (int i = 0; i < N; i++) bs[i] = frand(&st);
+  void *in[] = {as, ws, bs}, *out[] = {ys};
+  kiln_exec_info info = run(g, in, out);
+  KT_EQ_INT(info.n_gemm_calls, 1);
+  KT_EQ_INT(info.n_kernels, 1);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double acc = bs[j];
+      for (int k = 0; k < K; k++) acc += (double)as[i * K + k] * ws[j * K + k];
+      KT_NEAR(ys[i * N + j], acc > 0 ? acc : 0, 1e-4);
+    }
+  kiln_graph_free(g);
+}
+
+/* ───────────── op coverage against plain C ───────────── */
+
+static int moveop(gb *b, int op, int a, int rank, const int64_t *shape, int n_iattr, const int64_t *ia, double f) {
+  return add(b, op, b->nodes[a].dtype, rank, shape, 1, &a, n_iattr, ia, f);
+}
+
+KT_TEST(move_ops_match_c) {
+  enum { R = 4, C = 6 };
+  gb b = {0};
+  int64_t sx[2] = {R, C}, sp[2] = {C, R}, ss[2] = {2, 2}, spad[2] = {5, 8}, scat[2] = {R, 2 * C};
+  int64_t s38[2] = {3, 8}, s83[2] = {8, 3}, sidx[1] = {5}, ssel[2] = {5, C}, sg[2] = {R, 2};
+  int x = leaf(&b, KILN_F32, 2, sx);
+  int idx = leaf(&b, KILN_I64, 1, sidx);
+  int gidx = leaf(&b, KILN_I32, 2, sg);
+  int64_t perm[2] = {1, 0}, sl[4] = {1, 2, 2, 2}, pad[4] = {1, 0, 0, 2}, ax1 = 1, ax0 = 0;
+  output(&b, moveop(&b, KILN_OP_PERMUTE, x, 2, sp, 2, perm, 0), -1);
+  output(&b, moveop(&b, KILN_OP_SLICE, x, 2, ss, 4, sl, 0), -1);
+  output(&b, moveop(&b, KILN_OP_PAD, x, 2, spad, 4, pad, -1.5), -1);
+  int x2 = bin(&b, KILN_OP_MUL, x, cnst(&b, KILN_F32, 2, sx, 2.0));
+  int cins[2] = {x, x2};
+  output(&b, add(&b, KILN_OP_CONCAT, KILN_F32, 2, scat, 2, cins, 1, &ax1, 0), -1);
+  int rs = moveop(&b, KILN_OP_RESHAPE, x, 2, s38, 0, NULL, 0);
+  output(&b, moveop(&b, KILN_OP_PERMUTE, rs, 2, s83, 2, perm, 0), -1);
+  int sins[2] = {x, idx};
+  output(&b, add(&b, KILN_OP_INDEX_SELECT, KILN_F32, 2, ssel, 2, sins, 1, &ax0, 0), -1);
+  int gins[2] = {x, gidx};
+  output(&b, add(&b, KILN_OP_GATHER, KILN_F32, 2, sg, 2, gins, 1, &ax1, 0), -1);
+  int io = add(&b, KILN_OP_IOTA, KILN_F32, 2, sx, 0, NULL, 1, &ax1, 0);
+  output(&b, bin(&b, KILN_OP_ADD, io, x), -1);
+  kiln_graph *g = finish(&b);
+  float xs[R * C], o1[C * R], o2[4], o3[5 * 8], o4[R * 2 * C], o5[24], o6[5 * C], o7[R * 2], o8[R * C];
+  int64_t is[5] = {3, -1, 0, 9, 2};
+  int32_t gs[R * 2] = {0, 5, 7, -2, 3, 3, 1, 4};
+  for (int i = 0; i < R * C; i++) xs[i] = (float)i * 0.5f - 3;
+  void *in[] = {xs, is, gs}, *out[] = {o1, o2, o3, o4, o5, o6, o7, o8};
+  run(g, in, out);
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) KT_NEAR(o1[j * R + i], xs[i * C + j], 0);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) KT_NEAR(o2[i * 2 + j], xs[(1 + 2 * i) * C + 2 + 2 * j], 0);
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 8; j++) KT_NEAR(o3[i * 8 + j], (i >= 1 && j < C) ? xs[(i - 1) * C + j] : -1.5f, 0);
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < 2 * C; j++) KT_NEAR(o4[i * 2 * C + j], j < C ? xs[i * C + j] : 2 * xs[i * C + j - C], 0);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 8; j++) KT_NEAR(o5[j * 3 + i], xs[i * 8 + j], 0);
+  for (int q = 0; q < 5; q++) {
+    int64_t r = is[q] < 0 ? 0 : is[q] >= R ? R - 1 : is[q];
+    for (int j = 0; j < C; j++) KT_NEAR(o6[q * C + j], xs[r * C + j], 0);
+  }
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < 2; j++) {
+      int c = gs[i * 2 + j] < 0 ? 0 : gs[i * 2 + j] >= C ? C - 1 : gs[i * 2 + j];
+      KT_NEAR(o7[i * 2 + j], xs[i * C + c], 0);
+    }
+  for (int i = 0; i < R * C; i++) KT_NEAR(o8[i], xs[i] + (float)(i % C), 0);
+  kiln_graph_free(g);
+}
+
+KT_TEST(reductions_any_axes) {
+  enum { A = 5, B = 7, C = 3 };
+  gb b = {0};
+  int64_t sx[3] = {A, B, C};
+  int x = leaf(&b, KILN_F32, 3, sx);
+  int xi = leaf(&b, KILN_I32, 3, sx);
+  output(&b, reduce(&b, KILN_OP_REDUCE_SUM, x, 2), -1);  /* middle axis */
+  output(&b, reduce(&b, KILN_OP_REDUCE_MAX, x, 1), -1);  /* outer axis */
+  output(&b, reduce(&b, KILN_OP_ARGMAX, x, 4), -1);      /* last axis, with NaN */
+  output(&b, reduce(&b, KILN_OP_REDUCE_MIN, x, 7), -1);  /* everything */
+  output(&b, reduce(&b, KILN_OP_REDUCE_SUM, xi, 5), -1); /* axes 0 and 2 */
+  kiln_graph *g = finish(&b);
+  float xs[A * B * C], o1[A * C], o2[B * C], o4[1];
+  int64_t o3[A * B];
+  int32_t xis[A * B * C], o5[B];
+  uint64_t st = 5;
+  for (int i = 0; i < A * B * C; i++) xs[i] = frand(&st) * 5, xis[i] = (int32_t)(i * 7919 % 1000) - 500;
+  xs[2 * B * C + 3 * C + 1] = NAN;
+  xs[1 * B * C + 4 * C + 0] = 100; /* ties: first index wins */
+  xs[1 * B * C + 4 * C + 2] = 100;
+  void *in[] = {xs, xis}, *out[] = {o1, o2, o3, o4, o5};
+  run(g, in, out);
+  float mn = INFINITY;
+  for (int a = 0; a < A; a++)
+    for (int c = 0; c < C; c++) {
+      double s = 0;
+      for (int j = 0; j < B; j++) s += xs[(a * B + j) * C + c];
+      if (!isnan(s)) KT_NEAR(o1[a * C + c], s, 1e-5);
+      else KT_CHECK(isnan(o1[a * C + c]));
+    }
+  for (int j = 0; j < B; j++)
+    for (int c = 0; c < C; c++) {
+      float m = -INFINITY;
+      for (int a = 0; a < A; a++) {
+        float v = xs[(a * B + j) * C + c];
+        m = isnan(m) || isnan(v) ? NAN : fmaxf(m, v);
+      }
+      if (isnan(m)) KT_CHECK(isnan(o2[j * C + c]));
+      else KT_NEAR(o2[j * C + c], m, 0);
+    }
+  for (int a = 0; a < A; a++)
+    for (int j = 0; j < B; j++) {
+      int64_t bi = 0;
+      for (int c = 1; c < C; c++) {
+        float best = xs[(a * B + j) * C + bi], v = xs[(a * B + j) * C + c];
+        if (!isnan(best) && (isnan(v) || v > best)) bi = c;
+      }
+      KT_EQ_INT(o3[a * B + j], bi);
+    }
+  for (int i = 0; i < A * B * C; i++) mn = isnan(xs[i]) || isnan(mn) ? NAN : fminf(mn, xs[i]);
+  KT_CHECK(isnan(mn) ? isnan(o4[0]) : o4[0] == mn);
+  for (int j = 0; j < B; j++) {
+    int64_t s = 0;
+    for (int a = 0; a < A; a++)
+      for (int c = 0; c < C; c++) s += xis[(a * B + j) * C + c];
+    KT_EQ_INT(o5[j], (int32_t)s);
+  }
+  kiln_graph_free(g);
+}
+
+KT_TEST(integer_and_bool_rules) {
+  enum { n = 8 };
+  gb b = {0};
+  int64_t sh[1] = {n};
+  int a = leaf(&b, KILN_I32, 1, sh), c = leaf(&b, KILN_I32, 1, sh), f = leaf(&b, KILN_F32, 1, sh);
+  output(&b, bin(&b, KILN_OP_DIV, a, c), -1);
+  output(&b, bin(&b, KILN_OP_POW, a, c), -1);
+  output(&b, add(&b, KILN_OP_CAST, KILN_I32, 1, sh, 1, &f, 0, NULL, 0), -1);
+  int lt = bin(&b, KILN_OP_LT, a, c);
+  int w[3] = {lt, a, c};
+  output(&b, add(&b, KILN_OP_WHERE, KILN_I32, 1, sh, 3, w, 0, NULL, 0), -1);
+  output(&b, add(&b, KILN_OP_CAST, KILN_BOOL, 1, sh, 1, &f, 0, NULL, 0), -1);
+  kiln_graph *g = finish(&b);
+  int32_t as[n] = {7, -7, INT32_MIN, 5, 0, 3, -2, 9}, cs[n] = {2, 2, -1, 0, 0, -1, 3, 31};
+  float fs[n] = {1.9f, -1.9f, NAN, 3e10f, -0.0f, 0.5f, 1e9f, -3e9f};
+  int32_t o1[n], o2[n], o3[n], o4[n];
+  uint8_t o5[n];
+  void *in[] = {as, cs, fs}, *out[] = {o1, o2, o3, o4, o5};
+  run(g, in, out);
+  int32_t d[n] = {3, -3, INT32_MIN, 0, 0, -3, 0, 0};
+  int32_t p[n] = {49, 49, 0, 1, 1, 0, -8, (int32_t)(uint32_t)0x6b4ad3c9u};
+  int32_t cv[n] = {1, -1, INT32_MIN, INT32_MIN, 0, 0, 1000000000, INT32_MIN};
+  {
+    uint64_t r = 1, x = 9;
+    for (int i = 0; i < 31; i++) r *= x;
+    p[7] = (int32_t)(uint32_t)r;
+  }
+  for (int i = 0; i < n; i++) {
+    KT_EQ_INT(o1[i], d[i]);
+    KT_EQ_INT(o2[i], p[i]);
+    KT_EQ_INT(o3[i], cv[i]);
+    KT_EQ_INT(o4[i], as[i] < cs[i] ? as[i] : cs[i]);
+    KT_EQ_INT(o5[i], fs[i] != 0);
+  }
+  kiln_graph_free(g);
+}
+
+KT_TEST(random_is_bit_exact_and_scalars_work) {
+  enum { n = 1000 };
+  gb b = {0};
+  int64_t sh[1] = {n}, uni = 0, nor = 1;
+  int seed = scalar(&b, KILN_I64);
+  int lr = scalar(&b, KILN_F32);
+  int u = add(&b, KILN_OP_RANDOM, KILN_F32, 1, sh, 1, &seed, 1, &uni, 0);
+  int z = add(&b, KILN_OP_RANDOM, KILN_F64, 1, sh, 1, &seed, 1, &nor, 0);
+  output(&b, bin(&b, KILN_OP_MUL, u, expand(&b, moveop(&b, KILN_OP_RESHAPE, lr, 1, (int64_t[]){1}, 0, NULL, 0), 1, sh)), -1);
+  output(&b, z, -1);
+  output(&b, lr, -1); /* a scalar input as an output */
+  kiln_graph *g = finish(&b);
+  int64_t sv = 1234567;
+  double lv = 0.25;
+  float o1[n], o3[1];
+  double o2[n];
+  void *in[] = {&sv, &lv}, *out[] = {o1, o2, o3};
+  run(g, in, out);
+  int bad = 0;
+  for (int k = 0; k < n; k++) {
+    if (o1[k] != (float)kiln_rng_uniform(1234567, (uint64_t)k) * 0.25f) bad++;
+    if (o2[k] != kiln_rng_normal(1234567, (uint64_t)k)) bad++;
+  }
+  KT_EQ_INT(bad, 0);
+  KT_NEAR(o3[0], 0.25, 0);
+  kiln_graph_free(g);
+}
+
+KT_TEST(aliased_outputs_stay_correct) {
+  enum { n = 8 };
+  gb b = {0};
+  int64_t sh[2] = {n, n};
+  int64_t perm[2] = {1, 0};
+  int x = leaf(&b, KILN_F32, 2, sh), w = leaf(&b, KILN_F32, 2, sh), gr = leaf(&b, KILN_F32, 2, sh);
+  /* in place and safe: w -= 0.1 * grad */
+  output(&b, bin(&b, KILN_OP_SUB, w, bin(&b, KILN_OP_MUL, gr, cnst(&b, KILN_F32, 2, sh, 0.1))), 1);
+  /* unsafe: reads x transposed while writing x */
+  output(&b, bin(&b, KILN_OP_ADD, x, moveop(&b, KILN_OP_PERMUTE, x, 2, sh, 2, perm, 0)), 0);
+  output(&b, x, -1); /* the old x too: read by an end copy */
+  kiln_graph *g = finish(&b);
+  float xs[n * n], x0[n * n], ws[n * n], w0[n * n], gs[n * n], xold[n * n];
+  for (int i = 0; i < n * n; i++) xs[i] = x0[i] = (float)i, ws[i] = w0[i] = (float)(i % 5), gs[i] = (float)(i % 3);
+  void *in[] = {xs, ws, gs}, *out[] = {ws, xs, xold};
+  kiln_exec_info info = run(g, in, out);
+  KT_CHECK(info.aliased_bytes >= sizeof ws);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      KT_NEAR(ws[i * n + j], w0[i * n + j] - 0.1f * gs[i * n + j], 1e-6);
+      KT_NEAR(xs[i * n + j], x0[i * n + j] + x0[j * n + i], 0);
+      KT_NEAR(xold[i * n + j], x0[i * n + j], 0);
+    }
+  kiln_graph_free(g);
+}
+
+KT_TEST(batched_matmul_with_broadcast_and_transpose) {
+  enum { B0 = 2, B1 = 3, M = 4, K = 5, N = 6 };
+  gb b = {0};
+  int64_t sa[4] = {B0, B1, M, K}, sb1[4] = {1, B1, N, K}, sbe[4] = {B0, B1, N, K}, sbt[4] = {B0, B1, K, N};
+  int64_t so[4] = {B0, B1, M, N}, perm[4] = {0, 1, 3, 2};
+  int a = leaf(&b, KILN_F64, 4, sa), w = leaf(&b, KILN_F64, 4, sb1);
+  int wt = moveop(&b, KILN_OP_PERMUTE, expand(&b, w, 4, sbe), 4, sbt, 4, perm, 0);
+  int ins[2] = {a, wt};
+  int mm = add(&b, KILN_OP_MATMUL, KILN_F64, 4, so, 2, ins, 0, NULL, 0);
+  output(&b, mm, -1);
+  output(&b, mm, -1); /* the same node twice */
+  kiln_graph *g = finish(&b);
+  double as[B0 * B1 * M * K], ws[B1 * N * K], o[B0 * B1 * M * N], o2[B0 * B1 * M * N];
+  uint64_t st = 9;
+  for (int i = 0; i < B0 * B1 * M * K; i++) as[i] = frand(&st);
+  for (int i = 0; i < B1 * N * K; i++) ws[i] = frand(&st);
+  void *in[] = {as, ws}, *out[] = {o, o2};
+  kiln_exec_info info = run(g, in, out);
+  KT_EQ_INT(info.n_gemm_calls, 1);
+  for (int p = 0; p < B0; p++)
+    for (int q = 0; q < B1; q++)
+      for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+          double acc = 0;
+          for (int k = 0; k < K; k++) acc += as[((p * B1 + q) * M + i) * K + k] * ws[(q * N + j) * K + k];
+          KT_NEAR(o[((p * B1 + q) * M + i) * N + j], acc, 1e-12);
+          KT_NEAR(o2[((p * B1 + q) * M + i) * N + j], acc, 1e-12);
+        }
+  kiln_graph_free(g);
+}
+
+KT_TEST(shared_kernels_across_graphs) {
+  /* two graphs with the same elementwise shape of work share the kernel:
+   * the second compiles without the C compiler */
+  for (int rep = 0; rep < 2; rep++) {
+    gb b = {0};
+    int64_t sh[1] = {77};
+    int x = leaf(&b, KILN_F32, 1, sh), y = leaf(&b, KILN_F32, 1, sh);
+    int out = bin(&b, KILN_OP_ADD, un(&b, KILN_OP_EXP, x), y);
+    if (rep) (void)un(&b, KILN_OP_NEG, x); /* a dead node: a different graph */
+    output(&b, out, -1);
+    kiln_graph *g = finish(&b);
+    float xs[77], ys[77], os[77];
+    for (int i = 0; i < 77; i++) xs[i] = (float)i / 50, ys[i] = (float)rep;
+    void *in[] = {xs, ys}, *o[] = {os};
+    kiln_exec_info info = run(g, in, o);
+    if (rep) KT_NEAR(info.cc_ns, 0, 0);
+    for (int i = 0; i < 77; i++) KT_NEAR(os[i], expf(xs[i]) + (float)rep, 1e-6);
+    kiln_graph_free(g);
+  }
+}
+
+KT_TEST(column_reductions) {
+  enum { R = 300, C = 70 };
+  gb b = {0};
+  int64_t sx[2] = {R, C};
+  int x = leaf(&b, KILN_F32, 2, sx);
+  int xi = leaf(&b, KILN_I64, 2, sx);
+  output(&b, reduce(&b, KILN_OP_REDUCE_SUM, un(&b, KILN_OP_ABS, x), 1), -1); /* bias-gradient shape */
+  output(&b, reduce(&b, KILN_OP_REDUCE_MIN, xi, 1), -1);
+  kiln_graph *g = finish(&b);
+  static float xs[R * C], o1[C];
+  static int64_t xis[R * C], o2[C];
+  uint64_t st = 21;
+  for (int i = 0; i < R * C; i++) xs[i] = frand(&st), xis[i] = (int64_t)(frand(&st) * 1e12);
+  void *in[] = {xs, xis}, *out[] = {o1, o2};
+  kiln_exec_info info = run(g, in, out);
+  KT_EQ_INT(info.n_kernels, 2);
+  for (int c = 0; c < C; c++) {
+    double s = 0;
+    int64_t mn = INT64_MAX;
+    for (int r = 0; r < R; r++) s += fabsf(xs[r * C + c]), mn = xis[r * C + c] < mn ? xis[r * C + c] : mn;
+    KT_NEAR(o1[c], s, 1e-4);
+    KT_EQ_INT(o2[c], mn);
+  }
+  kiln_graph_free(g);
+}
+
+KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kernels),
+        KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
+        KT_CASE(move_ops_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
+        KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
+        KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions))

@@ -1,0 +1,18 @@
+/* Internal side of the metrics registry (public side in kiln.h).
+ * Thread-safe and cheap: a counter bump is one hash lookup of a string
+ * literal (cached by pointer) plus an atomic add. */
+#ifndef KILN_DEBUG_METRICS_H
+#define KILN_DEBUG_METRICS_H
+
+#include <stdint.h>
+
+void kiln_counter_add(const char *name, int64_t delta);
+/* Record one sample of a metric. Timed metrics are in nanoseconds and their
+ * name ends in "Time". */
+void kiln_metric_record(const char *name, double value);
+/* Monotonic clock in nanoseconds. */
+uint64_t kiln_now_ns(void);
+/* Called once at runtime start: sets up KILN_METRICS=1 report at exit. */
+void kiln_metrics_install_exit_report(void);
+
+#endif

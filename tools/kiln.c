@@ -1,0 +1,348 @@
+/* kiln — the command-line program.
+ *
+ *   kiln --version          library version and backends
+ *   kiln doctor [--quick]   what kiln sees on this machine: CPU, threads,
+ *                           GEMM library and its speed, kernel compiler,
+ *                           cache directory
+ *   kiln help               usage
+ *
+ * Subcommands live in one table (kiln_cli_commands) so that later ones
+ * (train, profile, graph diff) are one row and one function each. A bad
+ * command line prints usage and exits 2; a subcommand that finds a problem
+ * exits 1; nothing here aborts.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/cpu/gemm.h"
+#include "base/status.h"
+#include "debug/metrics.h"
+#include "kiln/kiln.h"
+#include "runtime/compiler.h"
+
+/* Exit codes. */
+enum { KILN_CLI_OK = 0, KILN_CLI_PROBLEM = 1, KILN_CLI_USAGE = 2 };
+
+typedef struct kiln_cli_command {
+  const char *name;    /* first word on the command line */
+  const char *args;    /* argument synopsis for usage */
+  const char *summary; /* one line */
+  int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+} kiln_cli_command;
+
+static int kiln_cli_version(int argc, char **argv);
+static int kiln_cli_doctor(int argc, char **argv);
+static int kiln_cli_help(int argc, char **argv);
+
+static const kiln_cli_command kiln_cli_commands[] = {
+    {"version", "", "print the library version and the backends", kiln_cli_version},
+    {"doctor", "[--quick]", "check this machine: CPU, threads, GEMM, compiler, cache", kiln_cli_doctor},
+    {"help", "", "print this message", kiln_cli_help},
+};
+enum { KILN_CLI_N_COMMANDS = sizeof kiln_cli_commands / sizeof kiln_cli_commands[0] };
+
+/* The backends compiled into this library, in order of preference. */
+static const char *const kiln_cli_backends[] = {"cpu", "ref"};
+
+static void kiln_cli_usage(FILE *f) {
+  fprintf(f, "usage: kiln <command> [args]\n       kiln --version\n\ncommands:\n");
+  for (int i = 0; i < KILN_CLI_N_COMMANDS; i++) {
+    char head[64];
+    snprintf(head, sizeof head, "%s %s", kiln_cli_commands[i].name, kiln_cli_commands[i].args);
+    fprintf(f, "  %-24s %s\n", head, kiln_cli_commands[i].summary);
+  }
+  fprintf(f, "\nenvironment: KILN_BACKEND, KILN_NUM_THREADS, KILN_CACHE_DIR, KILN_CC, KILN_CFLAGS,\n"
+             "KILN_METRICS, KILN_METRICS_FILE, KILN_GEMM, KILN_DISK_CACHE (see docs/environment.md)\n");
+}
+
+static int kiln_cli_usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "kiln: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n\n");
+  kiln_cli_usage(stderr);
+  return KILN_CLI_USAGE;
+}
+
+static int kiln_cli_help(int argc, char **argv) {
+  if (argc > 1) return kiln_cli_usage_error("help takes no arguments (got '%s')", argv[1]);
+  kiln_cli_usage(stdout);
+  return KILN_CLI_OK;
+}
+
+static int kiln_cli_version(int argc, char **argv) {
+  if (argc > 1) return kiln_cli_usage_error("version takes no arguments (got '%s')", argv[1]);
+  printf("kiln %s (header %s)\nbackends:", kiln_version(), KILN_VERSION_STRING);
+  for (size_t i = 0; i < sizeof kiln_cli_backends / sizeof kiln_cli_backends[0]; i++)
+    printf(" %s", kiln_cli_backends[i]);
+  printf("\n");
+  return KILN_CLI_OK;
+}
+
+/* ───────────── doctor ───────────── */
+
+/* "model name" from /proc/cpuinfo; "unknown" elsewhere. */
+static void kiln_cli_cpu_model(char *out, size_t cap) {
+  snprintf(out, cap, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) != 0) continue;
+    const char *v = strchr(line, ':');
+    if (!v) continue;
+    v++;
+    while (*v == ' ' || *v == '\t') v++;
+    snprintf(out, cap, "%s", v);
+    out[strcspn(out, "\n")] = 0;
+    break;
+  }
+  fclose(f);
+}
+
+/* Threads as the runtime chooses them: $KILN_NUM_THREADS (a positive
+ * integer) or every online core. *from_env tells which. */
+static int kiln_cli_threads(int *from_env) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  *from_env = 0;
+  const char *s = getenv("KILN_NUM_THREADS");
+  if (s && *s) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!errno && *end == 0 && v >= 1) {
+      *from_env = 1;
+      return v > 256 ? 256 : (int)v; /* the runtime's limit */
+    }
+  }
+  return (int)cores;
+}
+
+/* The cache directory as the runtime resolves it (src/runtime/runtime.c);
+ * "" when there is none (no HOME). */
+static void kiln_cli_cache_dir(char *out, size_t cap, const char **source) {
+  const char *d = getenv("KILN_CACHE_DIR");
+  if (d && *d) {
+    snprintf(out, cap, "%s", d);
+    *source = "KILN_CACHE_DIR";
+    return;
+  }
+  const char *x = getenv("XDG_CACHE_HOME");
+  if (x && *x) {
+    snprintf(out, cap, "%s/kiln", x);
+    *source = "XDG_CACHE_HOME";
+    return;
+  }
+  const char *h = getenv("HOME");
+  if (h && *h)
+    snprintf(out, cap, "%s/.cache/kiln", h);
+  else
+    out[0] = 0;
+  *source = "~/.cache/kiln";
+}
+
+/* nftw has no user pointer: the walk's totals live here for one walk. */
+static struct {
+  long files;
+  long long bytes;
+  long unsafe; /* files writable by group/others */
+} kiln_cli_walk;
+
+static int kiln_cli_walk_visit(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  if (type == FTW_F) {
+    kiln_cli_walk.files++;
+    kiln_cli_walk.bytes += (long long)st->st_size;
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) kiln_cli_walk.unsafe++;
+  }
+  return 0;
+}
+
+static void kiln_cli_human_bytes(long long b, char *out, size_t cap) {
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)b;
+  int i = 0;
+  while (v >= 1024 && i < 4) v /= 1024, i++;
+  snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+/* Returns 1 if it found a problem. */
+static int kiln_cli_doctor_cache(void) {
+  char dir[4096];
+  const char *source;
+  kiln_cli_cache_dir(dir, sizeof dir, &source);
+  const char *dc = getenv("KILN_DISK_CACHE");
+  int disabled = dc && strcmp(dc, "0") == 0;
+  if (!dir[0]) {
+    printf("cache directory   none: neither KILN_CACHE_DIR, XDG_CACHE_HOME nor HOME is set (disk cache off)\n");
+    return 0;
+  }
+  printf("cache directory   %s (%s)%s\n", dir, source, disabled ? "; disk cache disabled by KILN_DISK_CACHE=0" : "");
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    printf("  exists          no (created with mode 0700 on first compile)\n");
+    return 0;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    printf("  PROBLEM         %s exists but is not a directory\n", dir);
+    return 1;
+  }
+  int problem = 0;
+  printf("  permissions     %04o, owner uid %ld%s\n", (unsigned)(st.st_mode & 07777), (long)st.st_uid,
+         st.st_uid == getuid() ? " (you)" : "");
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    printf("  WARNING         writable by %s: kiln refuses to load code from it (fix: chmod go-w %s)\n",
+           (st.st_mode & S_IWOTH) ? "others" : "group", dir);
+    problem = 1;
+  }
+  if (st.st_uid != getuid()) {
+    printf("  WARNING         owned by another user: kiln refuses to load code from it\n");
+    problem = 1;
+  }
+  memset(&kiln_cli_walk, 0, sizeof kiln_cli_walk);
+  if (nftw(dir, kiln_cli_walk_visit, 16, FTW_PHYS) != 0) {
+    printf("  WARNING         cannot read all of it: %s\n", strerror(errno));
+    problem = 1;
+  }
+  char human[32];
+  kiln_cli_human_bytes(kiln_cli_walk.bytes, human, sizeof human);
+  printf("  entries         %ld files, %s\n", kiln_cli_walk.files, human);
+  if (kiln_cli_walk.unsafe) {
+    printf("  WARNING         %ld files writable by group/others (they will be refused)\n", kiln_cli_walk.unsafe);
+    problem = 1;
+  }
+  return problem;
+}
+
+/* sgemm 1024^3 for about `seconds`; returns GFLOP/s (0 on failure). */
+static double kiln_cli_sgemm_gflops(double seconds) {
+  const int64_t n = 1024;
+  float *a = malloc(sizeof(float) * (size_t)(n * n)), *b = malloc(sizeof(float) * (size_t)(n * n)),
+        *c = malloc(sizeof(float) * (size_t)(n * n));
+  double gflops = 0;
+  if (a && b && c) {
+    for (int64_t i = 0; i < n * n; i++) {
+      a[i] = (float)((i * 7) % 13) / 13.0f;
+      b[i] = (float)((i * 5) % 11) / 11.0f;
+      c[i] = 0;
+    }
+    kiln_gemm_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warm-up: threads, packing buffers */
+    int reps = 0;
+    uint64_t t0 = kiln_now_ns(), t;
+    do {
+      kiln_gemm_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+      reps++;
+      t = kiln_now_ns();
+    } while ((double)(t - t0) < seconds * 1e9 && reps < 1000);
+    gflops = 2.0 * (double)n * (double)n * (double)n * reps / (double)(t - t0);
+    /* c[0] = sum_k a[k] b[k*n]: a spot check that the library computed something. */
+    double ref = 0;
+    for (int64_t k = 0; k < n; k++) ref += (double)a[k] * (double)b[k * n];
+    if (!(c[0] > ref - 1e-2 * (ref + 1) && c[0] < ref + 1e-2 * (ref + 1))) gflops = -1;
+  }
+  free(a);
+  free(b);
+  free(c);
+  return gflops;
+}
+
+/* Compile and call a one-line kernel: proves the toolchain works end to end. */
+static int kiln_cli_doctor_compiler(void) {
+  kiln_cc_config cfg = {0}; /* cc and flags from the environment; no disk cache */
+  kiln_cc *cc = NULL;
+  kiln_err err = {0};
+  if (kiln_cc_create(&cfg, &cc, &err) != KILN_OK) {
+    printf("kernel compiler   PROBLEM: %s\n", err.msg);
+    return 1;
+  }
+  printf("kernel compiler   %s\n", kiln_cc_command(cc));
+  printf("  version         %s\n", kiln_cc_version(cc));
+  static const char probe[] = "int kiln_doctor_probe(int x) { return x * 6; }\n";
+  kiln_so *so = NULL;
+  kiln_cc_result res = {0};
+  uint64_t t0 = kiln_now_ns();
+  int problem = 0;
+  if (kiln_cc_build(cc, probe, sizeof probe - 1, &so, &res, &err) != KILN_OK) {
+    printf("  PROBLEM         test compile failed: %s\n", err.msg);
+    problem = 1;
+  } else {
+    int (*fn)(int) = (int (*)(int))kiln_so_symbol(so, "kiln_doctor_probe");
+    double ms = (double)(kiln_now_ns() - t0) / 1e6;
+    if (fn && fn(7) == 42) {
+      printf("  test compile    ok, %.0f ms\n", ms);
+    } else {
+      printf("  PROBLEM         test kernel compiled but did not load or run correctly\n");
+      problem = 1;
+    }
+    kiln_so_close(so);
+  }
+  kiln_cc_destroy(cc);
+  return problem;
+}
+
+static int kiln_cli_doctor(int argc, char **argv) {
+  int quick = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0)
+      quick = 1;
+    else
+      return kiln_cli_usage_error("doctor: unknown argument '%s'", argv[i]);
+  }
+  int problems = 0;
+  char model[256];
+  kiln_cli_cpu_model(model, sizeof model);
+  printf("kiln              %s\n", kiln_version());
+  printf("cpu               %s\n", model);
+  printf("  features        %s\n", kiln_cpu_features());
+  int from_env;
+  int threads = kiln_cli_threads(&from_env);
+  printf("threads           %d (%s; %ld cores online)\n", threads, from_env ? "KILN_NUM_THREADS" : "all cores",
+         sysconf(_SC_NPROCESSORS_ONLN));
+  const char *backend = getenv("KILN_BACKEND");
+  printf("backend           %s%s\n", backend && *backend ? backend : "cpu",
+         backend && *backend ? " (KILN_BACKEND)" : " (default)");
+
+  if (kiln_gemm_init(threads) != 0) {
+    printf("gemm              PROBLEM: no GEMM library could be loaded\n");
+    problems++;
+  } else {
+    const char *g = getenv("KILN_GEMM");
+    printf("gemm              %s%s%s%s\n", kiln_gemm_library(), g && *g ? " (KILN_GEMM=" : "", g && *g ? g : "",
+           g && *g ? ")" : "");
+    if (!quick) {
+      double gf = kiln_cli_sgemm_gflops(0.5);
+      if (gf < 0) {
+        printf("  PROBLEM         sgemm 1024^3 returned a wrong result\n");
+        problems++;
+      } else {
+        printf("  sgemm 1024^3    %.0f GFLOP/s on %d thread%s\n", gf, threads, threads == 1 ? "" : "s");
+      }
+    }
+  }
+  problems += kiln_cli_doctor_compiler();
+  problems += kiln_cli_doctor_cache();
+  printf("%s\n", problems ? "some problems found (see above)" : "all good");
+  return problems ? KILN_CLI_PROBLEM : KILN_CLI_OK;
+}
+
+/* ───────────── main ───────────── */
+
+int main(int argc, char **argv) {
+  if (argc < 2) return kiln_cli_usage_error("%s", "missing command");
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+    if (argc > 2) return kiln_cli_usage_error("--version takes no arguments (got '%s')", argv[2]);
+    return kiln_cli_version(1, argv + 1);
+  }
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return kiln_cli_help(argc - 1, argv + 1);
+  for (int i = 0; i < KILN_CLI_N_COMMANDS; i++)
+    if (strcmp(cmd, kiln_cli_commands[i].name) == 0) return kiln_cli_commands[i].run(argc - 1, argv + 1);
+  if (cmd[0] == '-') return kiln_cli_usage_error("unknown option '%s'", cmd);
+  return kiln_cli_usage_error("unknown command '%s'", cmd);
+}

@@ -5,34 +5,30 @@
 kiln_buf *kiln_buf_wrap(void *data, size_t bytes, kiln_buf_release_fn release, void *ctx) {
   kiln_buf *b = malloc(sizeof *b);
   if (!b) {
-    if (release) release(ctx, data);
+    if (release) release(ctx, data, bytes);
     return NULL;
   }
   b->data = data;
   b->bytes = bytes;
-  b->refs = 1;
-  b->pins = 0;
+  b->counts = 1;
   b->ready_seq = 0;
   b->release = release;
   b->release_ctx = ctx;
   return b;
 }
 
-void kiln_buf_unref(kiln_buf *b) {
-  if (!b) return;
-  if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-    if (b->release) b->release(b->release_ctx, b->data);
+static void drop(kiln_buf *b, uint64_t delta) {
+  uint64_t left = __atomic_sub_fetch(&b->counts, delta, __ATOMIC_ACQ_REL);
+  if ((uint32_t)left == 0) {
+    if (b->release) b->release(b->release_ctx, b->data, b->bytes);
     free(b);
   }
 }
 
+void kiln_buf_unref(kiln_buf *b) {
+  if (b) drop(b, 1);
+}
+
 void kiln_buf_unpin(kiln_buf *b) {
-  if (!b) return;
-  /* refs first, then pins: see kiln_buf_host_refs */
-  if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-    if (b->release) b->release(b->release_ctx, b->data);
-    free(b);
-    return;
-  }
-  __atomic_sub_fetch(&b->pins, 1, __ATOMIC_ACQ_REL);
+  if (b) drop(b, 1 + KILN_BUF_PIN);
 }

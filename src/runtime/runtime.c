@@ -13,15 +13,19 @@ static kiln_runtime *g_rt; /* the documented singleton */
 
 const char *kiln_version(void) { return KILN_VERSION_STRING; }
 
-static void release_device(void *ctx, void *data) {
-  kiln_backend *b = ctx;
-  b->vt->buffer_free(b, data);
-}
+static void release_device(void *ctx, void *data, size_t bytes) { kiln_bufcache_free(ctx, data, bytes); }
 
 kiln_buf *kiln_runtime_buffer(kiln_runtime *rt, size_t bytes) {
-  void *p = rt->backend->vt->buffer_alloc(rt->backend, bytes);
+  void *p = kiln_bufcache_alloc(rt->bufs, bytes);
   if (!p) return NULL;
-  return kiln_buf_wrap(p, bytes, release_device, rt->backend);
+  return kiln_buf_wrap(p, bytes, release_device, rt->bufs);
+}
+
+/* KILN_BUFFER_CACHE_MB, default 2048: bytes of freed buffers kept for reuse. */
+static size_t buffer_cache_cap(void) {
+  const char *e = getenv("KILN_BUFFER_CACHE_MB");
+  long mb = e && *e ? atol(e) : 2048;
+  return mb > 0 ? (size_t)mb << 20 : 0;
 }
 
 static kiln_buf *upload(void *ctx, const void *host, size_t bytes, kiln_loc loc) {
@@ -91,13 +95,15 @@ kiln_status kiln_init(const kiln_options *opts) {
     free(rt);
     return kiln_error(s, (kiln_loc){0, 0}, "kiln_init: %s", err.msg);
   }
+  rt->bufs = kiln_bufcache_create(rt->backend, buffer_cache_cap());
   const char *sync = getenv("KILN_SYNC");
   s = kiln_executor_create(rt->backend, sync && !strcmp(sync, "1"), &rt->exec);
   if (s == KILN_OK) s = kiln_frontend_init(&rt->fe, (kiln_device_hooks){rt, upload});
   rt->n_buckets = 256;
   rt->buckets = calloc(rt->n_buckets, sizeof *rt->buckets);
-  if (s != KILN_OK || !rt->buckets) {
+  if (s != KILN_OK || !rt->buckets || !rt->bufs) {
     kiln_executor_destroy(rt->exec);
+    kiln_bufcache_destroy(rt->bufs);
     rt->backend->vt->destroy(rt->backend);
     free(rt->buckets);
     free(rt);
@@ -143,6 +149,7 @@ void kiln_shutdown(void) {
     }
   }
   free(rt->buckets);
+  kiln_bufcache_destroy(rt->bufs);
   rt->backend->vt->destroy(rt->backend);
   free(rt);
   g_rt = NULL;

@@ -12,6 +12,7 @@
 #include "backends/backend.h"
 #include "frontend/linearize.h"
 #include "frontend/trace.h"
+#include "runtime/bufcache.h"
 #include "runtime/executor.h"
 
 typedef struct kiln_cache_entry {
@@ -33,6 +34,7 @@ typedef struct kiln_runtime {
   int num_threads;
   char cache_dir[PATH_MAX]; /* "" when the disk cache is off */
   kiln_backend *backend;
+  kiln_bufcache *bufs; /* device buffers for reuse */
   kiln_frontend fe;
   kiln_lin lin;
   kiln_executor *exec;

@@ -1,0 +1,112 @@
+#include "runtime/bufcache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "debug/metrics.h"
+
+typedef struct slot {
+  size_t bytes;
+  void **ptrs;
+  size_t n, cap;
+} slot;
+
+struct kiln_bufcache {
+  kiln_backend *b;
+  size_t cap_bytes, held;
+  pthread_mutex_t mu;
+  slot *slots; /* open addressing on bytes; slots[i].ptrs == NULL: empty */
+  size_t n_slots, used_slots;
+};
+
+static size_t hash_size(size_t bytes) { return (bytes * 0x9e3779b97f4a7c15ULL) >> 7; }
+
+kiln_bufcache *kiln_bufcache_create(kiln_backend *b, size_t cap_bytes) {
+  kiln_bufcache *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->b = b;
+  c->cap_bytes = cap_bytes;
+  c->n_slots = 64;
+  c->slots = calloc(c->n_slots, sizeof *c->slots);
+  if (!c->slots) {
+    free(c);
+    return NULL;
+  }
+  pthread_mutex_init(&c->mu, NULL);
+  return c;
+}
+
+void kiln_bufcache_destroy(kiln_bufcache *c) {
+  if (!c) return;
+  for (size_t i = 0; i < c->n_slots; i++) {
+    for (size_t k = 0; k < c->slots[i].n; k++) c->b->vt->buffer_free(c->b, c->slots[i].ptrs[k]);
+    free(c->slots[i].ptrs);
+  }
+  free(c->slots);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* The slot for bytes (existing, or a free one to claim), NULL if full. */
+static slot *find(kiln_bufcache *c, size_t bytes, int claim) {
+  size_t mask = c->n_slots - 1;
+  for (size_t i = hash_size(bytes) & mask, probes = 0; probes < c->n_slots; i = (i + 1) & mask, probes++) {
+    slot *s = &c->slots[i];
+    if (s->ptrs && s->bytes == bytes) return s;
+    if (!s->ptrs) {
+      if (!claim || c->used_slots * 2 >= c->n_slots) return NULL;
+      s->ptrs = malloc(4 * sizeof *s->ptrs);
+      if (!s->ptrs) return NULL;
+      s->cap = 4;
+      s->n = 0;
+      s->bytes = bytes;
+      c->used_slots++;
+      return s;
+    }
+  }
+  return NULL;
+}
+
+void *kiln_bufcache_alloc(kiln_bufcache *c, size_t bytes) {
+  pthread_mutex_lock(&c->mu);
+  slot *s = find(c, bytes, 0);
+  if (s && s->n) {
+    void *p = s->ptrs[--s->n];
+    c->held -= bytes;
+    pthread_mutex_unlock(&c->mu);
+    kiln_counter_add("BufferReuse", 1);
+    return p;
+  }
+  pthread_mutex_unlock(&c->mu);
+  kiln_counter_add("BufferAlloc", 1);
+  return c->b->vt->buffer_alloc(c->b, bytes);
+}
+
+void kiln_bufcache_free(kiln_bufcache *c, void *p, size_t bytes) {
+  pthread_mutex_lock(&c->mu);
+  if (c->held + bytes <= c->cap_bytes) {
+    slot *s = find(c, bytes, 1);
+    if (s && s->n == s->cap) {
+      void **np = realloc(s->ptrs, 2 * s->cap * sizeof *np);
+      if (np) {
+        s->ptrs = np;
+        s->cap *= 2;
+      }
+    }
+    if (s && s->n < s->cap) {
+      s->ptrs[s->n++] = p;
+      c->held += bytes;
+      pthread_mutex_unlock(&c->mu);
+      return;
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  c->b->vt->buffer_free(c->b, p);
+}
+
+size_t kiln_bufcache_held(kiln_bufcache *c) {
+  pthread_mutex_lock(&c->mu);
+  size_t h = c->held;
+  pthread_mutex_unlock(&c->mu);
+  return h;
+}

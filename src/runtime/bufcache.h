@@ -1,0 +1,28 @@
+/* A caching allocator for device buffers. Training steps allocate the same
+ * output sizes every step; giving a freed buffer back to the next step of
+ * the same size avoids mapping fresh pages (for large buffers glibc maps
+ * and unmaps on every malloc/free, and the page faults then cost more
+ * than the kernel itself).
+ *
+ * Exact-size reuse, most recently freed first; at most cap_bytes are held,
+ * beyond that a freed buffer goes back to the backend. Thread-safe: the
+ * worker thread frees buffers too. */
+#ifndef KILN_RUNTIME_BUFCACHE_H
+#define KILN_RUNTIME_BUFCACHE_H
+
+#include <stddef.h>
+
+#include "backends/backend.h"
+
+typedef struct kiln_bufcache kiln_bufcache;
+
+/* NULL on out-of-memory. cap_bytes 0 disables caching. */
+kiln_bufcache *kiln_bufcache_create(kiln_backend *b, size_t cap_bytes);
+/* Give every cached buffer back to the backend. NULL is a no-op. */
+void kiln_bufcache_destroy(kiln_bufcache *c);
+void *kiln_bufcache_alloc(kiln_bufcache *c, size_t bytes);
+void kiln_bufcache_free(kiln_bufcache *c, void *p, size_t bytes);
+/* Bytes held for reuse now. */
+size_t kiln_bufcache_held(kiln_bufcache *c);
+
+#endif

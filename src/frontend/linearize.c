@@ -14,58 +14,33 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
   return 0;
 }
 
-/* stack and stack_pos grow together */
-static int stack_reserve(kiln_lin *L, uint32_t need) {
-  if (need <= L->cap_stack) return 0;
-  uint32_t nc = L->cap_stack ? L->cap_stack * 2 : 256;
-  while (nc < need) nc *= 2;
-  kiln_node **ns = realloc(L->stack, nc * sizeof *ns);
-  if (!ns) return -1;
-  L->stack = ns;
-  uint16_t *np = realloc(L->stack_pos, nc * sizeof *np);
-  if (!np) return -1;
-  L->stack_pos = np;
-  L->cap_stack = nc;
-  return 0;
-}
-
+/* Nodes are created after their inputs, so the step's creation order is a
+ * topological order: a backward sweep marks what the outputs reach, a
+ * forward sweep numbers it. Two linear passes, no stack, no recursion. The
+ * numbering depends only on the program's order of operations, which a
+ * training loop repeats exactly every step. */
 int kiln_lin_run(kiln_frontend *fe, kiln_lin *L, int n_out, kiln_node *const *outs) {
   uint32_t mark = ++fe->mark_epoch;
+  for (int o = 0; o < n_out; o++) outs[o]->mark = mark;
+  kiln_node **created = fe->created;
+  uint32_t reach = 0;
+  for (uint32_t i = fe->n_created; i-- > 0;) {
+    kiln_node *n = created[i];
+    if (n->mark != mark) continue;
+    reach++;
+    for (int k = 0; k < n->n_in; k++) n->in[k]->mark = mark;
+  }
+  if (grow((void **)&L->order, &L->cap, reach, sizeof *L->order)) return -1;
   L->n = 0;
   L->n_inputs = 0;
-  for (int o = 0; o < n_out; o++) {
-    kiln_node *root = outs[o];
-    if (root->mark == mark) continue;
-    uint32_t sp = 0;
-    if (stack_reserve(L, 1)) return -1;
-    L->stack[sp] = root;
-    L->stack_pos[sp] = 0;
-    sp++;
-    root->mark = mark;
-    root->lin = -1;
-    while (sp) {
-      kiln_node *n = L->stack[sp - 1];
-      uint16_t i = L->stack_pos[sp - 1];
-      if (i < n->n_in) {
-        L->stack_pos[sp - 1] = (uint16_t)(i + 1);
-        kiln_node *c = n->in[i];
-        if (c->mark == mark) continue;
-        c->mark = mark;
-        c->lin = -1;
-        if (stack_reserve(L, sp + 1)) return -1;
-        L->stack[sp] = c;
-        L->stack_pos[sp] = 0;
-        sp++;
-        continue;
-      }
-      sp--;
-      if (grow((void **)&L->order, &L->cap, L->n + 1, sizeof *L->order)) return -1;
-      n->lin = (int32_t)L->n;
-      L->order[L->n++] = n;
-      if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
-        if (grow((void **)&L->inputs, &L->cap_inputs, L->n_inputs + 1, sizeof *L->inputs)) return -1;
-        L->inputs[L->n_inputs++] = n;
-      }
+  for (uint32_t i = 0; i < fe->n_created; i++) {
+    kiln_node *n = created[i];
+    if (n->mark != mark) continue;
+    n->lin = (int32_t)L->n;
+    L->order[L->n++] = n;
+    if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
+      if (grow((void **)&L->inputs, &L->cap_inputs, L->n_inputs + 1, sizeof *L->inputs)) return -1;
+      L->inputs[L->n_inputs++] = n;
     }
   }
   return 0;
@@ -142,7 +117,5 @@ kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs,
 void kiln_lin_free(kiln_lin *L) {
   free(L->order);
   free(L->inputs);
-  free(L->stack);
-  free(L->stack_pos);
   memset(L, 0, sizeof *L);
 }

@@ -1,6 +1,6 @@
-/* Linearization of the trace-time graph at a cut: a post-order DFS from the
- * outputs numbers the nodes and lists the graph inputs (LEAF and SCALAR
- * nodes, in first-visit order). The same order is used to verify a cache
+/* Linearization of the trace-time graph at a cut: the nodes the outputs
+ * reach, numbered in the step's creation order (a topological order), and
+ * the graph inputs (LEAF and SCALAR nodes) in that order. The same order is used to verify a cache
  * hit against a cached kiln_graph without building a new one, and to build
  * the kiln_graph on a miss. Single-threaded (the tracing thread). */
 #ifndef KILN_FRONTEND_LINEARIZE_H
@@ -9,13 +9,10 @@
 #include "frontend/trace.h"
 
 typedef struct kiln_lin {
-  kiln_node **order; /* post-order */
+  kiln_node **order; /* creation order */
   uint32_t n, cap;
   kiln_node **inputs;
   uint32_t n_inputs, cap_inputs;
-  kiln_node **stack;
-  uint16_t *stack_pos;
-  uint32_t cap_stack;
 } kiln_lin;
 
 /* Number the graph of outs. Returns 0, or -1 on out-of-memory. */

@@ -42,6 +42,7 @@ static void release_nodes(kiln_frontend *fe) {
   /* LEAF nodes hold buffer references: drop them before forgetting nodes. */
   for (uint32_t i = 0; i < fe->n_leaves; i++) kiln_buf_unref(fe->leaves[i]->buf);
   fe->n_leaves = 0;
+  fe->n_created = 0;
   memset(fe->cons, 0, sizeof *fe->cons * fe->cons_cap);
   kiln_arena_reset(&fe->arena);
   fe->n_nodes = 0;
@@ -58,6 +59,7 @@ void kiln_frontend_destroy(kiln_frontend *fe) {
   free(fe->step_list);
   free(fe->kept_list);
   free(fe->leaves);
+  free(fe->created);
   memset(fe, 0, sizeof *fe);
 }
 
@@ -221,6 +223,13 @@ static int cons_grow(kiln_frontend *fe) {
 static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
                              kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr, uint64_t h,
                              kiln_loc loc) {
+  if (fe->n_created == fe->cap_created) {
+    uint32_t nc = fe->cap_created ? fe->cap_created * 2 : 1024;
+    kiln_node **nl = realloc(fe->created, nc * sizeof *nl);
+    if (!nl) return NULL;
+    fe->created = nl;
+    fe->cap_created = nc;
+  }
   kiln_node *n = kiln_arena_alloc(&fe->arena, sizeof *n + sizeof(kiln_node *) * (size_t)n_in +
                                                   sizeof(int64_t) * (size_t)n_iattr);
   if (!n) return NULL;
@@ -239,6 +248,7 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   n->loc = loc;
   n->lin = -1;
   fe->n_nodes++;
+  fe->created[fe->n_created++] = n;
   return n;
 }
 

@@ -84,6 +84,8 @@ typedef struct kiln_frontend {
   kiln_arena arena;  /* nodes of this step */
   kiln_node **leaves; /* LEAF nodes of this step (each holds a buffer reference) */
   uint32_t n_leaves, cap_leaves;
+  kiln_node **created; /* every node of this step in creation order: a topological order */
+  uint32_t n_created, cap_created;
   kiln_node **cons;  /* hash-consing buckets */
   uint32_t cons_cap;
   uint32_t n_nodes;  /* nodes made this step */

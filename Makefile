@@ -1,0 +1,61 @@
+# kiln — top-level entry points. Each target works from a fresh clone on
+# Debian 12: it first installs missing packages (scripts/install-deps.sh,
+# a no-op when everything is present), then configures and builds with CMake.
+#
+#   make demo      build (build/) and run the demo
+#   make test      the whole suite, then again under ASan+UBSan (build-asan/)
+#   make tsan      thread pool / executor tests under ThreadSanitizer (build-tsan/)
+#   make fuzz      libFuzzer harnesses for FUZZ_SECONDS each (build-fuzz/, clang)
+#   make bench     Release build (build-release/), benchmarks, BENCHMARKS.md
+#   make install   install headers, libraries, `kiln`, pkg-config and CMake files
+#                  (PREFIX=/usr/local by default)
+#   make clean     remove every build directory
+#
+# Variables: JOBS (parallel jobs, default 2), FUZZ_SECONDS (default 60),
+# TSAN_TESTS (regex of test names for make tsan), PREFIX, BUILD (prefix of
+# the build directories, default "build": build/, build-asan/, ...).
+
+JOBS ?= 2
+FUZZ_SECONDS ?= 60
+BUILD_TYPE ?= RelWithDebInfo
+BUILD ?= build
+export JOBS FUZZ_SECONDS BUILD
+# cmake --build runs make underneath: keep its output free of directory noise.
+MAKEFLAGS += --no-print-directory
+
+.PHONY: all deps build demo test tsan fuzz bench install clean help
+
+all: build
+
+help:
+	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@bash scripts/build.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+demo: build
+	@$(BUILD)/bin/examples/demo
+
+test: deps
+	@bash scripts/test.sh
+
+tsan: deps
+	@bash scripts/tsan.sh
+
+fuzz: deps
+	@bash scripts/fuzz.sh
+
+bench: deps
+	@bash scripts/build.sh $(BUILD)-release -DCMAKE_BUILD_TYPE=Release
+	@bash bench/run.sh $(BUILD)-release
+
+# The prefix is given at configure time too: kiln.pc records it.
+install: deps
+	@bash scripts/build.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(if $(PREFIX),-DCMAKE_INSTALL_PREFIX=$(PREFIX))
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-release

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Run every benchmark of bench/ from a Release build and record the results:
+#   bench/results/latest.json  a list of {name, value, unit, baseline_or_ceiling,
+#                              ceiling_value, ratio, target, pass, machine, date}
+#   BENCHMARKS.md              the table between the bench:results markers
+# Usage: bench/run.sh [BUILD_DIR]   (default: build-release; `make bench` builds it)
+# Every figure is printed beside its ceiling or baseline measured in the same
+# run; see BENCHMARKS.md for what each one means and docs/machine.md for the
+# ceilings.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-release}
+case $build in /*) ;; *) build=$root/$build ;; esac
+bin=$build/bin/bench
+out_json=$root/bench/results/latest.json
+md=$root/BENCHMARKS.md
+[ -d "$bin" ] || { echo "bench/run.sh: no $bin (run 'make bench')" >&2; exit 1; }
+mkdir -p "$root/bench/results"
+
+tsv=$(mktemp)
+cache=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench-cache-XXXXXX")
+trap 'rm -rf "$tsv" "$cache"' EXIT
+# A private cache: benchmarks never read or pollute the user's.
+export KILN_CACHE_DIR=$cache
+unset KILN_METRICS KILN_METRICS_FILE KILN_DISK_CACHE
+
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
+cores=$(nproc)
+date_utc=$(date -u +%Y-%m-%dT%H:%MZ)
+cc_ver=$( (${KILN_CC:-cc} --version 2>/dev/null || true) | head -1)
+isa=$(grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo AVX-512 || (grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo AVX2 || echo no AVX2))
+mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo 2>/dev/null)
+machine="${cpu:-unknown cpu} (${isa}), ${cores} cores, ${mem:-? GiB} RAM"
+# Other work on the machine skews every figure: record how busy it was.
+load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
+if awk -v l="${load%% *}" 'BEGIN { exit !(l > 0.5) }' 2>/dev/null; then
+  echo "bench/run.sh: warning: the machine is busy (load average $load); figures will be low and noisy" >&2
+fi
+
+# Optional same-run baseline for tracing: PyTorch eager dispatch.
+if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+  echo "== PyTorch eager dispatch baseline"
+  KILN_BENCH_TORCH_NS=$(/usr/bin/python3 "$root/bench/torch_dispatch.py") && export KILN_BENCH_TORCH_NS
+fi
+
+failed=0
+run() { # run <label> <env...> -- <program>
+  local label=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "== $label"
+  local log
+  log=$(mktemp)
+  if env ${envs[@]+"${envs[@]}"} "$bin/$1" >"$log" 2>&1; then
+    grep -v '^KILN_BENCH' "$log" || true
+    grep '^KILN_BENCH' "$log" | cut -f2- >>"$tsv" || true
+  else
+    cat "$log"
+    echo "!! $label failed" >&2
+    printf '%s\tnan\t-\tbenchmark failed (see make bench output)\t0\t0\t-\t0\n' "$label" >>"$tsv"
+    failed=1
+  fi
+  rm -f "$log"
+}
+
+run machine -- machine
+run trace -- trace
+run step -- step
+run fused -- fused
+run sgemm-1t KILN_NUM_THREADS=1 -- sgemm
+[ "$cores" -gt 1 ] && run "sgemm-${cores}t" -- sgemm
+run compile -- compile
+
+# ── latest.json ──
+awk -F'\t' -v machine="$machine" -v date="$date_utc" '
+  function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return "\"" s "\"" }
+  function num(s) { return (s ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) ? s : "null" }
+  BEGIN { print "[" }
+  { printf "%s  {\"name\": %s, \"value\": %s, \"unit\": %s, \"baseline_or_ceiling\": %s, \"ceiling_value\": %s, \"ratio\": %s, \"target\": %s, \"pass\": %s, \"machine\": %s, \"date\": %s}",
+      (NR > 1 ? ",\n" : ""), js($1), num($2), js($3), js($4), num($5), num($6), js($7), ($8 == 1 ? "true" : "false"), js(machine), js(date) }
+  END { print "\n]" }' "$tsv" >"$out_json"
+
+# ── BENCHMARKS.md table ──
+table=$(mktemp)
+{
+  echo "<!-- bench:results:begin (written by bench/run.sh; edit outside the markers) -->"
+  echo "Machine: **${machine}**; ${cc_ver}; $(uname -sr); measured ${date_utc} by \`make bench\`; load average before the run: ${load}."
+  echo
+  echo "| benchmark | value | baseline or ceiling (same run) | ratio | target | |"
+  echo "|---|---|---|---|---|---|"
+  awk -F'\t' '{ printf "| %s | %.4g %s | %s: %.4g %s | %.3f | %s | %s |\n", $1, $2, $3, $4, $5, $3, $6, $7, ($8 == 1 ? "PASS" : "MISS") }' "$tsv"
+  echo "<!-- bench:results:end -->"
+} >"$table"
+if [ -f "$md" ] && grep -q 'bench:results:begin' "$md"; then
+  awk -v tf="$table" '
+    /bench:results:begin/ { while ((getline l < tf) > 0) print l; skip = 1; next }
+    /bench:results:end/ { skip = 0; next }
+    !skip { print }' "$md" >"$md.tmp" && mv "$md.tmp" "$md"
+else
+  { [ -f "$md" ] && cat "$md"; echo; echo "## Latest results"; echo; cat "$table"; } >"$md.tmp" && mv "$md.tmp" "$md"
+fi
+rm -f "$table"
+
+echo "== results: $out_json, $md"
+awk -F'\t' '{ printf "%-34s %10.4g %-8s ratio %.3f  %s  %s\n", $1, $2, $3, $6, $7, ($8 == 1 ? "PASS" : "MISS") }' "$tsv"
+exit $failed

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages kiln needs to build, test, fuzz and
+# benchmark. Idempotent: does nothing (and needs no root) when every package
+# is already installed; runs `apt-get update` only when one is missing.
+# Usage: scripts/install-deps.sh [--check]   (--check: list missing, exit 1 if any)
+set -euo pipefail
+
+packages=(
+  build-essential   # gcc 12, make, libc headers: the library and kernel compiler
+  cmake             # >= 3.25 (Debian 12 ships 3.25.1)
+  pkg-config
+  libdnnl-dev       # oneDNN: the GEMM library (fastest measured, see docs/gemm.md)
+  libopenblas-dev   # OpenBLAS: the GEMM fallback
+  clang             # libFuzzer harnesses (make fuzz)
+  libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  # dpkg-query: installed means status "install ok installed"
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "install-deps: missing: ${missing[*]}"
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: not root and no sudo; install as root: apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+"${sudo[@]}" apt-get install -y "${missing[@]}"

@@ -349,31 +349,78 @@ static void run_loop(void *ctx, int64_t begin, int64_t end) {
   l->fn(l->args, begin, end);
 }
 
-static void run_gemm(const step *sp, void *const *ptr) {
+/* GEMM work is split across kiln's own pool, with the library running one
+ * thread per call: the library's threads (OpenMP in Debian's oneDNN) and
+ * kiln's pool would otherwise take turns on the same cores, and on 2 cores
+ * that was measured to make a step 100x slower for tens of steps while the
+ * two sets of threads spun against each other. Parts: whole batch entries
+ * when there are enough of them, else row blocks of C (or column blocks
+ * when C is wide and short). */
+typedef struct gemm_job {
+  const step *sp;
+  void *const *ptr;
+  int64_t parts;   /* parts per batch entry */
+  int split_rows;  /* 1: split M, 0: split N */
+} gemm_job;
+
+static void gemm_part(const gemm_job *j, int64_t item) {
+  const step *sp = j->sp;
+  size_t es = sp->f64 ? 8 : 4;
+  int64_t bi = item / j->parts, part = item % j->parts;
+  int64_t oa = 0, ob = 0, rem = bi;
+  for (int d = sp->brank - 1; d >= 0; d--) {
+    int64_t ix = rem % sp->bshape[d];
+    rem /= sp->bshape[d];
+    oa += ix * sp->sa[d];
+    ob += ix * sp->sb[d];
+  }
+  const char *A = (const char *)j->ptr[sp->abuf] + (size_t)oa * es;
+  const char *B = (const char *)j->ptr[sp->bbuf] + (size_t)ob * es;
+  char *c = (char *)j->ptr[sp->cbuf] + (size_t)(bi * sp->m * sp->n) * es;
+  int64_t m = sp->m, n = sp->n, total = j->split_rows ? m : n;
+  int64_t lo = total * part / j->parts, hi = total * (part + 1) / j->parts;
+  if (hi <= lo) return;
+  if (j->split_rows) { /* rows lo..hi of C: rows of op(A) */
+    A += (size_t)(sp->ta ? lo : lo * sp->lda) * es;
+    c += (size_t)(lo * n) * es;
+    m = hi - lo;
+  } else { /* columns lo..hi of C: columns of op(B) */
+    B += (size_t)(sp->tb ? lo * sp->ldb : lo) * es;
+    c += (size_t)lo * es;
+    n = hi - lo;
+  }
+  if (sp->k == 0) {
+    for (int64_t r = 0; r < m; r++) memset(c + (size_t)(r * sp->n) * es, 0, (size_t)n * es);
+  } else if (sp->f64) {
+    kiln_gemm_dgemm(sp->ta, sp->tb, m, n, sp->k, 1.0, (const double *)A, sp->lda, (const double *)B, sp->ldb, 0.0,
+                    (double *)c, sp->n);
+  } else {
+    kiln_gemm_sgemm(sp->ta, sp->tb, m, n, sp->k, 1.0f, (const float *)A, sp->lda, (const float *)B, sp->ldb, 0.0f,
+                    (float *)c, sp->n);
+  }
+}
+
+static void gemm_range(void *ctx, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; i++) gemm_part(ctx, i);
+}
+
+static void run_gemm(cpu_backend *b, const step *sp, void *const *ptr) {
   int64_t nb = 1;
   for (int d = 0; d < sp->brank; d++) nb *= sp->bshape[d];
-  size_t es = sp->f64 ? 8 : 4;
-  char *A = ptr[sp->abuf], *B = ptr[sp->bbuf], *C = ptr[sp->cbuf];
-  if (sp->m == 0 || sp->n == 0) return;
-  for (int64_t bi = 0; bi < nb; bi++) {
-    int64_t oa = 0, ob = 0, rem = bi;
-    for (int d = sp->brank - 1; d >= 0; d--) {
-      int64_t ix = rem % sp->bshape[d];
-      rem /= sp->bshape[d];
-      oa += ix * sp->sa[d];
-      ob += ix * sp->sb[d];
-    }
-    char *c = C + (size_t)(bi * sp->m * sp->n) * es;
-    if (sp->k == 0) {
-      memset(c, 0, (size_t)(sp->m * sp->n) * es);
-    } else if (sp->f64) {
-      kiln_gemm_dgemm(sp->ta, sp->tb, sp->m, sp->n, sp->k, 1.0, (const double *)(A + (size_t)oa * es), sp->lda,
-                      (const double *)(B + (size_t)ob * es), sp->ldb, 0.0, (double *)c, sp->n);
-    } else {
-      kiln_gemm_sgemm(sp->ta, sp->tb, sp->m, sp->n, sp->k, 1.0f, (const float *)(A + (size_t)oa * es), sp->lda,
-                      (const float *)(B + (size_t)ob * es), sp->ldb, 0.0f, (float *)c, sp->n);
-    }
+  if (sp->m == 0 || sp->n == 0 || nb == 0) return;
+  int T = b->num_threads;
+  double flops = 2.0 * (double)sp->m * (double)sp->n * (double)(sp->k ? sp->k : 1) * (double)nb;
+  gemm_job j = {sp, ptr, 1, sp->m >= sp->n};
+  /* below ~1 MFLOP a split costs more than it saves */
+  if (T > 1 && nb < T && flops >= 1e6) {
+    int64_t dim = j.split_rows ? sp->m : sp->n;
+    j.parts = dim >= 16 * T ? T : (dim >= 2 * T ? T : 1);
   }
+  int64_t items = nb * j.parts;
+  if (T == 1 || flops < 1e6)
+    gemm_range(&j, 0, items);
+  else
+    kiln_pool_parallel_for(b->pool, gemm_range, &j, items, 1);
 }
 
 static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
@@ -413,7 +460,7 @@ static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const
         kiln_pool_parallel_for(b->pool, run_loop, &l, sp->items, sp->grain);
         break;
       }
-      case ST_GEMM: run_gemm(sp, ptr); break;
+      case ST_GEMM: run_gemm(b, sp, ptr); break;
       default: cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes); break;
     }
     t->end_ns = kiln_now_ns();
@@ -483,7 +530,7 @@ kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend
     cpu_destroy(&b->base);
     return st;
   }
-  kiln_gemm_init(b->num_threads);
+  kiln_gemm_init(1); /* one library thread per call: the pool splits GEMMs (see run_gemm) */
   const char *cd = kiln_cc_cache_dir(b->cc);
   snprintf(b->desc, sizeof b->desc, "cpu: %d threads, gemm %s, cc \"%s\" (%s), cpu features [%s], disk cache %s",
            b->num_threads, kiln_gemm_library(), kiln_cc_command(b->cc), kiln_cc_version(b->cc), kiln_cpu_features(),

@@ -87,8 +87,9 @@ static kiln_graph *finish(gb *b) {
   return g;
 }
 
+static kiln_backend *be;
+
 static kiln_backend *backend(void) {
-  static kiln_backend *be;
   if (!be) {
     kiln_backend_config cfg = {.num_threads = 2, .cache_dir = NULL};
     kiln_err err = {0};
@@ -526,16 +527,21 @@ KT_TEST(column_reductions) {
   int xi = leaf(&b, KILN_I64, 2, sx);
   output(&b, reduce(&b, KILN_OP_REDUCE_SUM, un(&b, KILN_OP_ABS, x), 1), -1); /* bias-gradient shape */
   output(&b, reduce(&b, KILN_OP_REDUCE_MIN, xi, 1), -1);
+  /* a mean over the batch: the scaling joins the column kernel */
+  int64_t rs[2] = {1, C};
+  output(&b, bin(&b, KILN_OP_MUL, reduce(&b, KILN_OP_REDUCE_SUM, x, 1), cnst(&b, KILN_F32, 2, rs, 1.0 / R)), -1);
   kiln_graph *g = finish(&b);
-  static float xs[R * C], o1[C];
+  static float xs[R * C], o1[C], o3[C];
   static int64_t xis[R * C], o2[C];
   uint64_t st = 21;
   for (int i = 0; i < R * C; i++) xs[i] = frand(&st), xis[i] = (int64_t)(frand(&st) * 1e12);
-  void *in[] = {xs, xis}, *out[] = {o1, o2};
+  void *in[] = {xs, xis}, *out[] = {o1, o2, o3};
   kiln_exec_info info = run(g, in, out);
-  KT_EQ_INT(info.n_kernels, 2);
+  KT_EQ_INT(info.n_kernels, 3);
   for (int c = 0; c < C; c++) {
-    double s = 0;
+    double s = 0, s3 = 0;
+    for (int r = 0; r < R; r++) s3 += xs[r * C + c];
+    KT_NEAR(o3[c], s3 / R, 1e-6);
     int64_t mn = INT64_MAX;
     for (int r = 0; r < R; r++) s += fabsf(xs[r * C + c]), mn = xis[r * C + c] < mn ? xis[r * C + c] : mn;
     KT_NEAR(o1[c], s, 1e-4);
@@ -544,8 +550,49 @@ KT_TEST(column_reductions) {
   kiln_graph_free(g);
 }
 
+KT_TEST(scratch_is_reused_by_liveness) {
+  /* x W W W W: each product is read only by the next, so the third can
+   * reuse the first's memory: peak scratch is two products, not three */
+  enum { n = 24 };
+  gb b = {0};
+  int64_t sh[2] = {n, n};
+  int x = leaf(&b, KILN_F32, 2, sh), w = leaf(&b, KILN_F32, 2, sh);
+  int a = x;
+  for (int i = 0; i < 4; i++) {
+    int ins[2] = {a, w};
+    a = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sh, 2, ins, 0, NULL, 0);
+  }
+  output(&b, a, -1);
+  kiln_graph *g = finish(&b);
+  static float xs[n * n], ws[n * n], out[n * n], t1[n * n], t2[n * n];
+  for (int i = 0; i < n * n; i++) xs[i] = (float)(i % 7) / 7, ws[i] = (i % n == i / n) ? 0.5f : 0.01f;
+  void *in[] = {xs, ws}, *o[] = {out};
+  kiln_exec_info info = run(g, in, o);
+  KT_EQ_INT(info.n_gemm_calls, 4);
+  KT_EQ_INT(info.n_kernels, 0);
+  KT_EQ_INT(info.scratch_bytes, 2 * sizeof xs);
+  memcpy(t1, xs, sizeof xs);
+  for (int r = 0; r < 4; r++) {
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++) {
+        double acc = 0;
+        for (int k = 0; k < n; k++) acc += (double)t1[i * n + k] * ws[k * n + j];
+        t2[i * n + j] = (float)acc;
+      }
+    memcpy(t1, t2, sizeof t1);
+  }
+  for (int i = 0; i < n * n; i++) KT_NEAR(out[i], t1[i], 1e-5);
+  kiln_graph_free(g);
+}
+
+KT_TEST(teardown) {
+  if (be) be->vt->destroy(be);
+  be = NULL;
+}
+
 KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kernels),
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
         KT_CASE(move_ops_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
         KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
-        KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions))
+        KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
+        KT_CASE(scratch_is_reused_by_liveness), KT_CASE(teardown))

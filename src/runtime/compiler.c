@@ -460,6 +460,9 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, kil
   argv[argc++] = "-o";
   argv[argc++] = so_path;
   argv[argc++] = c_path;
+  /* kernels call libm (expf, tanh, ...): a program that does not link libm
+   * itself must still be able to load them */
+  argv[argc++] = "-lm";
   argv[argc] = NULL;
 
   char *output = malloc(KILN_CC_OUTPUT_CAP);

@@ -12,6 +12,12 @@ struct kiln_arena_chunk {
 #define KILN_ARENA_MIN_CHUNK (256u * 1024u)
 
 void *kiln_arena_alloc(kiln_arena *a, size_t bytes) {
+  void *p = kiln_arena_alloc_raw(a, bytes);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+void *kiln_arena_alloc_raw(kiln_arena *a, size_t bytes) {
   bytes = (bytes + 15) & ~(size_t)15;
   if (!a->head || a->used + bytes > a->head->cap) {
     size_t cap = bytes > KILN_ARENA_MIN_CHUNK ? bytes : KILN_ARENA_MIN_CHUNK;
@@ -26,7 +32,6 @@ void *kiln_arena_alloc(kiln_arena *a, size_t bytes) {
   void *p = a->head->data + a->used;
   a->used += bytes;
   a->total += bytes;
-  memset(p, 0, bytes);
   return p;
 }
 

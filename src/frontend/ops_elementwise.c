@@ -163,6 +163,16 @@ kiln_tensor kiln_cast_at(kiln_tensor x, kiln_dtype dt, kiln_loc loc) {
 /* ── binary ── */
 
 static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_node *b, kiln_loc loc) {
+  /* fast path, the common case: same dtype, same shape, arithmetic */
+  if (a->dtype == b->dtype && a->rank == b->rank && a->dtype != KILN_BOOL && op <= KILN_OP_MIN && op != KILN_OP_POW) {
+    int same = 1;
+    for (int i = 0; same && i < a->rank; i++) same = a->shape[i] == b->shape[i];
+    if (same) {
+      kiln_node *in[2] = {a, b};
+      return kiln_fe_tensor(fe, kiln_fe_node(fe, op, (kiln_dtype)a->dtype, a->rank, a->shape, 2, in, 0, NULL, 0.0, loc),
+                            loc);
+    }
+  }
   const char *name = kiln_op_name(op);
   kiln_dtype dt = kiln_api_promote((kiln_dtype)a->dtype, (kiln_dtype)b->dtype);
   if (op == KILN_OP_AND || op == KILN_OP_OR) dt = KILN_BOOL;

@@ -341,4 +341,7 @@ void kiln_metrics_clear(void);
 #ifdef __cplusplus
 }
 #endif
+
+#include "kiln/autograd.h"
+
 #endif /* KILN_KILN_H */

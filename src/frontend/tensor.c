@@ -154,7 +154,7 @@ kiln_tensor kiln_fe_tensor(kiln_frontend *fe, kiln_node *node, kiln_loc loc) {
   }
   s->dtype = node->dtype;
   s->rank = node->rank;
-  memcpy(s->shape, node->shape, sizeof s->shape);
+  for (int i = 0; i < node->rank; i++) s->shape[i] = node->shape[i];
   fe->ops_traced++;
   return t;
 }
@@ -184,7 +184,7 @@ static inline uint64_t hstep(uint64_t h, uint64_t v) {
   return ((h << 27) | (h >> 37)) * 0xff51afd7ed558ccdULL;
 }
 
-static uint64_t node_struct_hash(int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
+static inline uint64_t node_struct_hash(int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
                                  kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr) {
   uint64_t h = hstep(0x6b696c6eULL, ((uint64_t)op << 16) | ((uint64_t)dt << 8) | (uint64_t)rank);
   for (int i = 0; i < rank; i++) h = hstep(h, (uint64_t)shape[i]);
@@ -230,8 +230,9 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
     fe->created = nl;
     fe->cap_created = nc;
   }
-  kiln_node *n = kiln_arena_alloc(&fe->arena, sizeof *n + sizeof(kiln_node *) * (size_t)n_in +
-                                                  sizeof(int64_t) * (size_t)n_iattr);
+  /* every field is set below: no zeroing (this runs for every traced op) */
+  kiln_node *n = kiln_arena_alloc_raw(&fe->arena, sizeof *n + sizeof(kiln_node *) * (size_t)n_in +
+                                                      sizeof(int64_t) * (size_t)n_iattr);
   if (!n) return NULL;
   n->in = (kiln_node **)(n + 1);
   n->iattr = (int64_t *)(n->in + n_in);
@@ -239,11 +240,16 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   n->op = (uint16_t)op;
   n->dtype = (uint8_t)dt;
   n->rank = (uint8_t)rank;
+  n->no_grad = fe->no_grad_depth > 0;
   n->n_in = (uint16_t)n_in;
   n->n_iattr = (uint16_t)n_iattr;
-  if (rank) memcpy(n->shape, shape, sizeof(int64_t) * (size_t)rank);
-  if (n_in) memcpy(n->in, in, sizeof(kiln_node *) * (size_t)n_in);
-  if (n_iattr) memcpy(n->iattr, iattr, sizeof(int64_t) * (size_t)n_iattr);
+  for (int i = 0; i < rank; i++) n->shape[i] = shape[i];
+  for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+  for (int i = 0; i < n_iattr; i++) n->iattr[i] = iattr[i];
+  n->ival = 0;
+  n->buf = NULL;
+  n->mark = 0;
+  n->cons_next = NULL;
   n->fattr = fattr;
   n->loc = loc;
   n->lin = -1;
@@ -259,13 +265,13 @@ kiln_node *kiln_fe_node(kiln_frontend *fe, int op, kiln_dtype dt, int rank, cons
   uint32_t b = (uint32_t)(h & (fe->cons_cap - 1));
   for (kiln_node *n = fe->cons[b]; n; n = n->cons_next) {
     if (n->hash != h || n->op != op || n->dtype != dt || n->rank != rank || n->n_in != n_in ||
-        n->n_iattr != n_iattr)
+        n->n_iattr != n_iattr || n->no_grad != (fe->no_grad_depth > 0))
       continue;
-    if (rank && memcmp(n->shape, shape, sizeof(int64_t) * (size_t)rank)) continue;
-    if (n_iattr && memcmp(n->iattr, iattr, sizeof(int64_t) * (size_t)n_iattr)) continue;
-    if (memcmp(&n->fattr, &fattr, sizeof fattr)) continue;
-    if (n_in && memcmp(n->in, in, sizeof(kiln_node *) * (size_t)n_in)) continue;
-    return n; /* common subexpression: share it */
+    int same = !memcmp(&n->fattr, &fattr, sizeof fattr);
+    for (int i = 0; same && i < rank; i++) same = n->shape[i] == shape[i];
+    for (int i = 0; same && i < n_iattr; i++) same = n->iattr[i] == iattr[i];
+    for (int i = 0; same && i < n_in; i++) same = n->in[i] == in[i];
+    if (same) return n; /* common subexpression: share it */
   }
   kiln_node *n = node_alloc(fe, op, dt, rank, shape, n_in, in, n_iattr, iattr, fattr, h, loc);
   if (!n) return NULL;

@@ -31,6 +31,7 @@ struct kiln_node {
   uint16_t op;
   uint8_t dtype;
   uint8_t rank;
+  uint8_t no_grad; /* made inside a no-grad region: backward does not pass through it */
   uint16_t n_in;
   uint16_t n_iattr;
   int64_t shape[KILN_MAX_RANK];
@@ -90,6 +91,7 @@ typedef struct kiln_frontend {
   uint32_t cons_cap;
   uint32_t n_nodes;  /* nodes made this step */
   uint32_t mark_epoch;
+  uint32_t no_grad_depth; /* > 0 inside kiln_no_grad_begin/end (autograd) */
 
   kiln_device_hooks hooks;
   uint64_t ops_traced;

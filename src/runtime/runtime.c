@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autograd/autograd_internal.h"
 #include "debug/metrics.h"
 #include "frontend/api.h"
 
@@ -136,6 +137,7 @@ void kiln_shutdown(void) {
   if (!rt) return;
   kiln_executor_wait_all(rt->exec);
   kiln_executor_destroy(rt->exec);
+  kiln_autograd_reset(); /* its records name tensor slots, which restart with a new runtime */
   kiln_frontend_destroy(&rt->fe);
   kiln_lin_free(&rt->lin);
   for (uint32_t b = 0; b < rt->n_buckets; b++) {

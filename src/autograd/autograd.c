@@ -1,0 +1,304 @@
+/* Reverse-mode autograd over the step's trace: the requiring-grad table,
+ * gradient accumulation, no-grad regions and the backward driver.
+ *
+ * Backward works on trace nodes, not tensors: the frontend lists every node
+ * of the step in creation order (a topological order), so
+ *   1. a forward sweep marks the nodes that depend on a requiring-grad
+ *      tensor's node (only those need gradients),
+ *   2. a reverse sweep from the loss applies each node's VJP rule (vjp.c),
+ *      summing the gradients of nodes used several times,
+ *   3. the gradient reaching a requiring-grad tensor's node is added into
+ *      its kept gradient tensor.
+ * Node positions live in a side table (a pointer hash map), not in the
+ * nodes' linearization scratch fields, which the runtime owns. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd_internal.h"
+#include "kiln/autograd.h"
+
+typedef struct ag_entry {
+  kiln_tensor t;    /* the requiring-grad tensor */
+  kiln_tensor grad; /* its gradient (kept), or {0,0} */
+} ag_entry;
+
+static struct {
+  ag_entry *e;
+  uint32_t n, cap;
+  kiln_frontend *fe; /* the frontend the table belongs to */
+} g_ag;
+
+void kiln_autograd_reset(void) {
+  free(g_ag.e);
+  memset(&g_ag, 0, sizeof g_ag);
+}
+
+static int handle_live(kiln_frontend *fe, kiln_tensor t) {
+  return t.gen && t.index < fe->n_slots && fe->slots[t.index].live && fe->slots[t.index].gen == t.gen;
+}
+
+/* The frontend, with the table brought up to date: entries of released
+ * tensors are dropped (with their gradients), and a table left from another
+ * runtime instance is forgotten. */
+static kiln_frontend *ag_frontend(void) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return NULL;
+  if (g_ag.fe != fe) {
+    g_ag.n = 0;
+    g_ag.fe = fe;
+  }
+  uint32_t w = 0;
+  for (uint32_t i = 0; i < g_ag.n; i++) {
+    ag_entry *e = &g_ag.e[i];
+    if (handle_live(fe, e->t)) {
+      g_ag.e[w++] = *e;
+    } else if (handle_live(fe, e->grad)) {
+      kiln_release(e->grad);
+    }
+  }
+  g_ag.n = w;
+  return fe;
+}
+
+static ag_entry *find(kiln_tensor t) {
+  for (uint32_t i = 0; i < g_ag.n; i++)
+    if (g_ag.e[i].t.index == t.index && g_ag.e[i].t.gen == t.gen) return &g_ag.e[i];
+  return NULL;
+}
+
+void kiln_requires_grad_at(kiln_tensor t, kiln_loc loc) {
+  kiln_frontend *fe = ag_frontend();
+  if (!fe) return;
+  kiln_tslot *s = kiln_fe_slot(fe, t, "requires_grad", loc);
+  if (!s || s->poisoned || find(t)) return;
+  if (!kiln_dtype_is_float((kiln_dtype)s->dtype)) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "requires_grad: only floating-point tensors can require gradients, got %s",
+               kiln_dtype_name(s->dtype));
+    return;
+  }
+  if (g_ag.n == g_ag.cap) {
+    uint32_t nc = g_ag.cap ? g_ag.cap * 2 : 32;
+    ag_entry *ne = realloc(g_ag.e, nc * sizeof *ne);
+    if (!ne) {
+      kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "requires_grad: out of memory");
+      return;
+    }
+    g_ag.e = ne;
+    g_ag.cap = nc;
+  }
+  g_ag.e[g_ag.n++] = (ag_entry){t, {0, 0}};
+}
+
+kiln_tensor kiln_grad(kiln_tensor t) {
+  kiln_frontend *fe = ag_frontend();
+  ag_entry *e = fe ? find(t) : NULL;
+  return e && handle_live(fe, e->grad) ? e->grad : (kiln_tensor){0, 0};
+}
+
+void kiln_zero_grad(kiln_tensor t) {
+  kiln_frontend *fe = ag_frontend();
+  ag_entry *e = fe ? find(t) : NULL;
+  if (!e) return;
+  if (handle_live(fe, e->grad)) kiln_release(e->grad);
+  e->grad = (kiln_tensor){0, 0};
+}
+
+void kiln_no_grad_begin_at(kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (fe) fe->no_grad_depth++;
+}
+
+void kiln_no_grad_end_at(kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  if (!fe) return;
+  if (!fe->no_grad_depth) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "no_grad_end: not inside a no-grad region");
+    return;
+  }
+  fe->no_grad_depth--;
+}
+
+int kiln_grad_enabled(void) {
+  kiln_frontend *fe = kiln_api_frontend();
+  return !fe || fe->no_grad_depth == 0;
+}
+
+/* ── backward ── */
+
+/* Open-addressing map node -> position in fe->created. */
+typedef struct posmap {
+  kiln_node **key;
+  uint32_t *val;
+  uint32_t mask;
+} posmap;
+
+static uint32_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (uint32_t)x;
+}
+
+static int posmap_build(posmap *m, kiln_node *const *nodes, uint32_t n) {
+  uint32_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  m->key = calloc(cap, sizeof *m->key);
+  m->val = malloc(cap * sizeof *m->val);
+  m->mask = cap - 1;
+  if (!m->key || !m->val) return -1;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t h = ptr_hash(nodes[i]) & m->mask;
+    while (m->key[h] && m->key[h] != nodes[i]) h = (h + 1) & m->mask;
+    m->key[h] = nodes[i];
+    m->val[h] = i;
+  }
+  return 0;
+}
+
+static int64_t posmap_get(const posmap *m, const kiln_node *n) {
+  uint32_t h = ptr_hash(n) & m->mask;
+  while (m->key[h]) {
+    if (m->key[h] == n) return m->val[h];
+    h = (h + 1) & m->mask;
+  }
+  return -1;
+}
+
+static int64_t numel(const kiln_node *n) {
+  int64_t e = 1;
+  for (int i = 0; i < n->rank; i++) e *= n->shape[i];
+  return e;
+}
+
+/* The reverse sweep proper; out and seed are resolved nodes. */
+static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *seed, kiln_loc loc) {
+  uint32_t n = fe->n_created; /* nodes made by this pass come later and are not visited */
+  kiln_node **created = fe->created;
+  posmap pm = {0};
+  uint8_t *needs = calloc(n ? n : 1, 1);
+  kiln_node **grads = calloc(n ? n : 1, sizeof *grads);
+  int64_t *epos = calloc(g_ag.n ? g_ag.n : 1, sizeof *epos);
+  kiln_status st = KILN_OK;
+  uint8_t wbuf[16];
+  kiln_node *gbuf[16];
+  if (!needs || !grads || !epos || posmap_build(&pm, created, n)) {
+    st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
+    goto done;
+  }
+  /* 1. which nodes depend on a requiring-grad tensor */
+  for (uint32_t k = 0; k < g_ag.n; k++) {
+    kiln_tslot *s = &fe->slots[g_ag.e[k].t.index];
+    epos[k] = s->poisoned || !s->node ? -1 : posmap_get(&pm, s->node);
+    if (epos[k] >= 0) needs[epos[k]] = 1;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    kiln_node *x = created[i];
+    if (needs[i] || x->no_grad || !kiln_dtype_is_float((kiln_dtype)x->dtype) || !kiln_ag_differentiable(x->op))
+      continue;
+    for (int k = 0; k < x->n_in && !needs[i]; k++) {
+      int64_t p = posmap_get(&pm, x->in[k]);
+      needs[i] = p >= 0 && needs[p];
+    }
+  }
+  int64_t po = posmap_get(&pm, out);
+  if (po < 0 || !needs[po]) {
+    st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                    "backward: the output does not depend on any tensor that requires grad (mark parameters with "
+                    "kiln_requires_grad; no gradient flows through no-grad regions, integer tensors or comparisons)");
+    goto done;
+  }
+  grads[po] = seed;
+  /* 2. reverse sweep */
+  for (int64_t i = po; i >= 0; i--) {
+    kiln_node *x = created[i], *g = grads[i];
+    if (!g || x->no_grad || !kiln_ag_differentiable(x->op)) continue;
+    uint8_t *want = x->n_in <= 16 ? wbuf : malloc(x->n_in);
+    kiln_node **gin = x->n_in <= 16 ? gbuf : malloc(sizeof *gin * x->n_in);
+    int any = 0, rc = -1;
+    if (want && gin) {
+      for (int k = 0; k < x->n_in; k++) {
+        int64_t p = posmap_get(&pm, x->in[k]);
+        want[k] = p >= 0 && needs[p];
+        any |= want[k];
+      }
+      rc = any ? kiln_ag_vjp(fe, x, g, want, gin, loc) : 0;
+      for (int k = 0; any && !rc && k < x->n_in; k++) {
+        if (!gin[k]) continue;
+        int64_t p = posmap_get(&pm, x->in[k]);
+        if (!grads[p]) {
+          grads[p] = gin[k];
+        } else {
+          kiln_node *in2[2] = {grads[p], gin[k]};
+          grads[p] = kiln_fe_node(fe, KILN_OP_ADD, (kiln_dtype)gin[k]->dtype, gin[k]->rank, gin[k]->shape, 2, in2,
+                                  0, NULL, 0.0, loc);
+          if (!grads[p]) rc = -1;
+        }
+      }
+    }
+    if (want != wbuf) free(want);
+    if (gin != gbuf) free(gin);
+    if (rc) {
+      st = kiln_last_status() != KILN_OK ? kiln_last_status()
+                                         : kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
+      goto done;
+    }
+  }
+  /* 3. accumulate into the gradient tensors */
+  for (uint32_t k = 0; k < g_ag.n; k++) {
+    if (epos[k] < 0 || !grads[epos[k]]) continue;
+    ag_entry *e = &g_ag.e[k];
+    kiln_tensor g = kiln_fe_tensor(fe, grads[epos[k]], loc);
+    if (handle_live(fe, e->grad)) {
+      kiln_assign_at(e->grad, kiln_add_at(e->grad, g, loc), loc);
+    } else {
+      e->grad = kiln_keep(g);
+    }
+  }
+done:
+  free(pm.key);
+  free(pm.val);
+  free(needs);
+  free(grads);
+  free(epos);
+  return st;
+}
+
+static kiln_status backward(kiln_tensor out, const kiln_tensor *seed, kiln_loc loc) {
+  kiln_frontend *fe = ag_frontend();
+  if (!fe) return kiln_last_status();
+  kiln_node *on = NULL, *sn = NULL;
+  int r = kiln_api_input(fe, out, "backward", loc, NULL, &on);
+  if (r) return r < 0 ? kiln_last_status() : kiln_last_status() ? kiln_last_status() : KILN_ERR_INVALID_ARGUMENT;
+  char sa[128], sb[128];
+  kiln_dtype dt = (kiln_dtype)on->dtype;
+  if (!kiln_dtype_is_float(dt))
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "backward: the output must be floating-point, got %s",
+                      kiln_dtype_name(dt));
+  if (!seed) {
+    if (numel(on) != 1)
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                        "backward: the loss has shape %s (%lld elements); backward without a seed needs a "
+                        "one-element loss (reduce it, or pass a seed gradient with kiln_backward_with)",
+                        kiln_fe_shape_str(on->rank, on->shape, sa, sizeof sa), (long long)numel(on));
+    sn = kiln_api_const(fe, dt, on->rank, on->shape, 1.0, loc);
+  } else {
+    r = kiln_api_input(fe, *seed, "backward", loc, NULL, &sn);
+    if (r) return kiln_last_status() ? kiln_last_status() : KILN_ERR_INVALID_ARGUMENT;
+    if (!kiln_dtype_is_float((kiln_dtype)sn->dtype) || sn->rank != on->rank ||
+        memcmp(sn->shape, on->shape, sizeof(int64_t) * on->rank))
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                        "backward: the seed (%s %s) must be a floating-point tensor of the output's shape %s",
+                        kiln_dtype_name(sn->dtype), kiln_fe_shape_str(sn->rank, sn->shape, sb, sizeof sb),
+                        kiln_fe_shape_str(on->rank, on->shape, sa, sizeof sa));
+    sn = kiln_api_cast(fe, sn, dt, loc);
+  }
+  if (!sn) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
+  return run_backward(fe, on, sn, loc);
+}
+
+kiln_status kiln_backward_at(kiln_tensor loss, kiln_loc loc) { return backward(loss, NULL, loc); }
+
+kiln_status kiln_backward_with_at(kiln_tensor out, kiln_tensor seed, kiln_loc loc) {
+  return backward(out, &seed, loc);
+}

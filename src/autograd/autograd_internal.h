@@ -1,0 +1,27 @@
+/* Internals of reverse-mode autograd: the vector-Jacobian product rules
+ * (vjp.c) used by the backward driver (autograd.c). */
+#ifndef KILN_AUTOGRAD_INTERNAL_H
+#define KILN_AUTOGRAD_INTERNAL_H
+
+#include <stdint.h>
+
+#include "frontend/api.h"
+
+/* 1 if op has a VJP rule (for float nodes); 0 for ops that carry no
+ * gradient (comparisons, logic, indices, sources). */
+int kiln_ag_differentiable(int op);
+
+/* Build the gradients of node n's inputs given g, the gradient of n (a node
+ * of n's dtype and shape). want[k] != 0 asks for input k; gin[k] receives
+ * the gradient node (input k's dtype and shape) or NULL when input k gets
+ * none. Nodes are built with the frontend's builders, tagged with loc.
+ * Returns 0, or -1 on failure with the error recorded (out of memory). */
+int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *want, kiln_node **gin,
+                kiln_loc loc);
+
+/* Forget every requiring-grad record (their gradient tensors were released
+ * with the runtime). kiln_shutdown must call it: slot numbers restart with a
+ * new runtime, so stale records could match new tensors. */
+void kiln_autograd_reset(void);
+
+#endif

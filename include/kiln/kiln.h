@@ -233,6 +233,9 @@ KILN_BINARY_OPS(KILN_DECL_BINARY)
 #define kiln_gt_c(a, c) kiln_gt_c_at((a), (c), KILN_HERE)
 #define kiln_lt_c(a, c) kiln_lt_c_at((a), (c), KILN_HERE)
 #define kiln_eq_c(a, c) kiln_eq_c_at((a), (c), KILN_HERE)
+#define kiln_ne_c(a, c) kiln_ne_c_at((a), (c), KILN_HERE)
+#define kiln_ge_c(a, c) kiln_ge_c_at((a), (c), KILN_HERE)
+#define kiln_le_c(a, c) kiln_le_c_at((a), (c), KILN_HERE)
 
 /* where(cond, a, b): cond is bool (other dtypes: != 0). Broadcasts all three. */
 #define kiln_where(c, a, b) kiln_where_at((c), (a), (b), KILN_HERE)
@@ -343,5 +346,8 @@ void kiln_metrics_clear(void);
 #endif
 
 #include "kiln/autograd.h"
+#include "kiln/nn.h"
+#include "kiln/optim.h"
+#include "kiln/io.h"
 
 #endif /* KILN_KILN_H */

@@ -1,0 +1,108 @@
+/* kiln optim — optimizers (SGD, AdamW), a learning-rate schedule and
+ * gradient clipping, built from kiln's public ops.
+ *
+ * A step traces the update of every parameter into the current step's graph
+ * and writes the new values in place with kiln_assign (the old buffers are
+ * donated). Optimizer state (momentum buffers, exp_avg, exp_avg_sq) lives in
+ * kept tensors. The learning rate and every step-dependent factor (bias
+ * corrections, the dampening of the first step) enter the graph as scalar
+ * graph inputs (kiln_*_s), so changing the learning rate or advancing the
+ * step never recompiles: a training loop compiles its step graph once.
+ *
+ * Gradient accumulation over micro-batches: run forward + kiln_backward for
+ * each micro-batch (gradients accumulate), then call the optimizer step once
+ * and kiln_zero_grad. Scale the loss by 1/micro_batches for a mean.
+ *
+ * Ownership: kiln_*_create copies the parameter handle array (the tensors
+ * stay the caller's); kiln_optim_free releases only the optimizer's state
+ * tensors. Free before kiln_shutdown().
+ *
+ * Errors: bad arguments record an error at the caller's file:line and return
+ * NULL / the error status; nothing aborts.
+ *
+ * Threads: one tracing thread at a time, like the rest of the tracing API.
+ */
+#ifndef KILN_OPTIM_H
+#define KILN_OPTIM_H
+
+#include <stdint.h>
+
+#include "kiln/kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* torch.optim.SGD options. dampening applies from the second step (the
+ * first step's buffer is the gradient itself, as torch). */
+typedef struct kiln_sgd_opts {
+  double lr;
+  double momentum;     /* 0: plain SGD, no buffers */
+  double dampening;
+  double weight_decay; /* L2: added to the gradient */
+  int nesterov;        /* needs momentum > 0 and dampening == 0 */
+} kiln_sgd_opts;
+
+/* torch.optim.AdamW options (amsgrad is not supported). */
+typedef struct kiln_adamw_opts {
+  double lr;
+  double beta1, beta2; /* 0.9, 0.999 in torch */
+  double eps;          /* 1e-8 */
+  double weight_decay; /* decoupled: p *= 1 - lr·wd; torch's default is 0.01 */
+} kiln_adamw_opts;
+
+/* An optimizer over a fixed list of parameters (opaque). */
+typedef struct kiln_optim kiln_optim;
+
+/* Create an optimizer for n parameters (kept f32/f64 tensors). Its state
+ * tensors are zeros, kept, computed with the next step. NULL on error. */
+#define kiln_sgd_create(n, params, opts) kiln_sgd_create_at((n), (params), (opts), KILN_HERE)
+kiln_optim *kiln_sgd_create_at(int n, const kiln_tensor *params, const kiln_sgd_opts *opts, kiln_loc loc);
+#define kiln_adamw_create(n, params, opts) kiln_adamw_create_at((n), (params), (opts), KILN_HERE)
+kiln_optim *kiln_adamw_create_at(int n, const kiln_tensor *params, const kiln_adamw_opts *opts, kiln_loc loc);
+/* Release the state tensors and free o (NULL is a no-op). */
+void kiln_optim_free(kiln_optim *o);
+
+/* The learning rate of the next steps (a graph input: never recompiles). */
+void kiln_optim_set_lr(kiln_optim *o, double lr);
+double kiln_optim_lr(const kiln_optim *o);
+/* Steps taken so far (AdamW's bias correction uses it); settable to resume
+ * from a checkpoint. */
+int64_t kiln_optim_step_count(const kiln_optim *o);
+void kiln_optim_set_step_count(kiln_optim *o, int64_t steps);
+
+/* One update with explicit gradients: params[i] must be the optimizer's i-th
+ * parameter (same handle; n the same count) and grads[i] its gradient of the
+ * same shape. A null grads[i] skips that parameter (torch's grad None).
+ * Traces the update and assigns parameters and state in place; the values
+ * are computed at the next sync point. Returns KILN_OK or the error status. */
+#define kiln_optim_step_tensors(o, n, params, grads) kiln_optim_step_tensors_at((o), (n), (params), (grads), KILN_HERE)
+kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *params, const kiln_tensor *grads,
+                                       kiln_loc loc);
+/* One update with the gradients accumulated by autograd (kiln_grad(p)).
+ * KILN_ERR_UNSUPPORTED when kiln was built without autograd. */
+#define kiln_optim_step(o) kiln_optim_step_at((o), KILN_HERE)
+kiln_status kiln_optim_step_at(kiln_optim *o, kiln_loc loc);
+
+/* The state tensors of parameter i, for checkpoints: SGD with momentum
+ * "momentum_buffer"; AdamW "exp_avg", "exp_avg_sq" (torch's names). Copies
+ * up to max into names/out (either may be NULL); returns the count, -1 if i
+ * is out of range. The handles stay owned by the optimizer. */
+int kiln_optim_state(const kiln_optim *o, int i, const char **names, kiln_tensor *out, int max);
+
+/* Linear warm-up then cosine decay: for step < warmup, base·(step+1)/warmup;
+ * then min + (base−min)·(1+cos(π·t))/2 with t = (step−warmup)/(total−warmup)
+ * clamped to [0, 1]. Pure host function. */
+double kiln_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, double base_lr, double min_lr);
+
+/* Clip gradients by their global L2 norm, in the graph (no host read):
+ * total = sqrt(Σ‖g_i‖²), scale = min(1, max_norm / (total + 1e-6)),
+ * out[i] = grads[i]·scale (out may alias grads). max_norm is a graph input.
+ * Returns total as a 0-d f32 tensor (poisoned on error). */
+#define kiln_clip_grad_norm(n, grads, out, max_norm) kiln_clip_grad_norm_at((n), (grads), (out), (max_norm), KILN_HERE)
+kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor *out, double max_norm, kiln_loc loc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_OPTIM_H */

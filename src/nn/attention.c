@@ -1,0 +1,166 @@
+/* Multi-head self-attention and the Transformer encoder layer. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/status.h"
+#include "nn/nn_internal.h"
+
+static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
+
+kiln_tensor kiln_sdpa(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, int training,
+                      uint64_t seed, kiln_loc loc) {
+  int r = kiln_rank(k);
+  if (r < 2) return kiln_nn_fail(loc, "sdpa: q, k, v need rank >= 2 (k has rank %d)", r);
+  double scale = 1.0 / sqrt((double)kiln_dim(q, -1));
+  kiln_tensor s = kiln_mul_c_at(kiln_matmul_at(q, kiln_transpose_at(k, r - 2, r - 1, loc), loc), scale, loc);
+  if (!is_null(mask)) s = kiln_add_at(s, mask, loc);
+  kiln_tensor p = kiln_softmax_at(s, -1, loc);
+  p = kiln_dropout_at(p, dropout, seed, training, loc);
+  return kiln_matmul_at(p, v, loc);
+}
+
+kiln_mha *kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t seed, kiln_loc loc) {
+  if (dim <= 0 || n_heads <= 0 || dim % n_heads || !(dropout >= 0 && dropout < 1)) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+               "mha: dim %d must be a positive multiple of n_heads %d, dropout %g in [0,1)", dim, n_heads, dropout);
+    return NULL;
+  }
+  kiln_mha *a = calloc(1, sizeof *a);
+  if (!a) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "mha: out of host memory");
+    return NULL;
+  }
+  a->dim = dim;
+  a->n_heads = n_heads;
+  a->dropout = dropout;
+  int64_t ws[2] = {3 * dim, dim}, bs[1] = {3 * dim}, os[2] = {dim, dim}, obs[1] = {dim};
+  /* torch: xavier_uniform_ on the packed [3D, D] matrix, zero biases, and the
+   * out projection keeps Linear's default init for its weight. */
+  a->in_proj_weight = kiln_nn_uniform(2, ws, sqrt(6.0 / (double)(dim + 3 * dim)), kiln_nn_seed(seed, 0), loc);
+  a->in_proj_bias = kiln_nn_fill(1, bs, 0.0, loc);
+  a->out_weight = kiln_nn_uniform(2, os, 1.0 / sqrt((double)dim), kiln_nn_seed(seed, 1), loc);
+  a->out_bias = kiln_nn_fill(1, obs, 0.0, loc);
+  kiln_nn_add(&a->m, "in_proj_weight", a->in_proj_weight, 0);
+  kiln_nn_add(&a->m, "in_proj_bias", a->in_proj_bias, 0);
+  kiln_nn_add(&a->m, "out_proj.weight", a->out_weight, 0);
+  kiln_nn_add(&a->m, "out_proj.bias", a->out_bias, 0);
+  return a;
+}
+
+/* The additive mask [B|1, 1, T|1, T] of opts, or the null tensor. */
+static kiln_tensor build_mask(const kiln_attn_opts *o, int64_t B, int64_t T, kiln_loc loc) {
+  kiln_tensor m = {0, 0};
+  if (!o) return m;
+  if (o->causal) {
+    int64_t cs[2] = {T, 1}, rs[2] = {1, T};
+    kiln_tensor i = kiln_reshape_at(kiln_arange_at(KILN_I64, 0, (double)T, 1, loc), 2, cs, loc);
+    kiln_tensor j = kiln_reshape_at(kiln_arange_at(KILN_I64, 0, (double)T, 1, loc), 2, rs, loc);
+    m = kiln_where_at(kiln_gt_at(j, i, loc), kiln_constant_at(KILN_F32, KILN_NN_MASK_NEG, loc),
+                      kiln_constant_at(KILN_F32, 0.0, loc), loc);
+  }
+  if (!is_null(o->key_padding_mask)) {
+    kiln_tensor k = o->key_padding_mask;
+    if (kiln_rank(k) != 2 || kiln_dim(k, 0) != B || kiln_dim(k, 1) != T)
+      return kiln_nn_fail(loc, "mha: key_padding_mask must be [%lld, %lld]", (long long)B, (long long)T);
+    if (kiln_dtype_of(k) == KILN_BOOL)
+      k = kiln_where_at(k, kiln_constant_at(KILN_F32, KILN_NN_MASK_NEG, loc), kiln_constant_at(KILN_F32, 0.0, loc),
+                        loc);
+    int64_t ks[4] = {B, 1, 1, T};
+    k = kiln_reshape_at(k, 4, ks, loc);
+    m = is_null(m) ? k : kiln_add_at(m, k, loc);
+  }
+  return m;
+}
+
+kiln_tensor kiln_mha_forward_at(const kiln_mha *a, kiln_tensor x, const kiln_attn_opts *opts, kiln_loc loc) {
+  if (!a) return kiln_nn_fail(loc, "mha: layer is NULL");
+  if (kiln_rank(x) != 3 || kiln_dim(x, 2) != a->dim)
+    return kiln_nn_fail(loc, "mha: input must be [B, T, %d] (batch_first)", a->dim);
+  int64_t B = kiln_dim(x, 0), T = kiln_dim(x, 1), H = a->n_heads, hd = a->dim / a->n_heads;
+  kiln_tensor qkv = kiln_linear_apply(x, a->in_proj_weight, a->in_proj_bias, loc); /* [B,T,3D] */
+  int64_t s5[5] = {B, T, 3, H, hd};
+  int perm5[5] = {2, 0, 3, 1, 4};
+  qkv = kiln_permute_at(kiln_reshape_at(qkv, 5, s5, loc), perm5, loc); /* [3,B,H,T,hd] */
+  int64_t s4[4] = {B, H, T, hd};
+  kiln_tensor q = kiln_reshape_at(kiln_slice_at(qkv, 0, 0, 1, 1, loc), 4, s4, loc);
+  kiln_tensor k = kiln_reshape_at(kiln_slice_at(qkv, 0, 1, 2, 1, loc), 4, s4, loc);
+  kiln_tensor v = kiln_reshape_at(kiln_slice_at(qkv, 0, 2, 3, 1, loc), 4, s4, loc);
+  kiln_tensor mask = build_mask(opts, B, T, loc);
+  int training = opts ? opts->training : 0;
+  uint64_t seed = opts ? opts->seed : 0;
+  kiln_tensor o = kiln_sdpa(q, k, v, mask, a->dropout, training, seed, loc); /* [B,H,T,hd] */
+  int perm4[4] = {0, 2, 1, 3};
+  int64_t s3[3] = {B, T, a->dim};
+  o = kiln_reshape_at(kiln_permute_at(o, perm4, loc), 3, s3, loc);
+  return kiln_linear_apply(o, a->out_weight, a->out_bias, loc);
+}
+
+void kiln_mha_free(kiln_mha *a) {
+  if (!a) return;
+  kiln_module_release(&a->m);
+  free(a);
+}
+
+kiln_encoder_layer *kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, double dropout, int gelu,
+                                                 int norm_first, double eps, uint64_t seed, kiln_loc loc) {
+  if (dim_ff <= 0) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "encoder_layer: dim_feedforward %d must be positive", dim_ff);
+    return NULL;
+  }
+  kiln_encoder_layer *l = calloc(1, sizeof *l);
+  if (!l) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "encoder_layer: out of host memory");
+    return NULL;
+  }
+  l->dropout = dropout;
+  l->gelu = gelu;
+  l->norm_first = norm_first;
+  l->self_attn = kiln_mha_create_at(d_model, n_heads, dropout, kiln_nn_seed(seed, 0), loc);
+  l->linear1 = kiln_linear_create_at(d_model, dim_ff, 1, kiln_nn_seed(seed, 1), loc);
+  l->linear2 = kiln_linear_create_at(dim_ff, d_model, 1, kiln_nn_seed(seed, 2), loc);
+  l->norm1 = kiln_layernorm_create_at(d_model, eps, 1, loc);
+  l->norm2 = kiln_layernorm_create_at(d_model, eps, 1, loc);
+  if (!l->self_attn || !l->linear1 || !l->linear2 || !l->norm1 || !l->norm2) {
+    kiln_encoder_layer_free(l);
+    return NULL;
+  }
+  /* torch's state_dict order and names */
+  kiln_nn_add_sub(&l->m, "self_attn", &l->self_attn->m);
+  kiln_nn_add_sub(&l->m, "linear1", &l->linear1->m);
+  kiln_nn_add_sub(&l->m, "linear2", &l->linear2->m);
+  kiln_nn_add_sub(&l->m, "norm1", &l->norm1->m);
+  kiln_nn_add_sub(&l->m, "norm2", &l->norm2->m);
+  return l;
+}
+
+kiln_tensor kiln_encoder_layer_forward_at(const kiln_encoder_layer *l, kiln_tensor x, const kiln_attn_opts *opts,
+                                          kiln_loc loc) {
+  if (!l) return kiln_nn_fail(loc, "encoder_layer: layer is NULL");
+  kiln_attn_opts o = {0};
+  if (opts) o = *opts;
+  uint64_t seed = o.seed;
+  int tr = o.training;
+  double p = l->dropout;
+  o.seed = kiln_nn_seed(seed, 0); /* attention-weight dropout */
+  kiln_tensor h = l->norm_first ? kiln_layernorm_forward_at(l->norm1, x, loc) : x;
+  kiln_tensor sa = kiln_dropout_at(kiln_mha_forward_at(l->self_attn, h, &o, loc), p, kiln_nn_seed(seed, 1), tr, loc);
+  x = l->norm_first ? kiln_add_at(x, sa, loc) : kiln_layernorm_forward_at(l->norm1, kiln_add_at(x, sa, loc), loc);
+  h = l->norm_first ? kiln_layernorm_forward_at(l->norm2, x, loc) : x;
+  kiln_tensor f = kiln_linear_forward_at(l->linear1, h, loc);
+  f = l->gelu ? kiln_gelu_at(f, loc) : kiln_relu_at(f, loc);
+  f = kiln_dropout_at(f, p, kiln_nn_seed(seed, 2), tr, loc);
+  f = kiln_dropout_at(kiln_linear_forward_at(l->linear2, f, loc), p, kiln_nn_seed(seed, 3), tr, loc);
+  return l->norm_first ? kiln_add_at(x, f, loc) : kiln_layernorm_forward_at(l->norm2, kiln_add_at(x, f, loc), loc);
+}
+
+void kiln_encoder_layer_free(kiln_encoder_layer *l) {
+  if (!l) return;
+  /* the entries of l->m alias the sublayers' tensors: release them once */
+  l->m.n = 0;
+  kiln_mha_free(l->self_attn);
+  kiln_linear_free(l->linear1);
+  kiln_linear_free(l->linear2);
+  kiln_layernorm_free(l->norm1);
+  kiln_layernorm_free(l->norm2);
+  free(l);
+}

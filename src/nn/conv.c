@@ -1,0 +1,192 @@
+/* Conv2d, pooling and BatchNorm2d (NCHW).
+ *
+ * im2col is one index_select: the padded input is viewed as [N, C, Hp·Wp]
+ * and gathered with a host-computed i64 index [kh·kw, OH·OW], giving the
+ * columns [N, C, kh·kw, OH·OW] in one node (stride, dilation and padding are
+ * all in the index). A convolution is then one batched matmul per group,
+ * W [g, O/g, C/g·kh·kw] @ cols [N, g, C/g·kh·kw, L], with no transposes; a
+ * pooling is a max/mean over the window axis. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/status.h"
+#include "nn/nn_internal.h"
+
+static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
+
+/* The im2col of x [N, C, H, W] -> [N, C, kh·kw, OH·OW]; sets *oh, *ow.
+ * pad_value fills the padding. Poisoned (error recorded) on bad geometry. */
+static kiln_tensor im2col(kiln_tensor x, int kh, int kw, int stride, int pad, int dil, double pad_value, int64_t *oh,
+                          int64_t *ow, const char *op, kiln_loc loc) {
+  int64_t s[KILN_MAX_RANK];
+  if (kiln_shape(x, s) != 4) return kiln_nn_fail(loc, "%s: input must be [N, C, H, W]", op);
+  if (kh <= 0 || kw <= 0 || stride <= 0 || pad < 0 || dil <= 0)
+    return kiln_nn_fail(loc, "%s: bad kernel %dx%d, stride %d, padding %d or dilation %d", op, kh, kw, stride, pad,
+                        dil);
+  int64_t N = s[0], C = s[1], Hp = s[2] + 2 * pad, Wp = s[3] + 2 * pad;
+  int64_t OH = (Hp - (int64_t)dil * (kh - 1) - 1) / stride + 1;
+  int64_t OW = (Wp - (int64_t)dil * (kw - 1) - 1) / stride + 1;
+  if (Hp - (int64_t)dil * (kh - 1) - 1 < 0 || Wp - (int64_t)dil * (kw - 1) - 1 < 0 || OH <= 0 || OW <= 0)
+    return kiln_nn_fail(loc, "%s: window %dx%d (dilation %d) larger than the padded input %lldx%lld", op, kh, kw, dil,
+                        (long long)Hp, (long long)Wp);
+  int64_t KK = (int64_t)kh * kw, L = OH * OW;
+  int64_t *idx = malloc((size_t)(KK * L) * sizeof *idx);
+  if (!idx) return kiln_nn_fail(loc, "%s: out of host memory for the im2col index", op);
+  for (int ki = 0; ki < kh; ki++)
+    for (int kj = 0; kj < kw; kj++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          idx[((int64_t)ki * kw + kj) * L + i * OW + j] =
+              (i * stride + (int64_t)ki * dil) * Wp + (j * stride + (int64_t)kj * dil);
+  int64_t is[2] = {KK, L};
+  /* a graph input (data, not a constant): a new shape only re-traces */
+  kiln_tensor ti = kiln_from_host_at(idx, KILN_I64, 2, is, loc);
+  free(idx);
+  if (pad) {
+    int64_t lo[4] = {0, 0, pad, pad}, hi[4] = {0, 0, pad, pad};
+    x = kiln_pad_at(x, lo, hi, pad_value, loc);
+  }
+  int64_t fs[3] = {N, C, Hp * Wp};
+  *oh = OH;
+  *ow = OW;
+  return kiln_index_select_at(kiln_reshape_at(x, 3, fs, loc), 2, ti, loc);
+}
+
+kiln_tensor kiln_conv2d_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, int stride, int padding, int dilation,
+                              int groups, kiln_loc loc) {
+  int64_t ws[KILN_MAX_RANK], xs[KILN_MAX_RANK];
+  if (kiln_shape(w, ws) != 4 || kiln_shape(x, xs) != 4)
+    return kiln_nn_fail(loc, "conv2d: weight must be [O, C/g, kh, kw] and input [N, C, H, W]");
+  int64_t O = ws[0], N = xs[0], C = xs[1], g = groups;
+  if (g <= 0 || C % g || O % g || ws[1] != C / g)
+    return kiln_nn_fail(
+        loc, "conv2d: %lld input channels, %lld output channels and weight [%lld, %lld, ..] do not fit %d groups",
+        (long long)C, (long long)O, (long long)O, (long long)ws[1], groups);
+  int64_t OH, OW;
+  kiln_tensor cols = im2col(x, (int)ws[2], (int)ws[3], stride, padding, dilation, 0.0, &OH, &OW, "conv2d", loc);
+  if (!kiln_is_valid(cols)) return cols;
+  int64_t CK = C / g * ws[2] * ws[3];
+  int64_t cs[4] = {N, g, CK, OH * OW}, wr[3] = {g, O / g, CK}, os[4] = {N, O, OH, OW};
+  kiln_tensor y = kiln_matmul_at(kiln_reshape_at(w, 3, wr, loc), kiln_reshape_at(cols, 4, cs, loc), loc);
+  y = kiln_reshape_at(y, 4, os, loc);
+  if (!is_null(b)) {
+    int64_t bs[4] = {1, O, 1, 1};
+    y = kiln_add_at(y, kiln_reshape_at(b, 4, bs, loc), loc);
+  }
+  return y;
+}
+
+kiln_conv2d *kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int stride, int padding, int dilation,
+                                   int groups, int bias, uint64_t seed, kiln_loc loc) {
+  if (in_ch <= 0 || out_ch <= 0 || kh <= 0 || kw <= 0 || stride <= 0 || padding < 0 || dilation <= 0 ||
+      groups <= 0 || in_ch % groups || out_ch % groups) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+               "conv2d: bad arguments in=%d out=%d kernel=%dx%d stride=%d padding=%d dilation=%d groups=%d", in_ch,
+               out_ch, kh, kw, stride, padding, dilation, groups);
+    return NULL;
+  }
+  kiln_conv2d *c = calloc(1, sizeof *c);
+  if (!c) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "conv2d: out of host memory");
+    return NULL;
+  }
+  *c = (kiln_conv2d){.in_ch = in_ch, .out_ch = out_ch, .kh = kh, .kw = kw, .stride = stride, .padding = padding,
+                     .dilation = dilation, .groups = groups};
+  double bound = 1.0 / sqrt((double)(in_ch / groups) * kh * kw);
+  int64_t ws[4] = {out_ch, in_ch / groups, kh, kw}, bs[1] = {out_ch};
+  c->weight = kiln_nn_uniform(4, ws, bound, kiln_nn_seed(seed, 0), loc);
+  kiln_nn_add(&c->m, "weight", c->weight, 0);
+  if (bias) {
+    c->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
+    kiln_nn_add(&c->m, "bias", c->bias, 0);
+  }
+  return c;
+}
+
+kiln_tensor kiln_conv2d_forward_at(const kiln_conv2d *c, kiln_tensor x, kiln_loc loc) {
+  if (!c) return kiln_nn_fail(loc, "conv2d: layer is NULL");
+  return kiln_conv2d_apply(x, c->weight, c->bias, c->stride, c->padding, c->dilation, c->groups, loc);
+}
+
+void kiln_conv2d_free(kiln_conv2d *c) {
+  if (!c) return;
+  kiln_module_release(&c->m);
+  free(c);
+}
+
+kiln_tensor kiln_pool2d_at(kiln_tensor x, int is_max, int k, int stride, int padding, kiln_loc loc) {
+  const char *op = is_max ? "max_pool2d" : "avg_pool2d";
+  if (stride == 0) stride = k;
+  if (padding < 0 || 2 * padding > k)
+    return kiln_nn_fail(loc, "%s: padding %d must be at most half the window %d", op, padding, k);
+  int64_t OH, OW;
+  kiln_tensor cols = im2col(x, k, k, stride, padding, 1, is_max ? -INFINITY : 0.0, &OH, &OW, op, loc);
+  if (!kiln_is_valid(cols)) return cols;
+  int ax[1] = {2};
+  kiln_tensor y = is_max ? kiln_max_at(cols, 1, ax, 0, loc) : kiln_mean_at(cols, 1, ax, 0, loc);
+  int64_t os[4] = {kiln_dim(x, 0), kiln_dim(x, 1), OH, OW};
+  return kiln_reshape_at(y, 4, os, loc);
+}
+
+kiln_batchnorm2d *kiln_batchnorm2d_create_at(int ch, double eps, double momentum, kiln_loc loc) {
+  if (ch <= 0 || !(eps >= 0) || !(momentum >= 0 && momentum <= 1)) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "batchnorm2d: bad channels %d, eps %g or momentum %g", ch, eps,
+               momentum);
+    return NULL;
+  }
+  kiln_batchnorm2d *b = calloc(1, sizeof *b);
+  if (!b) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "batchnorm2d: out of host memory");
+    return NULL;
+  }
+  b->ch = ch;
+  b->eps = eps;
+  b->momentum = momentum;
+  int64_t s[1] = {ch};
+  b->weight = kiln_nn_fill(1, s, 1.0, loc);
+  b->bias = kiln_nn_fill(1, s, 0.0, loc);
+  b->running_mean = kiln_nn_fill(1, s, 0.0, loc);
+  b->running_var = kiln_nn_fill(1, s, 1.0, loc);
+  kiln_nn_add(&b->m, "weight", b->weight, 0);
+  kiln_nn_add(&b->m, "bias", b->bias, 0);
+  kiln_nn_add(&b->m, "running_mean", b->running_mean, 1);
+  kiln_nn_add(&b->m, "running_var", b->running_var, 1);
+  return b;
+}
+
+kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x, int training, kiln_loc loc) {
+  if (!b) return kiln_nn_fail(loc, "batchnorm2d: layer is NULL");
+  int64_t s[KILN_MAX_RANK];
+  if (kiln_shape(x, s) != 4 || s[1] != b->ch)
+    return kiln_nn_fail(loc, "batchnorm2d: input must be [N, %d, H, W]", b->ch);
+  int64_t cs[4] = {1, b->ch, 1, 1}, fs[1] = {b->ch};
+  kiln_tensor mean, var;
+  if (training) {
+    int64_t n = s[0] * s[2] * s[3];
+    if (n < 2) return kiln_nn_fail(loc, "batchnorm2d: training needs more than one value per channel");
+    int ax[3] = {0, 2, 3};
+    mean = kiln_mean_at(x, 3, ax, 1, loc);
+    kiln_tensor d = kiln_sub_at(x, mean, loc);
+    var = kiln_mean_at(kiln_mul_at(d, d, loc), 3, ax, 1, loc); /* biased: normalizes */
+    /* running stats use the unbiased variance, as torch */
+    double m = b->momentum;
+    kiln_tensor mflat = kiln_reshape_at(mean, 1, fs, loc);
+    kiln_tensor vflat = kiln_mul_c_at(kiln_reshape_at(var, 1, fs, loc), (double)n / (double)(n - 1), loc);
+    kiln_assign_at(b->running_mean,
+                   kiln_add_at(kiln_mul_c_at(b->running_mean, 1.0 - m, loc), kiln_mul_c_at(mflat, m, loc), loc), loc);
+    kiln_assign_at(b->running_var,
+                   kiln_add_at(kiln_mul_c_at(b->running_var, 1.0 - m, loc), kiln_mul_c_at(vflat, m, loc), loc), loc);
+  } else {
+    mean = kiln_reshape_at(b->running_mean, 4, cs, loc);
+    var = kiln_reshape_at(b->running_var, 4, cs, loc);
+  }
+  kiln_tensor y = kiln_mul_at(kiln_sub_at(x, mean, loc), kiln_rsqrt_at(kiln_add_c_at(var, b->eps, loc), loc), loc);
+  return kiln_add_at(kiln_mul_at(y, kiln_reshape_at(b->weight, 4, cs, loc), loc),
+                     kiln_reshape_at(b->bias, 4, cs, loc), loc);
+}
+
+void kiln_batchnorm2d_free(kiln_batchnorm2d *b) {
+  if (!b) return;
+  kiln_module_release(&b->m);
+  free(b);
+}

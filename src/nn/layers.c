@@ -1,0 +1,120 @@
+/* Linear, Embedding and LayerNorm. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/status.h"
+#include "nn/nn_internal.h"
+
+static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
+
+kiln_tensor kiln_linear_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc) {
+  /* x Wᵀ: matmul broadcasts W over x's batch dims. */
+  kiln_tensor y = kiln_matmul_at(x, kiln_transpose_at(w, 0, 1, loc), loc);
+  return is_null(b) ? y : kiln_add_at(y, b, loc);
+}
+
+kiln_linear *kiln_linear_create_at(int in, int out, int bias, uint64_t seed, kiln_loc loc) {
+  if (in <= 0 || out <= 0) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "linear: bad sizes in=%d out=%d", in, out);
+    return NULL;
+  }
+  kiln_linear *l = calloc(1, sizeof *l);
+  if (!l) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "linear: out of host memory");
+    return NULL;
+  }
+  l->in_features = in;
+  l->out_features = out;
+  /* kaiming_uniform(a=√5) reduces to U(±1/√fan_in); the bias uses the same bound. */
+  double bound = 1.0 / sqrt((double)in);
+  int64_t ws[2] = {out, in}, bs[1] = {out};
+  l->weight = kiln_nn_uniform(2, ws, bound, kiln_nn_seed(seed, 0), loc);
+  kiln_nn_add(&l->m, "weight", l->weight, 0);
+  if (bias) {
+    l->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
+    kiln_nn_add(&l->m, "bias", l->bias, 0);
+  }
+  return l;
+}
+
+kiln_tensor kiln_linear_forward_at(const kiln_linear *l, kiln_tensor x, kiln_loc loc) {
+  if (!l) return kiln_nn_fail(loc, "linear: layer is NULL");
+  return kiln_linear_apply(x, l->weight, l->bias, loc);
+}
+
+void kiln_linear_free(kiln_linear *l) {
+  if (!l) return;
+  kiln_module_release(&l->m);
+  free(l);
+}
+
+kiln_embedding *kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_loc loc) {
+  if (num <= 0 || dim <= 0) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "embedding: bad sizes num=%d dim=%d", num, dim);
+    return NULL;
+  }
+  kiln_embedding *e = calloc(1, sizeof *e);
+  if (!e) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "embedding: out of host memory");
+    return NULL;
+  }
+  e->num = num;
+  e->dim = dim;
+  int64_t s[2] = {num, dim};
+  e->weight = kiln_param(kiln_rand_at(1, KILN_F32, 2, s, kiln_nn_seed(seed, 0), loc));
+  kiln_nn_add(&e->m, "weight", e->weight, 0);
+  return e;
+}
+
+kiln_tensor kiln_embedding_forward_at(const kiln_embedding *e, kiln_tensor ids, kiln_loc loc) {
+  if (!e) return kiln_nn_fail(loc, "embedding: layer is NULL");
+  return kiln_index_select_at(e->weight, 0, ids, loc);
+}
+
+void kiln_embedding_free(kiln_embedding *e) {
+  if (!e) return;
+  kiln_module_release(&e->m);
+  free(e);
+}
+
+kiln_layernorm *kiln_layernorm_create_at(int dim, double eps, int affine, kiln_loc loc) {
+  if (dim <= 0 || !(eps >= 0)) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "layernorm: bad dim=%d or eps=%g", dim, eps);
+    return NULL;
+  }
+  kiln_layernorm *n = calloc(1, sizeof *n);
+  if (!n) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "layernorm: out of host memory");
+    return NULL;
+  }
+  n->dim = dim;
+  n->eps = eps;
+  if (affine) {
+    int64_t s[1] = {dim};
+    n->weight = kiln_nn_fill(1, s, 1.0, loc);
+    n->bias = kiln_nn_fill(1, s, 0.0, loc);
+    kiln_nn_add(&n->m, "weight", n->weight, 0);
+    kiln_nn_add(&n->m, "bias", n->bias, 0);
+  }
+  return n;
+}
+
+kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, kiln_loc loc) {
+  if (!n) return kiln_nn_fail(loc, "layernorm: layer is NULL");
+  if (kiln_rank(x) >= 1 && kiln_dim(x, -1) != n->dim)
+    return kiln_nn_fail(loc, "layernorm: last dim is %lld, the layer normalizes %d", (long long)kiln_dim(x, -1),
+                        n->dim);
+  int ax[1] = {-1};
+  kiln_tensor mu = kiln_mean_at(x, 1, ax, 1, loc);
+  kiln_tensor d = kiln_sub_at(x, mu, loc);
+  kiln_tensor var = kiln_mean_at(kiln_mul_at(d, d, loc), 1, ax, 1, loc); /* biased, as torch */
+  kiln_tensor y = kiln_mul_at(d, kiln_rsqrt_at(kiln_add_c_at(var, n->eps, loc), loc), loc);
+  if (!is_null(n->weight)) y = kiln_add_at(kiln_mul_at(y, n->weight, loc), n->bias, loc);
+  return y;
+}
+
+void kiln_layernorm_free(kiln_layernorm *n) {
+  if (!n) return;
+  kiln_module_release(&n->m);
+  free(n);
+}

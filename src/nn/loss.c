@@ -1,0 +1,43 @@
+/* Losses: cross-entropy from logits and mean squared error. */
+#include "nn/nn_internal.h"
+
+kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_t ignore_index,
+                                  double label_smoothing, kiln_loc loc) {
+  int64_t ls[KILN_MAX_RANK], ts[KILN_MAX_RANK];
+  int lr = kiln_shape(logits, ls), tr = kiln_shape(target, ts);
+  if (lr < 1 || tr != lr - 1) return kiln_nn_fail(loc, "cross_entropy: logits [..., C] need targets [...]");
+  for (int i = 0; i < tr; i++)
+    if (ts[i] != ls[i]) return kiln_nn_fail(loc, "cross_entropy: target dim %d is %lld, logits have %lld", i,
+                                            (long long)ts[i], (long long)ls[i]);
+  kiln_dtype tdt = kiln_dtype_of(target);
+  if (tdt != KILN_I32 && tdt != KILN_I64) return kiln_nn_fail(loc, "cross_entropy: targets must be i32 or i64");
+  if (!(label_smoothing >= 0 && label_smoothing <= 1))
+    return kiln_nn_fail(loc, "cross_entropy: label_smoothing %g is outside [0, 1]", label_smoothing);
+  kiln_dtype dt = kiln_dtype_of(logits);
+  kiln_tensor logp = kiln_log_softmax_at(logits, -1, loc);
+  kiln_tensor valid = kiln_ne_c_at(target, (double)ignore_index, loc);
+  /* ignored targets gather class 0, then are masked out */
+  kiln_tensor safe = kiln_where_at(valid, target, kiln_constant_at(tdt, 0, loc), loc);
+  int64_t us[KILN_MAX_RANK];
+  for (int i = 0; i < tr; i++) us[i] = ts[i];
+  us[tr] = 1;
+  kiln_tensor nll = kiln_neg_at(kiln_gather_at(logp, -1, kiln_reshape_at(safe, lr, us, loc), loc), loc);
+  nll = kiln_reshape_at(nll, tr, ts, loc);
+  kiln_tensor per = nll;
+  if (label_smoothing > 0) {
+    int ax[1] = {-1};
+    kiln_tensor smooth = kiln_neg_at(kiln_mean_at(logp, 1, ax, 0, loc), loc);
+    per = kiln_add_at(kiln_mul_c_at(nll, 1.0 - label_smoothing, loc), kiln_mul_c_at(smooth, label_smoothing, loc),
+                      loc);
+  }
+  kiln_tensor vf = kiln_cast_at(valid, dt, loc);
+  kiln_tensor total = kiln_sum_at(kiln_mul_at(per, vf, loc), 0, NULL, 0, loc);
+  /* max(count, 1): all-ignored batches give 0, not 0/0 */
+  kiln_tensor count = kiln_maximum_c_at(kiln_sum_at(vf, 0, NULL, 0, loc), 1.0, loc);
+  return kiln_div_at(total, count, loc);
+}
+
+kiln_tensor kiln_mse_loss_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
+  kiln_tensor d = kiln_sub_at(a, b, loc);
+  return kiln_mean_at(kiln_mul_at(d, d, loc), 0, NULL, 0, loc);
+}

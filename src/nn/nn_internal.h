@@ -1,0 +1,22 @@
+/* Helpers shared by the nn layers (not public). */
+#ifndef KILN_NN_INTERNAL_H
+#define KILN_NN_INTERNAL_H
+
+#include "kiln/nn.h"
+
+/* Record an error at loc and return a poisoned tensor (the null tensor if
+ * the runtime cannot start). */
+kiln_tensor kiln_nn_fail(kiln_loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append a named tensor to m (names are truncated to fit). */
+void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer);
+/* Append every entry of sub with "prefix." prepended. */
+void kiln_nn_add_sub(kiln_module *m, const char *prefix, const kiln_module *sub);
+/* A kept f32 tensor of shape drawn from U(-bound, bound) in the graph. */
+kiln_tensor kiln_nn_uniform(int rank, const int64_t *shape, double bound, uint64_t seed, kiln_loc loc);
+/* A kept f32 tensor filled with v. */
+kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc);
+/* Large negative added to masked attention scores (exp underflows to 0 in
+ * f32 without the NaN a true -inf gives on fully masked rows). */
+#define KILN_NN_MASK_NEG (-1e9)
+
+#endif

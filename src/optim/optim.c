@@ -1,0 +1,260 @@
+/* SGD and AdamW as traced in-place updates; the warm-up/cosine schedule and
+ * global-norm gradient clipping. Formulas follow torch.optim (single-tensor
+ * path) so results match PyTorch to rounding. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "kiln/optim.h"
+#include "nn/nn_internal.h"
+#if __has_include("kiln/autograd.h")
+#include "kiln/autograd.h"
+#define KILN_OPTIM_HAVE_AUTOGRAD 1
+#endif
+
+enum { OPT_SGD, OPT_ADAMW };
+
+struct kiln_optim {
+  int kind;
+  int n;
+  kiln_tensor *params;
+  kiln_tensor *s1, *s2; /* SGD: momentum buffer; AdamW: exp_avg, exp_avg_sq */
+  double lr;
+  int64_t steps;
+  kiln_sgd_opts sgd;
+  kiln_adamw_opts adam;
+};
+
+static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
+
+/* Zero state as uploaded data, not a kiln_full constant: a kept constant
+ * stays a constant node of the trace, so the first step's graph would fold it
+ * and differ from every later step's (one extra compile). */
+static kiln_tensor zeros_like(kiln_tensor p, kiln_loc loc) {
+  int64_t s[KILN_MAX_RANK];
+  int r = kiln_shape(p, s);
+  kiln_dtype dt = kiln_dtype_of(p);
+  void *z = calloc((size_t)kiln_numel(p) + 1, kiln_dtype_size(dt));
+  if (!z) return kiln_keep(kiln_full_at(dt, r, s, 0.0, loc));
+  kiln_tensor t = kiln_keep(kiln_from_host_at(z, dt, r, s, loc));
+  free(z);
+  return t;
+}
+
+static kiln_optim *create(int kind, int n, const kiln_tensor *params, int nstate, kiln_loc loc) {
+  if (n <= 0 || !params) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: need at least one parameter (n = %d)", n);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    kiln_dtype dt = kiln_dtype_of(params[i]);
+    if (!kiln_is_valid(params[i]) || (dt != KILN_F32 && dt != KILN_F64)) {
+      kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: parameter %d is not a live f32/f64 tensor", i);
+      return NULL;
+    }
+  }
+  kiln_optim *o = calloc(1, sizeof *o);
+  if (o) {
+    o->params = calloc((size_t)n, sizeof *o->params);
+    o->s1 = calloc((size_t)n, sizeof *o->s1);
+    o->s2 = calloc((size_t)n, sizeof *o->s2);
+  }
+  if (!o || !o->params || !o->s1 || !o->s2) {
+    if (o) {
+      free(o->params);
+      free(o->s1);
+      free(o->s2);
+      free(o);
+    }
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "optim: out of host memory");
+    return NULL;
+  }
+  o->kind = kind;
+  o->n = n;
+  memcpy(o->params, params, (size_t)n * sizeof *params);
+  for (int i = 0; i < n; i++) {
+    if (nstate >= 1) o->s1[i] = zeros_like(params[i], loc);
+    if (nstate >= 2) o->s2[i] = zeros_like(params[i], loc);
+  }
+  return o;
+}
+
+kiln_optim *kiln_sgd_create_at(int n, const kiln_tensor *params, const kiln_sgd_opts *opts, kiln_loc loc) {
+  if (!opts || !(opts->lr >= 0) || !(opts->momentum >= 0) || !(opts->weight_decay >= 0) ||
+      (opts->nesterov && (opts->momentum <= 0 || opts->dampening != 0))) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+               "sgd: bad options (lr, momentum and weight_decay must be >= 0; Nesterov needs momentum > 0 and "
+               "dampening 0)");
+    return NULL;
+  }
+  kiln_optim *o = create(OPT_SGD, n, params, opts->momentum > 0 ? 1 : 0, loc);
+  if (!o) return NULL;
+  o->sgd = *opts;
+  o->lr = opts->lr;
+  return o;
+}
+
+kiln_optim *kiln_adamw_create_at(int n, const kiln_tensor *params, const kiln_adamw_opts *opts, kiln_loc loc) {
+  if (!opts || !(opts->lr >= 0) || !(opts->beta1 >= 0 && opts->beta1 < 1) || !(opts->beta2 >= 0 && opts->beta2 < 1) ||
+      !(opts->eps >= 0) || !(opts->weight_decay >= 0)) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "adamw: bad options (lr, eps, weight_decay >= 0; betas in [0, 1))");
+    return NULL;
+  }
+  kiln_optim *o = create(OPT_ADAMW, n, params, 2, loc);
+  if (!o) return NULL;
+  o->adam = *opts;
+  o->lr = opts->lr;
+  return o;
+}
+
+void kiln_optim_free(kiln_optim *o) {
+  if (!o) return;
+  for (int i = 0; i < o->n; i++) {
+    kiln_release(o->s1[i]);
+    kiln_release(o->s2[i]);
+  }
+  free(o->params);
+  free(o->s1);
+  free(o->s2);
+  free(o);
+}
+
+void kiln_optim_set_lr(kiln_optim *o, double lr) {
+  if (o) o->lr = lr;
+}
+double kiln_optim_lr(const kiln_optim *o) { return o ? o->lr : NAN; }
+int64_t kiln_optim_step_count(const kiln_optim *o) { return o ? o->steps : 0; }
+void kiln_optim_set_step_count(kiln_optim *o, int64_t steps) {
+  if (o && steps >= 0) o->steps = steps;
+}
+
+int kiln_optim_state(const kiln_optim *o, int i, const char **names, kiln_tensor *out, int max) {
+  if (!o || i < 0 || i >= o->n) return -1;
+  const char *nm[2];
+  kiln_tensor t[2];
+  int k = 0;
+  if (o->kind == OPT_SGD) {
+    if (!is_null(o->s1[i])) nm[k] = "momentum_buffer", t[k++] = o->s1[i];
+  } else {
+    nm[k] = "exp_avg", t[k++] = o->s1[i];
+    nm[k] = "exp_avg_sq", t[k++] = o->s2[i];
+  }
+  for (int j = 0; j < k && j < max; j++) {
+    if (names) names[j] = nm[j];
+    if (out) out[j] = t[j];
+  }
+  return k;
+}
+
+static void sgd_update(kiln_optim *o, int i, kiln_tensor g, kiln_loc loc) {
+  const kiln_sgd_opts *s = &o->sgd;
+  kiln_tensor p = o->params[i];
+  if (s->weight_decay != 0) g = kiln_add_at(g, kiln_mul_c_at(p, s->weight_decay, loc), loc);
+  if (s->momentum > 0) {
+    /* buf starts at zero, so momentum·0 + g reproduces torch's buf = g on
+     * the first step; dampening only applies from step 2: a graph input. */
+    kiln_tensor gd = g;
+    if (s->dampening != 0) gd = kiln_mul_s_at(g, o->steps == 1 ? 1.0 : 1.0 - s->dampening, loc);
+    kiln_tensor buf = kiln_add_at(kiln_mul_c_at(o->s1[i], s->momentum, loc), gd, loc);
+    kiln_assign_at(o->s1[i], buf, loc);
+    g = s->nesterov ? kiln_add_at(g, kiln_mul_c_at(buf, s->momentum, loc), loc) : buf;
+  }
+  kiln_assign_at(p, kiln_sub_at(p, kiln_mul_s_at(g, o->lr, loc), loc), loc);
+}
+
+static void adamw_update(kiln_optim *o, int i, kiln_tensor g, kiln_loc loc) {
+  const kiln_adamw_opts *a = &o->adam;
+  kiln_tensor p = o->params[i];
+  double t = (double)o->steps;
+  double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
+  /* Host-computed per-step factors enter as graph inputs (_s). */
+  if (a->weight_decay != 0) p = kiln_mul_s_at(p, 1.0 - o->lr * a->weight_decay, loc);
+  kiln_tensor m = kiln_add_at(kiln_mul_c_at(o->s1[i], a->beta1, loc), kiln_mul_c_at(g, 1.0 - a->beta1, loc), loc);
+  kiln_tensor v = kiln_add_at(kiln_mul_c_at(o->s2[i], a->beta2, loc),
+                              kiln_mul_c_at(kiln_mul_at(g, g, loc), 1.0 - a->beta2, loc), loc);
+  kiln_assign_at(o->s1[i], m, loc);
+  kiln_assign_at(o->s2[i], v, loc);
+  kiln_tensor denom = kiln_add_c_at(kiln_div_s_at(kiln_sqrt_at(v, loc), sqrt(bc2), loc), a->eps, loc);
+  kiln_tensor upd = kiln_mul_s_at(kiln_div_at(m, denom, loc), o->lr / bc1, loc);
+  kiln_assign_at(o->params[i], kiln_sub_at(p, upd, loc), loc);
+}
+
+kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *params, const kiln_tensor *grads,
+                                       kiln_loc loc) {
+  if (!o || !params || !grads) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim step: NULL argument");
+  if (n != o->n)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim step: %d parameters given, the optimizer has %d", n, o->n);
+  for (int i = 0; i < n; i++) {
+    if (params[i].index != o->params[i].index || params[i].gen != o->params[i].gen)
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim step: parameter %d is not the optimizer's parameter %d",
+                        i, i);
+    if (is_null(grads[i])) continue;
+    int64_t ps[KILN_MAX_RANK], gs[KILN_MAX_RANK];
+    int pr = kiln_shape(params[i], ps), gr = kiln_shape(grads[i], gs);
+    if (pr != gr || (pr > 0 && memcmp(ps, gs, (size_t)pr * sizeof *ps)))
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim step: gradient %d's shape differs from its parameter's",
+                        i);
+  }
+  o->steps++;
+  for (int i = 0; i < n; i++) {
+    if (is_null(grads[i])) continue;
+    kiln_tensor g = grads[i];
+    if (kiln_dtype_of(g) != kiln_dtype_of(o->params[i])) g = kiln_cast_at(g, kiln_dtype_of(o->params[i]), loc);
+    if (o->kind == OPT_SGD)
+      sgd_update(o, i, g, loc);
+    else
+      adamw_update(o, i, g, loc);
+  }
+  return kiln_last_status();
+}
+
+kiln_status kiln_optim_step_at(kiln_optim *o, kiln_loc loc) {
+  if (!o) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim step: NULL optimizer");
+#ifdef KILN_OPTIM_HAVE_AUTOGRAD
+  kiln_tensor *g = calloc((size_t)o->n, sizeof *g);
+  if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "optim step: out of host memory");
+  for (int i = 0; i < o->n; i++) g[i] = kiln_grad(o->params[i]);
+  kiln_status s = kiln_optim_step_tensors_at(o, o->n, o->params, g, loc);
+  free(g);
+  return s;
+#else
+  return kiln_error(KILN_ERR_UNSUPPORTED, loc,
+                    "optim step: kiln was built without autograd; use kiln_optim_step_tensors");
+#endif
+}
+
+double kiln_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, double base_lr, double min_lr) {
+  if (step < 0) step = 0;
+  if (warmup > 0 && step < warmup) return base_lr * (double)(step + 1) / (double)warmup;
+  double t = total > warmup ? (double)(step - warmup) / (double)(total - warmup) : 1.0;
+  if (t > 1) t = 1;
+  if (t < 0) t = 0;
+  return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + cos(M_PI * t));
+}
+
+kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor *out, double max_norm, kiln_loc loc) {
+  if (n <= 0 || !grads || !out || !(max_norm > 0)) {
+    return kiln_nn_fail(loc, "clip_grad_norm: need n > 0 gradients, an output array and max_norm > 0");
+  }
+  kiln_tensor sq = {0, 0};
+  for (int i = 0; i < n; i++) {
+    if (is_null(grads[i])) continue;
+    kiln_tensor g = kiln_cast_at(grads[i], KILN_F32, loc);
+    kiln_tensor s = kiln_sum_at(kiln_mul_at(g, g, loc), 0, NULL, 0, loc);
+    sq = is_null(sq) ? s : kiln_add_at(sq, s, loc);
+  }
+  if (is_null(sq)) sq = kiln_constant_at(KILN_F32, 0, loc);
+  kiln_tensor total = kiln_sqrt_at(sq, loc);
+  kiln_tensor scale = kiln_minimum_c_at(
+      kiln_div_at(kiln_scalar_at(KILN_F32, max_norm, loc), kiln_add_c_at(total, 1e-6, loc), loc), 1.0, loc);
+  for (int i = 0; i < n; i++) {
+    if (is_null(grads[i])) {
+      out[i] = grads[i];
+      continue;
+    }
+    kiln_tensor sc = kiln_dtype_of(grads[i]) == KILN_F32 ? scale : kiln_cast_at(scale, kiln_dtype_of(grads[i]), loc);
+    out[i] = kiln_mul_at(grads[i], sc, loc);
+  }
+  return total;
+}

@@ -1,0 +1,412 @@
+/* Checkpoints in the safetensors format: saving kiln tensors (atomically)
+ * and reading entries of a validated file back into tensors. The format
+ * itself (parse, validate, encode) lives in st_format.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/status.h"
+#include "frontend/api.h"
+#include "io/st_format.h"
+#include "kiln/io.h"
+
+/* The data section is the raw in-memory bytes of kiln's buffers. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
+
+struct kiln_st_file {
+  int fd;
+  char *path;
+  uint64_t data_start; /* file offset of the data section */
+  kiln_st_header h;
+};
+
+static kiln_tensor poisoned(kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend();
+  return fe ? kiln_fe_poison(fe, loc) : (kiln_tensor){0, 0};
+}
+
+static kiln_st_dt st_of_kiln(kiln_dtype d) {
+  switch (d) {
+    case KILN_F32: return KILN_ST_F32;
+    case KILN_F64: return KILN_ST_F64;
+    case KILN_I32: return KILN_ST_I32;
+    case KILN_I64: return KILN_ST_I64;
+    case KILN_BOOL: return KILN_ST_BOOL;
+    default: return KILN_ST_DTYPE_COUNT;
+  }
+}
+
+/* The kiln dtype an entry loads as, or -1 if none can hold it exactly. */
+static int kiln_of_st(kiln_st_dt d) {
+  switch (d) {
+    case KILN_ST_F32: case KILN_ST_F16: case KILN_ST_BF16: return KILN_F32;
+    case KILN_ST_F64: return KILN_F64;
+    case KILN_ST_I32: case KILN_ST_U8: case KILN_ST_I8: case KILN_ST_U16: case KILN_ST_I16: return KILN_I32;
+    case KILN_ST_I64: case KILN_ST_U32: return KILN_I64;
+    case KILN_ST_BOOL: return KILN_BOOL;
+    default: return -1;
+  }
+}
+
+/* ───────────── save ───────────── */
+
+kiln_status kiln_save_safetensors_at(const char *path, int n, const char *const *names, const kiln_tensor *tensors,
+                                     const char *const *metadata, kiln_loc loc) {
+  if (!path || !*path) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors: path is NULL or empty");
+  if (n < 0 || (n > 0 && (!names || !tensors)))
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: bad tensor list (n = %d%s)", path, n,
+                      n > 0 ? ", names or tensors is NULL" : "");
+  int n_meta = 0;
+  if (metadata) {
+    while (metadata[2 * n_meta]) {
+      if (!metadata[2 * n_meta + 1])
+        return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: metadata key \"%.200s\" has no value",
+                          path, metadata[2 * n_meta]);
+      n_meta++;
+    }
+  }
+  kiln_st_header h = {0};
+  h.n = n;
+  h.n_meta = n_meta;
+  h.has_meta = n_meta > 0;
+  /* The header borrows the caller's strings: freed below by hand, not with
+   * kiln_st_header_free. */
+  h.meta = (char **)metadata;
+  h.entries = calloc((size_t)(n ? n : 1), sizeof *h.entries);
+  char *json = NULL;
+  uint8_t *file = NULL;
+  kiln_st_header check = {0};
+  kiln_status s = KILN_OK;
+  if (!h.entries) {
+    s = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory", path);
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    kiln_st_entry *e = &h.entries[i];
+    if (!names[i]) {
+      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: name #%d is NULL", path, i);
+      goto out;
+    }
+    if (!strcmp(names[i], "__metadata__")) {
+      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: \"__metadata__\" is reserved", path);
+      goto out;
+    }
+    if (!kiln_is_valid(tensors[i])) {
+      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                     "save_safetensors %s: tensor \"%.200s\" (#%d) is null, stale or poisoned; nothing written",
+                     path, names[i], i);
+      goto out;
+    }
+    e->name = (char *)names[i];
+    e->dtype = st_of_kiln(kiln_dtype_of(tensors[i]));
+    e->rank = kiln_shape(tensors[i], e->shape);
+    if (e->dtype == KILN_ST_DTYPE_COUNT || e->rank < 0) {
+      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: tensor \"%.200s\" has no saveable dtype",
+                     path, names[i]);
+      goto out;
+    }
+  }
+  /* Data layout: widest elements first, so with the 8-aligned header every
+   * tensor's data is aligned to its element size in the file (readers that
+   * map the file can use it in place). The header keeps the caller's order. */
+  uint64_t at = 0;
+  for (size_t width = 8; width >= 1; width /= 2) {
+    for (int i = 0; i < n; i++) {
+      kiln_st_entry *e = &h.entries[i];
+      if (kiln_st_dt_bytes(e->dtype) != width) continue;
+      e->begin = at;
+      e->end = at + (uint64_t)kiln_numel(tensors[i]) * width;
+      at = e->end;
+    }
+  }
+  size_t json_n;
+  kiln_err err = {0};
+  if ((s = kiln_st_header_encode(&h, &json, &json_n, &err))) {
+    s = kiln_error(s, loc, "save_safetensors %s: %s", path, err.msg);
+    goto out;
+  }
+  /* Parse what we are about to write: the same checks a reader makes
+   * (duplicate names, offsets), so kiln never writes a file it would reject. */
+  if ((s = kiln_st_header_parse(json, json_n, at, &check, &err))) {
+    s = kiln_error(s == KILN_ERR_CORRUPT ? KILN_ERR_INVALID_ARGUMENT : s, loc, "save_safetensors %s: %s", path,
+                   err.msg);
+    goto out;
+  }
+  size_t total = 8 + json_n + (size_t)at;
+  file = malloc(total);
+  if (!file) {
+    s = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory for %zu bytes", path, total);
+    goto out;
+  }
+  for (int k = 0; k < 8; k++) file[k] = (uint8_t)((uint64_t)json_n >> (8 * k));
+  memcpy(file + 8, json, json_n);
+  for (int i = 0; i < n; i++) {
+    const kiln_st_entry *e = &h.entries[i];
+    size_t bytes = (size_t)(e->end - e->begin);
+    if (!bytes) continue;
+    if ((s = kiln_to_host_at(tensors[i], file + 8 + json_n + e->begin, bytes, loc))) {
+      kiln_error(s, loc, "save_safetensors %s: cannot read tensor \"%.200s\"; nothing written", path, names[i]);
+      goto out;
+    }
+  }
+  if ((s = kiln_fs_write_atomic(path, file, total, &err)))
+    s = kiln_error(s, loc, "save_safetensors %s: %s (the previous file, if any, is unchanged)", path, err.msg);
+out:
+  kiln_st_header_free(&check);
+  free(h.entries);
+  free(json);
+  free(file);
+  return s;
+}
+
+/* ───────────── load ───────────── */
+
+/* pread until n bytes or EOF/error: bytes read, -1 on error. */
+static ssize_t pread_all(int fd, void *buf, size_t n, uint64_t off) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+kiln_status kiln_st_open_at(const char *path, kiln_st_file **out, kiln_loc loc) {
+  if (out) *out = NULL;
+  if (!path || !out) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_open: path or out is NULL");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return kiln_error(KILN_ERR_IO, loc, "safetensors file %s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  kiln_err err = {0};
+  kiln_status s;
+  char *json = NULL;
+  kiln_st_file *f = NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    s = kiln_error(KILN_ERR_IO, loc, "safetensors file %s: not a regular file", path);
+    goto fail;
+  }
+  uint64_t size = (uint64_t)st.st_size, hl;
+  uint8_t prefix[8] = {0};
+  ssize_t r = pread_all(fd, prefix, size < 8 ? (size_t)size : 8, 0);
+  if (r < 0) {
+    s = kiln_error(KILN_ERR_IO, loc, "safetensors file %s: cannot read: %s", path, strerror(errno));
+    goto fail;
+  }
+  if ((uint64_t)r < 8) size = (uint64_t)r; /* shrank since fstat */
+  if ((s = kiln_st_prefix_check(prefix, size, &hl, &err))) {
+    s = kiln_error(s, loc, "safetensors file %s: %s", path, err.msg);
+    goto fail;
+  }
+  json = malloc(hl ? (size_t)hl : 1);
+  f = calloc(1, sizeof *f);
+  if (f) f->path = strdup(path);
+  if (!json || !f || !f->path) {
+    s = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "safetensors file %s: out of memory", path);
+    goto fail;
+  }
+  r = pread_all(fd, json, (size_t)hl, 8);
+  if (r < 0 || (uint64_t)r != hl) {
+    s = kiln_error(r < 0 ? KILN_ERR_IO : KILN_ERR_CORRUPT, loc, "safetensors file %s: truncated header (%s)", path,
+                   r < 0 ? strerror(errno) : "short read");
+    goto fail;
+  }
+  if ((s = kiln_st_header_parse(json, (size_t)hl, size - 8 - hl, &f->h, &err))) {
+    s = kiln_error(s, loc, "safetensors file %s: %s", path, err.msg);
+    goto fail;
+  }
+  free(json);
+  f->fd = fd;
+  f->data_start = 8 + hl;
+  *out = f;
+  return KILN_OK;
+fail:
+  free(json);
+  if (f) free(f->path);
+  free(f);
+  close(fd);
+  return s;
+}
+
+int kiln_st_count(const kiln_st_file *f) { return f ? f->h.n : 0; }
+
+const char *kiln_st_name(const kiln_st_file *f, int i) {
+  return f && i >= 0 && i < f->h.n ? f->h.entries[i].name : NULL;
+}
+
+int kiln_st_find(const kiln_st_file *f, const char *name) {
+  return f && name ? kiln_st_header_find(&f->h, name) : -1;
+}
+
+int kiln_st_shape(const kiln_st_file *f, int i, int64_t *out) {
+  if (!f || i < 0 || i >= f->h.n) return -1;
+  const kiln_st_entry *e = &f->h.entries[i];
+  if (out) memcpy(out, e->shape, sizeof(int64_t) * (size_t)e->rank);
+  return e->rank;
+}
+
+const char *kiln_st_dtype_str(const kiln_st_file *f, int i) {
+  return f && i >= 0 && i < f->h.n ? kiln_st_dt_name(f->h.entries[i].dtype) : NULL;
+}
+
+int kiln_st_dtype(const kiln_st_file *f, int i) {
+  return f && i >= 0 && i < f->h.n ? kiln_of_st(f->h.entries[i].dtype) : -1;
+}
+
+const char *kiln_st_metadata(const kiln_st_file *f, const char *key) {
+  if (!f || !key) return NULL;
+  for (int i = 0; i < f->h.n_meta; i++)
+    if (!strcmp(f->h.meta[2 * i], key)) return f->h.meta[2 * i + 1];
+  return NULL;
+}
+
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
+  if (ex == 0) {
+    float v = ldexpf((float)man, -24); /* zero or subnormal */
+    return sign ? -v : v;
+  }
+  if (ex == 31) bits = sign | 0x7f800000u | (man << 13);
+  else bits = sign | ((ex + 112) << 23) | (man << 13);
+  float v;
+  memcpy(&v, &bits, 4);
+  return v;
+}
+
+/* Convert numel elements of st dtype `d` at src into kiln dtype kd at dst. */
+static void convert(kiln_st_dt d, const uint8_t *src, void *dst, size_t numel) {
+  for (size_t i = 0; i < numel; i++) {
+    switch (d) {
+      case KILN_ST_F16:
+      case KILN_ST_BF16: {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        float v;
+        if (d == KILN_ST_F16) {
+          v = f16_to_f32(h);
+        } else {
+          uint32_t bits = (uint32_t)h << 16;
+          memcpy(&v, &bits, 4);
+        }
+        ((float *)dst)[i] = v;
+        break;
+      }
+      case KILN_ST_U8: ((int32_t *)dst)[i] = src[i]; break;
+      case KILN_ST_I8: ((int32_t *)dst)[i] = (int8_t)src[i]; break;
+      case KILN_ST_U16: {
+        uint16_t v;
+        memcpy(&v, src + 2 * i, 2);
+        ((int32_t *)dst)[i] = v;
+        break;
+      }
+      case KILN_ST_I16: {
+        int16_t v;
+        memcpy(&v, src + 2 * i, 2);
+        ((int32_t *)dst)[i] = v;
+        break;
+      }
+      case KILN_ST_U32: {
+        uint32_t v;
+        memcpy(&v, src + 4 * i, 4);
+        ((int64_t *)dst)[i] = v;
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+kiln_tensor kiln_st_tensor_at(kiln_st_file *f, const char *name, kiln_loc loc) {
+  if (!f || !name) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_tensor: file or name is NULL");
+    return poisoned(loc);
+  }
+  int i = kiln_st_header_find(&f->h, name);
+  if (i < 0) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "safetensors file %s: no tensor named \"%.200s\"", f->path, name);
+    return poisoned(loc);
+  }
+  const kiln_st_entry *e = &f->h.entries[i];
+  int kd = kiln_of_st(e->dtype);
+  if (kd < 0) {
+    kiln_error(KILN_ERR_UNSUPPORTED, loc, "safetensors file %s: tensor \"%.200s\" has dtype %s, which kiln cannot load",
+               f->path, name, kiln_st_dt_name(e->dtype));
+    return poisoned(loc);
+  }
+  size_t bytes = (size_t)(e->end - e->begin), numel = bytes / kiln_st_dt_bytes(e->dtype);
+  int needs_convert = kiln_st_dt_bytes(e->dtype) != kiln_dtype_size((kiln_dtype)kd) || e->dtype == KILN_ST_BF16 ||
+                      e->dtype == KILN_ST_F16;
+  uint8_t *raw = malloc(bytes ? bytes : 1);
+  void *conv = needs_convert ? malloc(numel ? numel * kiln_dtype_size((kiln_dtype)kd) : 1) : NULL;
+  kiln_tensor t;
+  if (!raw || (needs_convert && !conv)) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "safetensors file %s: out of memory for tensor \"%.200s\"", f->path,
+               name);
+    t = poisoned(loc);
+    goto out;
+  }
+  ssize_t r = pread_all(f->fd, raw, bytes, f->data_start + e->begin);
+  if (r < 0 || (size_t)r != bytes) {
+    kiln_error(r < 0 ? KILN_ERR_IO : KILN_ERR_CORRUPT, loc,
+               "safetensors file %s: cannot read tensor \"%.200s\" (%s)", f->path, name,
+               r < 0 ? strerror(errno) : "file shorter than when it was opened");
+    t = poisoned(loc);
+    goto out;
+  }
+  if (e->dtype == KILN_ST_BOOL)
+    for (size_t k = 0; k < bytes; k++) raw[k] = raw[k] != 0; /* kiln's BOOL is exactly 0 or 1 */
+  if (needs_convert) convert(e->dtype, raw, conv, numel);
+  t = kiln_from_host_at(needs_convert ? conv : raw, (kiln_dtype)kd, e->rank, e->shape, loc);
+out:
+  free(raw);
+  free(conv);
+  return t;
+}
+
+kiln_status kiln_st_load_into_at(kiln_st_file *f, const char *name, kiln_tensor dst, kiln_loc loc) {
+  if (!f || !name) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_load_into: file or name is NULL");
+  int i = kiln_st_header_find(&f->h, name);
+  if (i < 0)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "safetensors file %s: no tensor named \"%.200s\"", f->path,
+                      name);
+  if (!kiln_is_valid(dst))
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_load_into \"%.200s\": destination is null, stale or poisoned",
+                      name);
+  const kiln_st_entry *e = &f->h.entries[i];
+  int64_t shape[KILN_MAX_RANK];
+  int rank = kiln_shape(dst, shape);
+  int same = rank == e->rank && !memcmp(shape, e->shape, sizeof(int64_t) * (size_t)rank);
+  int kd = kiln_of_st(e->dtype);
+  if (!same || kd != (int)kiln_dtype_of(dst)) {
+    char fs[160] = "", ds[160] = "";
+    size_t a = 0, b = 0;
+    for (int d = 0; d < e->rank && a < sizeof fs - 24; d++)
+      a += (size_t)snprintf(fs + a, sizeof fs - a, "%s%lld", d ? "," : "", (long long)e->shape[d]);
+    for (int d = 0; d < rank && b < sizeof ds - 24; d++)
+      b += (size_t)snprintf(ds + b, sizeof ds - b, "%s%lld", d ? "," : "", (long long)shape[d]);
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "safetensors file %s: tensor \"%.200s\" is %s [%s] but the destination is %s [%s]", f->path,
+                      name, kiln_st_dt_name(e->dtype), fs, kiln_dtype_name(kiln_dtype_of(dst)), ds);
+  }
+  kiln_tensor t = kiln_st_tensor_at(f, name, loc);
+  if (!kiln_is_valid(t)) return kiln_last_status() ? kiln_last_status() : KILN_ERR_INTERNAL;
+  kiln_assign_at(dst, t, loc);
+  if (!kiln_is_valid(dst)) return kiln_last_status() ? kiln_last_status() : KILN_ERR_INTERNAL;
+  return KILN_OK;
+}
+
+void kiln_st_close(kiln_st_file *f) {
+  if (!f) return;
+  close(f->fd);
+  kiln_st_header_free(&f->h);
+  free(f->path);
+  free(f);
+}

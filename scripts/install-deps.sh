@@ -11,6 +11,8 @@ packages=(
   pkg-config
   libdnnl-dev       # oneDNN: the GEMM library (fastest measured, see docs/gemm.md)
   libopenblas-dev   # OpenBLAS: the GEMM fallback
+  zlib1g-dev        # reading the gzipped Fashion-MNIST files
+  dataset-fashion-mnist # the training data set (IDX files under /usr/share/datasets)
   clang             # libFuzzer harnesses (make fuzz)
   libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes
 )

@@ -349,5 +349,6 @@ void kiln_metrics_clear(void);
 #include "kiln/nn.h"
 #include "kiln/optim.h"
 #include "kiln/io.h"
+#include "kiln/data.h"
 
 #endif /* KILN_KILN_H */

@@ -350,5 +350,7 @@ void kiln_metrics_clear(void);
 #include "kiln/optim.h"
 #include "kiln/io.h"
 #include "kiln/data.h"
+#include "kiln/models.h"
+#include "kiln/summary.h"
 
 #endif /* KILN_KILN_H */

@@ -26,6 +26,7 @@
 #include "debug/metrics.h"
 #include "kiln/kiln.h"
 #include "runtime/compiler.h"
+#include "tools/train.h"
 
 /* Exit codes. */
 enum { KILN_CLI_OK = 0, KILN_CLI_PROBLEM = 1, KILN_CLI_USAGE = 2 };
@@ -44,6 +45,8 @@ static int kiln_cli_help(int argc, char **argv);
 static const kiln_cli_command kiln_cli_commands[] = {
     {"version", "", "print the library version and the backends", kiln_cli_version},
     {"doctor", "[--quick]", "check this machine: CPU, threads, GEMM, compiler, cache", kiln_cli_doctor},
+    {"train", "[--model mlp|cnn|transformer] [...]", "train a classifier on Fashion-MNIST (--help for options)",
+     kiln_cli_train},
     {"help", "", "print this message", kiln_cli_help},
 };
 enum { KILN_CLI_N_COMMANDS = sizeof kiln_cli_commands / sizeof kiln_cli_commands[0] };

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int kt_failed_checks;
-static int kt_cur_failed;
+static int kt_failed_checks __attribute__((unused));
+static int kt_cur_failed __attribute__((unused));
 
 #define KT_FAIL(...)                                   \
   do {                                                 \

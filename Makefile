@@ -2,7 +2,8 @@
 # Debian 12: it first installs missing packages (scripts/install-deps.sh,
 # a no-op when everything is present), then configures and builds with CMake.
 #
-#   make demo      build (build/) and run the demo
+#   make demo      build (build/) and train the default model on Fashion-MNIST
+#                  (kiln train; DEMO_ARGS adds options, e.g. DEMO_ARGS='--model cnn')
 #   make test      the whole suite, then again under ASan+UBSan (build-asan/)
 #   make tsan      thread pool / executor tests under ThreadSanitizer (build-tsan/)
 #   make fuzz      libFuzzer harnesses for FUZZ_SECONDS each (build-fuzz/, clang)
@@ -36,8 +37,9 @@ deps:
 build: deps
 	@bash scripts/build.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
+DEMO_ARGS ?=
 demo: build
-	@$(BUILD)/bin/examples/demo
+	@$(BUILD)/bin/kiln train --checkpoint $(BUILD)/fashion-mnist.safetensors --logdir $(BUILD)/tensorboard $(DEMO_ARGS)
 
 test: deps
 	@bash scripts/test.sh

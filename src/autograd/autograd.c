@@ -225,7 +225,25 @@ static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *se
       rc = any ? kiln_ag_vjp(fe, x, g, want, gin, loc) : 0;
       for (int k = 0; any && !rc && k < x->n_in; k++) {
         if (!gin[k]) continue;
-        int64_t p = posmap_get(&pm, x->in[k]);
+        kiln_node *dst = x->in[k], *gk = gin[k];
+        /* A matmul gradient headed for a transpose (a Linear layer's weight,
+         * used as x @ W^T) goes to the transposed tensor directly as one GEMM
+         * in its own layout: otherwise every consumer of the gradient (the
+         * optimizer update) would read it through a transpose, with strided
+         * loads. The chain rule is linear, so W's other contributions still
+         * arrive through the PERMUTE node. */
+        if (gk->op == KILN_OP_MATMUL && kiln_ag_is_swap_last2(dst)) {
+          int64_t pw = posmap_get(&pm, dst->in[0]);
+          if (pw >= 0 && needs[pw]) {
+            kiln_node *t = kiln_ag_transposed_matmul(fe, gk, loc);
+            if (t) {
+              dst = dst->in[0];
+              gk = t;
+            }
+          }
+        }
+        int64_t p = posmap_get(&pm, dst);
+        gin[k] = gk;
         if (!grads[p]) {
           grads[p] = gin[k];
         } else {

@@ -19,6 +19,13 @@ int kiln_ag_differentiable(int op);
 int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *want, kiln_node **gin,
                 kiln_loc loc);
 
+/* 1 if n is a PERMUTE that swaps the last two axes only. */
+int kiln_ag_is_swap_last2(const kiln_node *n);
+/* For a MATMUL node mm = a @ b, a new node computing its transpose
+ * (swap of the last two axes) as b^T @ a^T: a GEMM that writes the
+ * transposed layout directly (NULL on out-of-memory). */
+kiln_node *kiln_ag_transposed_matmul(kiln_frontend *fe, kiln_node *mm, kiln_loc loc);
+
 /* Forget every requiring-grad record (their gradient tensors were released
  * with the runtime). kiln_shutdown must call it: slot numbers restart with a
  * new runtime, so stale records could match new tensors. */

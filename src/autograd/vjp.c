@@ -77,6 +77,7 @@ static kiln_node *permute(vctx *c, kiln_node *a, const int *perm) {
   return id ? a : mk(c, KILN_OP_PERMUTE, (kiln_dtype)a->dtype, a->rank, s, 1, &a, a->rank, attr, 0.0);
 }
 static kiln_node *swap_last2(vctx *c, kiln_node *a) {
+  if (a && kiln_ag_is_swap_last2(a)) return a->in[0]; /* swap(swap(x)) = x: no node */
   int p[KILN_MAX_RANK];
   for (int i = 0; i < a->rank; i++) p[i] = i;
   p[a->rank - 2] = a->rank - 1;
@@ -123,6 +124,18 @@ static kiln_node *clamp_idx(vctx *c, kiln_node *ix, int64_t d) {
 }
 static kiln_node *iota(vctx *c, kiln_dtype dt, int rank, const int64_t *shape, int64_t axis) {
   return mk(c, KILN_OP_IOTA, dt, rank, shape, 0, NULL, 1, &axis, 0.0);
+}
+
+int kiln_ag_is_swap_last2(const kiln_node *n) {
+  if (n->op != KILN_OP_PERMUTE || n->rank < 2 || n->n_iattr < n->rank) return 0;
+  for (int i = 0; i < n->rank - 2; i++)
+    if (n->iattr[i] != i) return 0;
+  return n->iattr[n->rank - 2] == n->rank - 1 && n->iattr[n->rank - 1] == n->rank - 2;
+}
+
+kiln_node *kiln_ag_transposed_matmul(kiln_frontend *fe, kiln_node *mm, kiln_loc loc) {
+  vctx c = {fe, loc};
+  return matmul(&c, swap_last2(&c, mm->in[1]), swap_last2(&c, mm->in[0]));
 }
 
 int kiln_ag_differentiable(int op) {

@@ -1,9 +1,8 @@
 /* Conv2d, pooling and BatchNorm2d (NCHW).
  *
- * im2col is one index_select: the padded input is viewed as [N, C, Hp·Wp]
- * and gathered with a host-computed i64 index [kh·kw, OH·OW], giving the
- * columns [N, C, kh·kw, OH·OW] in one node (stride, dilation and padding are
- * all in the index). A convolution is then one batched matmul per group,
+ * im2col stacks one strided slice of the padded input per window offset,
+ * giving the columns [N, C, kh·kw, OH·OW] (stride, dilation and padding are
+ * in the slices); the slices and their gradients are fused data movement. A convolution is then one batched matmul per group,
  * W [g, O/g, C/g·kh·kw] @ cols [N, g, C/g·kh·kw, L], with no transposes; a
  * pooling is a max/mean over the window axis. */
 #include <math.h>
@@ -30,26 +29,30 @@ static kiln_tensor im2col(kiln_tensor x, int kh, int kw, int stride, int pad, in
     return kiln_nn_fail(loc, "%s: window %dx%d (dilation %d) larger than the padded input %lldx%lld", op, kh, kw, dil,
                         (long long)Hp, (long long)Wp);
   int64_t KK = (int64_t)kh * kw, L = OH * OW;
-  int64_t *idx = malloc((size_t)(KK * L) * sizeof *idx);
-  if (!idx) return kiln_nn_fail(loc, "%s: out of host memory for the im2col index", op);
-  for (int ki = 0; ki < kh; ki++)
-    for (int kj = 0; kj < kw; kj++)
-      for (int64_t i = 0; i < OH; i++)
-        for (int64_t j = 0; j < OW; j++)
-          idx[((int64_t)ki * kw + kj) * L + i * OW + j] =
-              (i * stride + (int64_t)ki * dil) * Wp + (j * stride + (int64_t)kj * dil);
-  int64_t is[2] = {KK, L};
-  /* a graph input (data, not a constant): a new shape only re-traces */
-  kiln_tensor ti = kiln_from_host_at(idx, KILN_I64, 2, is, loc);
-  free(idx);
+  if (KK > 4096) return kiln_nn_fail(loc, "%s: window %dx%d is too large", op, kh, kw);
   if (pad) {
     int64_t lo[4] = {0, 0, pad, pad}, hi[4] = {0, 0, pad, pad};
     x = kiln_pad_at(x, lo, hi, pad_value, loc);
   }
-  int64_t fs[3] = {N, C, Hp * Wp};
+  /* One strided slice per window offset, stacked: every op here is
+   * elementwise data movement that fuses, and so is its gradient (slices
+   * pad, concat slices). A gather with an index tensor would need a
+   * scatter-add in the backward pass. */
+  kiln_tensor stack_buf[64], *parts = KK <= 64 ? stack_buf : malloc(sizeof *parts * (size_t)KK);
+  if (!parts) return kiln_nn_fail(loc, "%s: out of host memory", op);
+  int64_t ps[4] = {N, C, 1, L};
+  for (int ki = 0; ki < kh; ki++)
+    for (int kj = 0; kj < kw; kj++) {
+      int64_t r0 = (int64_t)ki * dil, c0 = (int64_t)kj * dil;
+      kiln_tensor t = kiln_slice_at(x, 2, r0, r0 + (OH - 1) * stride + 1, stride, loc);
+      t = kiln_slice_at(t, 3, c0, c0 + (OW - 1) * stride + 1, stride, loc);
+      parts[ki * kw + kj] = kiln_reshape_at(t, 4, ps, loc);
+    }
+  kiln_tensor cols = kiln_concat_at((int)KK, parts, 2, loc);
+  if (parts != stack_buf) free(parts);
   *oh = OH;
   *ow = OW;
-  return kiln_index_select_at(kiln_reshape_at(x, 3, fs, loc), 2, ti, loc);
+  return cols;
 }
 
 kiln_tensor kiln_conv2d_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, int stride, int padding, int dilation,
@@ -119,6 +122,18 @@ kiln_tensor kiln_pool2d_at(kiln_tensor x, int is_max, int k, int stride, int pad
   if (stride == 0) stride = k;
   if (padding < 0 || 2 * padding > k)
     return kiln_nn_fail(loc, "%s: padding %d must be at most half the window %d", op, padding, k);
+  int64_t xs[KILN_MAX_RANK];
+  if (stride == k && padding == 0 && k > 0 && kiln_shape(x, xs) == 4 && xs[2] >= k && xs[3] >= k) {
+    /* Non-overlapping windows: crop to whole windows, view as
+     * [N, C, OH, k, OW, k] and reduce the two window axes. A reshape and a
+     * reduction, whose gradient is one broadcast compare: no strided slices. */
+    int64_t OH = xs[2] / k, OW = xs[3] / k;
+    kiln_tensor c = kiln_slice_at(kiln_slice_at(x, 2, 0, OH * k, 1, loc), 3, 0, OW * k, 1, loc);
+    int64_t vs[6] = {xs[0], xs[1], OH, k, OW, k};
+    int ax[2] = {3, 5};
+    c = kiln_reshape_at(c, 6, vs, loc);
+    return is_max ? kiln_max_at(c, 2, ax, 0, loc) : kiln_mean_at(c, 2, ax, 0, loc);
+  }
   int64_t OH, OW;
   kiln_tensor cols = im2col(x, k, k, stride, padding, 1, is_max ? -INFINITY : 0.0, &OH, &OW, op, loc);
   if (!kiln_is_valid(cols)) return cols;

@@ -73,6 +73,36 @@ run sgemm-1t KILN_NUM_THREADS=1 -- sgemm
 [ "$cores" -gt 1 ] && run "sgemm-${cores}t" -- sgemm
 run compile -- compile
 
+# Training steps side by side with PyTorch eager (bench/torch_train.py): the
+# torch baseline runs first, in the same run, once per BLAS/OpenMP setting,
+# and the fastest is passed to the kiln side (KILN_BENCH_TORCH_TRAIN_*). This
+# shell may export OPENBLAS_CORETYPE=Haswell, which slows OpenBLAS on this
+# CPU; and torch's OpenMP threads spinning beside OpenBLAS's pthreads fight
+# over the cores unless OMP_WAIT_POLICY=PASSIVE. Without torch the kiln
+# figures are emitted with the baseline marked missing.
+has_torch=0
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 && has_torch=1
+for model in mlp encoder demo; do
+  tenv=()
+  if [ $has_torch = 1 ]; then
+    best_ms='' best_rss='' best_cfg=''
+    for cfg in "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE" "OPENBLAS_CORETYPE=unset OMP_WAIT_POLICY=PASSIVE" \
+      "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=default"; do
+      cenv=(-u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY)
+      for kv in $cfg; do case $kv in *=unset | *=default) ;; *) cenv+=("$kv") ;; esac; done
+      r=$(env "${cenv[@]}" /usr/bin/python3 "$root/bench/torch_train.py" "$model" "$cores" 2>/dev/null) || continue
+      ms=${r%% *}
+      echo "== PyTorch train $model ($cfg): $ms ms/step, peak RSS ${r##* } MiB"
+      if [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then
+        best_ms=$ms best_rss=${r##* } best_cfg=$cfg
+      fi
+    done
+    [ -n "$best_ms" ] && tenv=(KILN_BENCH_TORCH_TRAIN_MS="$best_ms" KILN_BENCH_TORCH_TRAIN_RSS_MB="$best_rss"
+      "KILN_BENCH_TORCH_TRAIN_BLAS=${best_cfg// /, }")
+  fi
+  run "train-$model" KILN_BENCH_TRAIN=$model ${tenv[@]+"${tenv[@]}"} -- train_step
+done
+
 # ── latest.json ──
 awk -F'\t' -v machine="$machine" -v date="$date_utc" '
   function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return "\"" s "\"" }

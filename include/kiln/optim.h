@@ -80,6 +80,9 @@ void kiln_optim_set_step_count(kiln_optim *o, int64_t steps);
 kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *params, const kiln_tensor *grads,
                                        kiln_loc loc);
 /* One update with the gradients accumulated by autograd (kiln_grad(p)).
+ * It does not clear them: call kiln_zero_grad(p) for each parameter after
+ * the update (before the step marker, so gradients are not step outputs),
+ * or they keep accumulating as in gradient accumulation.
  * KILN_ERR_UNSUPPORTED when kiln was built without autograd. */
 #define kiln_optim_step(o) kiln_optim_step_at((o), KILN_HERE)
 kiln_status kiln_optim_step_at(kiln_optim *o, kiln_loc loc);

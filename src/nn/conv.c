@@ -65,7 +65,7 @@ kiln_tensor kiln_conv2d_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, int s
     return kiln_nn_fail(
         loc, "conv2d: %lld input channels, %lld output channels and weight [%lld, %lld, ..] do not fit %d groups",
         (long long)C, (long long)O, (long long)O, (long long)ws[1], groups);
-  int64_t OH, OW;
+  int64_t OH = 0, OW = 0;
   kiln_tensor cols = im2col(x, (int)ws[2], (int)ws[3], stride, padding, dilation, 0.0, &OH, &OW, "conv2d", loc);
   if (!kiln_is_valid(cols)) return cols;
   int64_t CK = C / g * ws[2] * ws[3];
@@ -134,7 +134,7 @@ kiln_tensor kiln_pool2d_at(kiln_tensor x, int is_max, int k, int stride, int pad
     c = kiln_reshape_at(c, 6, vs, loc);
     return is_max ? kiln_max_at(c, 2, ax, 0, loc) : kiln_mean_at(c, 2, ax, 0, loc);
   }
-  int64_t OH, OW;
+  int64_t OH = 0, OW = 0;
   kiln_tensor cols = im2col(x, k, k, stride, padding, 1, is_max ? -INFINITY : 0.0, &OH, &OW, op, loc);
   if (!kiln_is_valid(cols)) return cols;
   int ax[1] = {2};

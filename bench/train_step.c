@@ -1,0 +1,340 @@
+/* Training steps through the public API, side by side with PyTorch eager
+ * (bench/torch_train.py, measured by bench/run.sh in the same run and passed
+ * in the environment). One model per process, chosen by $KILN_BENCH_TRAIN,
+ * so that the peak resident memory is the model's own:
+ *
+ *   mlp      MLP 784-1024-1024-10 (Linear, ReLU), x [128, 784], cross-entropy,
+ *            plain SGD; also the achieved GFLOP/s beside the FMA peak
+ *   encoder  Transformer encoder layer d_model 256, 4 heads, feed-forward
+ *            1024, ReLU, post-norm, dropout 0.1 in training mode, x [16, 128,
+ *            256], loss = mean of the output, plain SGD
+ *   demo     the demo's default model kiln_model_create(KILN_MODEL_MLP, 10,
+ *            seed) on a Fashion-MNIST shaped batch [128, 28, 28], cross-
+ *            entropy, SGD momentum 0.9; also the peak resident memory
+ *
+ * A step is: kiln_from_host of a fixed random batch, forward, loss,
+ * kiln_backward, kiln_optim_step, kiln_zero_grad, kiln_mark_step, kiln_wait. Each step is
+ * timed from its first call to the end of kiln_wait (torch eager on the CPU
+ * is synchronous, so both sides time the same thing); the figure is the
+ * median of 50 steps after 10 warm-up steps (the first compiles).
+ *
+ * Every model also reports its executions per training step (must be 1):
+ * the ExecutionsPerStep metric and Execute / MarkStep over the timed steps.
+ *
+ * Baselines (environment, from bench/run.sh): KILN_BENCH_TORCH_TRAIN_MS
+ * (torch's median step in ms), KILN_BENCH_TORCH_TRAIN_RSS_MB (its peak
+ * resident memory), KILN_BENCH_TORCH_TRAIN_BLAS (the OpenBLAS core type it
+ * ran with). Absent: the figures are emitted with the baseline marked
+ * missing and the bar not passed. */
+#include <stdint.h>
+
+#include "bench_util.h"
+#include "machine.h"
+/* Internal, for the diagnostic per-kernel profile only (KILN_BENCH_TRAIN_PROFILE). */
+#include "runtime/runtime.h"
+
+enum { WARMUP = 10, STEPS = 50, MAX_PARAMS = 32 };
+
+/* Fixed pseudo-random host data (splitmix64): generated once. */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static float rng_unit(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) * 0x1.0p-53); }
+
+/* Peak resident set (VmHWM) of this process in MiB; 0 if unknown. */
+static double peak_rss_mb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+  fclose(f);
+  return kb / 1024.0;
+}
+
+typedef struct bench_model {
+  const char *name;
+  /* one of the three, the others NULL */
+  kiln_linear *fc[3];
+  kiln_encoder_layer *enc;
+  kiln_model *demo;
+  kiln_tensor params[MAX_PARAMS];
+  int n_params;
+  int64_t x_shape[3];
+  int x_rank;
+  int has_target; /* cross-entropy against labels, else mean */
+  double momentum;
+  double macs_per_example; /* forward multiply-adds, for GFLOP/s */
+  double bar;              /* kiln / torch step time must be <= bar */
+} bench_model;
+
+static kiln_tensor forward(const bench_model *m, kiln_tensor x, uint64_t seed) {
+  if (m->fc[0]) {
+    kiln_tensor h = kiln_relu(kiln_linear_forward(m->fc[0], x));
+    h = kiln_relu(kiln_linear_forward(m->fc[1], h));
+    return kiln_linear_forward(m->fc[2], h);
+  }
+  if (m->enc) {
+    kiln_attn_opts o = {.training = 1, .seed = seed};
+    return kiln_encoder_layer_forward(m->enc, x, &o);
+  }
+  return kiln_model_forward(m->demo, x, 1, seed);
+}
+
+static int setup(bench_model *m, const char *which) {
+  memset(m, 0, sizeof *m);
+  m->name = which;
+  if (!strcmp(which, "mlp")) {
+    m->fc[0] = kiln_linear_create(784, 1024, 1, 1);
+    m->fc[1] = kiln_linear_create(1024, 1024, 1, 2);
+    m->fc[2] = kiln_linear_create(1024, 10, 1, 3);
+    for (int i = 0; i < 3; i++) {
+      if (!m->fc[i]) return -1;
+      m->params[m->n_params++] = m->fc[i]->weight;
+      m->params[m->n_params++] = m->fc[i]->bias;
+    }
+    m->x_rank = 2, m->x_shape[0] = 128, m->x_shape[1] = 784;
+    m->has_target = 1, m->momentum = 0, m->bar = 0.8;
+    m->macs_per_example = 784.0 * 1024 + 1024.0 * 1024 + 1024.0 * 10;
+  } else if (!strcmp(which, "encoder")) {
+    m->enc = kiln_encoder_layer_create(256, 4, 1024, 0.1, 0, 0, 1e-5, 1);
+    if (!m->enc) return -1;
+    m->n_params = kiln_module_params(&m->enc->m, NULL, m->params, MAX_PARAMS);
+    m->x_rank = 3, m->x_shape[0] = 16, m->x_shape[1] = 128, m->x_shape[2] = 256;
+    m->has_target = 0, m->momentum = 0, m->bar = 0.6;
+    /* per token: in_proj 3·D², scores + weighted sum 2·T·D, out_proj D², FF 2·D·FF */
+    m->macs_per_example = 128.0 * (3.0 * 256 * 256 + 2.0 * 128 * 256 + 256.0 * 256 + 2.0 * 256 * 1024);
+  } else if (!strcmp(which, "demo")) {
+    m->demo = kiln_model_create(KILN_MODEL_MLP, 10, 1);
+    if (!m->demo) return -1;
+    m->n_params = kiln_model_params(m->demo, NULL, m->params, MAX_PARAMS);
+    m->x_rank = 3, m->x_shape[0] = 128, m->x_shape[1] = 28, m->x_shape[2] = 28;
+    m->has_target = 1, m->momentum = 0.9, m->bar = 0.7;
+    m->macs_per_example = kiln_model_forward_flops(m->demo);
+  } else {
+    fprintf(stderr, "train_step: KILN_BENCH_TRAIN must be mlp, encoder or demo, not '%s'\n", which);
+    return -1;
+  }
+  if (m->n_params <= 0 || m->n_params > MAX_PARAMS) return -1;
+  for (int i = 0; i < m->n_params; i++) kiln_requires_grad(m->params[i]);
+  return 0;
+}
+
+static void free_model(bench_model *m) {
+  for (int i = 0; i < 3; i++) kiln_linear_free(m->fc[i]);
+  kiln_encoder_layer_free(m->enc);
+  kiln_model_free(m->demo);
+}
+
+/* ── diagnostic per-kernel profile (KILN_BENCH_TRAIN_PROFILE=1) ──
+ * Wraps the backend's execute to add up, per kernel name, the CPU backend's
+ * own per-kernel timings (last_kernel_timings) over the timed steps. Not
+ * part of the figures: it is how docs/performance.md finds where a step's
+ * time goes. */
+enum { PROF_MAX = 512 };
+typedef struct prof_row {
+  const char *name;
+  double ns, flops, bytes;
+  long n;
+} prof_row;
+static prof_row prof_rows[PROF_MAX];
+static int prof_n, prof_on;
+static kiln_backend_vtable prof_vt;
+static const kiln_backend_vtable *prof_orig;
+
+static kiln_status prof_execute(kiln_backend *b, kiln_executable *e, void *const *in, void *const *out,
+                                kiln_err *err) {
+  kiln_status s = prof_orig->execute(b, e, in, out, err);
+  const kiln_kernel_timing *t = NULL;
+  int n = prof_on && prof_orig->last_kernel_timings ? prof_orig->last_kernel_timings(b, e, &t) : 0;
+  for (int i = 0; i < n; i++) {
+    const char *nm = t[i].name ? t[i].name : "?";
+    int k = 0;
+    while (k < prof_n && strcmp(prof_rows[k].name, nm)) k++;
+    if (k == prof_n) {
+      if (prof_n == PROF_MAX) continue;
+      prof_rows[prof_n++].name = nm; /* owned by the executable, which stays cached */
+    }
+    prof_rows[k].ns += (double)(t[i].end_ns - t[i].begin_ns);
+    prof_rows[k].flops += t[i].flops;
+    prof_rows[k].bytes += t[i].bytes;
+    prof_rows[k].n++;
+  }
+  return s;
+}
+
+static void prof_install(void) {
+  kiln_runtime *rt = kiln_runtime_get();
+  if (!rt || !rt->backend) return;
+  prof_orig = rt->backend->vt;
+  prof_vt = *prof_orig;
+  prof_vt.execute = prof_execute;
+  rt->backend->vt = &prof_vt;
+}
+
+static int prof_cmp(const void *a, const void *b) {
+  double x = ((const prof_row *)a)->ns, y = ((const prof_row *)b)->ns;
+  return (x < y) - (x > y);
+}
+
+static void prof_print(int steps) {
+  qsort(prof_rows, (size_t)prof_n, sizeof *prof_rows, prof_cmp);
+  double total = 0;
+  for (int i = 0; i < prof_n; i++) total += prof_rows[i].ns;
+  fprintf(stderr, "per-kernel profile, per step (%d steps): %d kernels, %.3f ms in kernels\n", steps, prof_n,
+          total / steps / 1e6);
+  fprintf(stderr, "%8s %6s %9s %9s  %s\n", "ms/step", "%", "GFLOP/s", "GB/s", "kernel");
+  for (int i = 0; i < prof_n && i < 40; i++) {
+    const prof_row *r = &prof_rows[i];
+    fprintf(stderr, "%8.3f %5.1f%% %9.1f %9.1f  %s\n", r->ns / steps / 1e6, 100 * r->ns / total,
+            r->ns > 0 ? r->flops / r->ns : 0, r->ns > 0 ? r->bytes / r->ns : 0, r->name);
+  }
+}
+
+static double env_num(const char *name) {
+  const char *s = getenv(name);
+  return s && *s ? atof(s) : 0;
+}
+
+int main(void) {
+  const char *which = getenv("KILN_BENCH_TRAIN");
+  if (!which) which = "mlp";
+  KB_CHECK(kiln_init(NULL));
+  int threads = kb_threads();
+  bench_model m;
+  if (setup(&m, which) != 0) {
+    fprintf(stderr, "train_step: cannot build model '%s': %s\n", which, kiln_last_error());
+    return 1;
+  }
+  /* KILN_BENCH_TRAIN_MOMENTUM overrides the momentum (diagnostics only). */
+  if (getenv("KILN_BENCH_TRAIN_MOMENTUM")) m.momentum = env_num("KILN_BENCH_TRAIN_MOMENTUM");
+  kiln_sgd_opts so = {.lr = 0.01, .momentum = m.momentum};
+  kiln_optim *opt = kiln_sgd_create(m.n_params, m.params, &so);
+  if (!opt) {
+    fprintf(stderr, "train_step: %s\n", kiln_last_error());
+    return 1;
+  }
+  if (getenv("KILN_BENCH_TRAIN_PROFILE")) prof_install();
+  KB_CHECK(kiln_mark_step()); /* parameter init is not part of the step graph */
+  KB_CHECK(kiln_wait());
+
+  /* The batch: generated once, copied in every step (as torch uses a tensor
+   * per step). */
+  int64_t nx = 1;
+  for (int i = 0; i < m.x_rank; i++) nx *= m.x_shape[i];
+  float *xh = malloc((size_t)nx * sizeof *xh);
+  int64_t yh[128];
+  if (!xh) return 1;
+  uint64_t rs = 42;
+  for (int64_t i = 0; i < nx; i++) xh[i] = m.enc ? 2.0f * rng_unit(&rs) - 1.0f : rng_unit(&rs);
+  for (int i = 0; i < 128; i++) yh[i] = (int64_t)(rng_next(&rs) % 10);
+  int64_t y_shape[1] = {m.x_shape[0]};
+
+  static double step_s[STEPS];
+  double loss_first = 0, loss_last = 0;
+  kiln_tensor loss_keep = {0, 0};
+  int64_t exec0 = 0, mark0 = 0;
+  for (int s = 0; s < WARMUP + STEPS; s++) {
+    if (s == WARMUP) {
+      KB_CHECK(kiln_wait());
+      loss_first = kiln_item_f64(loss_keep);
+      kiln_metrics_clear(); /* counters and metrics over the timed steps only */
+      prof_on = getenv("KILN_BENCH_TRAIN_PROFILE") != NULL;
+      exec0 = kiln_counter_value("Execute");
+      mark0 = kiln_counter_value("MarkStep");
+    }
+    double t0 = kb_now_s();
+    kiln_tensor x = kiln_from_host(xh, KILN_F32, m.x_rank, m.x_shape);
+    kiln_tensor out = forward(&m, x, (uint64_t)s + 1);
+    kiln_tensor loss = m.has_target ? kiln_cross_entropy(out, kiln_from_host(yh, KILN_I64, 1, y_shape), -100, 0.0)
+                                    : kiln_mean(out, 0, NULL, 0);
+    KB_CHECK(kiln_backward(loss));
+    KB_CHECK(kiln_optim_step(opt));
+    /* torch's zero_grad(set_to_none=True): the gradients need not be step
+     * outputs, and the next backward starts from zero. */
+    for (int i = 0; i < m.n_params; i++) kiln_zero_grad(m.params[i]);
+    /* The loss is a step output every step (same graph every step). */
+    kiln_release(loss_keep);
+    loss_keep = kiln_keep(loss);
+    KB_CHECK(kiln_mark_step());
+    KB_CHECK(kiln_wait());
+    if (s >= WARMUP) step_s[s - WARMUP] = kb_now_s() - t0;
+  }
+  int64_t execs = kiln_counter_value("Execute") - exec0, marks = kiln_counter_value("MarkStep") - mark0;
+  kiln_metric_stats eps = {0}, ex = {0};
+  kiln_metric_data("ExecutionsPerStep", &eps);
+  kiln_metric_data("ExecuteTime", &ex);
+  loss_last = kiln_item_f64(loss_keep);
+  if (getenv("KILN_BENCH_TRAIN_REPORT")) fputs(kiln_metrics_report(), stderr);
+  if (prof_on) prof_print(STEPS);
+  double rss = peak_rss_mb();
+
+  /* The result must be a training run: finite losses, and with labels the
+   * loss of the fixed batch went down. */
+  printf("%s: loss after warm-up %.6g, after %d more steps %.6g\n", which, loss_first, STEPS, loss_last);
+  if (!(loss_first == loss_first && loss_last == loss_last) || (m.has_target && !(loss_last < loss_first))) {
+    fprintf(stderr, "train_step %s: bad losses: first %g, last %g\n", which, loss_first, loss_last);
+    return 1;
+  }
+  double med = kb_median(step_s, STEPS) * 1e3;
+  double torch_ms = env_num("KILN_BENCH_TORCH_TRAIN_MS"), torch_rss = env_num("KILN_BENCH_TORCH_TRAIN_RSS_MB");
+  const char *blas = getenv("KILN_BENCH_TORCH_TRAIN_BLAS");
+  char base[160], name[64], target[64];
+  if (torch_ms > 0)
+    snprintf(base, sizeof base, "PyTorch eager %dt, %s (same run)", threads, blas ? blas : "?");
+  else
+    snprintf(base, sizeof base, "PyTorch eager (missing: torch not importable)");
+  printf("%s: %d params, loss %.5g -> %.5g over %d steps; ExecuteTime p50 %.3f ms of step %.3f ms; peak RSS %.1f "
+         "MiB; load %s",
+         which, m.n_params, loss_first, loss_last, STEPS, ex.p50 / 1e6, med, rss, "");
+  {
+    FILE *f = fopen("/proc/loadavg", "r");
+    char l[64] = "?";
+    if (f) {
+      if (!fgets(l, sizeof l, f)) l[0] = 0;
+      fclose(f);
+    }
+    printf("%s", l);
+  }
+
+  snprintf(name, sizeof name, "train_%s_step_ms", which);
+  snprintf(target, sizeof target, "<= %.1fx PyTorch", m.bar);
+  kb_emit(&(kb_result){name, med, "ms", base, torch_ms, target, torch_ms > 0 && med <= m.bar * torch_ms});
+
+  if (!strcmp(which, "mlp")) {
+    double peak = kb_fma_peak_gflops(threads, 0.3);
+    double gf = 6.0 * m.macs_per_example * (double)m.x_shape[0] / (med * 1e-3) / 1e9;
+    char cb[96];
+    snprintf(cb, sizeof cb, "FP32 FMA peak %dt, %s (same run)", threads, kb_fma_isa());
+    snprintf(name, sizeof name, "train_%s_GFLOPs", which);
+    kb_emit(&(kb_result){name, gf, "GFLOP/s", cb, peak, "- (6 x MACs x batch / step)", 1});
+    if (torch_ms > 0) {
+      double tg = 6.0 * m.macs_per_example * (double)m.x_shape[0] / (torch_ms * 1e-3) / 1e9;
+      printf("  PyTorch achieves %.1f GFLOP/s on the same step (%.0f%% of the FMA peak)\n", tg, 100 * tg / peak);
+    }
+  }
+  if (!strcmp(which, "demo")) {
+    snprintf(name, sizeof name, "train_%s_peak_rss_MiB", which);
+    kb_emit(&(kb_result){name, rss, "MiB",
+                         torch_rss > 0 ? "PyTorch eager peak RSS, same model (same run)" : "PyTorch (missing)",
+                         torch_rss, "- (VmHWM)", 1});
+  }
+  /* Executions per step: the metric (every sample) and the counters. */
+  double per = marks > 0 ? (double)execs / (double)marks : 0;
+  int one = eps.count > 0 && eps.min == 1 && eps.max == 1 && per == 1.0;
+  printf("  ExecutionsPerStep: %lld samples, min %g max %g; Execute %lld / MarkStep %lld\n", (long long)eps.count,
+         eps.min, eps.max, (long long)execs, (long long)marks);
+  snprintf(name, sizeof name, "train_%s_execs_per_step", which);
+  kb_emit(&(kb_result){name, per, "execs", "required", 1.0, "== 1 (metric and counters)", one});
+
+  kiln_release(loss_keep);
+  kiln_optim_free(opt);
+  free_model(&m);
+  free(xh);
+  kiln_shutdown();
+  return 0;
+}

@@ -322,10 +322,12 @@ kiln_status kiln_wait(void);
 
 /* ───────────── metrics (thread-safe) ─────────────
  * Counters: MarkStep, UncachedCompile, CachedCompile, PersistentCacheHit,
- * PersistentCacheMiss, Execute, TransferToDevice, TransferFromDevice,
- * ValueReadCut, ... Metrics (timed, in nanoseconds or plain values):
- * CompileTime, ExecuteTime, TransferToDeviceTime, TransferFromDeviceTime,
- * GraphNodes, ExecutionsPerStep, TraceTime. */
+ * PersistentCacheMiss, Execute, StepMarkerCut, ValueReadCut,
+ * TransferToDevice(Bytes), TransferFromDevice(Bytes), BufferAlloc,
+ * BufferReuse, GraphCacheKeyCollision, LoaderBatches. Metrics (times in
+ * nanoseconds, the others plain values): CompileTime, ExecuteTime,
+ * TransferToDeviceTime, TransferFromDeviceTime, DeviceWaitTime, GraphNodes,
+ * ExecutionsPerStep, LoaderWaitTime. */
 typedef struct kiln_metric_stats {
   int64_t count;   /* samples */
   double sum;      /* accumulator */

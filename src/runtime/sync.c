@@ -91,6 +91,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
     }
   }
   kiln_status st = KILN_OK;
+  kiln_counter_add(why == KILN_CUT_VALUE_READ ? "ValueReadCut" : "StepMarkerCut", 1);
   /* unique output nodes, in slot order */
   uint32_t mark = ++fe->mark_epoch;
   int n_out = 0;
@@ -140,7 +141,6 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
     st = compile_entry(rt, key, n_out, outs, alias, loc, &e);
     if (st != KILN_OK) goto done;
   }
-  (void)why;
   /* the job: inputs (LEAF buffers, SCALAR values), outputs */
   kiln_job *job = kiln_job_alloc((int32_t)rt->lin.n_inputs, n_out);
   if (!job) {
@@ -249,7 +249,6 @@ static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: destination has %zu bytes, the tensor needs %zu", op,
                       bytes, need);
   if (s->node && s->node->op != KILN_OP_LEAF) {
-    kiln_counter_add("ValueReadCut", 1);
     kiln_status st = kiln_runtime_cut(rt, 1, &s, KILN_CUT_VALUE_READ, loc);
     if (st != KILN_OK) return st;
   }

@@ -5,6 +5,7 @@
 
 #include "base/status.h"
 #include "kiln/models.h"
+#include "nn/nn_internal.h"
 
 #define MAX_ENTRIES 64
 #define NAME_MAX_LEN 80
@@ -169,16 +170,8 @@ kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, int training, ui
 
 static int list(const kiln_model *m, int with_buffers, const char **names, kiln_tensor *out, int max) {
   if (!m) return -1;
-  int k = 0;
-  for (int i = 0; i < m->n; i++) {
-    if (m->is_buffer[i] && !with_buffers) continue;
-    if (k < max) {
-      if (names) names[k] = m->names[i];
-      if (out) out[k] = m->tensors[i];
-    }
-    k++;
-  }
-  return k;
+  return kiln_nn_list(m->n, m->names[0], sizeof m->names[0], m->tensors, m->is_buffer, with_buffers, names, out,
+                      max);
 }
 
 int kiln_model_params(const kiln_model *m, const char **names, kiln_tensor *out, int max) {

@@ -35,18 +35,24 @@ void kiln_nn_add_sub(kiln_module *m, const char *prefix, const kiln_module *sub)
   }
 }
 
-static int list(const kiln_module *m, int with_buffers, const char **names, kiln_tensor *out, int max) {
-  if (!m) return -1;
+int kiln_nn_list(int n, const char *names_base, size_t name_stride, const kiln_tensor *tensors,
+                 const unsigned char *is_buffer, int with_buffers, const char **names, kiln_tensor *out, int max) {
   int k = 0;
-  for (int i = 0; i < m->n; i++) {
-    if (m->is_buffer[i] && !with_buffers) continue;
+  for (int i = 0; i < n; i++) {
+    if (is_buffer[i] && !with_buffers) continue;
     if (k < max) {
-      if (names) names[k] = m->names[i];
-      if (out) out[k] = m->tensors[i];
+      if (names) names[k] = names_base + (size_t)i * name_stride;
+      if (out) out[k] = tensors[i];
     }
     k++;
   }
   return k;
+}
+
+static int list(const kiln_module *m, int with_buffers, const char **names, kiln_tensor *out, int max) {
+  if (!m) return -1;
+  return kiln_nn_list(m->n, m->names[0], sizeof m->names[0], m->tensors, m->is_buffer, with_buffers, names, out,
+                      max);
 }
 
 int kiln_module_params(const kiln_module *m, const char **names, kiln_tensor *out, int max) {

@@ -19,4 +19,10 @@ kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc)
  * f32 without the NaN a true -inf gives on fully masked rows). */
 #define KILN_NN_MASK_NEG (-1e9)
 
+/* The entries of a name/tensor table, parameters only or with buffers:
+ * names[i] = names_base + i * name_stride. Returns the count (which may
+ * exceed max; only max are written). Shared by modules and models. */
+int kiln_nn_list(int n, const char *names_base, size_t name_stride, const kiln_tensor *tensors,
+                 const unsigned char *is_buffer, int with_buffers, const char **names, kiln_tensor *out, int max);
+
 #endif

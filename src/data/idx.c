@@ -8,9 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef KILN_HAVE_ZLIB
 #include <zlib.h>
-#endif
 
 #include "data/data_internal.h"
 
@@ -105,14 +103,11 @@ kiln_status kiln_idx_parse_at(const void *buf, size_t len, const char *name, kil
  * files, but we only depend on zlib when the build has it). */
 typedef struct src {
   FILE *f;
-#ifdef KILN_HAVE_ZLIB
   gzFile gz;
-#endif
 } src;
 
 /* Read up to n bytes; returns bytes read (short at EOF) or -1 on error. */
 static long long src_read(src *s, void *dst, size_t n) {
-#ifdef KILN_HAVE_ZLIB
   if (s->gz) {
     size_t got = 0;
     while (got < n) {
@@ -124,27 +119,22 @@ static long long src_read(src *s, void *dst, size_t n) {
     }
     return (long long)got;
   }
-#endif
   size_t r = fread(dst, 1, n, s->f);
   if (r < n && ferror(s->f)) return -1;
   return (long long)r;
 }
 
 static const char *src_error(src *s) {
-#ifdef KILN_HAVE_ZLIB
   if (s->gz) {
     int code = 0;
     const char *m = gzerror(s->gz, &code);
     return m && *m ? m : "read error";
   }
-#endif
   return strerror(errno);
 }
 
 static void src_close(src *s) {
-#ifdef KILN_HAVE_ZLIB
   if (s->gz) gzclose(s->gz);
-#endif
   if (s->f) fclose(s->f);
 }
 
@@ -158,7 +148,6 @@ static kiln_status load_err(const char *path, kiln_idx **out, kiln_err *err) {
   int gzipped = m == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
   rewind(s.f);
   if (gzipped) {
-#ifdef KILN_HAVE_ZLIB
     int fd = dup(fileno(s.f));
     fclose(s.f);
     s.f = NULL;
@@ -167,11 +156,6 @@ static kiln_status load_err(const char *path, kiln_idx **out, kiln_err *err) {
       if (fd >= 0) close(fd);
       return kiln_err_set(err, KILN_ERR_IO, "%s: cannot open gzip stream", path);
     }
-#else
-    src_close(&s);
-    return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
-                        "%s: gzip-compressed, and this kiln was built without zlib (gunzip the file first)", path);
-#endif
   }
   kiln_status st = KILN_OK;
   uint8_t hdr[4 + 4 * 255];

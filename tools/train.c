@@ -244,6 +244,7 @@ int kiln_cli_train(int argc, char **argv) {
         kiln_summary_flush(sw);
       }
       t_last = now_s(); /* evaluation is not training throughput */
+      last_step = step;
     }
   }
   double wall = now_s() - t0;

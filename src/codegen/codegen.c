@@ -80,6 +80,15 @@ static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L) {
     const char *xv = kiln_cg_sf(c, "((%s)x)", at);
     const char *cpart = comb(c, nd->op, fl, "p[u]", xv), *cacc = comb(c, nd->op, fl, "acc", "p[u]");
     const char *cfin = comb(c, nd->op, fl, "acc", xv);
+    if (L < 16) {
+      /* too short for the partial accumulators (which would all stay at the
+       * identity): the same sequential order, without their setup */
+      kiln_cg_sb_printf(o, "%s acc = %s;\n", at, init);
+      kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\n}\n", (long long)L,
+                        idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, cfin);
+      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
+      goto done;
+    }
     kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\nint64_t j0 = 0;\n", at, init, init);
     kiln_cg_sb_printf(o, "for (; j0 + 16 <= %lldLL; j0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t j = j0 + u;\n",
               (long long)L);
@@ -90,6 +99,7 @@ static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L) {
               idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, cfin);
     kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
   }
+done:
   if (body.oom || idx.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(idx.p);
@@ -298,20 +308,7 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);
   if (!c.memo_f || !c.memo_rs) c.st = KILN_ERR_OUT_OF_MEMORY;
-  c.fctx.kind = KILN_SCTX_F;
-  c.fctx.rank = k->rank;
-  c.fctx.shape = k->shape;
-  c.fctx.flat = "f";
-  c.rsctx.kind = KILN_SCTX_RS;
-  c.rsctx.rank = k->rank;
-  c.rsctx.shape = c.rs_shape;
-  c.rsctx.flat = "row";
-  for (int d = 0; d < k->rank; d++) {
-    int inner = k->mask >> d & 1;
-    c.fctx.ax[d] = kiln_cg_canon_ax[d];
-    c.rsctx.ax[d] = inner ? "0" : kiln_cg_canon_ax[d];
-    c.rs_shape[d] = inner ? 1 : k->shape[d];
-  }
+  if (c.st == KILN_OK) kiln_cg_init_ctx(&c);
   sb body = {0};
   int64_t items = 0;
   int col = 0;

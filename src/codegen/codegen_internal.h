@@ -16,15 +16,44 @@ typedef struct sb {
   int oom;
 } sb;
 
-/* An index into a node: one C expression per axis, and/or the flat
- * row-major index; `kind` says whether it is one of the kernel's canonical
- * indices (where values are bound to locals and memoized). */
+/* An index value: an affine combination k + sum c_i * atom_i of atoms, each
+ * a C expression (a loop variable, or an opaque `x / d`, `x % n`, clamp)
+ * with a known value range. Kept symbolic so that division and modulo by
+ * constants can be folded at generation time (`(i0 * 6272 + i1) / 196`
+ * -> `i0 * 32 + i1 / 196` when 0 <= i1 < 6272 ...). Atom ranges may be
+ * narrowed to what holds wherever the value is used: an index into a node
+ * of extent n is in [0, n-1] wherever that node is evaluated (a PAD or
+ * CONCAT part is only read under its in-range condition). */
+#define KILN_IX_MAXT 8
+typedef struct kiln_ix_term {
+  const char *s;   /* the atom's C text */
+  int canon;       /* canonical axis number (i0..i7), or -1 */
+  int64_t c;       /* coefficient (never 0) */
+  int64_t lo, hi;  /* range of the atom */
+  /* an atom `(base / dm)` or `(base % dm)` (op '/' or '%', else 0): so
+   * that `(x % n) * c + (x / n) * (c * n)` recombines to `x * c` */
+  char op;
+  int64_t dm;
+  const struct kiln_ix *base;
+} kiln_ix_term;
+typedef struct kiln_ix {
+  int n;
+  int64_t k;
+  kiln_ix_term t[KILN_IX_MAXT];
+} kiln_ix;
+
+/* An index into a node: one index per axis, and/or the flat row-major
+ * index; `kind` says whether it is one of the kernel's canonical
+ * indices (where values are bound to locals and memoized). `flat` is the
+ * form rendered for loads (e.g. the loop variable `f`); `flat_aff` is the
+ * same value in terms of axes, used to derive per-axis indices. */
 typedef struct ictx {
   kiln_sctx kind;
   int rank;
   const int64_t *shape;
-  const char *ax[KILN_MAX_RANK]; /* NULL: derived from flat */
-  const char *flat;              /* NULL: derived from ax */
+  const kiln_ix *ax[KILN_MAX_RANK]; /* NULL: derived from flat */
+  const kiln_ix *flat;              /* NULL: derived from ax */
+  const kiln_ix *flat_aff;          /* NULL: flat */
 } ictx;
 
 /* The generator of one kernel: its schedule, string arena, memo tables
@@ -74,6 +103,8 @@ const char *kiln_cg_sf(cg *c, const char *fmt, ...) __attribute__((format(printf
 int kiln_cg_arg_of(cg *c, int32_t buf, const char *ty);
 /* Expression e of dtype `from` converted to `to` by the CAST rules. */
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to);
+/* Set up c->fctx and c->rsctx (the kernel's canonical indices). */
+void kiln_cg_init_ctx(cg *c);
 /* The C expression for node n at index x (binding locals in F/RS contexts). */
 const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x);
 

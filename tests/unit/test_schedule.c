@@ -316,6 +316,60 @@ KT_TEST(move_ops_match_c) {
   kiln_graph_free(g);
 }
 
+/* im2col (pad, 9 strided slices, reshapes, concat) and its backward (slices
+ * of the concat, reshaped and padded back, summed): the index expressions
+ * fold divisions and modulos through the reshapes (docs/codegen.md §4);
+ * the results must not change. */
+KT_TEST(im2col_and_its_backward_match_c) {
+  enum { N = 2, C = 3, H = 5, W = 6, HP = H + 2, WP = W + 2 };
+  gb b = {0};
+  int64_t sx[4] = {N, C, H, W}, sp[4] = {N, C, HP, WP}, sr[3] = {N, 1, C * H * W}, scat[3] = {N, 9, C * H * W};
+  int64_t s5[5] = {N, 9, C, H, W}, s5k[5] = {N, 1, C, H, W};
+  int x = leaf(&b, KILN_F32, 4, sx);
+  int64_t pad[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  int xp = moveop(&b, KILN_OP_PAD, x, 4, sp, 8, pad, 0);
+  int parts[9];
+  for (int k = 0; k < 9; k++) {
+    int64_t sl[8] = {0, 0, k / 3, k % 3, 1, 1, 1, 1};
+    int s = moveop(&b, KILN_OP_SLICE, xp, 4, sx, 8, sl, 0);
+    parts[k] = moveop(&b, KILN_OP_RESHAPE, s, 3, sr, 0, NULL, 0);
+  }
+  int64_t ax1 = 1;
+  int cat = add(&b, KILN_OP_CONCAT, KILN_F32, 3, scat, 9, parts, 1, &ax1, 0);
+  output(&b, cat, -1);
+  int r5 = moveop(&b, KILN_OP_RESHAPE, cat, 5, s5, 0, NULL, 0);
+  int acc = -1;
+  for (int k = 0; k < 9; k++) {
+    int64_t sl[10] = {0, k, 0, 0, 0, 1, 1, 1, 1, 1};
+    int s = moveop(&b, KILN_OP_SLICE, r5, 5, s5k, 10, sl, 0);
+    int r = moveop(&b, KILN_OP_RESHAPE, s, 4, sx, 0, NULL, 0);
+    int64_t pk[8] = {0, 0, k / 3, k % 3, 0, 0, 2 - k / 3, 2 - k % 3};
+    int p = moveop(&b, KILN_OP_PAD, r, 4, sp, 8, pk, 0);
+    acc = acc < 0 ? p : bin(&b, KILN_OP_ADD, acc, p);
+  }
+  output(&b, acc, -1);
+  kiln_graph *g = finish(&b);
+  static float xs[N * C * H * W], o1[N * 9 * C * H * W], o2[N * C * HP * WP], e2[N * C * HP * WP];
+  uint64_t seed = 7;
+  for (int i = 0; i < N * C * H * W; i++) xs[i] = frand(&seed);
+  void *in[] = {xs}, *out[] = {o1, o2};
+  run(g, in, out);
+  memset(e2, 0, sizeof e2);
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < 9; k++)
+      for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++)
+          for (int z = 0; z < W; z++) {
+            int py = y + k / 3, pz = z + k % 3; /* padded coordinates */
+            float v = (py >= 1 && py <= H && pz >= 1 && pz <= W) ? xs[((n * C + c) * H + py - 1) * W + pz - 1] : 0;
+            float got = o1[((n * 9 + k) * C + c) * H * W + y * W + z];
+            KT_NEAR(got, v, 0);
+            e2[((n * C + c) * HP + py) * WP + pz] += got;
+          }
+  for (int i = 0; i < N * C * HP * WP; i++) KT_NEAR(o2[i], e2[i], 1e-6);
+  kiln_graph_free(g);
+}
+
 KT_TEST(reductions_any_axes) {
   enum { A = 5, B = 7, C = 3 };
   gb b = {0};
@@ -592,7 +646,7 @@ KT_TEST(teardown) {
 
 KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kernels),
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
-        KT_CASE(move_ops_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
+        KT_CASE(move_ops_match_c), KT_CASE(im2col_and_its_backward_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
         KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
         KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
         KT_CASE(scratch_is_reused_by_liveness), KT_CASE(teardown))

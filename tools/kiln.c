@@ -26,6 +26,8 @@
 #include "debug/metrics.h"
 #include "kiln/kiln.h"
 #include "runtime/compiler.h"
+#include "tools/graph.h"
+#include "tools/profile.h"
 #include "tools/train.h"
 
 /* Exit codes. */
@@ -47,6 +49,9 @@ static const kiln_cli_command kiln_cli_commands[] = {
     {"doctor", "[--quick]", "check this machine: CPU, threads, GEMM, compiler, cache", kiln_cli_doctor},
     {"train", "[--model mlp|cnn|transformer] [...]", "train a classifier on Fashion-MNIST (--help for options)",
      kiln_cli_train},
+    {"graph", "diff A B", "compare two graphs dumped with KILN_SAVE_GRAPHS", kiln_cli_graph},
+    {"profile", "capture|summary [...]", "capture a profile from a running program, or summarize one",
+     kiln_cli_profile},
     {"help", "", "print this message", kiln_cli_help},
 };
 enum { KILN_CLI_N_COMMANDS = sizeof kiln_cli_commands / sizeof kiln_cli_commands[0] };

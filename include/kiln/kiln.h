@@ -354,5 +354,7 @@ void kiln_metrics_clear(void);
 #include "kiln/data.h"
 #include "kiln/models.h"
 #include "kiln/summary.h"
+#include "kiln/debug.h"
+#include "kiln/profiler.h"
 
 #endif /* KILN_KILN_H */

@@ -1,0 +1,10 @@
+/* `kiln graph` (placeholder until the subcommand lands). */
+#include <stdio.h>
+
+#include "tools/graph.h"
+
+int kiln_cli_graph(int argc, char **argv) {
+  (void)argc;
+  fprintf(stderr, "kiln %s: not available in this build\n", argv[0]);
+  return 1;
+}

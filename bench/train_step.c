@@ -108,15 +108,18 @@ static int setup(bench_model *m, const char *which) {
     m->has_target = 0, m->momentum = 0, m->bar = 0.6;
     /* per token: in_proj 3·D², scores + weighted sum 2·T·D, out_proj D², FF 2·D·FF */
     m->macs_per_example = 128.0 * (3.0 * 256 * 256 + 2.0 * 128 * 256 + 256.0 * 256 + 2.0 * 256 * 1024);
-  } else if (!strcmp(which, "demo")) {
-    m->demo = kiln_model_create(KILN_MODEL_MLP, 10, 1);
+  } else if (!strcmp(which, "demo") || !strcmp(which, "cnn") || !strcmp(which, "transformer")) {
+    kiln_model_kind kind = !strcmp(which, "demo") ? KILN_MODEL_MLP
+                           : !strcmp(which, "cnn") ? KILN_MODEL_CNN
+                                                   : KILN_MODEL_TRANSFORMER;
+    m->demo = kiln_model_create(kind, 10, 1);
     if (!m->demo) return -1;
     m->n_params = kiln_model_params(m->demo, NULL, m->params, MAX_PARAMS);
     m->x_rank = 3, m->x_shape[0] = 128, m->x_shape[1] = 28, m->x_shape[2] = 28;
     m->has_target = 1, m->momentum = 0.9, m->bar = 0.7;
     m->macs_per_example = kiln_model_forward_flops(m->demo);
   } else {
-    fprintf(stderr, "train_step: KILN_BENCH_TRAIN must be mlp, encoder or demo, not '%s'\n", which);
+    fprintf(stderr, "train_step: KILN_BENCH_TRAIN must be mlp, encoder, demo, cnn or transformer, not '%s'\n", which);
     return -1;
   }
   if (m->n_params <= 0 || m->n_params > MAX_PARAMS) return -1;

@@ -42,6 +42,42 @@ static void inner_index(cg *c, sb *o, int suffix, int64_t L) {
   }
 }
 
+/* The last inner axis with more than one element, when the inner axes are
+ * not a contiguous suffix and there are several of them: such a reduction
+ * runs as nested loops (outer inner axes from `jo`, the last one as `q`)
+ * instead of decomposing a flat j with a division per element. -1 when the
+ * flat loop is as good. */
+static int nested_axis(const kiln_skernel *k, int suffix) {
+  if (suffix) return -1;
+  int last = -1, n = 0;
+  for (int d = 0; d < k->rank; d++)
+    if ((k->mask >> d & 1) && k->shape[d] > 1) last = d, n++;
+  return n >= 2 ? last : -1;
+}
+
+/* For nested loops: `outer` gets the outer inner-axis variables from jo,
+ * `inner` the last inner axis (q) and f. */
+static void nested_index(cg *c, sb *outer, sb *inner, int dl) {
+  const kiln_skernel *k = c->k;
+  int64_t st = 1;
+  for (int d = k->rank - 1; d >= 0; d--) {
+    if (!(k->mask >> d & 1) || d == dl) continue;
+    if (k->shape[d] == 1)
+      kiln_cg_sb_printf(outer, "const int64_t i%d KU = 0;\n", d);
+    else
+      kiln_cg_sb_printf(outer, "const int64_t i%d KU = jo / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+    st *= k->shape[d];
+  }
+  kiln_cg_sb_printf(inner, "const int64_t i%d KU = q;\n", dl);
+  const char *e = "0";
+  int64_t fs = 1;
+  for (int d = k->rank - 1; d >= 0; d--) {
+    e = kiln_cg_sf(c, "%s + i%d * %lldLL", e, d, (long long)fs);
+    fs *= k->shape[d];
+  }
+  kiln_cg_sb_printf(inner, "const int64_t f KU = %s;\n", e);
+}
+
 static const char *comb(cg *c, int op, int fl, const char *a, const char *b) {
   const char *fn = op == KILN_OP_REDUCE_SUM ? (fl ? NULL : "kadd_i")
                    : op == KILN_OP_REDUCE_MAX ? (fl ? "kmax_f64" : "kmax_i")
@@ -49,7 +85,17 @@ static const char *comb(cg *c, int op, int fl, const char *a, const char *b) {
   return fn ? kiln_cg_sf(c, "%s(%s, %s)", fn, a, b) : kiln_cg_sf(c, "(%s + %s)", a, b);
 }
 
-static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L) {
+/* `for (j < L) { text }`, or with `unroll` one block per j (a constant the C
+ * compiler folds into the index arithmetic). */
+static void loop_j(sb *o, int64_t L, int unroll, const char *text) {
+  if (!unroll) {
+    kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s}\n", (long long)L, text);
+    return;
+  }
+  for (int64_t j = 0; j < L; j++) kiln_cg_sb_printf(o, "{\nconst int64_t j KU = %lldLL;\n%s}\n", (long long)j, text);
+}
+
+static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L, int unroll) {
   const kiln_gnode *nd = NODE(c, m);
   int32_t in = INP(c, m, 0);
   int idt = NODE(c, in)->dtype, fl = is_float(idt);
@@ -84,9 +130,30 @@ static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L) {
       /* too short for the partial accumulators (which would all stay at the
        * identity): the same sequential order, without their setup */
       kiln_cg_sb_printf(o, "%s acc = %s;\n", at, init);
-      kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\n}\n", (long long)L,
-                        idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, cfin);
+      loop_j(o, L, unroll,
+             kiln_cg_sf(c, "%s%sconst %s x = %s;\nacc = %s;\n", idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, cfin));
       kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
+      goto done;
+    }
+    int dl = nested_axis(c->k, suffix);
+    if (dl >= 0) {
+      /* nested: partial accumulator u takes the elements q = u (mod 16) of
+       * every run of the last inner axis; a fixed order either way */
+      int64_t n = c->k->shape[dl], no = L / n;
+      sb ou = {0}, in = {0};
+      nested_index(c, &ou, &in, dl);
+      const char *ib = kiln_cg_sf(c, "%s%sconst %s x = %s;\n", in.p ? in.p : "", body.p ? body.p : "", cty(idt), v);
+      kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\n", at, init, init);
+      kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%sint64_t q0 = 0;\n", (long long)no, ou.p ? ou.p : "");
+      kiln_cg_sb_printf(o, "for (; q0 + 16 <= %lldLL; q0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t q = q0 + u;\n%sp[u] = %s;\n}\n",
+                        (long long)n, ib, cpart);
+      kiln_cg_sb_printf(o, "for (int64_t q = q0; q < %lldLL; q++) {\n%s{\nconst int u = (int)(q - q0);\np[u] = %s;\n}\n}\n}\n",
+                        (long long)n, ib, cpart);
+      kiln_cg_sb_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", cacc);
+      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
+      if (ou.oom || in.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+      free(ou.p);
+      free(in.p);
       goto done;
     }
     kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\nint64_t j0 = 0;\n", at, init, init);
@@ -252,16 +319,39 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
     gen_col(c, o, rows, L);
     return;
   }
-  kiln_cg_sb_printf(o, "for (int64_t row = begin; row < end; row++) {\n");
+  /* Short reductions (pooling windows, small softmax rows): unroll the
+   * reduced axis and make the last row axis the inner loop, so the loop
+   * over rows vectorizes and carries no division. */
+  int dl = -1, unroll = L <= 8;
+  for (int d = k->rank - 1; d >= 0 && dl < 0; d--)
+    if (!(k->mask >> d & 1)) dl = d;
+  if (dl < 0 || k->shape[dl] < 4) unroll = 0;
+  for (int32_t j = 0; j < k->n_members && unroll; j++) unroll = NODE(c, k->members[j])->op != KILN_OP_ARGMAX;
   int64_t st = 1;
-  for (int d = k->rank - 1; d >= 0; d--) {
-    if (k->mask >> d & 1) continue;
-    kiln_cg_sb_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
-    st *= k->shape[d];
+  if (unroll) {
+    int64_t n = k->shape[dl];
+    kiln_cg_sb_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
+    for (int d = dl - 1; d >= 0; d--) {
+      if (k->mask >> d & 1) continue;
+      kiln_cg_sb_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+      st *= k->shape[d];
+    }
+    kiln_cg_sb_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
+    kiln_cg_sb_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
+                      (long long)n, (long long)n);
+    kiln_cg_sb_printf(o, "#pragma omp simd\nfor (int64_t q = jb; q < je; q++) {\nconst int64_t i%d KU = q;\n", dl);
+    kiln_cg_sb_printf(o, "const int64_t row KU = r * %lldLL + q;\n", (long long)n);
+  } else {
+    kiln_cg_sb_printf(o, "for (int64_t row = begin; row < end; row++) {\n");
+    for (int d = k->rank - 1; d >= 0; d--) {
+      if (k->mask >> d & 1) continue;
+      kiln_cg_sb_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+      st *= k->shape[d];
+    }
   }
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
-    if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L);
+    if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L, unroll);
   }
   sb body = {0};
   int any;
@@ -270,7 +360,7 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
   if (any) {
     sb idx = {0};
     inner_index(c, &idx, suffix, L);
-    kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%s}\n", (long long)L, idx.p ? idx.p : "", body.p);
+    loop_j(o, L, unroll, kiln_cg_sf(c, "%s%s", idx.p ? idx.p : "", body.p));
     if (idx.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
     free(idx.p);
   }
@@ -291,7 +381,7 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
   if (tail.p) kiln_cg_sb_add(o, tail.p, tail.n);
   if (tail.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(tail.p);
-  kiln_cg_sb_printf(o, "}\n");
+  kiln_cg_sb_printf(o, unroll ? "}\n}\n" : "}\n");
 }
 
 void kiln_kernel_src_clear(kiln_kernel_src *k) {

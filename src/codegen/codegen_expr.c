@@ -105,7 +105,7 @@ int kiln_cg_arg_of(cg *c, int32_t buf, const char *ty) {
 
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to) {
   if (from == to) return e;
-  if (to == KILN_BOOL) return kiln_cg_sf(c, "((uint8_t)((%s) != 0))", e);
+  if (to == KILN_BOOL) return kiln_cg_sf(c, "((int32_t)((%s) != 0))", e);
   if (is_float(from)) {
     switch (to) {
       case KILN_F32: return kiln_cg_sf(c, "((float)(%s))", e);
@@ -114,6 +114,9 @@ const char *kiln_cg_conv(cg *c, const char *e, int from, int to) {
       default: return kiln_cg_sf(c, "kf2i64((double)(%s))", e);
     }
   }
+  /* bool -> float as a select: the widening integer conversion blocks
+   * vectorization of the loops (masks in pooling backward, accuracy counts) */
+  if (from == KILN_BOOL && is_float(to)) return kiln_cg_sf(c, to == KILN_F32 ? "((%s) ? 1.0f : 0.0f)" : "((%s) ? 1.0 : 0.0)", e);
   switch (to) {
     case KILN_F32: return kiln_cg_sf(c, "((float)(int64_t)(%s))", e);
     case KILN_F64: return kiln_cg_sf(c, "((double)(int64_t)(%s))", e);
@@ -508,9 +511,9 @@ static const char *unary(cg *c, const kiln_gnode *nd, const char *a, int in_dt) 
 static const char *binary(cg *c, const kiln_gnode *nd, const char *a, const char *b) {
   int t = nd->dtype, op = nd->op;
   static const char *cmp[] = {"==", "!=", "<", "<=", ">", ">="};
-  if (op >= KILN_OP_EQ && op <= KILN_OP_GE) return kiln_cg_sf(c, "((uint8_t)((%s) %s (%s)))", a, cmp[op - KILN_OP_EQ], b);
+  if (op >= KILN_OP_EQ && op <= KILN_OP_GE) return kiln_cg_sf(c, "((int32_t)((%s) %s (%s)))", a, cmp[op - KILN_OP_EQ], b);
   if (op == KILN_OP_AND || op == KILN_OP_OR)
-    return kiln_cg_sf(c, "((uint8_t)(((%s) != 0) %s ((%s) != 0)))", a, op == KILN_OP_AND ? "&&" : "||", b);
+    return kiln_cg_sf(c, "((int32_t)(((%s) != 0) %s ((%s) != 0)))", a, op == KILN_OP_AND ? "&&" : "||", b);
   if (is_float(t)) {
     const char *sx = t == KILN_F32 ? "f32" : "f64";
     switch (op) {
@@ -727,7 +730,10 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
     e = compute(c, n, x);
   if (!memo) return e;
   const char *v = kiln_cg_sf(c, "v%d", c->nvar++);
-  kiln_cg_sb_printf(x->kind == KILN_SCTX_F ? c->cur : &c->pre, "const %s %s = %s;\n", cty(nd->dtype), v, e);
+  /* bool temporaries are 32-bit (0 or 1): bytes mixed with 32-bit floats
+   * in one loop leave the vectorizer no common vector shape */
+  kiln_cg_sb_printf(x->kind == KILN_SCTX_F ? c->cur : &c->pre, "const %s %s = %s;\n",
+                    nd->dtype == KILN_BOOL ? "int32_t" : cty(nd->dtype), v, e);
   memo[n] = v;
   return v;
 }

@@ -40,15 +40,18 @@ static kiln_tensor im2col(kiln_tensor x, int kh, int kw, int stride, int pad, in
    * scatter-add in the backward pass. */
   kiln_tensor stack_buf[64], *parts = KK <= 64 ? stack_buf : malloc(sizeof *parts * (size_t)KK);
   if (!parts) return kiln_nn_fail(loc, "%s: out of host memory", op);
-  int64_t ps[4] = {N, C, 1, L};
+  /* parts [N, C, 1, OH, OW], stacked on axis 2 and then viewed as
+   * [N, C, kh·kw, OH·OW]: the stack's loops keep OH and OW as axes (no
+   * index division), and the GEMM reads it through the reshape */
+  int64_t ps[5] = {N, C, 1, OH, OW}, cs[4] = {N, C, KK, L};
   for (int ki = 0; ki < kh; ki++)
     for (int kj = 0; kj < kw; kj++) {
       int64_t r0 = (int64_t)ki * dil, c0 = (int64_t)kj * dil;
       kiln_tensor t = kiln_slice_at(x, 2, r0, r0 + (OH - 1) * stride + 1, stride, loc);
       t = kiln_slice_at(t, 3, c0, c0 + (OW - 1) * stride + 1, stride, loc);
-      parts[ki * kw + kj] = kiln_reshape_at(t, 4, ps, loc);
+      parts[ki * kw + kj] = kiln_reshape_at(t, 5, ps, loc);
     }
-  kiln_tensor cols = kiln_concat_at((int)KK, parts, 2, loc);
+  kiln_tensor cols = kiln_reshape_at(kiln_concat_at((int)KK, parts, 2, loc), 4, cs, loc);
   if (parts != stack_buf) free(parts);
   *oh = OH;
   *ow = OW;

@@ -160,11 +160,20 @@ static int32_t node_cost(const kiln_graph *g, int32_t n) {
 }
 
 /* Follow a MATMUL operand through a transpose of the last two axes and
- * broadcasts of batch dims down to the node whose buffer the GEMM reads. */
+ * broadcasts of batch dims down to the node whose buffer the GEMM reads,
+ * and then through reshapes: a reshape is the same row-major bytes, so the
+ * GEMM reads its producer's buffer with the reshape's shape (an im2col
+ * stack [N, C, kh·kw, OH, OW] is read as [N, 1, C·kh·kw, OH·OW]) and the
+ * producer keeps its own loop shape, without index division. */
 static void gemm_operand(const kiln_graph *g, int32_t in, kiln_sgemm_operand *op) {
   memset(op, 0, sizeof *op);
-  int32_t n = in;
+  int32_t n = in, shape_node = -1;
   for (;;) {
+    if (shape_node >= 0) {
+      if (N(g, n)->op != KILN_OP_RESHAPE) break;
+      n = IN(g, n, 0);
+      continue;
+    }
     const kiln_gnode *x = N(g, n);
     int r = x->rank;
     if (x->op == KILN_OP_PERMUTE) {
@@ -181,11 +190,15 @@ static void gemm_operand(const kiln_graph *g, int32_t in, kiln_sgemm_operand *op
         n = IN(g, n, 0);
         continue;
       }
+    } else if (x->op == KILN_OP_RESHAPE) {
+      shape_node = n;
+      n = IN(g, n, 0);
+      continue;
     }
     break;
   }
   op->node = n;
-  const kiln_gnode *base = N(g, n);
+  const kiln_gnode *base = N(g, shape_node >= 0 ? shape_node : n);
   int64_t st = base->shape[base->rank - 1] * base->shape[base->rank - 2];
   for (int d = base->rank - 3; d >= 0; d--) {
     op->batch_stride[d] = base->shape[d] == 1 ? 0 : st;
@@ -318,13 +331,13 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
   s->owner = malloc(sizeof *s->owner * (size_t)(nn + 1));
   s->mat = calloc((size_t)nn + 1, 1);
   s->input_buf = calloc((size_t)g->n_inputs + 1, sizeof *s->input_buf);
-  int32_t *tmp = calloc((size_t)nn * 4 + 1, sizeof *tmp);
+  int32_t *tmp = calloc((size_t)nn * 5 + 1, sizeof *tmp);
   if (!s->buf_of || !s->owner || !s->mat || !s->input_buf || !tmp) {
     free(tmp);
     return fail(s, err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   }
   bld b = {.g = g, .s = s, .uses = tmp, .cost = tmp + nn};
-  int32_t *need = tmp + 2 * nn, *live = tmp + 3 * nn;
+  int32_t *need = tmp + 2 * nn, *live = tmp + 3 * nn, *spread = tmp + 4 * nn;
   for (int32_t i = 0; i < nn; i++) s->buf_of[i] = s->owner[i] = -1;
 
   /* dead nodes (not reaching an output) are ignored: the passes usually
@@ -362,6 +375,17 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
     b.uses[g->output_node[o]]++;
     s->mat[g->output_node[o]] = 1;
   }
+  /* spread[n]: n is read through a broadcast that repeats each element
+   * (an EXPAND, possibly behind reshapes and permutes), e.g. a pooling
+   * window's gradient spread over the window. Fused there, every element
+   * would be recomputed once per repeat. */
+  for (int32_t n = nn - 1; n >= 0; n--) {
+    const kiln_gnode *x = N(g, n);
+    if (!live[n] || x->n_in < 1) continue;
+    int32_t in = IN(g, n, 0);
+    if (x->op == KILN_OP_EXPAND && kiln_gnode_numel(x) >= 2 * kiln_gnode_numel(N(g, in))) spread[in] = 1;
+    if ((x->op == KILN_OP_RESHAPE || x->op == KILN_OP_PERMUTE) && spread[n]) spread[in] = 1;
+  }
   for (int32_t n = 0; n < nn; n++) {
     if (s->mat[n] || !live[n]) continue;
     const kiln_gnode *x = N(g, n);
@@ -373,7 +397,7 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
     b.cost[n] = c;
     /* recomputing a shared subtree is cheaper than a round trip through
      * memory only while it is small; the cap also bounds expression size */
-    if ((b.uses[n] >= 2 && c > 8) || c > 64) s->mat[n] = 1;
+    if ((b.uses[n] >= 2 && c > 8) || c > 64 || (spread[n] && c > 8)) s->mat[n] = 1;
   }
 
   /* form kernels in node order */

@@ -207,9 +207,13 @@ static void gen_elementwise(cg *c, sb *o, int64_t *items) {
   if (c->used_axes == 0 || k->rank == 0) {
     kiln_cg_sb_printf(o, "for (int64_t f = begin; f < end; f++) {\n%s}\n", b);
   } else {
+    /* the inner loop runs over the last axis with more than one element
+     * (trailing 1-sized axes, as a pooling gradient has, index 0) */
     int last = k->rank - 1;
+    while (last > 0 && k->shape[last] == 1) last--;
     int64_t n = k->shape[last];
     kiln_cg_sb_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
+    for (int d = k->rank - 1; d > last; d--) kiln_cg_sb_printf(o, "const int64_t i%d KU = 0;\n", d);
     int64_t st = 1;
     for (int d = last - 1; d >= 0; d--) {
       kiln_cg_sb_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
@@ -324,13 +328,15 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
    * over rows vectorizes and carries no division. */
   int dl = -1, unroll = L <= 8;
   for (int d = k->rank - 1; d >= 0 && dl < 0; d--)
-    if (!(k->mask >> d & 1)) dl = d;
+    if (!(k->mask >> d & 1) && k->shape[d] > 1) dl = d;
   if (dl < 0 || k->shape[dl] < 4) unroll = 0;
   for (int32_t j = 0; j < k->n_members && unroll; j++) unroll = NODE(c, k->members[j])->op != KILN_OP_ARGMAX;
   int64_t st = 1;
   if (unroll) {
     int64_t n = k->shape[dl];
     kiln_cg_sb_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
+    for (int d = k->rank - 1; d > dl; d--)
+      if (!(k->mask >> d & 1)) kiln_cg_sb_printf(o, "const int64_t i%d KU = 0;\n", d);
     for (int d = dl - 1; d >= 0; d--) {
       if (k->mask >> d & 1) continue;
       kiln_cg_sb_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);

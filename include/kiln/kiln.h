@@ -323,11 +323,17 @@ kiln_status kiln_wait(void);
 /* ───────────── metrics (thread-safe) ─────────────
  * Counters: MarkStep, UncachedCompile, CachedCompile, PersistentCacheHit,
  * PersistentCacheMiss, Execute, StepMarkerCut, ValueReadCut,
+ * DataDependentCut, ExplicitCompileCut, DiscardedStep,
  * TransferToDevice(Bytes), TransferFromDevice(Bytes), BufferAlloc,
  * BufferReuse, GraphCacheKeyCollision, LoaderBatches. Metrics (times in
- * nanoseconds, the others plain values): CompileTime, ExecuteTime,
- * TransferToDeviceTime, TransferFromDeviceTime, DeviceWaitTime, GraphNodes,
- * ExecutionsPerStep, LoaderWaitTime. */
+ * nanoseconds, names ending in "Time"; the others plain values):
+ * CompileTime, ExecuteTime, CachedCutTime (host cost of a cut that hit the
+ * graph cache), TransferToDeviceTime, TransferFromDeviceTime,
+ * DeviceWaitTime, GraphNodes, ExecutionsPerStep, LoaderWaitTime.
+ * Every name is described in docs/metrics.md. More views (short report,
+ * JSON, names, per-line tables, kiln_explain) are in kiln/debug.h.
+ * KILN_METRICS=1 prints the full report at exit, KILN_METRICS_FILE=path
+ * writes it there. */
 typedef struct kiln_metric_stats {
   int64_t count;   /* samples */
   double sum;      /* accumulator */
@@ -338,9 +344,12 @@ typedef struct kiln_metric_stats {
 int64_t kiln_counter_value(const char *name);
 /* Stats of a metric; returns 0 if it exists, -1 if not (out zeroed). */
 int kiln_metric_data(const char *name, kiln_metric_stats *out);
-/* The full report as text (owned by kiln, valid until the next call). */
+/* The full report as text, in PyTorch/XLA's form ("Metric: X" with
+ * TotalSamples, Accumulator, ValueRate, Rate, Percentiles; "Counter: X" with
+ * Value), then the per-source-line table of graph cuts and reads. Owned by
+ * kiln, valid until the next call. */
 const char *kiln_metrics_report(void);
-/* Reset every counter and metric. */
+/* Reset every counter, metric and per-line record. */
 void kiln_metrics_clear(void);
 
 #ifdef __cplusplus

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "debug/sites.h"
 #include "kiln/kiln.h"
 
 enum {
@@ -256,79 +257,24 @@ int kiln_metric_data(const char *name, kiln_metric_stats *out) {
 
 /* ───────────── report ───────────── */
 
-typedef struct kiln_strbuf {
-  char *p;
-  size_t len, cap;
-  int failed;
-} kiln_strbuf;
-
-static void kiln_strbuf_printf(kiln_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void kiln_strbuf_printf(kiln_strbuf *b, const char *fmt, ...) {
-  if (b->failed) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = b->cap - b->len;
-    int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->failed = 1;
-      return;
-    }
-    if ((size_t)n < room) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap ? b->cap * 2 : 4096;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->failed = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-}
-
-/* Durations as PyTorch/XLA prints them: 1m02s341ms470.063us, 3ms808.394us,
- * 0.250us. The leading unit is unpadded, the following ones zero-padded. */
-static void kiln_strbuf_duration(kiln_strbuf *b, double ns) {
-  if (ns < 0) {
-    kiln_strbuf_printf(b, "-");
-    ns = -ns;
-  }
-  if (!isfinite(ns)) {
-    kiln_strbuf_printf(b, "inf");
-    return;
-  }
-  uint64_t total_us = (uint64_t)(ns / 1000.0);
-  double us_frac = (ns - (double)total_us * 1000.0) / 1000.0; /* [0, 1) */
-  if (us_frac < 0) us_frac = 0;
-  uint64_t us = total_us % 1000, ms = (total_us / 1000) % 1000, sec = (total_us / 1000000) % 60;
-  uint64_t min = (total_us / 60000000) % 60, hours = total_us / 3600000000ull;
-  int lead = 0;
-  if (hours) kiln_strbuf_printf(b, "%lluh", (unsigned long long)hours), lead = 1;
-  if (lead || min) kiln_strbuf_printf(b, lead ? "%02llum" : "%llum", (unsigned long long)min), lead = 1;
-  if (lead || sec) kiln_strbuf_printf(b, lead ? "%02llus" : "%llus", (unsigned long long)sec), lead = 1;
-  if (lead || ms) kiln_strbuf_printf(b, lead ? "%03llums" : "%llums", (unsigned long long)ms), lead = 1;
-  /* Rounding the fraction to 3 digits may carry into the integer microseconds. */
-  double us_val = (double)us + us_frac;
-  if (us_val > 999.9995) us_val = 999.999;
-  kiln_strbuf_printf(b, lead ? "%07.3fus" : "%.3fus", us_val);
-}
-
-static void kiln_strbuf_value(kiln_strbuf *b, double v, int is_time) {
-  if (is_time)
-    kiln_strbuf_duration(b, v);
+static void kiln_strbuf_value(kiln_text *b, double v, int unit) {
+  char tmp[32];
+  if (unit == 1)
+    kiln_text_duration_xla(b, v);
+  else if (unit == 2)
+    kiln_text_printf(b, "%s", kiln_fmt_bytes(v, tmp, sizeof tmp));
   else
-    kiln_strbuf_printf(b, "%.6g", v);
+    kiln_text_printf(b, "%.6g", v);
 }
 
-static int kiln_metric_name_is_time(const char *name) {
+/* Unit of a metric from its name: 1 time (ns, "...Time"), 2 bytes ("...Bytes"), 0 plain. */
+static int kiln_metric_name_unit(const char *name) {
   size_t n = strlen(name);
-  return n >= 4 && strcmp(name + n - 4, "Time") == 0;
+  if (n >= 4 && strcmp(name + n - 4, "Time") == 0) return 1;
+  if (n >= 5 && strcmp(name + n - 5, "Bytes") == 0) return 2;
+  return 0;
 }
+
 
 static int kiln_entry_name_cmp(const void *a, const void *b) {
   return strcmp((*(kiln_metric_entry *const *)a)->name, (*(kiln_metric_entry *const *)b)->name);
@@ -347,7 +293,7 @@ static int kiln_metric_registry_sorted(kiln_metric_registry *r, kiln_metric_entr
   return n;
 }
 
-static void kiln_metrics_format(kiln_strbuf *b) {
+static void kiln_metrics_format(kiln_text *b) {
   static const double pcts[] = {1, 5, 10, 20, 50, 80, 90, 95, 99};
   kiln_metric_snapshot *s = malloc(sizeof *s);
   kiln_metric_entry **v;
@@ -355,20 +301,20 @@ static void kiln_metrics_format(kiln_strbuf *b) {
   for (int i = 0; s && i < n; i++) {
     kiln_metric_snapshot_take(v[i], s);
     if (s->count == 0) continue; /* cleared or never sampled */
-    int is_time = kiln_metric_name_is_time(v[i]->name);
-    kiln_strbuf_printf(b, "Metric: %s\n  TotalSamples: %lld\n  Accumulator: ", v[i]->name, (long long)s->count);
+    int is_time = kiln_metric_name_unit(v[i]->name);
+    kiln_text_printf(b, "Metric: %s\n  TotalSamples: %lld\n  Accumulator: ", v[i]->name, (long long)s->count);
     kiln_strbuf_value(b, s->sum, is_time);
     /* Rates over the retained window, as PyTorch/XLA computes them. */
     double span_s = (double)(s->t_last - s->t_first) / 1e9;
-    kiln_strbuf_printf(b, "\n  ValueRate: ");
+    kiln_text_printf(b, "\n  ValueRate: ");
     kiln_strbuf_value(b, span_s > 0 ? s->window_sum / span_s : 0, is_time);
-    kiln_strbuf_printf(b, " / second\n  Rate: %.6g / second\n  Percentiles: ",
+    kiln_text_printf(b, " / second\n  Rate: %.6g / second\n  Percentiles: ",
                        span_s > 0 ? (double)s->n / span_s : 0);
     for (size_t k = 0; k < sizeof pcts / sizeof pcts[0]; k++) {
-      kiln_strbuf_printf(b, "%s%g%%=", k ? "; " : "", pcts[k]);
+      kiln_text_printf(b, "%s%g%%=", k ? "; " : "", pcts[k]);
       kiln_strbuf_value(b, kiln_metric_percentile(s, pcts[k]), is_time);
     }
-    kiln_strbuf_printf(b, "\n");
+    kiln_text_printf(b, "\n");
   }
   free(v);
   free(s);
@@ -376,25 +322,177 @@ static void kiln_metrics_format(kiln_strbuf *b) {
   for (int i = 0; i < n; i++) {
     int64_t val = atomic_load_explicit(&v[i]->value, memory_order_relaxed);
     if (val == 0) continue;
-    kiln_strbuf_printf(b, "Counter: %s\n  Value: %lld\n", v[i]->name, (long long)val);
+    kiln_text_printf(b, "Counter: %s\n  Value: %lld\n", v[i]->name, (long long)val);
   }
   free(v);
+  kiln_text src = {0};
+  kiln_sites_format(&src, ~0u, "  ");
+  if (src.len) kiln_text_printf(b, "Source lines (graph cuts and device-to-host reads):\n%s", kiln_text_str(&src));
+  kiln_text_free(&src);
 }
 
-/* The last report handed out; replaced by the next call (see kiln.h). */
+/* The last report of each kind handed out; replaced by the next call of
+ * the same kind (see kiln.h). */
+enum { KILN_REPORT_FULL, KILN_REPORT_SHORT, KILN_REPORT_JSON, KILN_REPORT_KINDS };
 static pthread_mutex_t g_report_mu = PTHREAD_MUTEX_INITIALIZER;
-static char *g_report;
+static char *g_report[KILN_REPORT_KINDS];
 
-const char *kiln_metrics_report(void) {
-  kiln_strbuf b = {0};
-  kiln_metrics_format(&b);
+static const char *kiln_report_publish(int kind, kiln_text *b) {
+  char *p = b->failed ? (kiln_text_free(b), strdup("")) : kiln_text_take(b);
   pthread_mutex_lock(&g_report_mu);
-  free(g_report);
-  g_report = (b.failed || !b.p) ? (free(b.p), strdup("")) : b.p;
-  const char *r = g_report ? g_report : "";
+  free(g_report[kind]);
+  g_report[kind] = p;
+  const char *r = p ? p : "";
   pthread_mutex_unlock(&g_report_mu);
   return r;
 }
+
+const char *kiln_metrics_report(void) {
+  kiln_text b = {0};
+  kiln_metrics_format(&b);
+  return kiln_report_publish(KILN_REPORT_FULL, &b);
+}
+
+static double kiln_metric_sum(const char *name, int64_t *count) {
+  kiln_metric_stats st;
+  if (kiln_metric_data(name, &st) != 0) st = (kiln_metric_stats){0};
+  if (count) *count = st.count;
+  return st.sum;
+}
+
+void kiln_metrics_format_short(kiln_text *b) {
+  int64_t steps = kiln_counter_value("MarkStep");
+  int64_t execs = kiln_counter_value("Execute"), xfers = kiln_counter_value("TransferFromDevice");
+  int64_t n_compile = 0, n_exec = 0;
+  double compile_ns = kiln_metric_sum("CompileTime", &n_compile);
+  double exec_ns = kiln_metric_sum("ExecuteTime", &n_exec);
+  char t1[32], t2[32], t3[32], t4[32];
+  double per = steps > 0 ? (double)steps : 1;
+  kiln_text_printf(b, "steps: %lld\n", (long long)steps);
+  kiln_text_printf(b, "compiles: %lld (cached %lld, from disk %lld)\n", (long long)kiln_counter_value("UncachedCompile"),
+                   (long long)kiln_counter_value("CachedCompile"),
+                   (long long)kiln_counter_value("PersistentCacheHit"));
+  kiln_text_printf(b, "executions: %lld (%.2f per step)\n", (long long)execs, steps ? (double)execs / per : 0);
+  kiln_text_printf(b, "transfers to host: %lld (%.2f per step, %s)\n", (long long)xfers,
+                   steps ? (double)xfers / per : 0,
+                   kiln_fmt_bytes((double)kiln_counter_value("TransferFromDeviceBytes"), t1, sizeof t1));
+  kiln_text_printf(b, "compile time: %s (%s per compile)\n", kiln_fmt_duration(compile_ns, t2, sizeof t2),
+                   kiln_fmt_duration(n_compile ? compile_ns / (double)n_compile : 0, t3, sizeof t3));
+  kiln_text_printf(b, "execute time: %s (%s per execution)\n", kiln_fmt_duration(exec_ns, t4, sizeof t4),
+                   kiln_fmt_duration(n_exec ? exec_ns / (double)n_exec : 0, t1, sizeof t1));
+  kiln_text_printf(b, "graph cuts: step marker %lld, value read %lld, data-dependent %lld, explicit compile %lld\n",
+                   (long long)kiln_counter_value("StepMarkerCut"), (long long)kiln_counter_value("ValueReadCut"),
+                   (long long)kiln_counter_value("DataDependentCut"),
+                   (long long)kiln_counter_value("ExplicitCompileCut"));
+}
+
+const char *kiln_metrics_report_short(void) {
+  kiln_text b = {0};
+  kiln_metrics_format_short(&b);
+  return kiln_report_publish(KILN_REPORT_SHORT, &b);
+}
+
+/* JSON string: names are kiln's own identifiers and file names from
+ * __FILE__; escape what JSON requires anyway. */
+static void kiln_json_str(kiln_text *b, const char *s) {
+  kiln_text_printf(b, "\"");
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      kiln_text_printf(b, "\\%c", c);
+    else if (c < 0x20)
+      kiln_text_printf(b, "\\u%04x", c);
+    else
+      kiln_text_printf(b, "%c", c);
+  }
+  kiln_text_printf(b, "\"");
+}
+
+/* Finite numbers only: JSON has no NaN or infinity. */
+static void kiln_json_num(kiln_text *b, double v) { kiln_text_printf(b, "%.17g", isfinite(v) ? v : 0.0); }
+
+const char *kiln_metrics_report_json(void) {
+  kiln_text b = {0};
+  kiln_metric_entry **v;
+  kiln_text_printf(&b, "{\"counters\":{");
+  int n = kiln_metric_registry_sorted(&g_counters, &v), first = 1;
+  for (int i = 0; i < n; i++) {
+    int64_t val = atomic_load_explicit(&v[i]->value, memory_order_relaxed);
+    if (val == 0) continue;
+    kiln_text_printf(&b, "%s", first ? "" : ",");
+    kiln_json_str(&b, v[i]->name);
+    kiln_text_printf(&b, ":%lld", (long long)val);
+    first = 0;
+  }
+  free(v);
+  kiln_text_printf(&b, "},\"metrics\":{");
+  n = kiln_metric_registry_sorted(&g_metrics, &v), first = 1;
+  for (int i = 0; i < n; i++) {
+    kiln_metric_stats st;
+    if (kiln_metric_data(v[i]->name, &st) != 0 || st.count == 0) continue;
+    kiln_text_printf(&b, "%s", first ? "" : ",");
+    kiln_json_str(&b, v[i]->name);
+    kiln_text_printf(&b, ":{\"count\":%lld,\"sum\":", (long long)st.count);
+    kiln_json_num(&b, st.sum);
+    const char *keys[] = {"min", "max", "p50", "p90", "p99"};
+    double vals[] = {st.min, st.max, st.p50, st.p90, st.p99};
+    for (int k = 0; k < 5; k++) {
+      kiln_text_printf(&b, ",\"%s\":", keys[k]);
+      kiln_json_num(&b, vals[k]);
+    }
+    kiln_text_printf(&b, "}");
+    first = 0;
+  }
+  free(v);
+  kiln_text_printf(&b, "},\"sites\":[");
+  int ns = kiln_site_list(NULL, 0);
+  kiln_site_stats *sv = ns > 0 ? malloc(sizeof *sv * (size_t)ns) : NULL;
+  if (sv) {
+    int got = kiln_site_list(sv, ns); /* records may have been cleared meanwhile */
+    if (got < ns) ns = got;
+  }
+  for (int i = 0; sv && i < ns; i++) {
+    kiln_text_printf(&b, "%s{\"file\":", i ? "," : "");
+    kiln_json_str(&b, kiln_fmt_file(sv[i].file));
+    kiln_text_printf(&b, ",\"line\":%d,\"kind\":", sv[i].line);
+    kiln_json_str(&b, kiln_site_kind_name(sv[i].kind));
+    kiln_text_printf(&b, ",\"count\":%lld,\"bytes\":%lld,\"time_ns\":", (long long)sv[i].count,
+                     (long long)sv[i].bytes);
+    kiln_json_num(&b, sv[i].time_ns);
+    kiln_text_printf(&b, ",\"wait_ns\":");
+    kiln_json_num(&b, sv[i].wait_ns);
+    kiln_text_printf(&b, ",\"compiles\":%lld,\"compile_ns\":", (long long)sv[i].compiles);
+    kiln_json_num(&b, sv[i].compile_ns);
+    kiln_text_printf(&b, "}");
+  }
+  free(sv);
+  kiln_text_printf(&b, "]}\n");
+  return kiln_report_publish(KILN_REPORT_JSON, &b);
+}
+
+/* Names with a value (counters != 0, metrics with samples), sorted. */
+static int kiln_registry_names(kiln_metric_registry *r, const char **names, int cap) {
+  kiln_metric_entry **v;
+  int n = kiln_metric_registry_sorted(r, &v), k = 0;
+  for (int i = 0; i < n; i++) {
+    int has;
+    if (r->is_metric) {
+      pthread_mutex_lock(&v[i]->mu);
+      has = v[i]->count > 0;
+      pthread_mutex_unlock(&v[i]->mu);
+    } else {
+      has = atomic_load_explicit(&v[i]->value, memory_order_relaxed) != 0;
+    }
+    if (!has) continue;
+    if (names && k < cap) names[k] = v[i]->name; /* entries are never freed */
+    k++;
+  }
+  free(v);
+  return k;
+}
+
+int kiln_counter_names(const char **names, int cap) { return kiln_registry_names(&g_counters, names, cap); }
+int kiln_metric_names(const char **names, int cap) { return kiln_registry_names(&g_metrics, names, cap); }
 
 static void kiln_metric_entry_reset(kiln_metric_entry *e) {
   atomic_store_explicit(&e->value, 0, memory_order_relaxed);
@@ -405,12 +503,23 @@ static void kiln_metric_entry_reset(kiln_metric_entry *e) {
   pthread_mutex_unlock(&e->mu);
 }
 
+void kiln_counter_clear(const char *name) {
+  kiln_metric_entry *e = name ? kiln_metric_entry_get(&g_counters, name, 0) : NULL;
+  if (e) kiln_metric_entry_reset(e);
+}
+
+void kiln_metric_clear(const char *name) {
+  kiln_metric_entry *e = name ? kiln_metric_entry_get(&g_metrics, name, 0) : NULL;
+  if (e) kiln_metric_entry_reset(e);
+}
+
 void kiln_metrics_clear(void) {
   kiln_metric_registry *regs[2] = {&g_counters, &g_metrics};
   for (int r = 0; r < 2; r++) {
     int n = atomic_load_explicit(&regs[r]->n_entries, memory_order_acquire);
     for (int i = 0; i < n; i++) kiln_metric_entry_reset(regs[r]->entries[i]);
   }
+  kiln_sites_clear();
 }
 
 /* ───────────── report at exit ───────────── */
@@ -432,6 +541,23 @@ static void kiln_metrics_exit_path(const char *tmpl, char *out, size_t cap) {
   out[o] = 0;
 }
 
+/* Write text to path atomically (a temporary file beside it, then rename),
+ * so that a reader never sees half a report. 0 on success. */
+static int kiln_write_atomic(const char *path, const char *text) {
+  char tmp[4200];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return -1;
+  FILE *f = fopen(tmp, "w");
+  if (!f) return -1;
+  int ok = fputs(text, f) >= 0;
+  ok &= fflush(f) == 0;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    remove(tmp);
+    return -1;
+  }
+  return 0;
+}
+
 static void kiln_metrics_exit_report(void) {
   const char *on = getenv("KILN_METRICS");
   const char *file = getenv("KILN_METRICS_FILE");
@@ -443,13 +569,7 @@ static void kiln_metrics_exit_report(void) {
   if (to_file) {
     char path[4096];
     kiln_metrics_exit_path(file, path, sizeof path);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-      fprintf(stderr, "kiln: cannot write KILN_METRICS_FILE=%s\n", path);
-      return;
-    }
-    fputs(rep, f);
-    fclose(f);
+    if (kiln_write_atomic(path, rep) != 0) fprintf(stderr, "kiln: cannot write KILN_METRICS_FILE=%s\n", path);
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "debug/text.h"
+
 void kiln_counter_add(const char *name, int64_t delta);
 /* Record one sample of a metric. Timed metrics are in nanoseconds and their
  * name ends in "Time". */
@@ -14,5 +16,7 @@ void kiln_metric_record(const char *name, double value);
 uint64_t kiln_now_ns(void);
 /* Called once at runtime start: sets up KILN_METRICS=1 report at exit. */
 void kiln_metrics_install_exit_report(void);
+/* Append the short report (kiln_metrics_report_short's text) to t. */
+void kiln_metrics_format_short(kiln_text *t);
 
 #endif

@@ -1,12 +1,14 @@
 /* The runtime singleton: start, stop, buffers, graph cache. */
 #include "runtime/runtime.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "autograd/autograd_internal.h"
+#include "debug/analysis.h"
 #include "debug/metrics.h"
 #include "frontend/api.h"
 
@@ -62,6 +64,15 @@ static void resolve_cache_dir(char *out, size_t len, const kiln_options *o) {
   if (home && *home) snprintf(out, len, "%s/.cache/kiln", home);
 }
 
+/* KILN_DEBUG's summary at exit, for programs that never call kiln_shutdown
+ * (kiln_shutdown prints it itself). */
+static void exit_summary(void) {
+  if (g_rt) kiln_analysis_exit_summary(g_rt->an, g_rt);
+}
+static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
+static void exit_summary_install(void) { atexit(exit_summary); }
+static void install_exit_summary(void) { pthread_once(&g_exit_once, exit_summary_install); }
+
 kiln_status kiln_init(const kiln_options *opts) {
   if (g_rt) return kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0}, "kiln_init: the runtime is already started");
   kiln_options o = opts ? *opts : (kiln_options){0};
@@ -110,7 +121,9 @@ kiln_status kiln_init(const kiln_options *opts) {
     free(rt);
     return kiln_error(s ? s : KILN_ERR_OUT_OF_MEMORY, (kiln_loc){0, 0}, "kiln_init: cannot start the runtime");
   }
+  rt->an = kiln_analysis_create(); /* NULL (out of memory): run without the analysis */
   kiln_metrics_install_exit_report();
+  install_exit_summary();
   g_rt = rt;
   return KILN_OK;
 }
@@ -136,6 +149,9 @@ void kiln_shutdown(void) {
   kiln_runtime *rt = g_rt;
   if (!rt) return;
   kiln_executor_wait_all(rt->exec);
+  /* before the cache: the analysis points at its entries */
+  kiln_analysis_destroy(rt->an, rt);
+  rt->an = NULL;
   kiln_executor_destroy(rt->exec);
   kiln_autograd_reset(); /* its records name tensor slots, which restart with a new runtime */
   kiln_frontend_destroy(&rt->fe);

@@ -20,14 +20,33 @@ typedef struct kiln_cache_entry {
   kiln_graph *graph;      /* the traced graph (before passes), with source locations */
   kiln_executable *exe;
   kiln_exec_info info;
-  uint64_t hits;
+  uint64_t hits;       /* cache hits (lookups that found it) */
+  uint64_t execs;      /* executions enqueued */
+  int compile_no;      /* 1 for the first graph compiled by this runtime, ... */
+  uint64_t compile_step;
+  char tag[32];        /* kiln_graph_tag at compile time ("" none) */
   struct kiln_cache_entry *next;
 } kiln_cache_entry;
 
+/* Why a graph was cut; each has its counter (StepMarkerCut, ValueReadCut,
+ * DataDependentCut, ExplicitCompileCut) and its kiln_site_kind. */
 typedef enum kiln_cut_reason {
   KILN_CUT_STEP_MARKER = 0,
-  KILN_CUT_VALUE_READ,
+  KILN_CUT_VALUE_READ,       /* a read of a pending tensor */
+  KILN_CUT_DATA_DEPENDENT,   /* an op whose output shape depends on values */
+  KILN_CUT_EXPLICIT_COMPILE, /* kiln_compile: compile and cache, do not execute */
+  KILN_CUT_REASON_COUNT
 } kiln_cut_reason;
+
+/* A cut's cause: the reason, the user's line and the public function that
+ * made it ("kiln_item_f64", NULL when the reason says it all). */
+typedef struct kiln_cut_cause {
+  kiln_cut_reason why;
+  kiln_loc loc;
+  const char *api;
+} kiln_cut_cause;
+
+struct kiln_analysis; /* debug/analysis.h */
 
 typedef struct kiln_runtime {
   char backend_name[16];
@@ -42,6 +61,11 @@ typedef struct kiln_runtime {
   uint32_t n_buckets, n_entries;
   uint64_t step;
   int execs_this_step;
+  int n_compiles;              /* graphs compiled (numbering of compile records) */
+  struct kiln_analysis *an;    /* KILN_DEBUG analysis, compile history */
+  int full_graph_depth;        /* > 0 inside kiln_full_graph_begin/end */
+  kiln_loc full_graph_loc;     /* where the outermost region was opened */
+  char tag[32];                /* kiln_graph_tag ("" none) */
   /* test hook: force every graph key (0 = off) */
   uint64_t test_force_key;
 } kiln_runtime;
@@ -54,8 +78,11 @@ kiln_runtime *kiln_runtime_peek(void);
 kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
                                   const int32_t *alias);
 kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e);
-/* Cut the graph: compute outputs (tensor slots) and enqueue. */
-kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **outs, kiln_cut_reason why, kiln_loc loc);
+/* Cut the graph: compute outputs (tensor slots) and enqueue, or for
+ * KILN_CUT_EXPLICIT_COMPILE only find or compile the graph (the slots stay
+ * pending). Inside a full-graph region any reason but the step marker is
+ * refused with KILN_ERR_GRAPH_CUT (slots untouched). */
+kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **outs, kiln_cut_cause cause);
 /* Allocate a device buffer as a kiln_buf (NULL on OOM). */
 kiln_buf *kiln_runtime_buffer(kiln_runtime *rt, size_t bytes);
 

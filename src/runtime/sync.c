@@ -4,15 +4,32 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "debug/analysis.h"
+#include "debug/dump.h"
 #include "debug/metrics.h"
+#include "debug/sites.h"
+#include "debug/text.h"
 #include "passes/passes.h"
 #include "runtime/runtime.h"
 
 #define KILN_CUT_STACK 64
 
+static const char *const g_cut_counters[KILN_CUT_REASON_COUNT] = {"StepMarkerCut", "ValueReadCut",
+                                                                   "DataDependentCut", "ExplicitCompileCut"};
+
+static kiln_site_kind site_kind_of(kiln_cut_reason why) {
+  switch (why) {
+    case KILN_CUT_VALUE_READ: return KILN_SITE_CUT_VALUE_READ;
+    case KILN_CUT_DATA_DEPENDENT: return KILN_SITE_CUT_DATA_DEPENDENT;
+    case KILN_CUT_EXPLICIT_COMPILE: return KILN_SITE_CUT_EXPLICIT_COMPILE;
+    default: return KILN_SITE_CUT_STEP_MARKER;
+  }
+}
+
 /* Compile the linearized graph (cache miss). */
 static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
-                                 const int32_t *alias, kiln_loc loc, kiln_cache_entry **out) {
+                                 const int32_t *alias, const kiln_cut_cause *cause, kiln_cache_entry **out) {
+  kiln_loc loc = cause->loc;
   uint64_t t0 = kiln_now_ns();
   kiln_graph *g = kiln_lin_build(&rt->lin, n_out, outs, alias);
   if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory building the graph");
@@ -41,6 +58,11 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
     e->graph = g;
     e->exe = exe;
   }
+  if (e) {
+    e->compile_no = rt->n_compiles + 1;
+    e->compile_step = rt->step;
+    memcpy(e->tag, rt->tag, sizeof e->tag);
+  }
   if (!e || kiln_cache_insert(rt, e) != KILN_OK) {
     free(e);
     rt->backend->vt->executable_free(rt->backend, exe);
@@ -53,6 +75,11 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
   kiln_metric_record("CompileTime", ns);
   kiln_metric_record("GraphNodes", (double)g->n_nodes);
   kiln_counter_add("UncachedCompile", 1);
+  rt->n_compiles++;
+  kiln_sites_record_compile(site_kind_of(cause->why), loc, ns);
+  char cs[256];
+  kiln_dump_graph(g, key, kiln_cut_cause_str(cause, cs, sizeof cs), e->compile_no);
+  kiln_analysis_compiled(rt->an, rt, cause, e);
   *out = e;
   return KILN_OK;
 }
@@ -75,8 +102,18 @@ static kiln_buf *scalar_buffer(kiln_runtime *rt, const kiln_node *n) {
   return b;
 }
 
-kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, kiln_cut_reason why, kiln_loc loc) {
+kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, kiln_cut_cause cause) {
   kiln_frontend *fe = &rt->fe;
+  kiln_cut_reason why = cause.why;
+  kiln_loc loc = cause.loc;
+  if (rt->full_graph_depth > 0 && why != KILN_CUT_STEP_MARKER) {
+    char cs[256];
+    return kiln_error(KILN_ERR_GRAPH_CUT, loc, "graph cut inside a full-graph region: %s (region opened at %s:%d)",
+                      kiln_cut_cause_str(&cause, cs, sizeof cs), kiln_fmt_file(rt->full_graph_loc.file),
+                      rt->full_graph_loc.line);
+  }
+  uint64_t t_cut = kiln_now_ns();
+  int hit = 0;
   kiln_node *outs_stack[KILN_CUT_STACK] = {0};
   int32_t alias_stack[KILN_CUT_STACK], slot_out_stack[KILN_CUT_STACK];
   kiln_node **outs = outs_stack;
@@ -91,7 +128,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
     }
   }
   kiln_status st = KILN_OK;
-  kiln_counter_add(why == KILN_CUT_VALUE_READ ? "ValueReadCut" : "StepMarkerCut", 1);
+  kiln_counter_add(g_cut_counters[why < KILN_CUT_REASON_COUNT ? why : 0], 1);
   /* unique output nodes, in slot order */
   uint32_t mark = ++fe->mark_epoch;
   int n_out = 0;
@@ -135,11 +172,20 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
   if (rt->test_force_key) key = rt->test_force_key;
   kiln_cache_entry *e = kiln_cache_find(rt, key, n_out, outs, alias);
   if (e) {
-    e->hits++;
-    kiln_counter_add("CachedCompile", 1);
+    hit = 1;
+    if (why != KILN_CUT_EXPLICIT_COMPILE) { /* a warm-up that finds its graph is not a use of it */
+      e->hits++;
+      kiln_counter_add("CachedCompile", 1);
+    }
   } else {
-    st = compile_entry(rt, key, n_out, outs, alias, loc, &e);
+    st = compile_entry(rt, key, n_out, outs, alias, &cause, &e);
     if (st != KILN_OK) goto done;
+  }
+  if (why == KILN_CUT_EXPLICIT_COMPILE) { /* compiled and cached: the slots stay pending */
+    double ns = (double)(kiln_now_ns() - t_cut);
+    kiln_sites_record(KILN_SITE_CUT_EXPLICIT_COMPILE, loc, 0, ns, 0);
+    kiln_analysis_cut_done(rt->an, rt, &cause, e, hit, ns);
+    goto cleanup;
   }
   /* the job: inputs (LEAF buffers, SCALAR values), outputs */
   kiln_job *job = kiln_job_alloc((int32_t)rt->lin.n_inputs, n_out);
@@ -194,9 +240,16 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
   uint64_t got = kiln_executor_submit(rt->exec, job);
   KILN_ASSERT(got == seq);
   rt->execs_this_step++;
+  e->execs++;
+  {
+    double ns = (double)(kiln_now_ns() - t_cut);
+    kiln_sites_record(site_kind_of(why), loc, 0, ns, 0);
+    kiln_analysis_cut_done(rt->an, rt, &cause, e, hit, ns);
+  }
 done:
   if (st != KILN_OK)
     for (uint32_t i = 0; i < n; i++) kiln_fe_set_poisoned(fe, slots[i]);
+cleanup:
   if (outs != outs_stack) {
     free(outs);
     free(alias);
@@ -217,7 +270,7 @@ kiln_status kiln_mark_step_at(kiln_loc loc) {
       kiln_tslot *s = &fe->slots[fe->kept_list[k]];
       if (s->node && s->node->op != KILN_OP_LEAF && !s->poisoned) slots[n++] = s;
     }
-    if (n) kiln_runtime_cut(rt, n, slots, KILN_CUT_STEP_MARKER, loc);
+    if (n) kiln_runtime_cut(rt, n, slots, (kiln_cut_cause){KILN_CUT_STEP_MARKER, loc, NULL});
     if (slots != stack) free(slots);
   } else {
     kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "mark_step: out of memory");
@@ -231,10 +284,12 @@ kiln_status kiln_mark_step_at(kiln_loc loc) {
   kiln_fe_end_step(fe);
   kiln_counter_add("MarkStep", 1);
   rt->step++;
+  kiln_analysis_step(rt->an, rt);
   return kiln_last_status();
 }
 
-static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char *op, kiln_loc loc, kiln_tslot **out) {
+static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char *op, const char *api, kiln_loc loc,
+                              kiln_tslot **out) {
   kiln_runtime *rt = kiln_runtime_get();
   if (!rt) return kiln_last_status();
   kiln_tslot *s = kiln_fe_slot(&rt->fe, t, op, loc);
@@ -249,7 +304,7 @@ static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: destination has %zu bytes, the tensor needs %zu", op,
                       bytes, need);
   if (s->node && s->node->op != KILN_OP_LEAF) {
-    kiln_status st = kiln_runtime_cut(rt, 1, &s, KILN_CUT_VALUE_READ, loc);
+    kiln_status st = kiln_runtime_cut(rt, 1, &s, (kiln_cut_cause){KILN_CUT_VALUE_READ, loc, api});
     if (st != KILN_OK) return st;
   }
   uint64_t t0 = kiln_now_ns();
@@ -258,17 +313,20 @@ static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char
   if (need) rt->backend->vt->copy_to_host(rt->backend, dst, s->buf->data, need);
   kiln_counter_add("TransferFromDevice", 1);
   kiln_counter_add("TransferFromDeviceBytes", (int64_t)need);
-  kiln_metric_record("TransferFromDeviceTime", (double)(kiln_now_ns() - t1));
+  uint64_t t2 = kiln_now_ns();
+  kiln_metric_record("TransferFromDeviceTime", (double)(t2 - t1));
   kiln_metric_record("DeviceWaitTime", (double)(t1 - t0));
+  kiln_sites_record(KILN_SITE_READ, loc, (int64_t)need, (double)(t2 - t0), (double)(t1 - t0));
+  kiln_analysis_read(rt->an);
   return KILN_OK;
 }
 
 kiln_status kiln_to_host_at(kiln_tensor t, void *dst, size_t bytes, kiln_loc loc) {
-  kiln_status s = read_value(t, dst, bytes, "to_host", loc, NULL);
+  kiln_status s = read_value(t, dst, bytes, "to_host", "kiln_to_host", loc, NULL);
   return s != KILN_OK ? s : kiln_last_status();
 }
 
-static int read_item(kiln_tensor t, const char *op, kiln_loc loc, double *f, int64_t *i) {
+static int read_item(kiln_tensor t, const char *op, const char *api, kiln_loc loc, double *f, int64_t *i) {
   kiln_runtime *rt = kiln_runtime_get();
   if (!rt) return -1;
   kiln_tslot *s = kiln_fe_slot(&rt->fe, t, op, loc);
@@ -286,7 +344,7 @@ static int read_item(kiln_tensor t, const char *op, kiln_loc loc, double *f, int
     int64_t i64;
     uint8_t b;
   } v;
-  if (read_value(t, &v, sizeof v, op, loc, NULL) != KILN_OK) return -1;
+  if (read_value(t, &v, sizeof v, op, api, loc, NULL) != KILN_OK) return -1;
   switch (s->dtype) {
     case KILN_F32: *f = v.f32, *i = (int64_t)v.f32; break;
     case KILN_F64: *f = v.f64, *i = (int64_t)v.f64; break;
@@ -300,13 +358,13 @@ static int read_item(kiln_tensor t, const char *op, kiln_loc loc, double *f, int
 double kiln_item_f64_at(kiln_tensor t, kiln_loc loc) {
   double f;
   int64_t i;
-  return read_item(t, "item", loc, &f, &i) ? 0.0 / 0.0 : f;
+  return read_item(t, "item", "kiln_item_f64", loc, &f, &i) ? 0.0 / 0.0 : f;
 }
 
 int64_t kiln_item_i64_at(kiln_tensor t, kiln_loc loc) {
   double f;
   int64_t i;
-  return read_item(t, "item", loc, &f, &i) ? 0 : i;
+  return read_item(t, "item", "kiln_item_i64", loc, &f, &i) ? 0 : i;
 }
 
 kiln_status kiln_wait(void) {

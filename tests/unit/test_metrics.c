@@ -159,6 +159,178 @@ KT_TEST(now_monotonic) {
   KT_CHECK(a > 0);
 }
 
+/* Every block of the full report of a real run parses: "Metric: X" is
+ * followed by exactly TotalSamples, Accumulator, ValueRate, Rate and
+ * Percentiles with the nine percentiles; "Counter: X" by "  Value: N"
+ * whose N is kiln_counter_value(X). */
+KT_TEST(report_parses) {
+  kiln_shutdown();
+  kiln_metrics_clear();
+  kiln_options o = {.backend = "ref", .disk_cache = -1};
+  KT_EQ_INT(kiln_init(&o), KILN_OK);
+  int64_t n = 4;
+  float h[4] = {1, 2, 3, 4};
+  kiln_tensor p = kiln_keep(kiln_from_host(h, KILN_F32, 1, &n));
+  for (int i = 0; i < 3; i++) {
+    kiln_assign(p, kiln_mul_c(p, 2.0));
+    KT_NEAR(kiln_item_f64(kiln_sum(p, 0, NULL, 0)), 10.0 * (1 << (i + 1)), 1e-4);
+    kiln_mark_step();
+  }
+  KT_EQ_INT(kiln_wait(), KILN_OK); /* Execute counts finished executions */
+  kiln_metric_record("TestSizeBytes", 1.5 * 1024 * 1024);
+  char *r = strdup(kiln_metrics_report());
+  int metrics = 0, counters = 0;
+  static const char *const fields[] = {"  TotalSamples: ", "  Accumulator: ", "  ValueRate: ", "  Rate: ",
+                                       "  Percentiles: 1%="};
+  char *save = NULL;
+  for (char *line = strtok_r(r, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    if (!strncmp(line, "Metric: ", 8)) {
+      metrics++;
+      for (int f = 0; f < 5; f++) {
+        line = strtok_r(NULL, "\n", &save);
+        KT_CHECK_MSG(line && !strncmp(line, fields[f], strlen(fields[f])), "metric block field %d: %s", f,
+                     line ? line : "(end)");
+        if (!line) break;
+        if (f == 0) KT_CHECK(atoll(line + strlen(fields[0])) > 0);
+        if (f == 4) {
+          int semis = 0;
+          for (const char *c = line; *c; c++) semis += *c == ';';
+          KT_EQ_INT(semis, 8);
+          KT_CHECK(strstr(line, "; 99%=") != NULL);
+        }
+      }
+    } else if (!strncmp(line, "Counter: ", 9)) {
+      counters++;
+      char name[128];
+      snprintf(name, sizeof name, "%s", line + 9);
+      line = strtok_r(NULL, "\n", &save);
+      KT_CHECK(line && !strncmp(line, "  Value: ", 9));
+      if (line) KT_EQ_INT(atoll(line + 9), kiln_counter_value(name));
+    } else if (!strcmp(line, "Source lines (graph cuts and device-to-host reads):")) {
+      break; /* the per-line table ends the report */
+    } else {
+      KT_FAIL("unexpected report line: %s", line);
+    }
+  }
+  KT_CHECK(metrics >= 5);  /* CompileTime, ExecuteTime, ... */
+  KT_CHECK(counters >= 8); /* MarkStep, Execute, ... */
+  free(r);
+  r = (char *)kiln_metrics_report();
+  KT_STR_CONTAINS(r, "Metric: TestSizeBytes\n  TotalSamples: 1\n  Accumulator: 1.50MB\n");
+  KT_STR_CONTAINS(r, "Counter: StepMarkerCut\n  Value: 3\n");
+  KT_STR_CONTAINS(r, "Counter: ValueReadCut\n  Value: 3\n");
+  KT_STR_CONTAINS(r, "Source lines (graph cuts and device-to-host reads):\n     count compiles");
+  /* the short report: the figures that matter, exact */
+  const char *s = kiln_metrics_report_short();
+  KT_STR_CONTAINS(s, "steps: 3\ncompiles: 2 (cached 4, from disk 0)\nexecutions: 6 (2.00 per step)\n");
+  KT_STR_CONTAINS(s, "transfers to host: 3 (1.00 per step, 12B)\n");
+  KT_STR_CONTAINS(s, "graph cuts: step marker 3, value read 3, data-dependent 0, explicit compile 0\n");
+  kiln_shutdown();
+}
+
+/* A minimal JSON checker (RFC 8259 grammar, no semantics): returns the
+ * position after one value, or NULL. */
+static const char *json_ws(const char *p) {
+  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+  return p;
+}
+static const char *json_value(const char *p);
+static const char *json_string(const char *p) {
+  if (*p++ != '"') return NULL;
+  for (; *p && *p != '"'; p++) {
+    if ((unsigned char)*p < 0x20) return NULL;
+    if (*p == '\\') {
+      p++;
+      if (*p == 'u') {
+        for (int i = 1; i <= 4; i++)
+          if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i]) return NULL;
+        p += 4;
+      } else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+        return NULL;
+      }
+    }
+  }
+  return *p == '"' ? p + 1 : NULL;
+}
+static const char *json_value(const char *p) {
+  p = json_ws(p);
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    p = json_ws(p + 1);
+    if (*p == close) return p + 1;
+    for (;;) {
+      if (close == '}') {
+        p = json_string(json_ws(p));
+        if (!p) return NULL;
+        p = json_ws(p);
+        if (*p++ != ':') return NULL;
+      }
+      p = json_value(p);
+      if (!p) return NULL;
+      p = json_ws(p);
+      if (*p == close) return p + 1;
+      if (*p++ != ',') return NULL;
+    }
+  }
+  if (*p == '"') return json_string(p);
+  if (!strncmp(p, "true", 4)) return p + 4;
+  if (!strncmp(p, "false", 5)) return p + 5;
+  if (!strncmp(p, "null", 4)) return p + 4;
+  char *end;
+  if (*p != '-' && (*p < '0' || *p > '9')) return NULL;
+  strtod(p, &end);
+  return end > p ? end : NULL;
+}
+
+KT_TEST(json_report) {
+  kiln_metrics_clear();
+  kiln_counter_add("TestJsonCounter", 41);
+  kiln_counter_add("Test\"Quoted\\Name", 1);
+  kiln_metric_record("TestJsonTime", 1500.0);
+  kiln_metric_record("TestJsonTime", 2500.0);
+  const char *j = kiln_metrics_report_json();
+  const char *end = json_value(j);
+  KT_CHECK_MSG(end && *json_ws(end) == 0, "invalid JSON: %s", j);
+  KT_STR_CONTAINS(j, "\"TestJsonCounter\":41");
+  KT_STR_CONTAINS(j, "\"Test\\\"Quoted\\\\Name\":1");
+  /* numbers parse back to the stored values */
+  const char *m = strstr(j, "\"TestJsonTime\":{\"count\":");
+  KT_CHECK(m != NULL);
+  if (m) {
+    KT_EQ_INT(atoll(m + strlen("\"TestJsonTime\":{\"count\":")), 2);
+    const char *sum = strstr(m, "\"sum\":");
+    KT_CHECK(sum && strtod(sum + 6, NULL) == 4000.0);
+    const char *mx = strstr(m, "\"max\":");
+    KT_CHECK(mx && strtod(mx + 6, NULL) == 2500.0);
+  }
+  KT_STR_CONTAINS(j, "\"sites\":[");
+}
+
+KT_TEST(names_and_clear_one) {
+  kiln_metrics_clear();
+  kiln_counter_add("TestNameB", 2);
+  kiln_counter_add("TestNameA", 1);
+  kiln_metric_record("TestNameM", 1);
+  const char *names[64];
+  int n = kiln_counter_names(names, 64);
+  KT_EQ_INT(n, 2);
+  if (n == 2) {
+    KT_CHECK(!strcmp(names[0], "TestNameA"));
+    KT_CHECK(!strcmp(names[1], "TestNameB"));
+  }
+  KT_EQ_INT(kiln_counter_names(NULL, 0), 2);
+  KT_EQ_INT(kiln_metric_names(names, 64), 1);
+  KT_CHECK(!strcmp(names[0], "TestNameM"));
+  kiln_counter_clear("TestNameB");
+  kiln_counter_clear("TestNeverSeen");
+  kiln_counter_clear(NULL);
+  KT_EQ_INT(kiln_counter_value("TestNameB"), 0);
+  KT_EQ_INT(kiln_counter_value("TestNameA"), 1);
+  KT_EQ_INT(kiln_counter_names(names, 1), 1);
+  kiln_metric_clear("TestNameM");
+  KT_EQ_INT(kiln_metric_names(NULL, 0), 0);
+}
+
 /* KILN_METRICS_FILE: the child process writes its report at exit. */
 KT_TEST(exit_report_file) {
   char tmpl[] = "/tmp/kiln_metrics_test_XXXXXX";
@@ -190,9 +362,13 @@ KT_TEST(exit_report_file) {
   KT_STR_CONTAINS(text, "Counter: TestExitCounter\n  Value: 5\n");
   const char *first = strstr(text, "TestExitCounter");
   KT_CHECK(first && !strstr(first + 1, "TestExitCounter"));
+  /* written through a temporary file renamed into place: none is left */
+  char tmp[128];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", tmpl, (long)pid);
+  KT_CHECK(access(tmp, F_OK) != 0);
   unlink(tmpl);
 }
 
 KT_MAIN(KT_CASE(counter_basic), KT_CASE(counter_keyed_by_content), KT_CASE(counter_threads), KT_CASE(metric_stats),
         KT_CASE(metric_window), KT_CASE(report_format), KT_CASE(duration_format), KT_CASE(now_monotonic),
-        KT_CASE(exit_report_file))
+        KT_CASE(exit_report_file), KT_CASE(report_parses), KT_CASE(json_report), KT_CASE(names_and_clear_one))

@@ -1,0 +1,439 @@
+/* The KILN_DEBUG analysis (see analysis.h and docs/metrics.md). */
+#include "debug/analysis.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "debug/bucket.h"
+#include "debug/graphdiff.h"
+#include "debug/metrics.h"
+#include "debug/sites.h"
+#include "debug/text.h"
+
+enum {
+  KILN_AN_HISTORY = 16,      /* graphs remembered per cut site (most recent) */
+  KILN_AN_COMPILE_RATIO = 4, /* warn when, after warm-up, compiles >= steps / 4 */
+  KILN_AN_DIFF_CAP = 8192,   /* bytes of "what changed" text per compile */
+  KILN_AN_MAX_BUCKETS = 4,
+  KILN_AN_DIFF_LINES = 10,   /* "what changed" lines printed per compile */
+};
+
+typedef struct kiln_an_graph {
+  kiln_cache_entry *e;
+  kiln_cut_cause cause;
+} kiln_an_graph;
+
+typedef struct kiln_an_site {
+  const char *file;
+  int line;
+  int n;                       /* graphs compiled here in all */
+  int recent[KILN_AN_HISTORY]; /* compile numbers, ring of the last KILN_AN_HISTORY */
+} kiln_an_site;
+
+struct kiln_analysis {
+  pthread_mutex_t mu;
+  int level;
+  FILE *out; /* stderr or KILN_DEBUG_FILE (owned then) */
+  int own_out;
+  int64_t warmup;
+  int64_t steps, compiles, transfers, value_cuts;
+  int64_t base_compiles, base_transfers, base_value_cuts; /* at the end of warm-up */
+  int64_t warned_compiles, warned_transfers;              /* counts at the last warning */
+  kiln_an_graph *graphs; /* index compile_no - 1 */
+  int n_graphs, cap_graphs;
+  kiln_an_site *sites;
+  int n_sites, cap_sites;
+  int summary_done;
+  char *explain;
+};
+
+static const char *const g_reason_names[KILN_CUT_REASON_COUNT] = {"step marker", "value read", "data-dependent op",
+                                                                    "explicit compile"};
+
+const char *kiln_cut_cause_str(const kiln_cut_cause *c, char *buf, size_t cap) {
+  const char *r = (unsigned)c->why < KILN_CUT_REASON_COUNT ? g_reason_names[c->why] : "cut";
+  if (c->api)
+    snprintf(buf, cap, "%s at %s:%d (%s)", r, kiln_fmt_file(c->loc.file), c->loc.line, c->api);
+  else
+    snprintf(buf, cap, "%s at %s:%d", r, kiln_fmt_file(c->loc.file), c->loc.line);
+  return buf;
+}
+
+kiln_analysis *kiln_analysis_create(void) {
+  kiln_analysis *a = calloc(1, sizeof *a);
+  if (!a) return NULL;
+  pthread_mutex_init(&a->mu, NULL);
+  const char *lv = getenv("KILN_DEBUG");
+  a->level = lv && *lv ? atoi(lv) : 0;
+  if (a->level < 0) a->level = 0;
+  const char *wu = getenv("KILN_DEBUG_WARMUP");
+  a->warmup = wu && *wu ? atoll(wu) : 5;
+  if (a->warmup < 0) a->warmup = 0;
+  a->out = stderr;
+  const char *file = getenv("KILN_DEBUG_FILE");
+  if (a->level > 0 && file && *file) {
+    FILE *f = fopen(file, "a");
+    if (f) {
+      a->out = f;
+      a->own_out = 1;
+    } else {
+      fprintf(stderr, "kiln: cannot open KILN_DEBUG_FILE=%s for appending; writing the analysis to stderr\n", file);
+    }
+  }
+  return a;
+}
+
+int kiln_analysis_level(const kiln_analysis *a) { return a ? a->level : 0; }
+
+void kiln_analysis_destroy(kiln_analysis *a, kiln_runtime *rt) {
+  if (!a) return;
+  kiln_analysis_exit_summary(a, rt);
+  if (a->own_out) fclose(a->out);
+  free(a->graphs);
+  free(a->sites);
+  free(a->explain);
+  pthread_mutex_destroy(&a->mu);
+  free(a);
+}
+
+/* ── compile history per cut site ── */
+
+static kiln_an_site *site_get(kiln_analysis *a, kiln_loc loc) {
+  for (int i = 0; i < a->n_sites; i++)
+    if (a->sites[i].file == loc.file && a->sites[i].line == loc.line) return &a->sites[i];
+  if (a->n_sites == a->cap_sites) {
+    int nc = a->cap_sites ? a->cap_sites * 2 : 16;
+    kiln_an_site *ns = realloc(a->sites, sizeof *ns * (size_t)nc);
+    if (!ns) return NULL;
+    a->sites = ns;
+    a->cap_sites = nc;
+  }
+  kiln_an_site *s = &a->sites[a->n_sites++];
+  *s = (kiln_an_site){.file = loc.file, .line = loc.line};
+  return s;
+}
+
+/* The site's remembered compile numbers, oldest first; returns the count. */
+static int site_history(const kiln_an_site *s, int *out) {
+  int n = s->n < KILN_AN_HISTORY ? s->n : KILN_AN_HISTORY;
+  for (int i = 0; i < n; i++) out[i] = s->recent[(s->n - n + i) % KILN_AN_HISTORY];
+  return n;
+}
+
+/* For a site whose graphs differ in an input dimension: the first (input,
+ * dim) whose size varies across the history, with every value weighted by
+ * the executions of its graphs, and kiln_bucket_advise's boundaries. */
+static void bucket_advice(kiln_analysis *a, const int *hist, int n, kiln_text *t, const char *indent) {
+  const kiln_graph *g0 = a->graphs[hist[0] - 1].e->graph;
+  for (int in = 0; in < g0->n_inputs; in++) {
+    const kiln_gnode *x0 = &g0->nodes[g0->input_node[in]];
+    for (int d = 0; d < x0->rank; d++) {
+      int64_t values[KILN_AN_HISTORY], counts[KILN_AN_HISTORY];
+      int nv = 0, varies = 0, ok = 1;
+      for (int k = 0; k < n && ok; k++) {
+        const kiln_cache_entry *e = a->graphs[hist[k] - 1].e;
+        const kiln_graph *g = e->graph;
+        if (g->n_inputs != g0->n_inputs) {
+          ok = 0;
+          break;
+        }
+        const kiln_gnode *x = &g->nodes[g->input_node[in]];
+        if (x->rank != x0->rank) {
+          ok = 0;
+          break;
+        }
+        int64_t v = x->shape[d], c = (int64_t)(e->execs ? e->execs : 1);
+        varies |= v != x0->shape[d];
+        int j = 0;
+        while (j < nv && values[j] != v) j++;
+        if (j == nv) values[nv] = v, counts[nv++] = 0;
+        counts[j] += c;
+      }
+      if (!ok || !varies) continue;
+      for (int j = 1; j < nv; j++) /* ascending, for the reader and the advisor */
+        for (int q = j; q > 0 && values[q - 1] > values[q]; q--) {
+          int64_t tv = values[q], tc = counts[q];
+          values[q] = values[q - 1], counts[q] = counts[q - 1];
+          values[q - 1] = tv, counts[q - 1] = tc;
+        }
+      int64_t bounds[KILN_AN_MAX_BUCKETS];
+      double waste = 0;
+      int64_t maxv = 0;
+      for (int j = 0; j < nv; j++) maxv = values[j] > maxv ? values[j] : maxv;
+      int nb = kiln_bucket_advise(values, counts, nv, KILN_AN_MAX_BUCKETS, maxv >= 64 ? 8 : 1, bounds, &waste);
+      if (nb <= 0) return;
+      kiln_text_printf(t, "%sexecutions per size of input %d (%s:%d) dim %d: ", indent, in,
+                       kiln_fmt_file(x0->loc.file), x0->loc.line, d);
+      for (int j = 0; j < nv; j++) kiln_text_printf(t, "%s%" PRId64 " x%" PRId64, j ? ", " : "", values[j], counts[j]);
+      kiln_text_printf(t, "; suggested buckets: ");
+      for (int j = 0; j < nb; j++) kiln_text_printf(t, "%s%" PRId64, j ? ", " : "", bounds[j]);
+      kiln_text_printf(t, " (padding waste %.1f%%, weighted by executions)\n", waste * 100.0);
+      return;
+    }
+  }
+}
+
+/* Name the pattern of a site's history (oldest first) once it has three
+ * graphs: growing tensor or varying input, with bucket advice for the
+ * latter. Only the most recent run of graphs that differ in shapes alone
+ * is classified (when it has three graphs): a site's first graphs are often
+ * another program (the first step of an accumulation has no concat yet)
+ * and would hide the pattern of all the others. */
+static void classify_site(kiln_analysis *a, const int *hist_all, int n_all, kiln_text *t, const char *prefix,
+                          const char *indent) {
+  if (n_all < 3) return;
+  char *buf = malloc(KILN_AN_DIFF_CAP);
+  if (!buf) return;
+  /* The longest run of recent graphs in which each differs from the one
+   * before only in shapes: one program whose sizes change. */
+  int first = n_all - 1;
+  while (first > 0) {
+    kiln_diff_stats st = {0};
+    buf[0] = 0;
+    kiln_graphdiff_format_stats(a->graphs[hist_all[first - 1] - 1].e->graph,
+                                a->graphs[hist_all[first] - 1].e->graph, buf, KILN_AN_DIFF_CAP, &st);
+    if (st.added || st.removed || st.dtype || st.attrs || st.inputs || st.outputs) break;
+    first--;
+  }
+  if (n_all - first < 3) first = 0; /* too short a run: classify everything */
+  const int *hist = hist_all + first;
+  int n = n_all - first;
+  const kiln_graph *gs[KILN_AN_HISTORY];
+  for (int k = 0; k < n; k++) gs[k] = a->graphs[hist[k] - 1].e->graph;
+  buf[0] = 0;
+  kiln_diff_pattern p = kiln_graphdiff_classify(gs, n, buf, KILN_AN_DIFF_CAP);
+  if (p != KILN_DIFF_PATTERN_NONE && buf[0]) kiln_text_printf(t, "%s%s\n", prefix, buf);
+  if (p == KILN_DIFF_PATTERN_VARYING_INPUT) bucket_advice(a, hist, n, t, indent);
+  free(buf);
+}
+
+/* "what changed" for the newest graph of a site, plus the pattern once the
+ * site has compiled three graphs or more. */
+static void what_changed(kiln_analysis *a, kiln_an_site *s, kiln_text *t) {
+  int hist[KILN_AN_HISTORY];
+  int n = site_history(s, hist);
+  if (n < 2) return;
+  const kiln_graph *g = a->graphs[hist[n - 1] - 1].e->graph;
+  int best = -1;
+  double best_d = 0;
+  for (int k = 0; k < n - 1; k++) {
+    double d = kiln_graphdiff_distance(a->graphs[hist[k] - 1].e->graph, g);
+    if (best < 0 || d <= best_d) best = k, best_d = d; /* ties: the most recent */
+  }
+  char *buf = malloc(KILN_AN_DIFF_CAP);
+  if (!buf) return;
+  buf[0] = 0;
+  int nd = kiln_graphdiff_format(a->graphs[hist[best] - 1].e->graph, g, buf, KILN_AN_DIFF_CAP);
+  kiln_text_printf(t, "  what changed since compile #%d at the same site (%d difference%s):\n", hist[best], nd,
+                   nd == 1 ? "" : "s");
+  /* The first lines name the cause; a long tail of the same change
+   * propagated through the graph only hides the next record. */
+  int shown = 0, lines = 0;
+  for (char *line = buf; *line; lines++) {
+    char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    if (shown < KILN_AN_DIFF_LINES) kiln_text_printf(t, "  %.*s\n", (int)len, line), shown++;
+    line += len + (end ? 1 : 0);
+  }
+  if (lines > shown) kiln_text_printf(t, "    ... %d more (KILN_SAVE_GRAPHS and `kiln graph diff` show all)\n", lines - shown);
+  free(buf);
+  classify_site(a, hist, n, t, "  pattern: ", "  ");
+}
+
+static void graph_line(kiln_text *t, const kiln_cache_entry *e) {
+  const kiln_graph *g = e->graph;
+  kiln_text_printf(t, "  graph %016" PRIx64 ": %d node%s, %d input%s, %d output%s\n", e->key, g->n_nodes,
+                   g->n_nodes == 1 ? "" : "s", g->n_inputs, g->n_inputs == 1 ? "" : "s", g->n_outputs,
+                   g->n_outputs == 1 ? "" : "s");
+}
+
+void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e) {
+  (void)rt;
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  a->compiles++;
+  if (a->n_graphs == a->cap_graphs) {
+    int nc = a->cap_graphs ? a->cap_graphs * 2 : 32;
+    kiln_an_graph *ng = realloc(a->graphs, sizeof *ng * (size_t)nc);
+    if (!ng) goto out;
+    a->graphs = ng;
+    a->cap_graphs = nc;
+  }
+  /* compile numbers are dense: the runtime numbers them as they are made */
+  if (e->compile_no != a->n_graphs + 1) goto out;
+  a->graphs[a->n_graphs++] = (kiln_an_graph){e, *cause};
+  kiln_an_site *s = site_get(a, cause->loc);
+  if (s) s->recent[s->n++ % KILN_AN_HISTORY] = e->compile_no;
+  if (a->level < 1) goto out;
+  kiln_text t = {0};
+  char cs[256], b1[32], b2[32], b3[32], b4[32], b5[32];
+  kiln_text_printf(&t, "kiln: compile #%d (step %" PRIu64 "%s%s%s) cause: %s\n", e->compile_no, e->compile_step,
+                   e->tag[0] ? ", tag \"" : "", e->tag, e->tag[0] ? "\"" : "", kiln_cut_cause_str(cause, cs, sizeof cs));
+  graph_line(&t, e);
+  const kiln_exec_info *in = &e->info;
+  kiln_text_printf(&t, "  memory: inputs %s, outputs %s, aliased %s, intermediates %s, generated code %s\n",
+                   kiln_fmt_bytes((double)in->input_bytes, b1, sizeof b1),
+                   kiln_fmt_bytes((double)in->output_bytes, b2, sizeof b2),
+                   kiln_fmt_bytes((double)in->aliased_bytes, b3, sizeof b3),
+                   kiln_fmt_bytes((double)in->scratch_bytes, b4, sizeof b4),
+                   kiln_fmt_bytes((double)in->code_bytes, b5, sizeof b5));
+  kiln_text_printf(&t, "  compile time %s (codegen %s, cc %s, load %s)%s\n",
+                   kiln_fmt_duration(in->compile_ns, b1, sizeof b1), kiln_fmt_duration(in->codegen_ns, b2, sizeof b2),
+                   kiln_fmt_duration(in->cc_ns, b3, sizeof b3), kiln_fmt_duration(in->load_ns, b4, sizeof b4),
+                   in->from_disk_cache ? ", loaded from the disk cache" : "");
+  if (s) what_changed(a, s, &t);
+  fputs(kiln_text_str(&t), a->out);
+  fflush(a->out);
+  kiln_text_free(&t);
+out:
+  pthread_mutex_unlock(&a->mu);
+}
+
+void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause,
+                            const kiln_cache_entry *e, int hit, double host_ns) {
+  if (cause->why == KILN_CUT_VALUE_READ && a) a->value_cuts++;
+  /* The fixed host cost of an execution: a cut that found its graph. */
+  if (hit && cause->why != KILN_CUT_EXPLICIT_COMPILE) kiln_metric_record("CachedCutTime", host_ns);
+  if (!a || a->level < 2 || cause->why == KILN_CUT_EXPLICIT_COMPILE) return;
+  char cs[256], b1[32];
+  pthread_mutex_lock(&a->mu);
+  fprintf(a->out, "kiln: execute graph %016" PRIx64 " (compile #%d%s%s%s) step %" PRIu64 " cause: %s, host %s%s\n",
+          e->key, e->compile_no, e->tag[0] ? ", tag \"" : "", e->tag, e->tag[0] ? "\"" : "", rt->step,
+          kiln_cut_cause_str(cause, cs, sizeof cs), kiln_fmt_duration(host_ns, b1, sizeof b1),
+          hit ? "" : " (compiled now)");
+  fflush(a->out);
+  pthread_mutex_unlock(&a->mu);
+}
+
+void kiln_analysis_read(kiln_analysis *a) {
+  if (a) a->transfers++;
+}
+
+void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt) {
+  (void)rt;
+  if (!a) return;
+  a->steps++;
+  if (a->steps == a->warmup) {
+    a->base_compiles = a->compiles;
+    a->base_transfers = a->transfers;
+    a->base_value_cuts = a->value_cuts;
+  }
+  if (a->level < 1 || a->steps <= a->warmup) return;
+  int64_t steps = a->steps - a->warmup;
+  int64_t comp = a->compiles - a->base_compiles;
+  int64_t xfer = a->transfers - a->base_transfers, vcut = a->value_cuts - a->base_value_cuts;
+  pthread_mutex_lock(&a->mu);
+  /* Re-warn only when the count doubled: a warning per step drowns the log. */
+  if (comp >= 2 && comp * KILN_AN_COMPILE_RATIO >= steps && a->compiles >= 2 * a->warned_compiles) {
+    kiln_text t = {0};
+    kiln_text_printf(&t, "kiln: warning: CompileTime too frequent: %" PRId64 " counts during %" PRId64 " steps\n",
+                     a->compiles, a->steps);
+    kiln_sites_format_brief(&t, ~1u, 1, 8, "");
+    fputs(kiln_text_str(&t), a->out);
+    kiln_text_free(&t);
+    a->warned_compiles = a->compiles;
+  }
+  if (((xfer >= 2 && xfer > steps) || (vcut >= 2 && vcut >= steps)) && a->transfers >= 2 * a->warned_transfers) {
+    kiln_text t = {0};
+    kiln_text_printf(&t, "kiln: warning: TransferFromDeviceTime too frequent: %" PRId64 " counts during %" PRId64
+                     " steps\n", a->transfers, a->steps);
+    kiln_sites_format_brief(&t, 1u << KILN_SITE_READ, 0, 8, "");
+    fputs(kiln_text_str(&t), a->out);
+    kiln_text_free(&t);
+    a->warned_transfers = a->transfers;
+  }
+  fflush(a->out);
+  pthread_mutex_unlock(&a->mu);
+}
+
+/* ── kiln_explain ── */
+
+static void explain_build(kiln_analysis *a, kiln_runtime *rt, kiln_text *t) {
+  char b1[32], b2[32], b3[32], cs[256];
+  int64_t steps = (int64_t)rt->step;
+  int64_t execs = 0, from_disk = 0;
+  uint64_t hits = 0;
+  for (int i = 0; i < a->n_graphs; i++) {
+    execs += (int64_t)a->graphs[i].e->execs;
+    hits += a->graphs[i].e->hits;
+    from_disk += a->graphs[i].e->info.from_disk_cache;
+  }
+  double per = steps > 0 ? (double)steps : 1;
+  kiln_text_printf(t, "kiln explain\n");
+  kiln_text_printf(t, "  steps: %" PRId64 "\n", steps);
+  kiln_text_printf(t, "  graphs compiled: %d (%" PRId64 " loaded from the disk cache), %.2f per step\n", a->n_graphs,
+                   from_disk, steps ? (double)a->n_graphs / per : 0.0);
+  kiln_text_printf(t, "  executions: %" PRId64 " (%.2f per step), cache hits: %" PRIu64 "\n", execs,
+                   steps ? (double)execs / per : 0.0, hits);
+  kiln_metric_stats ps;
+  if (kiln_metric_data("ExecutionsPerStep", &ps) == 0 && ps.count)
+    kiln_text_printf(t, "  executions per step: median %g, max %g over %" PRId64 " steps\n", ps.p50, ps.max,
+                     ps.count);
+  kiln_text_printf(t, "  graph cuts: step marker %" PRId64 ", value read %" PRId64 ", data-dependent %" PRId64
+                   ", explicit compile %" PRId64 "\n",
+                   kiln_counter_value("StepMarkerCut"), kiln_counter_value("ValueReadCut"),
+                   kiln_counter_value("DataDependentCut"), kiln_counter_value("ExplicitCompileCut"));
+  kiln_metric_stats cut, ex;
+  if (kiln_metric_data("CachedCutTime", &cut) != 0 || !cut.count)
+    kiln_text_printf(t, "  fixed host cost per execution: not measured yet (no cut has found its graph in the cache)\n");
+  else
+    kiln_text_printf(t,
+                     "  fixed host cost per execution: %s median (%s p90, %" PRId64
+                     " cuts that hit the cache: linearize, hash, lookup, enqueue)\n",
+                     kiln_fmt_duration(cut.p50, b1, sizeof b1), kiln_fmt_duration(cut.p90, b2, sizeof b2), cut.count);
+  if (kiln_metric_data("ExecuteTime", &ex) == 0 && ex.count)
+    kiln_text_printf(t, "  device time per execution: %s median (%" PRId64 " executions)\n",
+                     kiln_fmt_duration(ex.p50, b3, sizeof b3), ex.count);
+  if (a->n_graphs) {
+    kiln_text_printf(t, "graphs:\n  %5s %6s %-12s %7s %6s %7s %10s %10s  %s\n", "#", "step", "tag", "nodes", "inputs",
+                     "outputs", "executions", "compile", "cause");
+    for (int i = 0; i < a->n_graphs; i++) {
+      const kiln_cache_entry *e = a->graphs[i].e;
+      kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s\n", e->compile_no,
+                       e->compile_step, e->tag[0] ? e->tag : "-", e->graph->n_nodes, e->graph->n_inputs,
+                       e->graph->n_outputs, e->execs, kiln_fmt_duration(e->info.compile_ns, b1, sizeof b1),
+                       kiln_cut_cause_str(&a->graphs[i].cause, cs, sizeof cs));
+    }
+  }
+  kiln_text lines = {0};
+  kiln_sites_format(&lines, ~0u, "  ");
+  if (lines.len) kiln_text_printf(t, "graph cuts and device-to-host reads by source line:\n%s", kiln_text_str(&lines));
+  kiln_text_free(&lines);
+  /* Sites that compiled several graphs: why, and what to do. */
+  int header = 0;
+  for (int i = 0; i < a->n_sites; i++) {
+    kiln_an_site *s = &a->sites[i];
+    if (s->n < 2) continue;
+    int hist[KILN_AN_HISTORY];
+    int n = site_history(s, hist);
+    if (!header) kiln_text_printf(t, "call sites that compiled more than one graph:\n");
+    header = 1;
+    kiln_text_printf(t, "  %s:%d: %d graphs\n", kiln_fmt_file(s->file), s->line, s->n);
+    classify_site(a, hist, n, t, "    ", "    ");
+  }
+}
+
+const char *kiln_analysis_explain(kiln_analysis *a, kiln_runtime *rt) {
+  if (!a) return "";
+  kiln_text t = {0};
+  pthread_mutex_lock(&a->mu);
+  explain_build(a, rt, &t);
+  free(a->explain);
+  a->explain = t.failed ? (kiln_text_free(&t), NULL) : kiln_text_take(&t);
+  const char *r = a->explain ? a->explain : "";
+  pthread_mutex_unlock(&a->mu);
+  return r;
+}
+
+void kiln_analysis_exit_summary(kiln_analysis *a, kiln_runtime *rt) {
+  if (!a || a->level < 1 || a->summary_done) return;
+  a->summary_done = 1;
+  const char *s = kiln_analysis_explain(a, rt);
+  pthread_mutex_lock(&a->mu);
+  fprintf(a->out, "kiln: summary\n%s", s);
+  fflush(a->out);
+  pthread_mutex_unlock(&a->mu);
+}

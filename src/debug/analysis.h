@@ -1,0 +1,48 @@
+/* The KILN_DEBUG analysis: compile and execution records, too-frequent
+ * warnings, the per-call-site compile history behind "what changed", the
+ * fixed cost of an execution, and kiln_explain's report.
+ *
+ * One analysis belongs to the runtime singleton (created by kiln_init,
+ * destroyed by kiln_shutdown) and is used from the tracing thread, except
+ * kiln_analysis_explain and the exit summary, which take its mutex like
+ * every other entry point. The history keeps pointers to cache entries:
+ * the graph cache never frees an entry while the runtime lives, and the
+ * analysis is destroyed before the cache. */
+#ifndef KILN_DEBUG_ANALYSIS_H
+#define KILN_DEBUG_ANALYSIS_H
+
+#include "runtime/runtime.h"
+
+typedef struct kiln_analysis kiln_analysis;
+
+/* Read KILN_DEBUG, KILN_DEBUG_FILE, KILN_DEBUG_WARMUP once. NULL on out of
+ * memory (the runtime then runs without the analysis). */
+kiln_analysis *kiln_analysis_create(void);
+/* Print the exit summary (KILN_DEBUG >= 1, once) and free. NULL: no-op. */
+void kiln_analysis_destroy(kiln_analysis *a, kiln_runtime *rt);
+/* The KILN_DEBUG level (0 when a is NULL). */
+int kiln_analysis_level(const kiln_analysis *a);
+
+/* A graph was compiled for cause (e is in the cache, numbered and tagged):
+ * record it in the site history; at KILN_DEBUG >= 1 print its record and
+ * what changed since the closest earlier graph of the same site. */
+void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e);
+/* A cut finished: host_ns from the cut's start to the enqueue (or to the
+ * end of the compile for explicit compiles); hit = found in the cache.
+ * At KILN_DEBUG 2 prints an execution record. */
+void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause,
+                            const kiln_cache_entry *e, int hit, double host_ns);
+/* A device-to-host read happened (counted for the transfer warning). */
+void kiln_analysis_read(kiln_analysis *a);
+/* A step marker finished: check the too-frequent warnings. */
+void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt);
+/* kiln_explain's text (owned by a, valid until the next call). */
+const char *kiln_analysis_explain(kiln_analysis *a, kiln_runtime *rt);
+/* Print the summary now if KILN_DEBUG >= 1 and it was not printed yet (at
+ * process exit while the runtime lives). */
+void kiln_analysis_exit_summary(kiln_analysis *a, kiln_runtime *rt);
+
+/* "step marker at train.c:80", "value read at model.c:57 (kiln_item_f64)". */
+const char *kiln_cut_cause_str(const kiln_cut_cause *c, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,495 @@
+/* Graph diffs and recompilation patterns (see graphdiff.h). */
+#include "debug/graphdiff.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "debug/bucket.h"
+#include "debug/graphtext.h"
+
+/* Above this many LCS cells (the middle part of the two graphs after the
+ * common prefix and suffix) the alignment falls back to a greedy scan:
+ * 4M cells is 16 MiB, and graphs that differ that much are not "the same
+ * program with small changes" anyway. */
+#define LCS_MAX_CELLS ((size_t)4 << 20)
+#define GREEDY_WINDOW 64
+
+/* ───────────── text helpers ───────────── */
+
+typedef struct sbuf {
+  char *p;
+  size_t cap, len; /* len: what was written, may exceed cap (then truncated) */
+} sbuf;
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
+  if (!b || !b->p) return;
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = b->len < b->cap ? b->cap - b->len : 0;
+  int k = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+  va_end(ap);
+  if (k > 0) b->len += (size_t)k;
+}
+
+static const char *base_name(const char *path) {
+  const char *s = path ? strrchr(path, '/') : NULL;
+  return s ? s + 1 : path;
+}
+
+static void fmt_loc(const kiln_gnode *n, char *buf, size_t cap) {
+  if (n->loc.file)
+    snprintf(buf, cap, "%s:%d", base_name(n->loc.file), n->loc.line);
+  else
+    snprintf(buf, cap, "<unknown>");
+}
+
+/* "concat at eval.c:41" or "input 2 (leaf) at train.c:88". */
+static void fmt_node(const kiln_gnode *n, char *buf, size_t cap) {
+  char loc[300];
+  fmt_loc(n, loc, sizeof loc);
+  if ((n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) && n->n_iattr >= 1)
+    snprintf(buf, cap, "input %" PRId64 " (%s) at %s", n->iattr[0], kiln_op_name(n->op), loc);
+  else
+    snprintf(buf, cap, "%s at %s", kiln_op_name(n->op), loc);
+}
+
+static void fmt_shape(const kiln_gnode *n, char *buf, size_t cap) {
+  sbuf b = {buf, cap, 0};
+  buf[0] = 0;
+  sb_printf(&b, "[");
+  for (int d = 0; d < n->rank && d < KILN_MAX_RANK; d++) sb_printf(&b, d ? ",%" PRId64 : "%" PRId64, n->shape[d]);
+  sb_printf(&b, "]");
+}
+
+/* ───────────── alignment ───────────── */
+
+static int same_key(const kiln_gnode *a, const kiln_gnode *b) {
+  if (a->op != b->op || a->loc.line != b->loc.line) return 0;
+  const char *fa = base_name(a->loc.file), *fb = base_name(b->loc.file);
+  if (!fa || !fb) return fa == fb;
+  return strcmp(fa, fb) == 0;
+}
+
+/* Pair nodes of a and b: ma[i] = j (or -1), mb[j] = i (or -1). Returns 0,
+ * -1 on out-of-memory (the arrays then hold a prefix/suffix-only match). */
+static int align(const kiln_graph *a, const kiln_graph *b, int32_t *ma, int32_t *mb) {
+  const int32_t na = a->n_nodes, nb = b->n_nodes;
+  for (int32_t i = 0; i < na; i++) ma[i] = -1;
+  for (int32_t j = 0; j < nb; j++) mb[j] = -1;
+  int32_t p = 0;
+  while (p < na && p < nb && same_key(&a->nodes[p], &b->nodes[p])) ma[p] = mb[p] = p, p++;
+  int32_t s = 0;
+  while (s < na - p && s < nb - p && same_key(&a->nodes[na - 1 - s], &b->nodes[nb - 1 - s])) {
+    ma[na - 1 - s] = nb - 1 - s;
+    mb[nb - 1 - s] = na - 1 - s;
+    s++;
+  }
+  const int32_t m = na - p - s, k = nb - p - s;
+  if (m == 0 || k == 0) return 0;
+  const size_t cells = (size_t)(m + 1) * (size_t)(k + 1);
+  uint32_t *L = cells <= LCS_MAX_CELLS ? malloc(sizeof *L * cells) : NULL;
+  if (!L) {
+    /* greedy: each node of a takes the next matching node of b nearby */
+    int32_t j = 0;
+    for (int32_t i = 0; i < m && j < k; i++) {
+      for (int32_t t = j; t < k && t < j + GREEDY_WINDOW; t++)
+        if (same_key(&a->nodes[p + i], &b->nodes[p + t])) {
+          ma[p + i] = p + t;
+          mb[p + t] = p + i;
+          j = t + 1;
+          break;
+        }
+    }
+    return cells <= LCS_MAX_CELLS ? -1 : 0;
+  }
+  /* L[i][j] = LCS length of a[p+i..] and b[p+j..] */
+#define AT(i, j) L[(size_t)(i) * (size_t)(k + 1) + (size_t)(j)]
+  for (int32_t i = m; i >= 0; i--)
+    for (int32_t j = k; j >= 0; j--) {
+      if (i == m || j == k)
+        AT(i, j) = 0;
+      else if (same_key(&a->nodes[p + i], &b->nodes[p + j]))
+        AT(i, j) = AT(i + 1, j + 1) + 1;
+      else
+        AT(i, j) = AT(i + 1, j) > AT(i, j + 1) ? AT(i + 1, j) : AT(i, j + 1);
+    }
+  for (int32_t i = 0, j = 0; i < m && j < k;) {
+    if (same_key(&a->nodes[p + i], &b->nodes[p + j]) && AT(i, j) == AT(i + 1, j + 1) + 1) {
+      ma[p + i] = p + j;
+      mb[p + j] = p + i;
+      i++, j++;
+    } else if (AT(i + 1, j) >= AT(i, j + 1)) {
+      i++;
+    } else {
+      j++;
+    }
+  }
+#undef AT
+  free(L);
+  return 0;
+}
+
+/* ───────────── the diff ───────────── */
+
+static int attrs_equal(const kiln_gnode *a, const kiln_gnode *b) {
+  if (a->n_iattr != b->n_iattr) return 0;
+  if (a->n_iattr > 0 && memcmp(a->iattr, b->iattr, sizeof a->iattr[0] * (size_t)a->n_iattr)) return 0;
+  return a->op == KILN_OP_SCALAR || !memcmp(&a->fattr, &b->fattr, sizeof a->fattr);
+}
+
+static int shape_equal(const kiln_gnode *a, const kiln_gnode *b) {
+  return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof a->shape[0] * a->rank);
+}
+
+static void fmt_inputs(const kiln_graph *g, const kiln_gnode *n, sbuf *b) {
+  const int32_t *in = kiln_gnode_inputs(g, n);
+  if (!n->n_in) sb_printf(b, "(none)");
+  for (int k = 0; k < n->n_in; k++) sb_printf(b, k ? ", %%%d" : "%%%d", (int)in[k]);
+}
+
+/* Compare aligned nodes i (old) and j (new); append "; "-joined changes to
+ * b (when non-NULL) and count them. Returns the distance contribution. */
+static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng, int32_t j, const int32_t *mb,
+                           sbuf *b, kiln_diff_stats *st, int *changed) {
+  const kiln_gnode *o = &og->nodes[i], *n = &ng->nodes[j];
+  int parts = 0;
+  double dist = 0;
+  char t1[256], t2[256];
+  if (o->dtype != n->dtype) {
+    sb_printf(b, "%sdtype %s -> %s", parts++ ? "; " : "", kiln_dtype_name((kiln_dtype)o->dtype),
+              kiln_dtype_name((kiln_dtype)n->dtype));
+    st->dtype++;
+    dist += 1;
+  }
+  if (!shape_equal(o, n)) {
+    fmt_shape(o, t1, sizeof t1);
+    fmt_shape(n, t2, sizeof t2);
+    sb_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
+    int nd = 0, dd = -1;
+    if (o->rank == n->rank)
+      for (int d = 0; d < o->rank; d++)
+        if (o->shape[d] != n->shape[d]) nd++, dd = d;
+    if (nd == 1)
+      sb_printf(b, " (dim %d: %" PRId64 " -> %" PRId64 ")", dd, o->shape[dd], n->shape[dd]);
+    st->shape++;
+    dist += 0.1;
+  }
+  if (!attrs_equal(o, n)) {
+    kiln_graphtext_format_attrs(o, t1, sizeof t1);
+    kiln_graphtext_format_attrs(n, t2, sizeof t2);
+    sb_printf(b, "%sattrs %s -> %s", parts++ ? "; " : "", t1[0] ? t1 + 1 : "(none)", t2[0] ? t2 + 1 : "(none)");
+    st->attrs++;
+    dist += 1;
+  }
+  /* An input that is a new node is explained by its "+" line; only a
+   * rewiring among aligned nodes is a change of this node. */
+  int rewired = o->n_in != n->n_in;
+  const int32_t *oi = kiln_gnode_inputs(og, o), *ni = kiln_gnode_inputs(ng, n);
+  for (int k = 0; !rewired && k < n->n_in; k++) rewired = mb[ni[k]] >= 0 && mb[ni[k]] != oi[k];
+  if (rewired) {
+    sb_printf(b, "%sinputs ", parts++ ? "; " : "");
+    fmt_inputs(og, o, b);
+    sb_printf(b, " -> ");
+    fmt_inputs(ng, n, b);
+    st->inputs++;
+    dist += 1;
+  }
+  *changed = parts;
+  return dist;
+}
+
+/* The whole diff; text goes to b when non-NULL. Returns the distance. */
+static double diff_core(const kiln_graph *og, const kiln_graph *ng, sbuf *b, kiln_diff_stats *st) {
+  memset(st, 0, sizeof *st);
+  int32_t *ma = malloc(sizeof *ma * ((size_t)og->n_nodes + 1));
+  int32_t *mb = malloc(sizeof *mb * ((size_t)ng->n_nodes + 1));
+  if (!ma || !mb) {
+    free(ma);
+    free(mb);
+    sb_printf(b, "  ? graph diff: out of memory\n");
+    st->total = 1;
+    return (double)og->n_nodes + (double)ng->n_nodes + 1;
+  }
+  align(og, ng, ma, mb);
+  double dist = 0;
+  char name[400], shape[256];
+  for (int32_t j = 0; j < ng->n_nodes; j++) {
+    const kiln_gnode *n = &ng->nodes[j];
+    fmt_node(n, name, sizeof name);
+    if (mb[j] < 0) {
+      fmt_shape(n, shape, sizeof shape);
+      sb_printf(b, "  + %s %s\n", name, shape);
+      st->added++, st->total++, dist += 1;
+      continue;
+    }
+    /* measure first, then write the line only when something changed */
+    int changed = 0;
+    kiln_diff_stats tmp = *st;
+    compare_pair(og, mb[j], ng, j, mb, NULL, &tmp, &changed);
+    if (!changed) continue;
+    sb_printf(b, "  ~ %s: ", name);
+    dist += compare_pair(og, mb[j], ng, j, mb, b, st, &changed);
+    sb_printf(b, "\n");
+    st->total++;
+  }
+  for (int32_t i = 0; i < og->n_nodes; i++) {
+    if (ma[i] >= 0) continue;
+    fmt_node(&og->nodes[i], name, sizeof name);
+    fmt_shape(&og->nodes[i], shape, sizeof shape);
+    sb_printf(b, "  - %s %s\n", name, shape);
+    st->removed++, st->total++, dist += 1;
+  }
+  if (og->n_outputs != ng->n_outputs) {
+    sb_printf(b, "  ~ outputs: %d -> %d\n", (int)og->n_outputs, (int)ng->n_outputs);
+    st->outputs++, st->total++, dist += 1;
+  } else {
+    for (int32_t o = 0; o < ng->n_outputs; o++) {
+      int32_t on = og->output_node[o], nn = ng->output_node[o];
+      if (mb[nn] != on) {
+        char was[400];
+        fmt_node(&ng->nodes[nn], name, sizeof name);
+        fmt_node(&og->nodes[on], was, sizeof was);
+        sb_printf(b, "  ~ output %d: now %s (was %s)\n", (int)o, name, was);
+        st->outputs++, st->total++, dist += 1;
+      } else if (og->output_alias[o] != ng->output_alias[o]) {
+        char was[16] = "none", now[16] = "none";
+        if (og->output_alias[o] >= 0) snprintf(was, sizeof was, "#%d", (int)og->output_alias[o]);
+        if (ng->output_alias[o] >= 0) snprintf(now, sizeof now, "#%d", (int)ng->output_alias[o]);
+        sb_printf(b, "  ~ output %d: aliases input %s -> %s\n", (int)o, was, now);
+        st->outputs++, st->total++, dist += 1;
+      }
+    }
+  }
+  free(ma);
+  free(mb);
+  return dist;
+}
+
+double kiln_graphdiff_distance(const kiln_graph *a, const kiln_graph *b) {
+  if (kiln_graph_equal(a, b)) return 0;
+  kiln_diff_stats st;
+  double d = diff_core(a, b, NULL, &st);
+  /* structurally different but aligned identically (e.g. only the source
+   * lines moved): still not 0 */
+  return d > 0 ? d : 0.01;
+}
+
+int kiln_graphdiff_format_stats(const kiln_graph *old_g, const kiln_graph *new_g, char *out, size_t cap,
+                                kiln_diff_stats *stats) {
+  kiln_diff_stats st;
+  size_t start = out && cap ? strnlen(out, cap - 1) : 0;
+  sbuf b = {out, cap, start};
+  diff_core(old_g, new_g, out && cap ? &b : NULL, &st);
+  if (out && cap && b.len >= cap) out[cap - 1] = 0;
+  if (stats) *stats = st;
+  return st.total;
+}
+
+int kiln_graphdiff_format(const kiln_graph *old_g, const kiln_graph *new_g, char *out, size_t cap) {
+  return kiln_graphdiff_format_stats(old_g, new_g, out, cap, NULL);
+}
+
+char *kiln_graphdiff_summary(const kiln_diff_stats *s, char *out, size_t cap) {
+  sbuf b = {out, cap, 0};
+  if (cap) out[0] = 0;
+  if (!s->total) {
+    sb_printf(&b, "no differences");
+    return out;
+  }
+  sb_printf(&b, "%d difference%s:", s->total, s->total == 1 ? "" : "s");
+  const struct {
+    int n;
+    const char *one, *many;
+  } parts[] = {
+      {s->added, "node added", "nodes added"},       {s->removed, "node removed", "nodes removed"},
+      {s->shape, "shape changed", "shapes changed"}, {s->dtype, "dtype changed", "dtypes changed"},
+      {s->attrs, "attribute changed", "attributes changed"},
+      {s->inputs, "node rewired", "nodes rewired"},  {s->outputs, "output changed", "outputs changed"},
+  };
+  int first = 1;
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    if (!parts[i].n) continue;
+    sb_printf(&b, "%s %d %s", first ? "" : ",", parts[i].n, parts[i].n == 1 ? parts[i].one : parts[i].many);
+    first = 0;
+  }
+  return out;
+}
+
+const char *kiln_diff_pattern_name(kiln_diff_pattern p) {
+  switch (p) {
+    case KILN_DIFF_PATTERN_NONE: return "none";
+    case KILN_DIFF_PATTERN_GROWING: return "growing";
+    case KILN_DIFF_PATTERN_VARYING_INPUT: return "varying_input";
+    case KILN_DIFF_PATTERN_OTHER: return "other";
+  }
+  return "?";
+}
+
+/* ───────────── classification ─────────────
+ * A "chain" follows one node of the last graph back through the pairwise
+ * alignments of consecutive graphs; chain[k] is its index in history[k]. */
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The values of a chain's dim d over the history, "96 -> 104 -> 112"
+ * (long histories keep the first two and the last three). */
+static void fmt_series(const int64_t *v, int n, sbuf *b) {
+  for (int k = 0; k < n; k++) {
+    if (n > 6 && k == 2) {
+      sb_printf(b, " -> ...");
+      k = n - 4;
+      continue;
+    }
+    sb_printf(b, k ? " -> %" PRId64 : "%" PRId64, v[k]);
+  }
+}
+
+static void explain_growing(const kiln_gnode *node, int d, const int64_t *v, int n, sbuf *b) {
+  char name[400], loc[300];
+  fmt_node(node, name, sizeof name);
+  fmt_loc(node, loc, sizeof loc);
+  int64_t dmin = INT64_MAX, dmax = 0;
+  for (int k = 1; k < n; k++) {
+    int64_t dl = v[k] - v[k - 1];
+    if (dl < dmin) dmin = dl;
+    if (dl > dmax) dmax = dl;
+  }
+  sb_printf(b, "growing tensor: %s, dim %d: ", name, d);
+  fmt_series(v, n, b);
+  if (dmin == dmax)
+    sb_printf(b, " (+%" PRId64 " per compile). The tensor made at %s grows by %" PRId64 " every step", dmin, loc, dmin);
+  else
+    sb_printf(b, " (+%" PRId64 " to +%" PRId64 " per compile). The tensor made at %s grows every step", dmin, dmax,
+              loc);
+  sb_printf(b, ", so every step is a new graph; accumulate it on the host (read each step's piece) or "
+               "preallocate a fixed-size buffer.");
+}
+
+static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int n, sbuf *b) {
+  char name[400];
+  fmt_node(node, name, sizeof name);
+  int64_t *sorted = malloc(sizeof *sorted * (size_t)n), *vals = malloc(sizeof *vals * (size_t)n),
+          *cnts = malloc(sizeof *cnts * (size_t)n);
+  if (!sorted || !vals || !cnts) {
+    free(sorted), free(vals), free(cnts);
+    sb_printf(b, "varying input: dim %d of %s takes different sizes (out of memory listing them).", d, name);
+    return;
+  }
+  memcpy(sorted, v, sizeof *v * (size_t)n);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_i64);
+  int nd = 0;
+  for (int k = 0; k < n; k++) {
+    if (nd && vals[nd - 1] == sorted[k]) {
+      cnts[nd - 1]++;
+    } else {
+      vals[nd] = sorted[k];
+      cnts[nd++] = 1;
+    }
+  }
+  sb_printf(b, "varying input: dim %d of %s takes %d sizes over %d compiles (", d, name, nd, n);
+  for (int k = 0; k < nd; k++) {
+    if (k == 16) {
+      sb_printf(b, ", ... %d more", nd - k);
+      break;
+    }
+    sb_printf(b, k ? ", %" PRId64 : "%" PRId64, vals[k]);
+    if (cnts[k] > 1) sb_printf(b, " x%" PRId64, cnts[k]);
+  }
+  sb_printf(b, "). Each new size is a new graph; pad to buckets");
+  int64_t bounds[8];
+  double waste = 0;
+  int64_t align = vals[nd - 1] >= 64 ? 8 : 1;
+  int maxb = nd - 1 < 4 ? (nd - 1 < 1 ? 1 : nd - 1) : 4;
+  int nb = kiln_bucket_advise(vals, cnts, nd, maxb, align, bounds, &waste);
+  if (nb > 0) {
+    sb_printf(b, " (suggested boundaries: ");
+    for (int k = 0; k < nb; k++) sb_printf(b, k ? ", %" PRId64 : "%" PRId64, bounds[k]);
+    sb_printf(b, "; %.1f%% padding)", 100.0 * waste);
+  }
+  sb_printf(b, " with kiln's bucketing batcher (include/kiln/data.h) and warm them up with kiln_compile.");
+  free(sorted), free(vals), free(cnts);
+}
+
+kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int n, char *out, size_t cap) {
+  sbuf b = {out, cap, 0};
+  if (cap) out[0] = 0;
+  if (n < 2 || !history) {
+    sb_printf(&b, "no recompilation: fewer than two graphs to compare.");
+    return KILN_DIFF_PATTERN_NONE;
+  }
+  int all_equal = 1;
+  for (int k = 1; k < n && all_equal; k++) all_equal = kiln_graph_equal(history[k - 1], history[k]);
+  if (all_equal) {
+    sb_printf(&b, "no recompilation pattern: all %d graphs are structurally equal.", n);
+    return KILN_DIFF_PATTERN_NONE;
+  }
+  const kiln_graph *last = history[n - 1];
+  /* back[k][j]: node of history[k-1] aligned with node j of history[k] */
+  int32_t **back = calloc((size_t)n, sizeof *back);
+  int32_t *chain = malloc(sizeof *chain * (size_t)n);
+  int64_t *vals = malloc(sizeof *vals * (size_t)n);
+  int ok = back && chain && vals;
+  for (int k = 1; k < n && ok; k++) {
+    int32_t *ma = malloc(sizeof *ma * ((size_t)history[k - 1]->n_nodes + 1));
+    back[k] = malloc(sizeof *back[k] * ((size_t)history[k]->n_nodes + 1));
+    ok = ma && back[k];
+    if (ok) align(history[k - 1], history[k], ma, back[k]);
+    free(ma);
+  }
+  kiln_diff_pattern pat = KILN_DIFF_PATTERN_OTHER;
+  /* pass 0: growth of a computed node (n >= 3); pass 1: growth of an input;
+   * pass 2: a varying input dimension */
+  for (int pass = 0; pass < 3 && ok && pat == KILN_DIFF_PATTERN_OTHER; pass++) {
+    if (pass < 2 && n < 3) continue;
+    for (int32_t j = 0; j < last->n_nodes && pat == KILN_DIFF_PATTERN_OTHER; j++) {
+      const kiln_gnode *node = &last->nodes[j];
+      int is_input = node->op == KILN_OP_LEAF || node->op == KILN_OP_SCALAR;
+      if ((pass == 0) == is_input) continue;
+      chain[n - 1] = j;
+      int complete = 1;
+      for (int k = n - 1; k > 0 && complete; k--) {
+        chain[k - 1] = back[k][chain[k]];
+        complete = chain[k - 1] >= 0 && history[k - 1]->nodes[chain[k - 1]].rank == node->rank;
+      }
+      if (!complete) continue;
+      for (int d = 0; d < node->rank && pat == KILN_DIFF_PATTERN_OTHER; d++) {
+        int growing = 1, varies = 0;
+        for (int k = 0; k < n; k++) {
+          vals[k] = history[k]->nodes[chain[k]].shape[d];
+          if (k && vals[k] <= vals[k - 1]) growing = 0;
+          if (k && vals[k] != vals[0]) varies = 1;
+        }
+        if (pass < 2 && growing) {
+          explain_growing(node, d, vals, n, &b);
+          pat = KILN_DIFF_PATTERN_GROWING;
+        } else if (pass == 2 && varies) {
+          explain_varying(node, d, vals, n, &b);
+          pat = KILN_DIFF_PATTERN_VARYING_INPUT;
+        }
+      }
+    }
+  }
+  if (pat == KILN_DIFF_PATTERN_OTHER) {
+    char diff[512] = "";
+    kiln_diff_stats st;
+    kiln_graphdiff_format_stats(history[n - 2], last, diff, sizeof diff, &st);
+    char *nl = strchr(diff, '\n');
+    if (nl) *nl = 0;
+    const char *first = diff;
+    while (*first == ' ') first++;
+    sb_printf(&b, "the graph changed in another way (%d difference%s between the last two graphs; first: %s). Make "
+                  "the traced program the same at every step: no data-dependent control flow or shapes.",
+              st.total, st.total == 1 ? "" : "s", *first ? first : "?");
+  }
+  for (int k = 0; back && k < n; k++) free(back[k]);
+  free(back);
+  free(chain);
+  free(vals);
+  return pat;
+}

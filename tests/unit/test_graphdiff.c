@@ -1,0 +1,241 @@
+/* Graph diffs (src/debug/graphdiff.h): exact difference lines for hand-built
+ * graph pairs, the distance, the summary line, and the classification of
+ * compile histories (growing tensor, varying input, other, none). Graphs are
+ * built by hand with explicit source locations, so every expected line is
+ * written out in full here. */
+#include <stdio.h>
+#include <string.h>
+
+#include "debug/graphdiff.h"
+#include "kt.h"
+
+#include "backend/graph_builder.h"
+
+static void at(gb *b, int node, const char *file, int line) { b->g->nodes[node].loc = (kiln_loc){file, line}; }
+
+/* S2: acc = concat(acc, piece) at eval.c:41, acc kept from the last step. */
+static kiln_graph *growing(int64_t rows) {
+  gb b = gb_new();
+  int acc = leaf(&b, KILN_F32, SH(rows, 10));
+  at(&b, acc, "eval.c", 40);
+  int piece = leaf(&b, KILN_F32, SH(8, 10));
+  at(&b, piece, "/home/u/proj/eval.c", 39); /* directories do not matter */
+  int c = nd(&b, KILN_OP_CONCAT, KILN_F32, SH(rows + 8, 10), IN(acc, piece), AT(0), 0);
+  at(&b, c, "eval.c", 41);
+  out(&b, c, -1);
+  return b.g;
+}
+
+/* S4: x [8, len] at train.c:88, row sums at train.c:90. */
+static kiln_graph *varying(int64_t len) {
+  gb b = gb_new();
+  int x = leaf(&b, KILN_F32, SH(8, len));
+  at(&b, x, "train.c", 88);
+  int s = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, SH(8, 1), IN(x), AT(2), 0);
+  at(&b, s, "train.c", 90);
+  out(&b, s, -1);
+  return b.g;
+}
+
+KT_TEST(equal_graphs_have_no_differences) {
+  kiln_graph *a = growing(96), *b = growing(96);
+  char buf[256] = "";
+  KT_EQ_INT(kiln_graphdiff_format(a, b, buf, sizeof buf), 0);
+  KT_CHECK(strcmp(buf, "") == 0);
+  KT_NEAR(kiln_graphdiff_distance(a, b), 0, 0);
+  kiln_diff_stats st;
+  kiln_graphdiff_format_stats(a, b, buf, sizeof buf, &st);
+  char sum[128];
+  KT_CHECK(strcmp(kiln_graphdiff_summary(&st, sum, sizeof sum), "no differences") == 0);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+}
+
+KT_TEST(shape_changes_name_the_dimension) {
+  kiln_graph *a = growing(96), *b = growing(104);
+  char buf[1024] = "";
+  KT_EQ_INT(kiln_graphdiff_format(a, b, buf, sizeof buf), 2);
+  const char *want = "  ~ input 0 (leaf) at eval.c:40: shape [96,10] -> [104,10] (dim 0: 96 -> 104)\n"
+                     "  ~ concat at eval.c:41: shape [104,10] -> [112,10] (dim 0: 104 -> 112)\n";
+  KT_CHECK_MSG(strcmp(buf, want) == 0, "got:\n%s", buf);
+  KT_NEAR(kiln_graphdiff_distance(a, b), 0.2, 1e-12);
+  /* appends after existing text */
+  char buf2[1024] = "header\n";
+  kiln_graphdiff_format(a, b, buf2, sizeof buf2);
+  KT_CHECK(strncmp(buf2, "header\n  ~ input 0", 18) == 0);
+  /* truncation keeps a NUL and the count */
+  char small[20] = "";
+  KT_EQ_INT(kiln_graphdiff_format(a, b, small, sizeof small), 2);
+  KT_EQ_INT(strlen(small), 19);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+}
+
+KT_TEST(added_removed_rewired_and_outputs) {
+  gb o = gb_new();
+  int x = leaf(&o, KILN_F32, SH(8, 64));
+  at(&o, x, "model.c", 10);
+  int m = nd(&o, KILN_OP_MUL, KILN_F32, SH(8, 64), IN(x, x), AT0, 0);
+  at(&o, m, "model.c", 15);
+  int ng = nd(&o, KILN_OP_NEG, KILN_F32, SH(8, 64), IN(m), AT0, 0);
+  at(&o, ng, "model.c", 16);
+  out(&o, ng, -1);
+  gb n = gb_new();
+  x = leaf(&n, KILN_F32, SH(8, 64));
+  at(&n, x, "model.c", 10);
+  ng = nd(&n, KILN_OP_NEG, KILN_F32, SH(8, 64), IN(x), AT0, 0);
+  at(&n, ng, "model.c", 16);
+  int r = nd(&n, KILN_OP_REDUCE_SUM, KILN_F32, SH(8, 1), IN(ng), AT(2), 0);
+  at(&n, r, "model.c", 12);
+  out(&n, r, -1);
+  char buf[1024] = "";
+  kiln_diff_stats st;
+  KT_EQ_INT(kiln_graphdiff_format_stats(o.g, n.g, buf, sizeof buf, &st), 4);
+  const char *want = "  ~ neg at model.c:16: inputs %1 -> %0\n"
+                     "  + reduce_sum at model.c:12 [8,1]\n"
+                     "  - mul at model.c:15 [8,64]\n"
+                     "  ~ output 0: now reduce_sum at model.c:12 (was neg at model.c:16)\n";
+  KT_CHECK_MSG(strcmp(buf, want) == 0, "got:\n%s", buf);
+  char sum[160];
+  kiln_graphdiff_summary(&st, sum, sizeof sum);
+  KT_CHECK_MSG(strcmp(sum, "4 differences: 1 node added, 1 node removed, 1 node rewired, 1 output changed") == 0,
+               "got: %s", sum);
+  KT_NEAR(kiln_graphdiff_distance(o.g, n.g), 4, 1e-12);
+  /* the reverse direction swaps + and - */
+  buf[0] = 0;
+  kiln_graphdiff_format(n.g, o.g, buf, sizeof buf);
+  KT_STR_CONTAINS(buf, "  + mul at model.c:15 [8,64]\n");
+  KT_STR_CONTAINS(buf, "  - reduce_sum at model.c:12 [8,1]\n");
+  kiln_graph_free(o.g);
+  kiln_graph_free(n.g);
+}
+
+KT_TEST(dtype_and_attribute_changes) {
+  gb o = gb_new(), n = gb_new();
+  int x = leaf(&o, KILN_F32, SH(4, 8));
+  int s = nd(&o, KILN_OP_SLICE, KILN_F32, SH(4, 4), IN(x), AT(0, 0, 1, 1), 0);
+  int c = nd(&o, KILN_OP_CAST, KILN_F32, SH(4, 4), IN(s), AT0, 0);
+  out(&o, c, -1);
+  x = leaf(&n, KILN_F32, SH(4, 8));
+  s = nd(&n, KILN_OP_SLICE, KILN_F32, SH(4, 4), IN(x), AT(0, 4, 1, 1), 0);
+  c = nd(&n, KILN_OP_CAST, KILN_F64, SH(4, 4), IN(s), AT0, 0);
+  out(&n, c, -1);
+  char buf[1024] = "";
+  KT_EQ_INT(kiln_graphdiff_format(o.g, n.g, buf, sizeof buf), 2);
+  /* builder locations: this file, line 1000 + node index */
+  const char *want = "  ~ slice at test_graphdiff.c:1001: attrs start=[0,0] step=[1,1] -> start=[0,4] step=[1,1]\n"
+                     "  ~ cast at test_graphdiff.c:1002: dtype f32 -> f64\n";
+  KT_CHECK_MSG(strcmp(buf, want) == 0, "got:\n%s", buf);
+  KT_NEAR(kiln_graphdiff_distance(o.g, n.g), 2, 1e-12);
+  kiln_graph_free(o.g);
+  kiln_graph_free(n.g);
+}
+
+KT_TEST(output_alias_change) {
+  gb o = gb_new(), n = gb_new();
+  int x = leaf(&o, KILN_F32, SH(4));
+  out(&o, nd(&o, KILN_OP_NEG, KILN_F32, SH(4), IN(x), AT0, 0), 0);
+  x = leaf(&n, KILN_F32, SH(4));
+  out(&n, nd(&n, KILN_OP_NEG, KILN_F32, SH(4), IN(x), AT0, 0), -1);
+  char buf[256] = "";
+  KT_EQ_INT(kiln_graphdiff_format(o.g, n.g, buf, sizeof buf), 1);
+  KT_CHECK_MSG(strcmp(buf, "  ~ output 0: aliases input #0 -> none\n") == 0, "got:\n%s", buf);
+  KT_NEAR(kiln_graphdiff_distance(o.g, n.g), 1, 1e-12);
+  kiln_graph_free(o.g);
+  kiln_graph_free(n.g);
+}
+
+KT_TEST(distance_prefers_the_closer_graph) {
+  kiln_graph *a = varying(87), *b = varying(96), *c = growing(96);
+  KT_CHECK(kiln_graphdiff_distance(a, b) > 0);
+  KT_CHECK(kiln_graphdiff_distance(a, b) < kiln_graphdiff_distance(a, c));
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+  kiln_graph_free(c);
+}
+
+KT_TEST(classify_growing_tensor) {
+  kiln_graph *h[4] = {growing(96), growing(104), growing(112), growing(120)};
+  char buf[1024];
+  kiln_diff_pattern p = kiln_graphdiff_classify((const kiln_graph *const *)h, 4, buf, sizeof buf);
+  KT_EQ_INT(p, KILN_DIFF_PATTERN_GROWING);
+  KT_CHECK_MSG(strcmp(buf, "growing tensor: concat at eval.c:41, dim 0: 104 -> 112 -> 120 -> 128 (+8 per compile). "
+                           "The tensor made at eval.c:41 grows by 8 every step, so every step is a new graph; "
+                           "accumulate it on the host (read each step's piece) or preallocate a fixed-size buffer.") == 0,
+               "got: %s", buf);
+  for (int i = 0; i < 4; i++) kiln_graph_free(h[i]);
+}
+
+KT_TEST(classify_varying_input) {
+  int64_t lens[5] = {87, 112, 87, 96, 112};
+  kiln_graph *h[5];
+  for (int i = 0; i < 5; i++) h[i] = varying(lens[i]);
+  char buf[1024];
+  kiln_diff_pattern p = kiln_graphdiff_classify((const kiln_graph *const *)h, 5, buf, sizeof buf);
+  KT_EQ_INT(p, KILN_DIFF_PATTERN_VARYING_INPUT);
+  KT_STR_CONTAINS(buf, "varying input: dim 1 of input 0 (leaf) at train.c:88 takes 3 sizes over 5 compiles "
+                       "(87 x2, 96, 112 x2). Each new size is a new graph; pad to buckets (suggested boundaries: ");
+  KT_STR_CONTAINS(buf, "with kiln's bucketing batcher (include/kiln/data.h) and warm them up with kiln_compile.");
+  /* two compiles that grow once are a varying input, not growth */
+  p = kiln_graphdiff_classify((const kiln_graph *const *)h, 2, buf, sizeof buf);
+  KT_EQ_INT(p, KILN_DIFF_PATTERN_VARYING_INPUT);
+  KT_STR_CONTAINS(buf, "takes 2 sizes over 2 compiles (87, 112)");
+  /* a steadily growing input with no computed node growing: growth of the input */
+  kiln_graph *g3[3] = {varying(10), varying(20), varying(30)};
+  p = kiln_graphdiff_classify((const kiln_graph *const *)g3, 3, buf, sizeof buf);
+  KT_EQ_INT(p, KILN_DIFF_PATTERN_GROWING);
+  KT_STR_CONTAINS(buf, "growing tensor: input 0 (leaf) at train.c:88, dim 1: 10 -> 20 -> 30 (+10 per compile)");
+  for (int i = 0; i < 5; i++) kiln_graph_free(h[i]);
+  for (int i = 0; i < 3; i++) kiln_graph_free(g3[i]);
+}
+
+KT_TEST(classify_none_and_other) {
+  kiln_graph *same[3] = {varying(8), varying(8), varying(8)};
+  char buf[1024];
+  KT_EQ_INT(kiln_graphdiff_classify((const kiln_graph *const *)same, 3, buf, sizeof buf), KILN_DIFF_PATTERN_NONE);
+  KT_EQ_INT(kiln_graphdiff_classify((const kiln_graph *const *)same, 1, buf, sizeof buf), KILN_DIFF_PATTERN_NONE);
+  gb o = gb_new(), n = gb_new();
+  int x = leaf(&o, KILN_F32, SH(4, 8));
+  out(&o, nd(&o, KILN_OP_CONST, KILN_F32, SH(4, 8), IN0, AT0, 1.0), -1);
+  (void)x;
+  x = leaf(&n, KILN_F32, SH(4, 8));
+  out(&n, nd(&n, KILN_OP_CONST, KILN_F32, SH(4, 8), IN0, AT0, 2.0), -1);
+  const kiln_graph *h[2] = {o.g, n.g};
+  KT_EQ_INT(kiln_graphdiff_classify(h, 2, buf, sizeof buf), KILN_DIFF_PATTERN_OTHER);
+  KT_STR_CONTAINS(buf, "the graph changed in another way (1 difference between the last two graphs; first: ~ const "
+                       "at test_graphdiff.c:1001: attrs value=1 -> value=2)");
+  for (int i = 0; i < 3; i++) kiln_graph_free(same[i]);
+  kiln_graph_free(o.g);
+  kiln_graph_free(n.g);
+  KT_CHECK(strcmp(kiln_diff_pattern_name(KILN_DIFF_PATTERN_VARYING_INPUT), "varying_input") == 0);
+}
+
+/* Graphs of many repeated (op, line) keys still align by position: a
+ * layer loop with one more layer in the middle. */
+KT_TEST(repeated_keys_align_by_order) {
+  gb o = gb_new(), n = gb_new();
+  int x = leaf(&o, KILN_F32, SH(4, 4));
+  for (int i = 0; i < 5; i++) {
+    x = nd(&o, KILN_OP_TANH, KILN_F32, SH(4, 4), IN(x), AT0, 0);
+    at(&o, x, "layers.c", 7);
+  }
+  out(&o, x, -1);
+  x = leaf(&n, KILN_F32, SH(4, 4));
+  for (int i = 0; i < 6; i++) {
+    x = nd(&n, KILN_OP_TANH, KILN_F32, SH(4, 4), IN(x), AT0, 0);
+    at(&n, x, "layers.c", 7);
+  }
+  out(&n, x, -1);
+  char buf[1024] = "";
+  KT_EQ_INT(kiln_graphdiff_format(o.g, n.g, buf, sizeof buf), 2);
+  KT_CHECK_MSG(strcmp(buf, "  + tanh at layers.c:7 [4,4]\n"
+                           "  ~ output 0: now tanh at layers.c:7 (was tanh at layers.c:7)\n") == 0,
+               "got:\n%s", buf);
+  kiln_graph_free(o.g);
+  kiln_graph_free(n.g);
+}
+
+KT_MAIN(KT_CASE(equal_graphs_have_no_differences), KT_CASE(shape_changes_name_the_dimension),
+        KT_CASE(added_removed_rewired_and_outputs), KT_CASE(dtype_and_attribute_changes), KT_CASE(output_alias_change),
+        KT_CASE(distance_prefers_the_closer_graph), KT_CASE(classify_growing_tensor),
+        KT_CASE(classify_varying_input), KT_CASE(classify_none_and_other), KT_CASE(repeated_keys_align_by_order))

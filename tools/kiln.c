@@ -67,7 +67,8 @@ static void kiln_cli_usage(FILE *f) {
     fprintf(f, "  %-24s %s\n", head, kiln_cli_commands[i].summary);
   }
   fprintf(f, "\nenvironment: KILN_BACKEND, KILN_NUM_THREADS, KILN_CACHE_DIR, KILN_CC, KILN_CFLAGS,\n"
-             "KILN_METRICS, KILN_METRICS_FILE, KILN_GEMM, KILN_DISK_CACHE (see docs/environment.md)\n");
+             "KILN_METRICS, KILN_METRICS_FILE, KILN_GEMM, KILN_DISK_CACHE, KILN_DEBUG, KILN_DEBUG_FILE,\n"
+             "KILN_SAVE_GRAPHS, KILN_SAVE_GRAPHS_FMT (see docs/environment.md)\n");
 }
 
 static int kiln_cli_usage_error(const char *fmt, const char *arg) {

@@ -462,7 +462,10 @@ kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int 
         int growing = 1, varies = 0;
         for (int k = 0; k < n; k++) {
           vals[k] = history[k]->nodes[chain[k]].shape[d];
-          if (k && vals[k] <= vals[k - 1]) growing = 0;
+          /* a steady growth (the same step each compile, as a tensor that
+           * gains a batch per step): sizes that merely happen to increase
+           * (160, 192, 256) are a varying dimension, not a growing tensor */
+          if (k && (vals[k] <= vals[k - 1] || vals[k] - vals[k - 1] != vals[1] - vals[0])) growing = 0;
           if (k && vals[k] != vals[0]) varies = 1;
         }
         if (pass < 2 && growing) {

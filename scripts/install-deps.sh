@@ -11,7 +11,13 @@ packages=(
   pkg-config
   libdnnl-dev       # oneDNN: the GEMM library (fastest measured, see docs/gemm.md)
   libopenblas-dev   # OpenBLAS: the GEMM fallback
-  zlib1g-dev        # reading the gzipped Fashion-MNIST files
+  zlib1g-dev        # reading the gzipped Fashion-MNIST files, writing gzipped traces
+  protobuf-c-compiler # protoc-c: generates the XSpace (profiler) encoder at build time
+  libprotobuf-c-dev # protobuf-c runtime: writing and reading TensorBoard XSpace files
+  libgrpc++-dev     # gRPC: the profiler server TensorBoard's "Capture Profile" talks to
+  libprotobuf-dev   # protobuf C++ runtime for the gRPC service messages
+  protobuf-compiler # protoc: generates the ProfilerService messages at build time
+  protobuf-compiler-grpc # grpc_cpp_plugin: generates the ProfilerService stubs
   dataset-fashion-mnist # the training data set (IDX files under /usr/share/datasets)
   clang             # libFuzzer harnesses (make fuzz)
   libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes

@@ -15,6 +15,7 @@
 
 #include "data/data_internal.h"
 #include "debug/metrics.h"
+#include "profiler/events.h"
 
 typedef struct slot {
   float *x, *mask;
@@ -39,6 +40,7 @@ struct kiln_loader {
 
 static void *producer(void *arg) {
   kiln_loader *l = arg;
+  kiln_prof_thread_set("kiln data loader", -1);
   int64_t n = l->plan.ds->n, nb = l->plan.num_batches;
   for (int64_t epoch = 0;; epoch++) {
     kiln_data_permutation(n, l->plan.opts.shuffle, l->plan.opts.seed, epoch, l->perm);
@@ -138,7 +140,10 @@ int kiln_loader_next_at(kiln_loader *l, kiln_batch *out, kiln_loc loc) {
   while (l->count == 0) pthread_cond_wait(&l->ready, &l->mu);
   slot *s = &l->slots[l->head];
   pthread_mutex_unlock(&l->mu);
-  kiln_metric_record("LoaderWaitTime", (double)(kiln_now_ns() - t0));
+  uint64_t t1 = kiln_now_ns();
+  kiln_metric_record("LoaderWaitTime", (double)(t1 - t0));
+  /* the summary attributes device idle time overlapping this to the input pipeline */
+  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_WAIT_INPUT, "wait for input (data loader)", t0, t1, -1, 0, 0);
   /* The head slot stays in the ready range while we read it, so the
    * producer cannot reuse it until we advance head below. */
   int ret = 0;

@@ -92,6 +92,7 @@ kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs,
     m->in_off = off;
     memcpy(m->shape, n->shape, sizeof(int64_t) * n->rank);
     m->loc = n->loc;
+    m->scope = n->scope;
     if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
       m->n_iattr = 1;
       m->iattr[0] = next_input;

@@ -5,6 +5,7 @@
 
 #include "base/hash.h"
 #include "frontend/trace.h"
+#include "profiler/events.h"
 
 #define KILN_CONS_INIT 4096u
 
@@ -252,6 +253,7 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   n->cons_next = NULL;
   n->fattr = fattr;
   n->loc = loc;
+  n->scope = kiln_prof_scope_current();
   n->lin = -1;
   fe->n_nodes++;
   fe->created[fe->n_created++] = n;

@@ -41,6 +41,8 @@ struct kiln_node {
   int64_t ival;   /* SCALAR value for integer dtypes */
   kiln_buf *buf;  /* LEAF: the data (a reference is held) */
   kiln_loc loc;
+  uint32_t scope; /* innermost annotation scope at creation (kiln_prof_scope_current);
+                   * names kernels in traces; not hashed, not compared */
   /* linearization scratch */
   uint32_t mark;  /* == frontend mark epoch when lin is valid */
   int32_t lin;

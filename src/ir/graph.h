@@ -30,6 +30,8 @@ typedef struct kiln_gnode {
   int64_t iattr[KILN_MAX_IATTR];
   double fattr;
   kiln_loc loc;   /* user source line that created the node */
+  uint32_t scope; /* annotation scope id (kiln_prof_scope_path): names kernels
+                   * in profiles; like loc, not hashed nor compared */
 } kiln_gnode;
 
 typedef enum kiln_input_kind {

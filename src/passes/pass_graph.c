@@ -145,6 +145,7 @@ kiln_gnode kiln_pass_node_like(const kiln_gnode *n, int op) {
   m.rank = n->rank;
   memcpy(m.shape, n->shape, sizeof m.shape[0] * n->rank);
   m.loc = n->loc;
+  m.scope = n->scope; /* rewritten nodes keep the annotation scope that names their kernel */
   return m;
 }
 

@@ -32,6 +32,7 @@
 #include "base/fs.h"
 #include "base/hash.h"
 #include "debug/metrics.h"
+#include "profiler/events.h"
 #include "runtime/diskcache.h"
 
 extern char **environ;
@@ -440,10 +441,12 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, kil
       if (s != KILN_OK) return s;
       res->from_disk_cache = 1;
       res->load_ns = (double)(now_ns() - t0);
+      kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load (disk cache)", -1);
       kiln_counter_add("PersistentCacheHit", 1);
       return KILN_OK;
     }
     kiln_counter_add("PersistentCacheMiss", 1);
+    kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: disk cache lookup", -1);
   }
 
   snprintf(c_name, sizeof c_name, "k%llu.c", (unsigned long long)seq);
@@ -471,6 +474,7 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, kil
   uint64_t t0 = now_ns();
   s = run_capture(argv, output, KILN_CC_OUTPUT_CAP, &code, err);
   res->cc_ns = (double)(now_ns() - t0);
+  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: C compiler", (int64_t)len);
   unlinkat(cc->work_fd, c_name, 0);
   if (s == KILN_OK && code != 0) {
     first_lines(output, KILN_CC_ERROR_LINES);
@@ -500,6 +504,7 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, kil
   }
   s = load_private(cc, so_name, out, err);
   res->load_ns = (double)(now_ns() - t0);
+  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load", -1);
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "debug/metrics.h"
+#include "profiler/events.h"
 
 struct kiln_executor {
   kiln_backend *backend;
@@ -35,13 +36,17 @@ static void run_job(kiln_executor *ex, kiln_job *j) {
   kiln_err err = {0};
   kiln_status s = ex->backend->vt->execute(ex->backend, j->exe, j->ptrs, j->ptrs + j->n_inputs, &err);
   if (s != KILN_OK) kiln_error(s, j->loc, "while executing the graph: %s", err.msg);
-  kiln_metric_record("ExecuteTime", (double)(kiln_now_ns() - t0));
+  uint64_t t1 = kiln_now_ns();
+  kiln_metric_record("ExecuteTime", (double)(t1 - t0));
+  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_EXECUTE, "execute", t0, t1, -1, 0, 0);
   kiln_counter_add("Execute", 1);
   for (int32_t i = 0; i < j->n_inputs + j->n_outputs; i++) kiln_buf_unpin(j->bufs[i]);
 }
 
 static void *worker(void *arg) {
   kiln_executor *ex = arg;
+  /* lane 0: this thread runs its share of every parallel kernel */
+  kiln_prof_thread_set("kiln executor", 0);
   pthread_mutex_lock(&ex->mu);
   for (;;) {
     while (!ex->head && !ex->stop) pthread_cond_wait(&ex->cv_work, &ex->mu);
@@ -108,8 +113,10 @@ uint64_t kiln_executor_submit(kiln_executor *ex, kiln_job *job) {
 void kiln_executor_wait(kiln_executor *ex, uint64_t seq) {
   if (!ex || !seq) return;
   pthread_mutex_lock(&ex->mu);
+  uint64_t t0 = ex->completed < seq ? kiln_prof_span_begin() : 0; /* only real waits become events */
   while (ex->completed < seq) pthread_cond_wait(&ex->cv_done, &ex->mu);
   pthread_mutex_unlock(&ex->mu);
+  kiln_prof_span_end(t0, KILN_PROF_WAIT_DEVICE, "wait for device", -1);
 }
 
 void kiln_executor_wait_all(kiln_executor *ex) {

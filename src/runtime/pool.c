@@ -1,8 +1,12 @@
 #include "runtime/pool.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "profiler/events.h"
+#include "profiler/pool_tag.h"
 
 /* One parallel loop. Lives on the caller's stack for the duration of the
  * call; workers reach it only through pool->job while they are registered
@@ -12,6 +16,7 @@ typedef struct pool_job {
   void *ctx;
   int64_t n, chunk, n_chunks;
   int64_t next; /* atomic: next chunk to take */
+  const kiln_pool_tag *tag; /* profiler name of the loop, or NULL */
 } pool_job;
 
 struct kiln_pool {
@@ -31,18 +36,39 @@ struct kiln_pool {
  * parallel_for from a loop body must run inline, not wait for itself. */
 static __thread int tl_in_loop;
 
+/* One kernel event per participating thread (its lane), with the share of
+ * the loop's FLOPs and bytes its items account for. */
+static void tag_record(const kiln_pool_tag *tag, uint64_t t0, int64_t items, int64_t n) {
+  double share = n > 0 ? (double)items / (double)n : 0;
+  kiln_prof_record(KILN_PROF_KERNEL, tag->name, t0, kiln_prof_now(), -1, tag->flops * share, tag->bytes * share);
+}
+
 static void job_run(pool_job *j) {
+  uint64_t t0 = j->tag ? kiln_prof_span_begin() : 0;
+  int64_t items = 0;
   for (;;) {
     int64_t c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
     if (c >= j->n_chunks) break;
     int64_t b = c * j->chunk, e = b + j->chunk;
     if (e > j->n) e = j->n;
     j->fn(j->ctx, b, e);
+    items += e - b;
   }
+  if (t0 && items) tag_record(j->tag, t0, items, j->n);
 }
 
+typedef struct worker_arg {
+  kiln_pool *p;
+  int lane;
+} worker_arg;
+
 static void *worker_main(void *arg) {
-  kiln_pool *p = arg;
+  worker_arg wa = *(worker_arg *)arg;
+  free(arg);
+  kiln_pool *p = wa.p;
+  char name[32];
+  snprintf(name, sizeof name, "kiln worker %d", wa.lane);
+  kiln_prof_thread_set(name, wa.lane);
   tl_in_loop = 1;
   uint64_t seen = 0;
   pthread_mutex_lock(&p->mu);
@@ -91,7 +117,10 @@ kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err) {
       return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
     }
     for (int i = 0; i < num_threads - 1; i++) {
-      if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
+      worker_arg *wa = malloc(sizeof *wa);
+      if (wa) *wa = (worker_arg){p, i + 1}; /* lane 0 is the thread that calls parallel_for */
+      if (!wa || pthread_create(&p->threads[i], NULL, worker_main, wa) != 0) {
+        free(wa);
         p->n_threads = i + 1; /* join only those that started */
         kiln_pool_destroy(p);
         return kiln_err_set(err, KILN_ERR_INTERNAL, "thread pool: cannot create thread %d of %d", i + 1,
@@ -120,23 +149,35 @@ void kiln_pool_destroy(kiln_pool *p) {
 
 int kiln_pool_size(const kiln_pool *p) { return p ? p->n_threads : 1; }
 
+static void run_inline(kiln_pool_fn fn, void *ctx, int64_t n, const kiln_pool_tag *tag) {
+  uint64_t t0 = tag ? kiln_prof_span_begin() : 0;
+  fn(ctx, 0, n);
+  if (t0) tag_record(tag, t0, n, n);
+}
+
 void kiln_pool_parallel_for(kiln_pool *p, kiln_pool_fn fn, void *ctx, int64_t n, int64_t grain) {
+  kiln_pool_parallel_for_tagged(p, fn, ctx, n, grain, NULL);
+}
+
+void kiln_pool_parallel_for_tagged(kiln_pool *p, kiln_pool_fn fn, void *ctx, int64_t n, int64_t grain,
+                                   const kiln_pool_tag *tag) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   if (!p || p->n_threads <= 1 || n <= grain || tl_in_loop) {
-    fn(ctx, 0, n);
+    run_inline(fn, ctx, n, tag);
     return;
   }
   pthread_mutex_lock(&p->mu);
   if (p->busy) { /* another thread's loop owns the workers */
     pthread_mutex_unlock(&p->mu);
-    fn(ctx, 0, n);
+    run_inline(fn, ctx, n, tag);
     return;
   }
   /* About 4 chunks per thread balances load without much overhead. */
   int64_t chunk = (n + 4 * (int64_t)p->n_threads - 1) / (4 * (int64_t)p->n_threads);
   if (chunk < grain) chunk = grain;
-  pool_job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk, .n_chunks = (n + chunk - 1) / chunk, .next = 0};
+  pool_job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk, .n_chunks = (n + chunk - 1) / chunk, .next = 0,
+               .tag = tag};
   p->busy = 1;
   p->job = &j;
   p->gen++;

@@ -11,6 +11,7 @@
 #include "debug/analysis.h"
 #include "debug/metrics.h"
 #include "frontend/api.h"
+#include "profiler/events.h"
 
 static kiln_runtime *g_rt; /* the documented singleton */
 
@@ -42,7 +43,9 @@ static kiln_buf *upload(void *ctx, const void *host, size_t bytes, kiln_loc loc)
   if (bytes) rt->backend->vt->copy_to_device(rt->backend, b->data, host, bytes);
   kiln_counter_add("TransferToDevice", 1);
   kiln_counter_add("TransferToDeviceBytes", (int64_t)bytes);
-  kiln_metric_record("TransferToDeviceTime", (double)(kiln_now_ns() - t0));
+  uint64_t t1 = kiln_now_ns();
+  kiln_metric_record("TransferToDeviceTime", (double)(t1 - t0));
+  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_TRANSFER, "transfer to device", t0, t1, (int64_t)bytes, 0, 0);
   return b;
 }
 

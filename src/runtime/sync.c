@@ -10,6 +10,7 @@
 #include "debug/sites.h"
 #include "debug/text.h"
 #include "passes/passes.h"
+#include "profiler/events.h"
 #include "runtime/runtime.h"
 
 #define KILN_CUT_STACK 64
@@ -42,7 +43,9 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
     if (!opt) s = kiln_err_set(&err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   } else {
     kiln_pass_stats ps = {0};
+    uint64_t tp = kiln_prof_span_begin();
     s = kiln_passes_run(g, &opt, &ps, &err);
+    kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
   }
   kiln_executable *exe = NULL;
   if (s == KILN_OK) s = rt->backend->vt->compile(rt->backend, opt, &exe, &err);
@@ -73,6 +76,7 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
   double ns = (double)(kiln_now_ns() - t0);
   e->info.compile_ns = ns;
   kiln_metric_record("CompileTime", ns);
+  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_COMPILE, "compile graph", t0, t0 + (uint64_t)ns, g->n_nodes, 0, 0);
   kiln_metric_record("GraphNodes", (double)g->n_nodes);
   kiln_counter_add("UncachedCompile", 1);
   rt->n_compiles++;
@@ -143,10 +147,12 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
     }
     slot_out[i] = nd->lin;
   }
+  uint64_t tl = kiln_prof_span_begin();
   if (kiln_lin_run(fe, &rt->lin, n_out, outs)) {
     st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory at a graph cut");
     goto done;
   }
+  kiln_prof_span_end(tl, KILN_PROF_TRACING, "trace: linearize graph", (int64_t)rt->lin.n);
   /* Donation: an output whose tensor gave up a buffer that is an input of
    * this graph and that nothing else on the host holds (the tensor's donor
    * reference and the LEAF node's) may be written in place. */
@@ -163,6 +169,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
       break;
     }
   }
+  uint64_t th = kiln_prof_span_begin();
   uint64_t key = kiln_hash_combine(0x6b696c6e2d677261ULL, (uint64_t)n_out);
   for (int o = 0; o < n_out; o++) {
     key = kiln_hash_combine(key, outs[o]->hash);
@@ -171,6 +178,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
   key = kiln_hash_combine(key, rt->lin.n);
   if (rt->test_force_key) key = rt->test_force_key;
   kiln_cache_entry *e = kiln_cache_find(rt, key, n_out, outs, alias);
+  kiln_prof_span_end(th, KILN_PROF_HASH, e ? "graph hash + cache lookup (hit)" : "graph hash + cache lookup (miss)", -1);
   if (e) {
     hit = 1;
     if (why != KILN_CUT_EXPLICIT_COMPILE) { /* a warm-up that finds its graph is not a use of it */
@@ -188,6 +196,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
     goto cleanup;
   }
   /* the job: inputs (LEAF buffers, SCALAR values), outputs */
+  uint64_t td = kiln_prof_span_begin();
   kiln_job *job = kiln_job_alloc((int32_t)rt->lin.n_inputs, n_out);
   if (!job) {
     st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory at a graph cut");
@@ -239,6 +248,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
   for (int o = 0; o < n_out; o++) kiln_buf_unref(job->bufs[ni + o]);
   uint64_t got = kiln_executor_submit(rt->exec, job);
   KILN_ASSERT(got == seq);
+  kiln_prof_span_end(td, KILN_PROF_DISPATCH, "enqueue execution", -1);
   rt->execs_this_step++;
   e->execs++;
   {
@@ -261,6 +271,7 @@ cleanup:
 kiln_status kiln_mark_step_at(kiln_loc loc) {
   kiln_runtime *rt = kiln_runtime_get();
   if (!rt) return kiln_last_status();
+  uint64_t tm = kiln_prof_span_begin(); /* "StepMarker", as PyTorch/XLA's traces name it */
   kiln_frontend *fe = &rt->fe;
   kiln_tslot *stack[KILN_CUT_STACK], **slots = stack;
   if (fe->n_kept > KILN_CUT_STACK) slots = malloc(fe->n_kept * sizeof *slots);
@@ -285,6 +296,7 @@ kiln_status kiln_mark_step_at(kiln_loc loc) {
   kiln_counter_add("MarkStep", 1);
   rt->step++;
   kiln_analysis_step(rt->an, rt);
+  kiln_prof_span_end(tm, KILN_PROF_DISPATCH, "StepMarker", (int64_t)rt->step);
   return kiln_last_status();
 }
 
@@ -314,6 +326,7 @@ static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char
   kiln_counter_add("TransferFromDevice", 1);
   kiln_counter_add("TransferFromDeviceBytes", (int64_t)need);
   uint64_t t2 = kiln_now_ns();
+  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_TRANSFER, "transfer to host", t1, t2, (int64_t)need, 0, 0);
   kiln_metric_record("TransferFromDeviceTime", (double)(t2 - t1));
   kiln_metric_record("DeviceWaitTime", (double)(t1 - t0));
   kiln_sites_record(KILN_SITE_READ, loc, (int64_t)need, (double)(t2 - t0), (double)(t1 - t0));

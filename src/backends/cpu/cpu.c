@@ -20,6 +20,8 @@
 #include "backends/cpu/gemm.h"
 #include "codegen/codegen.h"
 #include "debug/metrics.h"
+#include "profiler/events.h"
+#include "profiler/pool_tag.h"
 #include "runtime/compiler.h"
 #include "runtime/pool.h"
 #include "schedule/schedule.h"
@@ -64,6 +66,7 @@ typedef struct step {
   int32_t src, dst;
   size_t bytes;
   double flops, mem_bytes;
+  kiln_pool_tag tag; /* profiler name: "<scope>/fusion.3 (mul,add,relu)" */
 } step;
 
 struct kiln_executable {
@@ -174,6 +177,51 @@ static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
   st->flops = 2.0 * batch * (double)st->m * (double)st->n * (double)st->k;
 }
 
+/* The kernel's name in profiles, after its ops and the annotation scope of
+ * its root node (the analogue of XLA_HLO_DEBUG op names): "Forward/fusion.3
+ * (mul,add,relu)", "Backward/gemm 128x1024x784". Interned: it outlives the
+ * executable. */
+static const char *prof_name(const kiln_sched *s, int32_t ki, const step *sp) {
+  const kiln_graph *g = s->g;
+  const kiln_skernel *k = &s->kernels[ki];
+  char buf[256];
+  int32_t root = k->kind == KILN_SK_LOOP && k->n_stores ? k->stores[k->n_stores - 1]
+                 : k->kind == KILN_SK_GEMM              ? k->node
+                                                        : -1;
+  const char *scope = root >= 0 ? kiln_prof_scope_path(g->nodes[root].scope) : "";
+  int n = snprintf(buf, sizeof buf, "%s%s", scope, scope[0] ? "/" : "");
+  if (n < 0 || n >= (int)sizeof buf) n = 0;
+  size_t cap = sizeof buf - (size_t)n;
+  if (sp->kind == ST_GEMM) {
+    if (sp->brank > 0) {
+      double nb = 1;
+      for (int d = 0; d < sp->brank; d++) nb *= (double)sp->bshape[d];
+      snprintf(buf + n, cap, "gemm %.0fx(%lldx%lldx%lld)", nb, (long long)sp->m, (long long)sp->n, (long long)sp->k);
+    } else {
+      snprintf(buf + n, cap, "gemm %lldx%lldx%lld", (long long)sp->m, (long long)sp->n, (long long)sp->k);
+    }
+  } else if (sp->kind == ST_COPY) {
+    snprintf(buf + n, cap, "copy %zu B", sp->bytes);
+  } else {
+    int m = snprintf(buf + n, cap, "fusion.%d (", ki);
+    size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
+    int first = 1;
+    for (int32_t i = 0; i < k->n_members && len + 24 < sizeof buf; i++) {
+      int op = g->nodes[k->members[i]].op;
+      if (op == KILN_OP_LEAF || op == KILN_OP_SCALAR || op == KILN_OP_CONST) continue;
+      int dup = 0; /* each op once, in first-use order */
+      for (int32_t j = 0; j < i && !dup; j++) dup = g->nodes[k->members[j]].op == op;
+      if (dup) continue;
+      len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", first ? "" : ",", kiln_op_name(op));
+      first = 0;
+    }
+    if (first && len >= 2) buf[len - 2] = 0; /* only constants: "fusion.3" */
+    else if (len + 2 < sizeof buf) snprintf(buf + len, sizeof buf - len, ")");
+  }
+  const char *r = kiln_prof_intern(buf);
+  return r ? r : sp->name;
+}
+
 static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_executable **out, kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
   *out = NULL;
@@ -193,6 +241,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
     if (srcs[i].n_args > e->max_args) e->max_args = srcs[i].n_args;
   }
   uint64_t t1 = kiln_now_ns();
+  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: schedule + codegen", -1);
   kiln_cc_result ccr = {0};
   size_t code_bytes = 0;
   pthread_mutex_lock(&b->mu);
@@ -303,6 +352,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
       sp->bytes = k->bytes;
       sp->mem_bytes = 2.0 * (double)sp->bytes;
     }
+    sp->tag = (kiln_pool_tag){prof_name(s, i, sp), sp->flops, sp->mem_bytes};
     e->n_steps++;
   }
   pthread_mutex_unlock(&b->mu);
@@ -417,10 +467,8 @@ static void run_gemm(cpu_backend *b, const step *sp, void *const *ptr) {
     j.parts = dim >= 16 * T ? T : (dim >= 2 * T ? T : 1);
   }
   int64_t items = nb * j.parts;
-  if (T == 1 || flops < 1e6)
-    gemm_range(&j, 0, items);
-  else
-    kiln_pool_parallel_for(b->pool, gemm_range, &j, items, 1);
+  /* a grain of all items runs inline, as the direct call did */
+  kiln_pool_parallel_for_tagged(b->pool, gemm_range, &j, items, (T == 1 || flops < 1e6) ? items : 1, &sp->tag);
 }
 
 static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
@@ -457,11 +505,16 @@ static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const
       case ST_LOOP: {
         for (int32_t a = 0; a < sp->n_args; a++) args[a] = ptr[e->arg_bufs[sp->arg_off + a]];
         loop_ctx l = {sp->fn, args};
-        kiln_pool_parallel_for(b->pool, run_loop, &l, sp->items, sp->grain);
+        kiln_pool_parallel_for_tagged(b->pool, run_loop, &l, sp->items, sp->grain, &sp->tag);
         break;
       }
       case ST_GEMM: run_gemm(b, sp, ptr); break;
-      default: cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes); break;
+      default: {
+        uint64_t c0 = kiln_prof_span_begin();
+        cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes);
+        if (c0 && kiln_prof_on()) kiln_prof_record(KILN_PROF_KERNEL, sp->tag.name, c0, kiln_prof_now(), -1, 0, sp->mem_bytes);
+        break;
+      }
     }
     t->end_ns = kiln_now_ns();
     t->name = sp->name;

@@ -1,0 +1,46 @@
+/* A finished capture in memory, its writers (Chrome trace JSON, XSpace)
+ * and the XSpace reader the summary uses.
+ *
+ * Thread-safety: a capture is a plain value owned by one thread.
+ */
+#ifndef KILN_PROFILER_CAPTURE_H
+#define KILN_PROFILER_CAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "profiler/events.h"
+
+typedef struct kiln_prof_capture {
+  uint64_t start_ns, end_ns; /* kiln_now_ns clock */
+  kiln_prof_thread_events *threads; /* owned */
+  int n_threads;
+  uint64_t dropped; /* events lost: full buffers plus a full thread table */
+  char host[256];
+  void *owned; /* reader: the unpacked message the names point into */
+} kiln_prof_capture;
+
+void kiln_prof_capture_clear(kiln_prof_capture *c);
+
+/* Write the capture as gzipped Chrome Trace Event JSON to path (atomic).
+ * Errors: KILN_ERR_IO, KILN_ERR_OUT_OF_MEMORY. */
+kiln_status kiln_prof_write_chrome(const kiln_prof_capture *c, const char *path, kiln_err *err);
+/* The JSON text itself (malloc'ed, caller frees; *n its length). */
+kiln_status kiln_prof_chrome_json(const kiln_prof_capture *c, char **out, size_t *n, kiln_err *err);
+
+/* Encode the capture as an XSpace (malloc'ed bytes, caller frees). */
+kiln_status kiln_prof_xspace_encode(const kiln_prof_capture *c, uint8_t **out, size_t *n, kiln_err *err);
+/* Write it to path (atomic). */
+kiln_status kiln_prof_write_xplane(const kiln_prof_capture *c, const char *path, kiln_err *err);
+/* Decode an XSpace back into a capture (*out cleared first; names point
+ * into out->owned). Validates: a "/host:CPU" plane, metadata ids that
+ * resolve, bounded counts (1M events, 4096 lines). Rejections are
+ * KILN_ERR_CORRUPT with `what` (a file name) in the message. */
+kiln_status kiln_prof_xspace_decode(const uint8_t *data, size_t n, const char *what, kiln_prof_capture *out,
+                                    kiln_err *err);
+
+/* Write <dir>/<host>.xplane.pb and <host>.trace.json.gz, creating dir. */
+kiln_status kiln_prof_write_run(const kiln_prof_capture *c, const char *dir, kiln_err *err);
+
+#endif

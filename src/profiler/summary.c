@@ -1,0 +1,377 @@
+/* kiln_profiler_summary: what the seed's authors did by eye in the trace
+ * viewer (select the device's idle gap, look at what the host threads were
+ * doing), done for every step of a capture. */
+#define _GNU_SOURCE
+#include "profiler/summary.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "profiler/ceilings.h"
+
+typedef struct ival {
+  uint64_t b, e;
+} ival;
+
+static int cmp_ival(const void *x, const void *y) {
+  const ival *a = x, *b = y;
+  return a->b < b->b ? -1 : a->b > b->b ? 1 : (a->e < b->e ? -1 : a->e > b->e);
+}
+
+/* Sort and merge in place; returns the merged count. */
+static size_t merge(ival *v, size_t n) {
+  if (!n) return 0;
+  qsort(v, n, sizeof *v, cmp_ival);
+  size_t m = 0;
+  for (size_t i = 1; i < n; i++) {
+    if (v[i].b <= v[m].e) {
+      if (v[i].e > v[m].e) v[m].e = v[i].e;
+    } else {
+      v[++m] = v[i];
+    }
+  }
+  return m + 1;
+}
+
+/* Time of the merged set v (sorted, disjoint) inside [a, b). */
+static double overlap(const ival *v, size_t n, uint64_t a, uint64_t b) {
+  size_t lo = 0, hi = n; /* first interval ending after a */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (v[mid].e <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  double t = 0;
+  for (size_t i = lo; i < n && v[i].b < b; i++) {
+    uint64_t x = v[i].b > a ? v[i].b : a, y = v[i].e < b ? v[i].e : b;
+    if (y > x) t += (double)(y - x);
+  }
+  return t;
+}
+
+static int is_host_work(int kind) {
+  return kind != KILN_PROF_USER && kind != KILN_PROF_STEP && kind != KILN_PROF_KERNEL && kind < KILN_PROF_KIND_COUNT;
+}
+
+typedef struct kref {
+  const char *name;
+  uint64_t b, e;
+  double flops, bytes;
+} kref;
+
+static int cmp_kref(const void *x, const void *y) {
+  const kref *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  if (c) return c;
+  return a->b < b->b ? -1 : a->b > b->b;
+}
+
+static int cmp_kstats(const void *x, const void *y) {
+  const kiln_prof_kernel_stats *a = x, *b = y;
+  if (a->wall_ns != b->wall_ns) return a->wall_ns > b->wall_ns ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+static int cmp_step(const void *x, const void *y) {
+  const kiln_prof_step_stats *a = x, *b = y;
+  return a->begin_ns < b->begin_ns ? -1 : a->begin_ns > b->begin_ns;
+}
+
+void kiln_prof_analysis_free(kiln_prof_analysis *a) {
+  if (!a) return;
+  for (int i = 0; i < a->n_steps; i++) free(a->steps[i].gaps);
+  free(a->steps);
+  free(a->kernels);
+  memset(a, 0, sizeof *a);
+}
+
+kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_summary_opts *opts,
+                              kiln_prof_analysis *out, kiln_err *err) {
+  memset(out, 0, sizeof *out);
+  kiln_profiler_summary_opts o = opts ? *opts : (kiln_profiler_summary_opts){0};
+  out->gap_threshold_ms = o.gap_ms > 0 ? o.gap_ms : 1.0;
+  out->gap_threshold_fraction = o.gap_fraction > 0 ? o.gap_fraction : 0.05;
+  out->dropped = c->dropped;
+  size_t n_k = 0, n_steps = 0, n_kind[KILN_PROF_KIND_COUNT] = {0}, n_host = 0;
+  for (int i = 0; i < c->n_threads; i++) {
+    const kiln_prof_thread_events *t = &c->threads[i];
+    int dev = 0, host = 0;
+    out->n_events += t->n;
+    for (uint32_t k = 0; k < t->n; k++) {
+      int kind = t->ev[k].kind < KILN_PROF_KIND_COUNT ? t->ev[k].kind : KILN_PROF_USER;
+      if (kind == KILN_PROF_KERNEL) n_k++, dev = 1;
+      else host = 1;
+      if (kind == KILN_PROF_STEP) n_steps++;
+      if (is_host_work(kind)) n_kind[kind]++, n_host++;
+    }
+    out->n_lanes += dev;
+    out->n_host_threads += host;
+  }
+  ival *kv = malloc(sizeof *kv * (n_k + 1));
+  kref *kr = malloc(sizeof *kr * (n_k + 1));
+  ival *hv[KILN_PROF_KIND_COUNT] = {0};
+  ival *any = malloc(sizeof *any * (n_host + 1));
+  int oom = !kv || !kr || !any;
+  for (int k = 0; k < KILN_PROF_KIND_COUNT && !oom; k++)
+    if (n_kind[k] && !(hv[k] = malloc(sizeof **hv * n_kind[k]))) oom = 1;
+  out->steps = calloc(n_steps ? n_steps : 1, sizeof *out->steps);
+  if (!out->steps) oom = 1;
+  size_t nk = 0, na = 0, ns = 0, nh[KILN_PROF_KIND_COUNT] = {0};
+  for (int i = 0; i < c->n_threads && !oom; i++) {
+    const kiln_prof_thread_events *t = &c->threads[i];
+    for (uint32_t k = 0; k < t->n; k++) {
+      const kiln_prof_event *e = &t->ev[k];
+      int kind = e->kind < KILN_PROF_KIND_COUNT ? e->kind : KILN_PROF_USER;
+      if (kind == KILN_PROF_KERNEL) {
+        kv[nk] = (ival){e->begin_ns, e->end_ns};
+        kr[nk++] = (kref){e->name, e->begin_ns, e->end_ns, e->flops, e->bytes};
+      } else if (kind == KILN_PROF_STEP) {
+        out->steps[ns++] = (kiln_prof_step_stats){e->name, e->arg, e->begin_ns, e->end_ns, 0, 0, NULL};
+      } else if (is_host_work(kind)) {
+        hv[kind][nh[kind]++] = (ival){e->begin_ns, e->end_ns};
+        any[na++] = (ival){e->begin_ns, e->end_ns};
+      }
+    }
+  }
+  if (!oom && ns == 0) { /* no step regions: the whole capture is one */
+    out->steps[0] = (kiln_prof_step_stats){"capture", -1, c->start_ns, c->end_ns, 0, 0, NULL};
+    ns = 1;
+  }
+  out->n_steps = (int)ns;
+  size_t nkm = 0;
+  if (!oom) {
+    qsort(out->steps, ns, sizeof *out->steps, cmp_step);
+    /* kernel instances, before kv is merged */
+    qsort(kr, nk, sizeof *kr, cmp_kref);
+    out->kernels = calloc(nk + 1, sizeof *out->kernels);
+    oom = !out->kernels;
+    for (size_t i = 0; i < nk && !oom;) {
+      kiln_prof_kernel_stats *s = &out->kernels[out->n_kernels++];
+      s->name = kr[i].name;
+      size_t j = i;
+      while (j < nk && !strcmp(kr[j].name, s->name)) {
+        uint64_t b = kr[j].b, e = kr[j].e;
+        s->calls++;
+        s->flops += kr[j].flops;
+        s->bytes += kr[j].bytes;
+        j++;
+        /* lanes of one call overlap; back-to-back calls only touch */
+        while (j < nk && !strcmp(kr[j].name, s->name) && kr[j].b < e) {
+          if (kr[j].e > e) e = kr[j].e;
+          s->flops += kr[j].flops;
+          s->bytes += kr[j].bytes;
+          j++;
+        }
+        s->wall_ns += (double)(e - b);
+      }
+      i = j;
+    }
+    if (!oom) qsort(out->kernels, (size_t)out->n_kernels, sizeof *out->kernels, cmp_kstats);
+    nkm = merge(kv, nk);
+    for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) nh[k] = merge(hv[k], nh[k]);
+    na = merge(any, na);
+  }
+  for (size_t si = 0; si < ns && !oom; si++) {
+    kiln_prof_step_stats *st = &out->steps[si];
+    uint64_t a = st->begin_ns, b = st->end_ns;
+    st->busy_ns = overlap(kv, nkm, a, b);
+    double thr = out->gap_threshold_ms * 1e6, f = out->gap_threshold_fraction * (double)(b - a);
+    if (f < thr) thr = f;
+    /* the gaps: the complement of the busy set inside [a, b) */
+    size_t cap = 0;
+    uint64_t cur = a;
+    for (size_t i = 0; i <= nkm && !oom; i++) {
+      uint64_t gb = cur, ge = i < nkm ? kv[i].b : b;
+      if (i < nkm && kv[i].e <= a) continue;
+      if (ge > b) ge = b;
+      if (ge > gb && (double)(ge - gb) > thr) {
+        if ((size_t)st->n_gaps == cap) {
+          cap = cap ? cap * 2 : 8;
+          kiln_prof_gap *g = realloc(st->gaps, sizeof *g * cap);
+          if (!g) {
+            oom = 1;
+            break;
+          }
+          st->gaps = g;
+        }
+        kiln_prof_gap *g = &st->gaps[st->n_gaps++];
+        memset(g, 0, sizeof *g);
+        g->begin_ns = gb;
+        g->end_ns = ge;
+        for (int k = 0; k < KILN_PROF_KIND_COUNT; k++)
+          if (nh[k]) g->kind_ns[k] = overlap(hv[k], nh[k], gb, ge);
+        g->user_ns = (double)(ge - gb) - overlap(any, na, gb, ge);
+        uint64_t mid = gb + (ge - gb) / 2;
+        int best_depth = -1;
+        for (int ti = 0; ti < c->n_threads; ti++)
+          for (uint32_t k = 0; k < c->threads[ti].n; k++) {
+            const kiln_prof_event *e = &c->threads[ti].ev[k];
+            if (e->kind == KILN_PROF_USER && e->begin_ns <= mid && e->end_ns > mid && e->depth > best_depth)
+              best_depth = e->depth, g->region = e->name;
+          }
+      }
+      if (i < nkm) {
+        if (kv[i].b >= b) break;
+        cur = kv[i].e;
+      }
+    }
+  }
+  free(kv);
+  free(kr);
+  free(any);
+  for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) free(hv[k]);
+  if (oom) {
+    kiln_prof_analysis_free(out);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profile summary: out of memory");
+  }
+  return KILN_OK;
+}
+
+static void pct_of(char *buf, size_t n, double v, double peak) {
+  if (peak > 0) snprintf(buf, n, "%5.1f%%", 100.0 * v / peak);
+  else snprintf(buf, n, "   n/a");
+}
+
+void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_capture *c, const char *what,
+                              double peak_gflops, double peak_gbps, int top, FILE *f) {
+  fprintf(f, "kiln profile summary of %s\n", what);
+  fprintf(f, "capture: %.3f ms on host \"%s\": %d host thread(s), %d kernel lane(s), %llu events",
+          (double)(c->end_ns - c->start_ns) / 1e6, c->host, a->n_host_threads, a->n_lanes,
+          (unsigned long long)a->n_events);
+  if (a->dropped)
+    fprintf(f, ", %llu DROPPED (per-thread buffers were full: the timeline has holes; capture less or raise "
+               "kiln_profiler_set_buffer_events)\n",
+            (unsigned long long)a->dropped);
+  else
+    fprintf(f, ", none dropped\n");
+  if (peak_gflops > 0 || peak_gbps > 0)
+    fprintf(f, "machine ceilings: %.1f GFLOP/s (FP32 FMA peak), %.1f GB/s (STREAM triad)\n", peak_gflops, peak_gbps);
+  fprintf(f, "\nsteps (idle gap: no kernel lane busy for more than %.3g ms or %.3g%% of the step):\n",
+          a->gap_threshold_ms, 100.0 * a->gap_threshold_fraction);
+  fprintf(f, "  %-8s %-20s %10s %12s %7s %5s\n", "step", "name", "wall ms", "device ms", "duty", "gaps");
+  for (int i = 0; i < a->n_steps; i++) {
+    const kiln_prof_step_stats *s = &a->steps[i];
+    double wall = (double)(s->end_ns - s->begin_ns);
+    char num[24];
+    if (s->step >= 0) snprintf(num, sizeof num, "%lld", (long long)s->step);
+    else snprintf(num, sizeof num, "-");
+    fprintf(f, "  %-8s %-20.20s %10.3f %12.3f %6.1f%% %5d\n", num, s->name, wall / 1e6, s->busy_ns / 1e6,
+            wall > 0 ? 100.0 * s->busy_ns / wall : 0.0, s->n_gaps);
+    for (int g = 0; g < s->n_gaps; g++) {
+      const kiln_prof_gap *gp = &s->gaps[g];
+      double len = (double)(gp->end_ns - gp->begin_ns);
+      fprintf(f, "      idle %.3f ms at +%.3f ms", len / 1e6, (double)(gp->begin_ns - s->begin_ns) / 1e6);
+      if (gp->region) fprintf(f, " (in %s)", gp->region);
+      fprintf(f, ": host was");
+      int any = 0;
+      for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) {
+        if (gp->kind_ns[k] < len * 0.01 || gp->kind_ns[k] <= 0) continue;
+        fprintf(f, "%s %s %.3f ms (%.0f%%)", any ? "," : "", kiln_prof_kind_name((kiln_prof_kind)k),
+                gp->kind_ns[k] / 1e6, 100.0 * gp->kind_ns[k] / len);
+        any = 1;
+      }
+      if (gp->user_ns >= len * 0.01 || !any)
+        fprintf(f, "%s in user code %.3f ms (%.0f%%)", any ? "," : "", gp->user_ns / 1e6, 100.0 * gp->user_ns / len);
+      fprintf(f, "\n");
+    }
+  }
+  if (a->n_kernels) {
+    double total = 0;
+    for (int i = 0; i < a->n_kernels; i++) total += a->kernels[i].wall_ns;
+    fprintf(f, "\ntop kernels by time (%d distinct, %.3f ms in all):\n", a->n_kernels, total / 1e6);
+    fprintf(f, "  %10s %6s %6s %10s %7s %10s %7s  %s\n", "time ms", "share", "calls", "GFLOP/s", "of peak", "GB/s",
+            "of peak", "kernel");
+    for (int i = 0; i < a->n_kernels && i < top; i++) {
+      const kiln_prof_kernel_stats *k = &a->kernels[i];
+      double gf = k->wall_ns > 0 ? k->flops / k->wall_ns : 0, gb = k->wall_ns > 0 ? k->bytes / k->wall_ns : 0;
+      char p1[16], p2[16];
+      pct_of(p1, sizeof p1, gf, peak_gflops);
+      pct_of(p2, sizeof p2, gb, peak_gbps);
+      fprintf(f, "  %10.3f %5.1f%% %6lld %10.2f %7s %10.2f %7s  %s\n", k->wall_ns / 1e6,
+              total > 0 ? 100.0 * k->wall_ns / total : 0.0, (long long)k->calls, gf, p1, gb, p2, k->name);
+    }
+  } else {
+    fprintf(f, "\nno kernels ran during the capture\n");
+  }
+}
+
+/* The newest entry of dir whose name ends in suffix (regular file) or, with
+ * suffix NULL, the newest subdirectory; names sort by time in both cases
+ * (YYYY_MM_DD_HH_MM_SS), so "newest" is the greatest name. */
+static int newest(const char *dir, const char *suffix, char *out, size_t cap) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  char best[256] = "";
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    size_t n = strlen(e->d_name);
+    if (suffix) {
+      size_t s = strlen(suffix);
+      if (n <= s || strcmp(e->d_name + n - s, suffix)) continue;
+    } else if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) {
+      continue;
+    }
+    if (n < sizeof best && strcmp(e->d_name, best) > 0) snprintf(best, sizeof best, "%s", e->d_name);
+  }
+  closedir(d);
+  if (!best[0]) return -1;
+  snprintf(out, cap, "%s/%s", dir, best);
+  return 0;
+}
+
+static kiln_status find_xplane(const char *path, char *out, size_t cap, kiln_err *err) {
+  struct stat st;
+  if (stat(path, &st) != 0) return kiln_err_set(err, KILN_ERR_IO, "profile summary: %s: no such file or directory", path);
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(out, cap, "%s", path);
+    return KILN_OK;
+  }
+  if (newest(path, ".xplane.pb", out, cap) == 0) return KILN_OK;
+  char prof[4096], run[4096];
+  snprintf(prof, sizeof prof, "%s/plugins/profile", path);
+  if (newest(prof, NULL, run, sizeof run) == 0 && newest(run, ".xplane.pb", out, cap) == 0) return KILN_OK;
+  return kiln_err_set(err, KILN_ERR_IO,
+                      "profile summary: no *.xplane.pb in %s (nor in its newest plugins/profile/<run>)", path);
+}
+
+kiln_status kiln_profiler_summary_ex(const char *path, FILE *f, const kiln_profiler_summary_opts *opts,
+                                     kiln_err *err) {
+  if (!path || !f) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profile summary: path or stream is NULL");
+  char file[4096];
+  KILN_RETURN_IF_ERROR(err, find_xplane(path, file, sizeof file, err), "while looking for a capture");
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "profile summary: cannot open %s", file);
+  uint8_t *data = NULL;
+  size_t n = 0;
+  kiln_status s = kiln_fs_read_fd(fd, (size_t)512 << 20, &data, &n, err);
+  close(fd);
+  if (s != KILN_OK) return s;
+  kiln_prof_capture c;
+  s = kiln_prof_xspace_decode(data, n, file, &c, err);
+  free(data);
+  if (s != KILN_OK) return s;
+  kiln_prof_analysis a;
+  s = kiln_prof_analyze(&c, opts, &a, err);
+  if (s == KILN_OK) {
+    double pf = opts ? opts->peak_gflops : 0, pb = opts ? opts->peak_gbps : 0;
+    if (!(pf > 0) || !(pb > 0)) {
+      kiln_prof_ceilings m = kiln_prof_machine_ceilings();
+      if (!(pf > 0)) pf = m.gflops;
+      if (!(pb > 0)) pb = m.gbps;
+    }
+    kiln_prof_analysis_print(&a, &c, file, pf, pb, opts && opts->top_kernels > 0 ? opts->top_kernels : 10, f);
+    kiln_prof_analysis_free(&a);
+  }
+  kiln_prof_capture_clear(&c);
+  return s;
+}
+
+kiln_status kiln_profiler_summary(const char *path, FILE *f, kiln_err *err) {
+  return kiln_profiler_summary_ex(path, f, NULL, err);
+}

@@ -1,0 +1,172 @@
+/* The capture analysis on synthetic captures whose gaps and host activity
+ * are known by construction (the oracle is the arithmetic written below),
+ * both in memory and after a round trip through the XSpace file format, and
+ * the printed summary. */
+#include <kiln/kiln.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kt.h"
+#include "profiler/capture.h"
+#include "profiler/summary.h"
+
+#define MS 1000000ull
+#define T0 (1000 * MS) /* an arbitrary clock origin */
+
+static kiln_prof_event ev(kiln_prof_kind k, const char *name, double b_ms, double e_ms) {
+  kiln_prof_event e = {T0 + (uint64_t)(b_ms * MS), T0 + (uint64_t)(e_ms * MS), name, (uint8_t)k, 0, -1, 0, 0};
+  return e;
+}
+
+/* Two steps of 100 ms each.
+ * Lane 0 kernels: [0,10] [30,60] [90,100] in step 0; [100,150] [150,195] in step 1.
+ * Lane 1 kernel: [5,35] (overlaps lane 0: busy union [0,60]).
+ * So step 0 is busy [0,60] u [90,100] = 70 ms; gap [60,90] (30 ms).
+ * Host thread: compile [55,75] (inner phase [58,70] nested: counted once),
+ * wait for input [75,85], nothing of kiln's [85,90] -> user code 5 ms;
+ * tracing [60,62] overlaps the compile: both kinds counted.
+ * Step 1 busy [100,195] = 95 ms; gap [195,200] (5 ms > 1 ms). Transfer
+ * [196,198] (2 ms), user 3 ms. A 0.5 ms gap [150,150.5] would be below the
+ * threshold: lane 0's second kernel starts at 150.5 below. */
+static void build(kiln_prof_capture *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->host, sizeof c->host, "synthetic");
+  c->start_ns = T0;
+  c->end_ns = T0 + 200 * MS;
+  c->n_threads = 3;
+  c->threads = calloc(3, sizeof *c->threads);
+  kiln_prof_thread_events *h = &c->threads[0], *l0 = &c->threads[1], *l1 = &c->threads[2];
+  snprintf(h->name, sizeof h->name, "main thread");
+  h->tid = 1, h->lane = -1;
+  snprintf(l0->name, sizeof l0->name, "kiln executor");
+  l0->tid = 2, l0->lane = 0;
+  snprintf(l1->name, sizeof l1->name, "kiln worker 1");
+  l1->tid = 3, l1->lane = 1;
+  h->ev = calloc(16, sizeof *h->ev);
+  l0->ev = calloc(16, sizeof *l0->ev);
+  l1->ev = calloc(16, sizeof *l1->ev);
+  kiln_prof_event s0 = ev(KILN_PROF_STEP, "Training_Step", 0, 100), s1 = ev(KILN_PROF_STEP, "Training_Step", 100, 200);
+  s0.arg = 7, s1.arg = 8;
+  h->ev[h->n++] = s0;
+  h->ev[h->n++] = s1;
+  kiln_prof_event fwd = ev(KILN_PROF_USER, "Forward", 50, 95);
+  fwd.depth = 1;
+  h->ev[h->n++] = fwd;
+  h->ev[h->n++] = ev(KILN_PROF_COMPILE, "compile", 55, 75);
+  h->ev[h->n++] = ev(KILN_PROF_COMPILE, "compile: C compiler", 58, 70);
+  h->ev[h->n++] = ev(KILN_PROF_TRACING, "trace", 60, 62);
+  h->ev[h->n++] = ev(KILN_PROF_WAIT_INPUT, "loader wait", 75, 85);
+  h->ev[h->n++] = ev(KILN_PROF_TRANSFER, "to device", 196, 198);
+  kiln_prof_event k;
+  k = ev(KILN_PROF_KERNEL, "Forward/gemm 8x8x8", 0, 10), k.flops = 2e9, k.bytes = 1e6;
+  l0->ev[l0->n++] = k;
+  k = ev(KILN_PROF_KERNEL, "Forward/gemm 8x8x8", 5, 35), k.flops = 1e9; /* same call on lane 1? no: overlaps */
+  l1->ev[l1->n++] = k;
+  k = ev(KILN_PROF_KERNEL, "Backward/fusion.1 (mul)", 30, 60), k.bytes = 3e9;
+  l0->ev[l0->n++] = k;
+  l0->ev[l0->n++] = ev(KILN_PROF_KERNEL, "Backward/fusion.1 (mul)", 90, 100);
+  l0->ev[l0->n++] = ev(KILN_PROF_KERNEL, "Backward/fusion.1 (mul)", 100, 150);
+  l0->ev[l0->n++] = ev(KILN_PROF_KERNEL, "Backward/fusion.1 (mul)", 150.5, 195);
+}
+
+static void check(const kiln_prof_analysis *a) {
+  KT_EQ_INT(a->n_steps, 2);
+  if (a->n_steps != 2) return;
+  const kiln_prof_step_stats *s0 = &a->steps[0], *s1 = &a->steps[1];
+  KT_EQ_INT((int)s0->step, 7);
+  KT_EQ_INT((int)s1->step, 8);
+  KT_NEAR(s0->busy_ns / 1e6, 70.0, 1e-6);
+  KT_NEAR(s1->busy_ns / 1e6, 94.5, 1e-6);
+  KT_EQ_INT(s0->n_gaps, 1);
+  KT_EQ_INT(s1->n_gaps, 1); /* [150, 150.5] is under the 1 ms threshold */
+  if (s0->n_gaps == 1) {
+    const kiln_prof_gap *g = &s0->gaps[0];
+    KT_NEAR((double)(g->begin_ns - T0) / 1e6, 60.0, 1e-6);
+    KT_NEAR((double)(g->end_ns - T0) / 1e6, 90.0, 1e-6);
+    KT_NEAR(g->kind_ns[KILN_PROF_COMPILE] / 1e6, 15.0, 1e-6); /* [60,75], the nested phase once */
+    KT_NEAR(g->kind_ns[KILN_PROF_TRACING] / 1e6, 2.0, 1e-6);
+    KT_NEAR(g->kind_ns[KILN_PROF_WAIT_INPUT] / 1e6, 10.0, 1e-6);
+    KT_NEAR(g->kind_ns[KILN_PROF_TRANSFER], 0.0, 1e-9);
+    KT_NEAR(g->user_ns / 1e6, 5.0, 1e-6);
+    KT_CHECK(g->region && !strcmp(g->region, "Forward"));
+  }
+  if (s1->n_gaps == 1) {
+    const kiln_prof_gap *g = &s1->gaps[0];
+    KT_NEAR((double)(g->begin_ns - T0) / 1e6, 195.0, 1e-6);
+    KT_NEAR((double)(g->end_ns - T0) / 1e6, 200.0, 1e-6);
+    KT_NEAR(g->kind_ns[KILN_PROF_TRANSFER] / 1e6, 2.0, 1e-6);
+    KT_NEAR(g->user_ns / 1e6, 3.0, 1e-6);
+    KT_CHECK(g->region == NULL);
+  }
+  /* kernels: fusion.1 has 4 calls, 30+10+50+44.5 ms; the gemm one call
+   * (lanes overlap) of 35 ms wall with 3 GFLOP */
+  KT_EQ_INT(a->n_kernels, 2);
+  if (a->n_kernels == 2) {
+    KT_CHECK(!strcmp(a->kernels[0].name, "Backward/fusion.1 (mul)"));
+    KT_EQ_INT((int)a->kernels[0].calls, 4);
+    KT_NEAR(a->kernels[0].wall_ns / 1e6, 134.5, 1e-6);
+    KT_CHECK(!strcmp(a->kernels[1].name, "Forward/gemm 8x8x8"));
+    KT_EQ_INT((int)a->kernels[1].calls, 1);
+    KT_NEAR(a->kernels[1].wall_ns / 1e6, 35.0, 1e-6);
+    KT_NEAR(a->kernels[1].flops, 3e9, 1);
+  }
+  KT_EQ_INT(a->n_lanes, 2);
+}
+
+KT_TEST(summary_finds_known_gaps_and_attributions) {
+  kiln_prof_capture c;
+  build(&c);
+  kiln_prof_analysis a;
+  kiln_err err = {0};
+  KT_CHECK(kiln_prof_analyze(&c, NULL, &a, &err) == KILN_OK);
+  check(&a);
+  kiln_prof_analysis_free(&a);
+  /* a 40 ms threshold (and 50% of the step) hides every gap */
+  kiln_profiler_summary_opts o = {.gap_ms = 40, .gap_fraction = 0.5};
+  KT_CHECK(kiln_prof_analyze(&c, &o, &a, &err) == KILN_OK);
+  KT_EQ_INT(a.steps[0].n_gaps + a.steps[1].n_gaps, 0);
+  kiln_prof_analysis_free(&a);
+  kiln_prof_capture_clear(&c);
+}
+
+KT_TEST(summary_survives_the_xplane_round_trip_and_prints) {
+  kiln_prof_capture c, back;
+  build(&c);
+  c.dropped = 5;
+  uint8_t *buf;
+  size_t n;
+  kiln_err err = {0};
+  KT_CHECK(kiln_prof_xspace_encode(&c, &buf, &n, &err) == KILN_OK);
+  KT_CHECK(kiln_prof_xspace_decode(buf, n, "synthetic.xplane.pb", &back, &err) == KILN_OK);
+  KT_EQ_INT((int)back.dropped, 5);
+  kiln_prof_analysis a;
+  KT_CHECK(kiln_prof_analyze(&back, NULL, &a, &err) == KILN_OK);
+  check(&a);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 100.0, 10.0, 10, f);
+  fclose(f);
+  KT_STR_CONTAINS(text, "idle 30.000 ms at +60.000 ms (in Forward): host was tracing 2.000 ms (7%), compiling "
+                        "15.000 ms (50%), waiting for input 10.000 ms (33%), in user code 5.000 ms (17%)");
+  KT_STR_CONTAINS(text, "5 DROPPED");
+  KT_STR_CONTAINS(text, "Backward/fusion.1 (mul)");
+  /* gemm: 3 GFLOP in 35 ms = 85.71 GFLOP/s, 85.7% of the 100 GFLOP/s peak */
+  KT_STR_CONTAINS(text, "85.71   85.7%");
+  free(text);
+  kiln_prof_analysis_free(&a);
+  kiln_prof_capture_clear(&back);
+  /* truncations and garbage are rejected cleanly */
+  for (size_t cut = 1; cut < n; cut += n / 97 + 1) {
+    kiln_prof_capture t;
+    kiln_status s = kiln_prof_xspace_decode(buf, cut, "cut.xplane.pb", &t, &err);
+    if (s == KILN_OK) kiln_prof_capture_clear(&t);
+    else KT_EQ_INT(s, KILN_ERR_CORRUPT);
+  }
+  free(buf);
+  kiln_prof_capture_clear(&c);
+  KT_CHECK(kiln_profiler_summary("/nonexistent/kiln", stdout, &err) == KILN_ERR_IO);
+  KT_STR_CONTAINS(err.msg, "/nonexistent/kiln");
+}
+
+KT_MAIN(KT_CASE(summary_finds_known_gaps_and_attributions), KT_CASE(summary_survives_the_xplane_round_trip_and_prints))

@@ -1,10 +1,150 @@
-/* `kiln profile` (placeholder until the subcommand lands). */
+/* `kiln profile`: capture a profile from a running program, or summarize
+ * one (docs/profiling.md).
+ *
+ *   kiln profile capture --addr localhost:6009 [--duration-ms 1000] [--logdir DIR]
+ *       asks the program's profiler server (kiln_profiler_server_start) for
+ *       a capture, written to DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/, and
+ *       prints that run directory on stdout (status lines go to stderr, so
+ *       that `run=$(kiln profile capture ...)` works).
+ *   kiln profile summary PATH [--gap-ms X] [--top N]
+ *       prints kiln_profiler_summary for a run directory, a logdir or a
+ *       .xplane.pb file.
+ *
+ * Exit codes: 0 done, 1 the capture or summary failed (message on stderr),
+ * 2 bad command line. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "base/status.h"
+#include "kiln/profiler.h"
+#include "kiln/profiler_server.h"
+#include "profiler/server/request.h"
 #include "tools/profile.h"
 
+enum { PROFILE_OK = 0, PROFILE_PROBLEM = 1, PROFILE_USAGE = 2 };
+
+static void profile_usage(FILE *f) {
+  fprintf(f,
+          "usage: kiln profile capture --addr HOST:PORT [--duration-ms N] [--logdir DIR]\n"
+          "       kiln profile summary PATH [--gap-ms X] [--top N]\n"
+          "\n"
+          "capture  ask a running program's profiler server (kiln_profiler_server_start) to record\n"
+          "         N milliseconds (default 1000, at most %u) and write them to\n"
+          "         DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ (DIR default: ./logs), the layout\n"
+          "         TensorBoard's profile plugin reads; prints that directory\n"
+          "summary  per step: wall time, device duty cycle, idle gaps and what the host did\n"
+          "         during them, top kernels; PATH is a run directory, a logdir or a .xplane.pb\n"
+          "         (--gap-ms: report gaps longer than X ms, default 1; --top: kernels listed, default 10)\n",
+          KILN_PROFILER_MAX_DURATION_MS);
+}
+
+static int profile_bad(const char *fmt, const char *arg) {
+  fprintf(stderr, "kiln profile: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n\n");
+  profile_usage(stderr);
+  return PROFILE_USAGE;
+}
+
+/* A whole-string unsigned decimal in [lo, hi], else -1. */
+static long long parse_uint(const char *s, long long lo, long long hi) {
+  if (!s || *s < '0' || *s > '9') return -1;
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno || !end || *end || v < lo || v > hi) return -1;
+  return v;
+}
+
+static int profile_capture(int argc, char **argv) {
+  const char *addr = NULL, *logdir = "logs";
+  long long duration = 1000;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      profile_usage(stdout);
+      return PROFILE_OK;
+    }
+    if (i + 1 >= argc) return profile_bad("%s: missing value (or unknown option)", a);
+    const char *v = argv[++i];
+    if (!strcmp(a, "--addr")) {
+      addr = v;
+    } else if (!strcmp(a, "--duration-ms")) {
+      duration = parse_uint(v, 1, KILN_PROFILER_MAX_DURATION_MS);
+      if (duration < 0) return profile_bad("--duration-ms %s: expected a number of milliseconds in 1..600000", v);
+    } else if (!strcmp(a, "--logdir")) {
+      logdir = v;
+    } else {
+      return profile_bad("capture: unknown option %s", a);
+    }
+  }
+  if (!addr) return profile_bad("capture: --addr HOST:PORT is required%s", "");
+  char host[256];
+  int port = 0;
+  kiln_err err = {0};
+  if (kiln_profile_addr_parse(addr, host, sizeof host, &port, &err) != KILN_OK || port == 0)
+    return profile_bad("--addr %s: expected HOST:PORT with a port in 1..65535, e.g. localhost:6009", addr);
+  fprintf(stderr, "kiln profile: capturing %lld ms from %s ...\n", duration, addr);
+  char run[4096];
+  /* No source location: the user of a command line has no use for ours. */
+  if (kiln_profiler_client_capture_at(addr, (uint32_t)duration, logdir, run, sizeof run, (kiln_loc){NULL, 0}) !=
+      KILN_OK) {
+    fprintf(stderr, "kiln profile: %s\n", kiln_last_error());
+    return PROFILE_PROBLEM;
+  }
+  printf("%s\n", run);
+  return PROFILE_OK;
+}
+
+static int profile_summary(int argc, char **argv) {
+  const char *path = NULL;
+  kiln_profiler_summary_opts opts = {0};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      profile_usage(stdout);
+      return PROFILE_OK;
+    }
+    if (!strcmp(a, "--gap-ms") || !strcmp(a, "--top")) {
+      if (i + 1 >= argc) return profile_bad("%s: missing value", a);
+      const char *v = argv[++i];
+      if (!strcmp(a, "--top")) {
+        long long n = parse_uint(v, 1, 1000);
+        if (n < 0) return profile_bad("--top %s: expected a number in 1..1000", v);
+        opts.top_kernels = (int)n;
+      } else {
+        char *end = NULL;
+        double g = strtod(v, &end);
+        if (!end || *end || !(g > 0) || g > 1e6) return profile_bad("--gap-ms %s: expected a positive number", v);
+        opts.gap_ms = g;
+      }
+    } else if (a[0] == '-') {
+      return profile_bad("summary: unknown option %s", a);
+    } else if (path) {
+      return profile_bad("summary: one PATH only (got a second: %s)", a);
+    } else {
+      path = a;
+    }
+  }
+  if (!path) return profile_bad("summary: PATH is required (a run directory, a logdir or a .xplane.pb)%s", "");
+  kiln_err err = {0};
+  if (kiln_profiler_summary_ex(path, stdout, &opts, &err) != KILN_OK) {
+    fflush(stdout);
+    fprintf(stderr, "kiln profile summary: %s\n", err.msg[0] ? err.msg : kiln_status_name(err.code));
+    return PROFILE_PROBLEM;
+  }
+  return PROFILE_OK;
+}
+
 int kiln_cli_profile(int argc, char **argv) {
-  (void)argc;
-  fprintf(stderr, "kiln %s: not available in this build\n", argv[0]);
-  return 1;
+  if (argc < 2) return profile_bad("missing subcommand: capture or summary%s", "");
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    profile_usage(stdout);
+    return PROFILE_OK;
+  }
+  if (!strcmp(argv[1], "capture")) return profile_capture(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "summary")) return profile_summary(argc - 1, argv + 1);
+  return profile_bad("unknown subcommand %s (expected capture or summary)", argv[1]);
 }

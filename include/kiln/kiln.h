@@ -365,5 +365,6 @@ void kiln_metrics_clear(void);
 #include "kiln/summary.h"
 #include "kiln/debug.h"
 #include "kiln/profiler.h"
+#include "kiln/profiler_server.h"
 
 #endif /* KILN_KILN_H */

@@ -1,0 +1,68 @@
+/* The gRPC side of the profiler server and client (grpc_server.cc), behind
+ * a C interface. Public entry points are in include/kiln/profiler_server.h
+ * (server.c); this header is what they, the unit test and nothing else
+ * call.
+ *
+ * Why a separate layer: gRPC is C++ and a large dependency; keeping every
+ * use of it in one file lets the rest of kiln stay C, and lets kiln build
+ * without it (server.c then reports UNSUPPORTED).
+ *
+ * Errors are a status plus a message written to (msg, cap), never the
+ * sticky status: a request from outside must not change the serving
+ * program's status. Plain C types only, so that the C++ side can include
+ * this header. All functions are thread-safe. */
+#ifndef KILN_PROFILER_SERVER_SERVER_H
+#define KILN_PROFILER_SERVER_SERVER_H
+
+#include <stdint.h>
+
+#include "kiln/kiln.h"
+#include "profiler/server/request.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this build has the gRPC server and client, else 0. */
+int kiln_profsrv_available(void);
+
+/* Start the process's single server on `addr` ("127.0.0.1:0"); the bound
+ * port goes to *port. Errors: INVALID_ARGUMENT when a server already runs,
+ * IO when the address cannot be bound, UNSUPPORTED without gRPC. */
+kiln_status kiln_profsrv_start(const char *addr, int *port, char *msg, size_t cap);
+
+/* The running server's port, 0 if none. */
+int kiln_profsrv_port(void);
+
+/* Stop the server (waits for requests in flight); no-op when none runs. */
+void kiln_profsrv_stop(void);
+
+/* The fields of a raw ProfileRequest a client sends. Strings are
+ * NUL-terminated; NULL means empty. */
+typedef struct kiln_profsrv_call {
+  const char *addr;            /* "localhost:6009" */
+  uint64_t duration_ms;        /* ProfileRequest.duration_ms and opts.duration_ms */
+  const char *repository_root; /* <logdir>/plugins/profile, absolute */
+  const char *session_id;
+  const char *host_name;
+  uint32_t connect_timeout_ms; /* 0: 5000 */
+} kiln_profsrv_call;
+
+/* Send one Profile request and wait for the reply (deadline: duration +
+ * 60 s). OK only when the server answered OK with a non-empty trace.
+ * Errors: IO when the server cannot be reached or failed, INVALID_ARGUMENT
+ * when it refused the request (its message follows), CORRUPT on an empty
+ * trace, UNSUPPORTED without gRPC. The request is sent as given, without
+ * local checks: the unit test uses this to send hostile requests. */
+kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, size_t cap);
+
+/* Serve one Profile request (server.c, called by the gRPC handler): check
+ * it (kiln_profile_request_check), create the session directory and run
+ * kiln_profiler_capture. Errors: INVALID_ARGUMENT for a bad request, those
+ * of the capture otherwise. */
+kiln_status kiln_profsrv_serve(const kiln_profile_request *req, char *msg, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

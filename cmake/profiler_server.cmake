@@ -52,18 +52,21 @@ if(KILN_GRPC_FOUND AND KILN_PROTOC AND KILN_GRPC_CPP_PLUGIN AND NOT KILN_FUZZ)
     VERBATIM)
   # Generated code is not ours to keep warning-free.
   set_source_files_properties(${gen_cc} PROPERTIES COMPILE_OPTIONS "-w")
-  add_library(kiln_profiler_server OBJECT ${CMAKE_SOURCE_DIR}/src/profiler/server/grpc_server.cc ${gen_cc})
-  target_include_directories(kiln_profiler_server PRIVATE ${KILN_PROTO_GEN} ${CMAKE_SOURCE_DIR}/include
-                                                          ${CMAKE_SOURCE_DIR}/src)
-  target_link_libraries(kiln_profiler_server PRIVATE PkgConfig::KILN_GRPC)
-  target_compile_definitions(kiln_obj PRIVATE KILN_HAVE_GRPC=1)
+  # Its own shared object, loaded by src/profiler/server/server.c on first
+  # use: libkiln and the programs linked with it do not depend on gRPC.
+  include(GNUInstallDirs)
+  add_library(kiln_grpc MODULE ${CMAKE_SOURCE_DIR}/src/profiler/server/grpc_server.cc ${gen_cc})
+  target_include_directories(kiln_grpc PRIVATE ${KILN_PROTO_GEN} ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(kiln_grpc PRIVATE PkgConfig::KILN_GRPC)
+  set_target_properties(kiln_grpc PROPERTIES PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib
+                                             CXX_VISIBILITY_PRESET hidden)
+  target_compile_definitions(kiln_obj PRIVATE
+    KILN_GRPC_MODULE_BUILD="${CMAKE_BINARY_DIR}/lib/libkiln_grpc.so"
+    KILN_GRPC_MODULE_INSTALLED="${CMAKE_INSTALL_FULL_LIBDIR}/kiln/libkiln_grpc.so")
   foreach(t kiln kiln_static)
-    target_sources(${t} PRIVATE $<TARGET_OBJECTS:kiln_profiler_server>)
-    target_link_libraries(${t} PUBLIC PkgConfig::KILN_GRPC)
-    # C programs link kiln: the C++ runtime must come along.
-    set_target_properties(${t} PROPERTIES LINKER_LANGUAGE CXX)
+    add_dependencies(${t} kiln_grpc)
   endforeach()
-  target_link_libraries(kiln_static PUBLIC stdc++)
+  install(TARGETS kiln_grpc LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kiln)
   message(STATUS "kiln: profiler server with gRPC ${KILN_GRPC_grpc++_VERSION}")
 elseif(NOT KILN_FUZZ)
   message(STATUS "kiln: gRPC not found (pkg-config grpc++ protobuf, protoc, grpc_cpp_plugin): "

@@ -29,7 +29,7 @@ static void find_bin(void) {
 /* Run a shell command; its stdout+stderr into out (cap bytes); returns the
  * exit status (-1 if it did not exit). */
 static int run_cmd(const char *cmd, char *out, size_t cap) {
-  char full[16384];
+  char full[32800];
   snprintf(full, sizeof full, "%s 2>&1", cmd);
   FILE *p = popen(full, "r");
   if (!p) return -1;

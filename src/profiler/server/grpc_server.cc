@@ -1,7 +1,9 @@
 // The profiler server and client over gRPC (tensorflow.ProfilerService):
-// the only C++ file of kiln, and the only place that uses gRPC. See
-// server.h for the C interface and include/kiln/profiler_server.h for the
-// user-facing one.
+// the only C++ file of kiln, and the only place that uses gRPC. It is built
+// as its own shared object, libkiln_grpc.so, loaded by server.c on first
+// use (see server.h): it calls back into kiln only through the
+// kiln_profsrv_host table it is given. See include/kiln/profiler_server.h
+// for the user-facing interface.
 //
 // Bounds, because the peer may be hostile: requests are at most 64 KiB
 // (anything larger is refused by gRPC before it reaches us), at most 4
@@ -24,6 +26,8 @@
 #include "profiler/server/server.h"
 
 namespace {
+
+const kiln_profsrv_host *g_host = nullptr;  // set once by kiln_profsrv_module
 
 constexpr int kMaxRequestBytes = 64 * 1024;
 constexpr int kMaxStreamsPerConnection = 4;
@@ -67,9 +71,9 @@ class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
     if (!busy_.compare_exchange_strong(expected, true))
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "a capture is already running in this process; try again when it ends");
-    kiln_status s = kiln_profsrv_serve(&r, msg, sizeof msg);
+    kiln_status s = g_host->serve(&r, msg, sizeof msg);
     busy_.store(false);
-    if (s != KILN_OK) return grpc::Status(grpc_code(s), msg[0] ? msg : kiln_status_name(s));
+    if (s != KILN_OK) return grpc::Status(grpc_code(s), msg[0] ? msg : g_host->status_name(s));
     resp->set_empty_trace(false);
     return grpc::Status::OK;
   }
@@ -87,8 +91,6 @@ int g_port = 0;
 
 }  // namespace
 
-extern "C" int kiln_profsrv_available(void) { return 1; }
-
 // (msg, cap) error helper: the C side's kiln_err_set, without kiln_err.
 static kiln_status fail(char *msg, size_t cap, kiln_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -102,7 +104,7 @@ static kiln_status fail(char *msg, size_t cap, kiln_status s, const char *fmt, .
   return s;
 }
 
-extern "C" kiln_status kiln_profsrv_start(const char *addr, int *port, char *msg, size_t cap) {
+static kiln_status srv_start(const char *addr, int *port, char *msg, size_t cap) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_server)
     return fail(msg, cap, KILN_ERR_INVALID_ARGUMENT, "the profiler server is already running on port %d",
@@ -135,12 +137,12 @@ extern "C" kiln_status kiln_profsrv_start(const char *addr, int *port, char *msg
   return KILN_OK;
 }
 
-extern "C" int kiln_profsrv_port(void) {
+static int srv_port(void) {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_port;
 }
 
-extern "C" void kiln_profsrv_stop(void) {
+static void srv_stop(void) {
   grpc::Server *server;
   ProfilerServiceImpl *service;
   {
@@ -160,7 +162,7 @@ extern "C" void kiln_profsrv_stop(void) {
   delete service;
 }
 
-extern "C" kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, size_t cap) {
+static kiln_status srv_call_profile(const kiln_profsrv_call *call, char *msg, size_t cap) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 * 1024 * 1024);
   std::shared_ptr<grpc::Channel> ch = grpc::CreateCustomChannel(call->addr, grpc::InsecureChannelCredentials(), args);
@@ -214,4 +216,13 @@ extern "C" kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, 
     return fail(msg, cap, KILN_ERR_CORRUPT, "the profiler server at %s recorded nothing (empty trace)",
                         call->addr);
   return KILN_OK;
+}
+
+// The module's one exported symbol (server.h).
+extern "C" __attribute__((visibility("default"))) const kiln_profsrv_ops *kiln_profsrv_module(
+    const kiln_profsrv_host *host) {
+  static const kiln_profsrv_ops ops = {KILN_PROFSRV_ABI, srv_start, srv_port, srv_stop, srv_call_profile};
+  if (!host || !host->serve || !host->status_name) return nullptr;
+  g_host = host;
+  return &ops;
 }

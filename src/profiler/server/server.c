@@ -1,11 +1,14 @@
 /* Public profiler-server API (include/kiln/profiler_server.h): argument
- * checks, bind address, logdir and session naming, sticky errors. The gRPC
- * work is in grpc_server.cc; a build without gRPC (no KILN_HAVE_GRPC, see
- * cmake/profiler_server.cmake) answers UNSUPPORTED here. */
+ * checks, bind address, logdir and session naming, sticky errors, and
+ * loading the gRPC module. The gRPC work is in grpc_server.cc, built as
+ * libkiln_grpc.so; a build without gRPC (see cmake/profiler_server.cmake)
+ * answers UNSUPPORTED. */
 #define _GNU_SOURCE
 #include "kiln/profiler_server.h"
 
+#include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,22 +19,74 @@
 #include "profiler/server/request.h"
 #include "profiler/server/server.h"
 
-#ifndef KILN_HAVE_GRPC
-int kiln_profsrv_available(void) { return 0; }
-kiln_status kiln_profsrv_start(const char *addr, int *port, char *msg, size_t cap) {
-  (void)addr;
-  (void)port;
-  snprintf(msg, cap, "this kiln was built without gRPC: install libgrpc++-dev and protobuf-compiler-grpc and "
-                     "rebuild to use the profiler server");
-  return KILN_ERR_UNSUPPORTED;
-}
-int kiln_profsrv_port(void) { return 0; }
-void kiln_profsrv_stop(void) {}
-kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, size_t cap) {
-  (void)call;
-  return kiln_profsrv_start(NULL, NULL, msg, cap);
-}
+/* Loading libkiln_grpc.so (server.h). Where from, in order: the file named
+ * by KILN_PROFILER_SERVER_LIB, the build tree's module, the installed one.
+ * The first that loads and answers with the expected ABI is kept for the
+ * life of the process (a documented singleton, set under pthread_once). */
+static const kiln_profsrv_ops *g_ops;
+static char g_load_msg[768];
+static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+
+static void load_module(void) {
+#ifdef KILN_GRPC_MODULE_BUILD
+  static const kiln_profsrv_host host = {kiln_profsrv_serve, kiln_status_name};
+  const char *cands[3] = {getenv("KILN_PROFILER_SERVER_LIB"), KILN_GRPC_MODULE_BUILD, KILN_GRPC_MODULE_INSTALLED};
+  size_t n = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!cands[i] || !*cands[i]) continue;
+    void *h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+    const char *why = NULL;
+    if (h) {
+      kiln_profsrv_module_fn fn = (kiln_profsrv_module_fn)dlsym(h, "kiln_profsrv_module");
+      const kiln_profsrv_ops *ops = fn ? fn(&host) : NULL;
+      if (ops && ops->abi == KILN_PROFSRV_ABI) {
+        __atomic_store_n(&g_ops, ops, __ATOMIC_RELEASE); /* the handle stays open for the process's life */
+        return;
+      }
+      why = fn ? "it answered with another ABI" : "it has no kiln_profsrv_module";
+      dlclose(h);
+    } else {
+      why = dlerror();
+    }
+    if (n < sizeof g_load_msg)
+      n += (size_t)snprintf(g_load_msg + n, sizeof g_load_msg - n, "%s%s: %s", n ? "; " : "", cands[i],
+                            why ? why : "cannot load");
+  }
+#else
+  snprintf(g_load_msg, sizeof g_load_msg,
+           "this kiln was built without gRPC: install libgrpc++-dev, libprotobuf-dev, protobuf-compiler and "
+           "protobuf-compiler-grpc and rebuild to use the profiler server");
 #endif
+}
+
+static const kiln_profsrv_ops *module(char *msg, size_t cap) {
+  pthread_once(&g_load_once, load_module);
+  if (!g_ops && msg && cap) snprintf(msg, cap, "the profiler server's gRPC module is not available (%s)", g_load_msg);
+  return g_ops;
+}
+
+int kiln_profsrv_available(void) { return module(NULL, 0) != NULL; }
+
+kiln_status kiln_profsrv_start(const char *addr, int *port, char *msg, size_t cap) {
+  const kiln_profsrv_ops *m = module(msg, cap);
+  return m ? m->start(addr, port, msg, cap) : KILN_ERR_UNSUPPORTED;
+}
+
+int kiln_profsrv_port(void) {
+  /* no server can be running if the module never loaded: do not load it to say so */
+  const kiln_profsrv_ops *m = __atomic_load_n(&g_ops, __ATOMIC_ACQUIRE);
+  return m ? m->port() : 0;
+}
+
+void kiln_profsrv_stop(void) {
+  const kiln_profsrv_ops *m = __atomic_load_n(&g_ops, __ATOMIC_ACQUIRE);
+  if (m) m->stop();
+}
+
+kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, size_t cap) {
+  const kiln_profsrv_ops *m = module(msg, cap);
+  return m ? m->call_profile(call, msg, cap) : KILN_ERR_UNSUPPORTED;
+}
 
 kiln_status kiln_profsrv_serve(const kiln_profile_request *req, char *msg, size_t cap) {
   kiln_err err = {0};

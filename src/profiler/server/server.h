@@ -56,6 +56,26 @@ typedef struct kiln_profsrv_call {
  * local checks: the unit test uses this to send hostile requests. */
 kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, size_t cap);
 
+/* The gRPC code is a separate shared object (libkiln_grpc.so, built from
+ * grpc_server.cc) that libkiln loads with dlopen the first time a server or
+ * a client is needed: programs that never start the profiler server do not
+ * load gRPC and its ~60 libraries. The module exports one symbol,
+ * kiln_profsrv_module, which takes the callbacks it needs from libkiln and
+ * returns its operations. */
+#define KILN_PROFSRV_ABI 1
+typedef struct kiln_profsrv_ops {
+  int abi; /* KILN_PROFSRV_ABI */
+  kiln_status (*start)(const char *addr, int *port, char *msg, size_t cap);
+  int (*port)(void);
+  void (*stop)(void);
+  kiln_status (*call_profile)(const kiln_profsrv_call *call, char *msg, size_t cap);
+} kiln_profsrv_ops;
+typedef struct kiln_profsrv_host {
+  kiln_status (*serve)(const kiln_profile_request *req, char *msg, size_t cap);
+  const char *(*status_name)(kiln_status s);
+} kiln_profsrv_host;
+typedef const kiln_profsrv_ops *(*kiln_profsrv_module_fn)(const kiln_profsrv_host *host);
+
 /* Serve one Profile request (server.c, called by the gRPC handler): check
  * it (kiln_profile_request_check), create the session directory and run
  * kiln_profiler_capture. Errors: INVALID_ARGUMENT for a bad request, those

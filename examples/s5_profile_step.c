@@ -177,6 +177,8 @@ int main(int argc, char **argv) {
   double t0 = now_s(), t_end = t0 + a.seconds;
   int64_t step = 0;
   int rc = 0;
+  kiln_tensor prev; /* the previous step's loss, read one step late */
+  int have_prev = 0;
   while (now_s() < t_end || (a.self_capture && !atomic_load(&cap.done))) {
     kiln_step_trace("Training_Step", step);
     for (int i = 0; i < a.batch; i++) {
@@ -196,18 +198,24 @@ int main(int argc, char **argv) {
       for (int i = 0; i < np; i++) kiln_zero_grad(params[i]);
       if (kiln_mark_step() != KILN_OK) rc = 1;
     }
+    /* Read the previous step's loss, not this one's: the host waits for
+     * step N-1 while the device already has step N queued, so it never runs
+     * idle, and the host stays at most one step ahead (reading only every
+     * 50 steps lets it queue 50 steps, then block for all of them). */
     float l = 0;
-    if (rc == 0 && step % 50 == 0) {
-      kiln_to_host(loss, &l, sizeof l);
-      printf("step %lld loss %.4f\n", (long long)step, l);
-      fflush(stdout);
+    if (rc == 0 && have_prev) {
+      kiln_to_host(prev, &l, sizeof l);
+      if ((step - 1) % 50 == 0) printf("step %lld loss %.4f\n", (long long)(step - 1), l);
     }
-    kiln_release(loss);
+    if (have_prev) kiln_release(prev);
+    prev = loss;
+    have_prev = 1;
     if (rc) break;
     step++;
     atomic_store(&cap.steps, step);
   }
   kiln_step_trace_end();
+  if (have_prev) kiln_release(prev);
   double secs = now_s() - t0;
   if (rc) {
     fprintf(stderr, "s5_profile_step: %s\n", kiln_last_error());
@@ -222,12 +230,10 @@ int main(int argc, char **argv) {
       rc = 1;
     } else {
       printf("capture written to %s\n\n", cap.run);
-      kiln_err *err = calloc(1, 2048); /* kiln_err is opaque here: room for its code and message */
-      if (kiln_profiler_summary(cap.run, stdout, err) != KILN_OK) {
-        fprintf(stderr, "s5_profile_step: summary failed (see kiln profile summary %s)\n", cap.run);
+      if (kiln_profiler_summary(cap.run, stdout, NULL) != KILN_OK) {
+        fprintf(stderr, "s5_profile_step: summary of %s failed: %s\n", cap.run, kiln_last_error());
         rc = 1;
       }
-      free(err);
     }
   }
   kiln_profiler_server_stop();

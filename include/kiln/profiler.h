@@ -8,9 +8,11 @@
  * the XSpace protobuf TensorBoard's profile plugin reads.
  *
  * Cost: while no capture runs an annotation is one relaxed atomic load plus
- * a push/pop on a small thread-local stack of scope names (kept so that
- * kernels compiled outside a capture still carry the annotation that made
- * them). Measured by bench/bench_profiler.c.
+ * a push/pop on a small per-thread stack of region names, with no lock
+ * (kept so that kernels compiled outside a capture still carry the
+ * annotation that made them, and so that a capture shows the regions that
+ * were open across its start or its end). Measured by
+ * bench/bench_profiler.c.
  *
  * Thread-safety: every function here may be called from any thread.
  * Annotations are per thread: begin/end pairs nest within one thread.
@@ -28,9 +30,11 @@
 extern "C" {
 #endif
 
-/* An error with its message (code, msg[1024]), for functions called outside
- * the sticky status (the profiler server, tools). Its definition lives in
- * kiln's error header (src/base/status.h). */
+/* An error with its message, for callers inside kiln (the profiler server,
+ * the `kiln` tool), which keep it out of the sticky status. Its definition
+ * is internal (src/base/status.h): a program passes NULL wherever a
+ * function here takes a kiln_err *, and then reads a failure's message with
+ * kiln_last_error() (the sticky status, kiln.h). */
 typedef struct kiln_err kiln_err;
 
 /* Open a region named `name` on the calling thread. `name` is borrowed: it
@@ -78,22 +82,35 @@ void kiln_step_trace_end(void);
  * capture is already running (recorded in the sticky status). */
 #define kiln_profiler_start() kiln_profiler_start_at(KILN_HERE)
 kiln_status kiln_profiler_start_at(kiln_loc loc);
-/* Stop recording and write <logdir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/
- * <host>.xplane.pb and <host>.trace.json.gz (directories created, files
- * written atomically; <host> is the host name). The run directory is copied
- * into out_dir (out_cap bytes, may be NULL/0). Errors: INVALID_ARGUMENT when
- * no capture runs or logdir is NULL, IO when writing fails. The capture is
- * stopped in every case. */
+/* Wait for the executions queued so far (kiln_wait: the kernels of the
+ * steps traced during the capture are in it), stop recording and write
+ * <logdir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb and
+ * <host>.trace.json.gz (directories created, files written atomically;
+ * <host> is the host name). The run directory is copied into out_dir
+ * (out_cap bytes, may be NULL/0). Errors (sticky status): INVALID_ARGUMENT
+ * when no capture runs or logdir is NULL, IO when writing fails. The
+ * capture is stopped in every case.
+ *
+ * What a capture holds: every event inside its window. Work and regions
+ * that began before the start are clipped to it; regions still open at the
+ * stop (a step whose thread is blocked in a value read) are recorded up to
+ * the stop. */
 #define kiln_profiler_stop(logdir, out_dir, out_cap) kiln_profiler_stop_at((logdir), (out_dir), (out_cap), KILN_HERE)
 kiln_status kiln_profiler_stop_at(const char *logdir, char *out_dir, size_t out_cap, kiln_loc loc);
 
-/* For the profiler server: record for duration_ms from now (blocking the
- * calling thread only), then write <session_dir>/<host>.xplane.pb and
- * <host>.trace.json.gz (session_dir and its parents are created; host NULL:
- * this machine's name). Errors go to *err (not the sticky status):
- * KILN_ERR_INVALID_ARGUMENT if a capture is already running or an argument
- * is bad (duration 0 or over 10 minutes, host containing '/'), KILN_ERR_IO. */
-kiln_status kiln_profiler_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err);
+/* For the profiler server and programs that capture themselves: record for
+ * duration_ms from now (blocking the calling thread only; other threads
+ * keep running and are recorded), then write <session_dir>/<host>.xplane.pb
+ * and <host>.trace.json.gz (session_dir and its parents are created; host
+ * NULL: this machine's name). Errors: KILN_ERR_INVALID_ARGUMENT if a
+ * capture is already running or an argument is bad (duration 0 or over 10
+ * minutes, host containing '/'), KILN_ERR_IO. The message goes to *err when
+ * err is not NULL (the sticky status is left alone), else to the sticky
+ * status (kiln_last_error()). */
+#define kiln_profiler_capture(duration_ms, session_dir, host, err) \
+  kiln_profiler_capture_at((duration_ms), (session_dir), (host), (err), KILN_HERE)
+kiln_status kiln_profiler_capture_at(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err,
+                                     kiln_loc loc);
 
 /* 1 while a capture is running. */
 int kiln_profiler_active(void);
@@ -119,11 +136,15 @@ typedef struct kiln_profiler_summary_opts {
  * user's own code), then the top kernels by total time with achieved GFLOP/s
  * and GB/s beside the machine's ceilings. path is a run directory (the
  * newest *.xplane.pb in it, or in its newest plugins/profile/<run>) or a
- * .xplane.pb file. Errors to *err: KILN_ERR_IO, KILN_ERR_CORRUPT (not an
- * XSpace written by a profiler, or over the size limits). */
-kiln_status kiln_profiler_summary(const char *path, FILE *f, kiln_err *err);
-kiln_status kiln_profiler_summary_ex(const char *path, FILE *f, const kiln_profiler_summary_opts *opts,
-                                     kiln_err *err);
+ * .xplane.pb file; opts may be NULL (defaults). Errors: KILN_ERR_IO,
+ * KILN_ERR_CORRUPT (not an XSpace written by a profiler, or over the size
+ * limits), KILN_ERR_INVALID_ARGUMENT (path or f NULL); the message goes to
+ * *err when err is not NULL, else to the sticky status (kiln_last_error()).
+ * Thread-safe (reads only the file). */
+#define kiln_profiler_summary(path, f, err) kiln_profiler_summary_at((path), (f), NULL, (err), KILN_HERE)
+#define kiln_profiler_summary_ex(path, f, opts, err) kiln_profiler_summary_at((path), (f), (opts), (err), KILN_HERE)
+kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err,
+                                     kiln_loc loc);
 
 #ifdef __cplusplus
 }

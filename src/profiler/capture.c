@@ -72,6 +72,10 @@ kiln_status kiln_profiler_start_at(kiln_loc loc) {
 
 kiln_status kiln_profiler_stop_at(const char *logdir, char *out_dir, size_t out_cap, kiln_loc loc) {
   if (out_dir && out_cap) out_dir[0] = 0;
+  /* The steps traced so far run on the executor after the calling thread
+   * moved on: wait for them, so that their kernels are in the capture (its
+   * status is the sticky one, reported by the program's own sync points). */
+  if (kiln_prof_on()) (void)kiln_wait();
   kiln_prof_capture c;
   kiln_status s = collect(&c, NULL);
   if (s == KILN_ERR_INVALID_ARGUMENT)
@@ -109,7 +113,17 @@ kiln_status kiln_profiler_stop_at(const char *logdir, char *out_dir, size_t out_
   return KILN_OK;
 }
 
-kiln_status kiln_profiler_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err) {
+static kiln_status timed_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err);
+
+kiln_status kiln_profiler_capture_at(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err,
+                                     kiln_loc loc) {
+  if (err) return timed_capture(duration_ms, session_dir, host, err);
+  kiln_err e = {0};
+  kiln_status s = timed_capture(duration_ms, session_dir, host, &e);
+  return s == KILN_OK ? s : kiln_error(s, loc, "%s", e.msg);
+}
+
+static kiln_status timed_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err) {
   if (!session_dir || !*session_dir)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profiler capture: the session directory is empty");
   if (duration_ms == 0 || duration_ms > 600000)

@@ -116,8 +116,9 @@ kiln_status kiln_prof_chrome_json(const kiln_prof_capture *c, char **out, size_t
     for (uint32_t k = 0; k < t->n && !b.oom; k++) {
       const kiln_prof_event *e = &t->ev[k];
       int dev = e->kind == KILN_PROF_KERNEL;
-      double ts = (double)(int64_t)(e->begin_ns - c->start_ns) / 1e3;
-      double dur = (double)(e->end_ns - e->begin_ns) / 1e3;
+      uint64_t eb = e->begin_ns < c->start_ns ? c->start_ns : e->begin_ns; /* as in xplane.c */
+      double ts = (double)(eb - c->start_ns) / 1e3;
+      double dur = e->end_ns > eb ? (double)(e->end_ns - eb) / 1e3 : 0;
       sb_printf(&b, "%s{\"ph\":\"X\",\"pid\":%d,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":",
                 first ? "" : ",\n", dev ? 2 : 1, dev ? (long long)device_tid(t, i) : (long long)t->tid, ts, dur,
                 kiln_prof_kind_name((kiln_prof_kind)e->kind));

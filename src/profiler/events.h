@@ -7,6 +7,11 @@
  * buffer drops and counts. Stopping a capture waits for the writers still
  * inside a record call, so buffers are collected and freed safely.
  *
+ * Every event lies inside the capture window: one that began before the
+ * capture is clipped to its start when recorded, and the annotation
+ * regions a thread still has open when the capture stops are recorded,
+ * clipped to its end, by the stop itself.
+ *
  * Thread-safety: every function may be called from any thread; the
  * session (kiln_prof_session_*) is a documented process-wide singleton.
  */
@@ -51,7 +56,8 @@ extern uint64_t kiln_prof_active_gen_;
 static inline int kiln_prof_on(void) { return __atomic_load_n(&kiln_prof_active_gen_, __ATOMIC_RELAXED) != 0; }
 
 /* Record a complete event on the calling thread (no-op when no capture
- * runs). name must outlive the capture (static or kiln_prof_intern). */
+ * runs). name must outlive the capture (static or kiln_prof_intern). A
+ * begin before the capture start is clipped to it. */
 void kiln_prof_record(kiln_prof_kind kind, const char *name, uint64_t begin_ns, uint64_t end_ns, int64_t arg,
                       double flops, double bytes);
 /* The clock events use. */
@@ -62,9 +68,15 @@ uint64_t kiln_prof_now(void);
  * host-only threads. The name is copied (63 bytes). */
 void kiln_prof_thread_set(const char *name, int lane);
 
+/* What kiln_prof_span_begin returns while no capture runs: a time before
+ * any capture (never a real clock reading), so that work which began before
+ * a capture and ends inside it is recorded, clipped to the capture start. */
+#define KILN_PROF_BEFORE_CAPTURE ((uint64_t)1)
+
 /* Host-work span helper: t = kiln_prof_span_begin(); ...;
- * kiln_prof_span_end(t, kind, name, arg). Costs one atomic load when off. */
-static inline uint64_t kiln_prof_span_begin(void) { return kiln_prof_on() ? kiln_prof_now() : 0; }
+ * kiln_prof_span_end(t, kind, name, arg). Costs one atomic load when off.
+ * The begin is never 0, so callers may use 0 for "no span". */
+static inline uint64_t kiln_prof_span_begin(void) { return kiln_prof_on() ? kiln_prof_now() : KILN_PROF_BEFORE_CAPTURE; }
 static inline void kiln_prof_span_end(uint64_t t0, kiln_prof_kind kind, const char *name, int64_t arg) {
   if (t0 && kiln_prof_on()) kiln_prof_record(kind, name, t0, kiln_prof_now(), arg, 0, 0);
 }

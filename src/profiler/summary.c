@@ -260,8 +260,16 @@ void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_captu
     char num[24];
     if (s->step >= 0) snprintf(num, sizeof num, "%lld", (long long)s->step);
     else snprintf(num, sizeof num, "-");
-    fprintf(f, "  %-8s %-20.20s %10.3f %12.3f %6.1f%% %5d\n", num, s->name, wall / 1e6, s->busy_ns / 1e6,
-            wall > 0 ? 100.0 * s->busy_ns / wall : 0.0, s->n_gaps);
+    /* a step region is clipped to the capture: say so, its wall time is
+     * only the part inside the window */
+    int cut_before = s->step >= 0 && s->begin_ns <= c->start_ns;
+    int cut_after = s->step >= 0 && s->end_ns >= c->end_ns;
+    fprintf(f, "  %-8s %-20.20s %10.3f %12.3f %6.1f%% %5d%s\n", num, s->name, wall / 1e6, s->busy_ns / 1e6,
+            wall > 0 ? 100.0 * s->busy_ns / wall : 0.0, s->n_gaps,
+            cut_before && cut_after ? "  (spans the whole capture)"
+            : cut_before            ? "  (began before the capture)"
+            : cut_after             ? "  (ends after the capture)"
+                                    : "");
     for (int g = 0; g < s->n_gaps; g++) {
       const kiln_prof_gap *gp = &s->gaps[g];
       double len = (double)(gp->end_ns - gp->begin_ns);
@@ -282,6 +290,7 @@ void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_captu
   }
   if (a->n_kernels) {
     double total = 0;
+    int over = 0;
     for (int i = 0; i < a->n_kernels; i++) total += a->kernels[i].wall_ns;
     fprintf(f, "\ntop kernels by time (%d distinct, %.3f ms in all):\n", a->n_kernels, total / 1e6);
     fprintf(f, "  %10s %6s %6s %10s %7s %10s %7s  %s\n", "time ms", "share", "calls", "GFLOP/s", "of peak", "GB/s",
@@ -294,7 +303,12 @@ void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_captu
       pct_of(p2, sizeof p2, gb, peak_gbps);
       fprintf(f, "  %10.3f %5.1f%% %6lld %10.2f %7s %10.2f %7s  %s\n", k->wall_ns / 1e6,
               total > 0 ? 100.0 * k->wall_ns / total : 0.0, (long long)k->calls, gf, p1, gb, p2, k->name);
+      over |= (peak_gflops > 0 && gf > peak_gflops) || (peak_gbps > 0 && gb > peak_gbps);
     }
+    if (over)
+      fprintf(f, "  (over 100%% of a ceiling: the ceilings were measured while the machine was busy, or the kernel's\n"
+                 "   data stayed in cache, faster than the memory STREAM measures; set KILN_PEAK_GFLOPS and\n"
+                 "   KILN_PEAK_GBPS to the machine's known ceilings)\n");
   } else {
     fprintf(f, "\nno kernels ran during the capture\n");
   }
@@ -340,8 +354,17 @@ static kiln_status find_xplane(const char *path, char *out, size_t cap, kiln_err
                       "profile summary: no *.xplane.pb in %s (nor in its newest plugins/profile/<run>)", path);
 }
 
-kiln_status kiln_profiler_summary_ex(const char *path, FILE *f, const kiln_profiler_summary_opts *opts,
-                                     kiln_err *err) {
+static kiln_status summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err);
+
+kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err,
+                                     kiln_loc loc) {
+  if (err) return summary_run(path, f, opts, err);
+  kiln_err e = {0};
+  kiln_status s = summary_run(path, f, opts, &e);
+  return s == KILN_OK ? s : kiln_error(s, loc, "%s", e.msg);
+}
+
+static kiln_status summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err) {
   if (!path || !f) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profile summary: path or stream is NULL");
   char file[4096];
   KILN_RETURN_IF_ERROR(err, find_xplane(path, file, sizeof file, err), "while looking for a capture");
@@ -372,6 +395,3 @@ kiln_status kiln_profiler_summary_ex(const char *path, FILE *f, const kiln_profi
   return s;
 }
 
-kiln_status kiln_profiler_summary(const char *path, FILE *f, kiln_err *err) {
-  return kiln_profiler_summary_ex(path, f, NULL, err);
-}

@@ -34,6 +34,7 @@ enum { ST_STEP_NUM = 1, ST_KIND, ST_BYTES, ST_FLOPS, ST_BYTES_ACCESSED, ST_DROPP
 static const char *const k_stat_names[ST_COUNT] = {"", "step_num", "kiln_kind", "bytes", "flops", "bytes_accessed",
                                                    "dropped_events"};
 
+#define MAX_EARLY_PS ((int64_t)600 * 1000 * 1000 * 1000 * 1000) /* 600 s: the longest capture */
 #define MAX_FILE_BYTES ((size_t)512 << 20)
 #define MAX_EVENTS 4000000
 #define MAX_LINES 4096
@@ -176,8 +177,11 @@ static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_
   tensorflow__profiler__xevent__init(x);
   x->metadata_id = md;
   x->data_case = TENSORFLOW__PROFILER__XEVENT__DATA_OFFSET_PS;
-  x->offset_ps = (int64_t)(ev->begin_ns - c->start_ns) * 1000;
-  x->duration_ps = (int64_t)(ev->end_ns - ev->begin_ns) * 1000;
+  /* events are clipped to the capture when recorded; kept so here too for
+   * captures built by hand (tests, a decoded file re-encoded) */
+  uint64_t b = ev->begin_ns < c->start_ns ? c->start_ns : ev->begin_ns;
+  x->offset_ps = (int64_t)(b - c->start_ns) * 1000;
+  x->duration_ps = ev->end_ns > b ? (int64_t)(ev->end_ns - b) * 1000 : 0;
   XStat *st[5];
   size_t n = 0;
   st[n++] = stat_i(a, ST_KIND, ev->kind);
@@ -346,12 +350,22 @@ static kiln_status decode_plane(const XPlane *p, int device, kiln_prof_capture *
       if (!nm) return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: event metadata id %lld does not resolve", what,
                                    (long long)x->metadata_id);
       int64_t off = x->data_case == TENSORFLOW__PROFILER__XEVENT__DATA_OFFSET_PS ? x->offset_ps : 0;
-      if (off < 0 || x->duration_ps < 0 || off > ((int64_t)1 << 62) / 2 || x->duration_ps > ((int64_t)1 << 62) / 2)
-        return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: event with a negative or huge time", what);
+      int64_t dur = x->duration_ps;
+      /* An event that began before its line (other profilers, and kiln
+       * before it clipped events to the capture) is clipped to the line's
+       * start; beyond the longest capture it is garbage. */
+      if (off < 0 && off >= -MAX_EARLY_PS && dur >= 0) {
+        dur = dur + off > 0 ? dur + off : 0;
+        off = 0;
+      }
+      if (off < 0 || dur < 0 || off > ((int64_t)1 << 62) / 2 || dur > ((int64_t)1 << 62) / 2)
+        return kiln_err_set(err, KILN_ERR_CORRUPT,
+                            "%s: event %zu of line \"%s\" has an impossible time (offset %lld ps, duration %lld ps)",
+                            what, k, l->name ? l->name : "", (long long)x->offset_ps, (long long)x->duration_ps);
       kiln_prof_event *e = &t->ev[t->n++];
       e->name = nm;
       e->begin_ns = base + (uint64_t)off / 1000;
-      e->end_ns = e->begin_ns + (uint64_t)x->duration_ps / 1000;
+      e->end_ns = e->begin_ns + (uint64_t)dur / 1000;
       e->kind = device ? KILN_PROF_KERNEL : KILN_PROF_USER;
       e->arg = -1;
       for (size_t si = 0; si < x->n_stats; si++) {

@@ -442,7 +442,200 @@ KT_TEST(timed_capture_rejects_bad_arguments_and_concurrent_runs) {
   kiln_fs_remove_tree(logdir);
 }
 
+/* ───── regions across the capture's edges (a capture taken from another
+ * thread, as the profiler server does) ───── */
+
+typedef struct edge_arg {
+  int stop;     /* atomic: the capture is over, leave */
+  int opened;   /* atomic: the thread's long regions are open */
+  int64_t steps; /* steps the stepping thread finished */
+} edge_arg;
+
+/* Annotates steps in a loop, as a training thread does, until told to stop. */
+static void *stepping_thread(void *p) {
+  edge_arg *a = p;
+  kiln_prof_thread_set("stepper", -1);
+  int64_t s = 0;
+  while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+    kiln_step_trace("Training_Step", s++);
+    KILN_TRACE("Forward") { sleep_ms(1); }
+    KILN_TRACE("Backward") { sleep_ms(1); }
+  }
+  kiln_step_trace_end();
+  a->steps = s;
+  return NULL;
+}
+
+/* Opens a step (and a region in it) before the capture and stays blocked
+ * in it until the capture is over, like a thread waiting on a value read. */
+static void *blocked_thread(void *p) {
+  edge_arg *a = p;
+  kiln_prof_thread_set("blocked", -1);
+  kiln_step_trace("Training_Step", 41);
+  kiln_trace_begin("waiting in a value read");
+  __atomic_store_n(&a->opened, 1, __ATOMIC_RELEASE);
+  while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) sleep_ms(1);
+  kiln_trace_end();
+  kiln_step_trace_end();
+  return NULL;
+}
+
+/* Opens a region before the capture and ends it once the capture runs. */
+static void *spanning_thread(void *p) {
+  edge_arg *a = p;
+  kiln_prof_thread_set("spanning", -1);
+  kiln_trace_begin("began before the capture");
+  __atomic_store_n(&a->opened, 1, __ATOMIC_RELEASE);
+  while (!kiln_profiler_active()) sleep_ms(1);
+  sleep_ms(5);
+  kiln_trace_end();
+  while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) sleep_ms(1);
+  return NULL;
+}
+
+static const kiln_prof_thread_events *thread_named(const kiln_prof_capture *c, const char *name) {
+  for (int i = 0; i < c->n_threads; i++)
+    if (!strcmp(c->threads[i].name, name)) return &c->threads[i];
+  return NULL;
+}
+
+static int count_named(const kiln_prof_thread_events *t, const char *name, kiln_prof_kind kind) {
+  int n = 0;
+  for (uint32_t i = 0; t && i < t->n; i++) n += !strcmp(t->ev[i].name, name) && t->ev[i].kind == kind;
+  return n;
+}
+
+KT_TEST(a_capture_from_another_thread_holds_regions_across_its_edges) {
+  edge_arg step = {0}, blocked = {0}, spanning = {0};
+  pthread_t ts, tb, tsp;
+  pthread_create(&tb, NULL, blocked_thread, &blocked);
+  pthread_create(&tsp, NULL, spanning_thread, &spanning);
+  while (!__atomic_load_n(&blocked.opened, __ATOMIC_ACQUIRE) || !__atomic_load_n(&spanning.opened, __ATOMIC_ACQUIRE))
+    sleep_ms(1);
+  pthread_create(&ts, NULL, stepping_thread, &step);
+  sleep_ms(5); /* the stepper is inside a step when the capture starts */
+  char dir[512], path[1024];
+  kiln_err err = {0};
+  KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-prof-", dir, sizeof dir, &err) == KILN_OK);
+  KT_CHECK(kiln_profiler_capture(200, dir, "edges", &err) == KILN_OK);
+  __atomic_store_n(&step.stop, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&blocked.stop, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&spanning.stop, 1, __ATOMIC_RELEASE);
+  pthread_join(ts, NULL);
+  pthread_join(tb, NULL);
+  pthread_join(tsp, NULL);
+
+  snprintf(path, sizeof path, "%s/edges.xplane.pb", dir);
+  uint8_t *data;
+  size_t n;
+  read_file(path, &data, &n);
+  kiln_prof_capture c;
+  KT_CHECK(kiln_prof_xspace_decode(data, n, path, &c, &err) == KILN_OK);
+  free(data);
+  /* the stepping thread: its steps and their regions, all inside the window */
+  const kiln_prof_thread_events *st = thread_named(&c, "stepper");
+  KT_CHECK(st != NULL);
+  KT_CHECK(count_named(st, "Training_Step", KILN_PROF_STEP) >= 10); /* 200 ms of 2 ms steps */
+  KT_CHECK(count_named(st, "Forward", KILN_PROF_USER) >= 10);
+  KT_CHECK(count_named(st, "Backward", KILN_PROF_USER) >= 10);
+  int at_start = 0;
+  for (int i = 0; i < c.n_threads; i++)
+    for (uint32_t k = 0; k < c.threads[i].n; k++) {
+      const kiln_prof_event *e = &c.threads[i].ev[k];
+      KT_CHECK(e->begin_ns >= c.start_ns && e->end_ns <= c.end_ns && e->begin_ns <= e->end_ns);
+      at_start += &c.threads[i] == st && e->kind == KILN_PROF_STEP && e->begin_ns == c.start_ns;
+    }
+  KT_EQ_INT(at_start, 1); /* the step open at the start, clipped to it */
+  /* the blocked thread: its step and region span the whole capture */
+  const kiln_prof_thread_events *bt = thread_named(&c, "blocked");
+  KT_CHECK(bt != NULL);
+  KT_EQ_INT(count_named(bt, "Training_Step", KILN_PROF_STEP), 1);
+  KT_EQ_INT(count_named(bt, "waiting in a value read", KILN_PROF_USER), 1);
+  for (uint32_t k = 0; bt && k < bt->n; k++) {
+    KT_CHECK(bt->ev[k].begin_ns == c.start_ns && bt->ev[k].end_ns == c.end_ns);
+    if (bt->ev[k].kind == KILN_PROF_STEP) KT_EQ_INT((int)bt->ev[k].arg, 41);
+  }
+  /* the region that began before and ended inside: from the start */
+  const kiln_prof_thread_events *sp = thread_named(&c, "spanning");
+  KT_CHECK(sp && sp->n == 1);
+  if (sp && sp->n == 1) {
+    KT_CHECK(!strcmp(sp->ev[0].name, "began before the capture"));
+    KT_CHECK(sp->ev[0].begin_ns == c.start_ns && sp->ev[0].end_ns < c.end_ns);
+  }
+  kiln_prof_capture_clear(&c);
+  kiln_fs_remove_tree(dir);
+  /* the threads' later ends recorded nothing anywhere: no capture runs */
+  KT_CHECK(!kiln_profiler_active());
+}
+
+/* Steps queued without a value read still run on the executor when the
+ * program stops the capture: their kernels must be in it. */
+KT_TEST(programmatic_capture_of_queued_steps_has_kernel_lanes) {
+  kiln_shutdown();
+  kiln_clear_error();
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  int64_t ws[2] = {192, 192};
+  kiln_tensor w = kiln_keep(kiln_rand_normal(KILN_F32, 2, ws, 7));
+  kiln_tensor x = kiln_keep(kiln_rand_normal(KILN_F32, 2, ws, 8));
+  KT_CHECK(kiln_mark_step() == KILN_OK);
+  char logdir[512], run[1024], path[2048], host[256];
+  kiln_err err = {0};
+  KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-prof-", logdir, sizeof logdir, &err) == KILN_OK);
+  KT_CHECK(kiln_profiler_start() == KILN_OK);
+  for (int s = 0; s < 4; s++) {
+    kiln_step_trace("Training_Step", s);
+    KILN_TRACE("Forward") {
+      kiln_tensor y = kiln_tanh(kiln_matmul(kiln_matmul(x, w), w));
+      kiln_assign(x, y);
+    }
+    KT_CHECK(kiln_mark_step() == KILN_OK); /* queued, not waited for */
+  }
+  kiln_step_trace_end();
+  KT_CHECK(kiln_profiler_stop(logdir, run, sizeof run) == KILN_OK);
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = 0;
+  for (char *p = host; *p; p++)
+    if (*p == '/') *p = '_';
+  snprintf(path, sizeof path, "%s/%s.xplane.pb", run, host);
+  uint8_t *data;
+  size_t n;
+  read_file(path, &data, &n);
+  kiln_prof_capture c;
+  KT_CHECK(kiln_prof_xspace_decode(data, n, path, &c, &err) == KILN_OK);
+  free(data);
+  int gemms = 0, lanes = 0, steps = 0;
+  for (int i = 0; i < c.n_threads; i++) {
+    int lane_has = 0;
+    for (uint32_t k = 0; k < c.threads[i].n; k++) {
+      const kiln_prof_event *e = &c.threads[i].ev[k];
+      lane_has |= e->kind == KILN_PROF_KERNEL;
+      steps += e->kind == KILN_PROF_STEP;
+      gemms += e->kind == KILN_PROF_KERNEL && !strncmp(e->name, "Forward/gemm 192x192x192", 24);
+    }
+    lanes += lane_has;
+  }
+  KT_EQ_INT(steps, 4);
+  KT_CHECK(lanes >= 1);
+  KT_CHECK(gemms >= 8); /* two GEMMs per step, on one lane or more each */
+  kiln_prof_capture_clear(&c);
+  kiln_release(w);
+  kiln_release(x);
+  kiln_shutdown();
+  kiln_fs_remove_tree(logdir);
+}
+
+KT_TEST(timed_capture_with_null_err_reports_through_the_sticky_status) {
+  kiln_clear_error();
+  KT_CHECK(kiln_profiler_capture(0, "/tmp/x", NULL, NULL) == KILN_ERR_INVALID_ARGUMENT);
+  KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "duration 0 ms is out of range");
+  kiln_clear_error();
+}
+
 KT_MAIN(KT_CASE(annotations_nest_with_parent_child_timing), KT_CASE(step_trace_marks_steps_and_closes_inner_regions),
         KT_CASE(two_threads_annotate_during_a_capture), KT_CASE(full_buffers_drop_and_count),
         KT_CASE(capture_writes_xplane_and_chrome_trace_with_named_kernels), KT_CASE(scopes_do_not_change_graph_caching),
-        KT_CASE(timed_capture_rejects_bad_arguments_and_concurrent_runs))
+        KT_CASE(timed_capture_rejects_bad_arguments_and_concurrent_runs),
+        KT_CASE(a_capture_from_another_thread_holds_regions_across_its_edges),
+        KT_CASE(programmatic_capture_of_queued_steps_has_kernel_lanes),
+        KT_CASE(timed_capture_with_null_err_reports_through_the_sticky_status))

@@ -9,6 +9,7 @@
 #include "kt.h"
 #include "profiler/capture.h"
 #include "profiler/summary.h"
+#include "xplane.pb-c.h"
 
 #define MS 1000000ull
 #define T0 (1000 * MS) /* an arbitrary clock origin */
@@ -150,9 +151,25 @@ KT_TEST(summary_survives_the_xplane_round_trip_and_prints) {
   KT_STR_CONTAINS(text, "idle 30.000 ms at +60.000 ms (in Forward): host was tracing 2.000 ms (7%), compiling "
                         "15.000 ms (50%), waiting for input 10.000 ms (33%), in user code 5.000 ms (17%)");
   KT_STR_CONTAINS(text, "5 DROPPED");
+  /* both steps touch the capture's edges (the synthetic capture is exactly
+   * their span): the summary says their wall time is cut */
+  KT_STR_CONTAINS(text, "Training_Step           100.000       70.000   70.0%     1  (began before the capture)");
+  KT_STR_CONTAINS(text, "(ends after the capture)");
   KT_STR_CONTAINS(text, "Backward/fusion.1 (mul)");
   /* gemm: 3 GFLOP in 35 ms = 85.71 GFLOP/s, 85.7% of the 100 GFLOP/s peak */
   KT_STR_CONTAINS(text, "85.71   85.7%");
+  free(text);
+  /* a ceiling below an achieved rate: the table says why */
+  f = open_memstream(&text, &len);
+  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 50.0, 10.0, 10, f);
+  fclose(f);
+  KT_STR_CONTAINS(text, "85.71  171.4%");
+  KT_STR_CONTAINS(text, "(over 100% of a ceiling: the ceilings were measured while the machine was busy");
+  free(text);
+  f = open_memstream(&text, &len);
+  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 1e6, 1e6, 10, f);
+  fclose(f);
+  KT_CHECK(strstr(text, "over 100% of a ceiling") == NULL);
   free(text);
   kiln_prof_analysis_free(&a);
   kiln_prof_capture_clear(&back);
@@ -169,4 +186,79 @@ KT_TEST(summary_survives_the_xplane_round_trip_and_prints) {
   KT_STR_CONTAINS(err.msg, "/nonexistent/kiln");
 }
 
-KT_MAIN(KT_CASE(summary_finds_known_gaps_and_attributions), KT_CASE(summary_survives_the_xplane_round_trip_and_prints))
+/* Events that begin before their line's start (a capture written before
+ * kiln clipped events, other profilers) are clipped on reading; an offset
+ * beyond any capture is still rejected as corrupt. */
+KT_TEST(reader_clips_early_events_and_rejects_garbage_times) {
+  kiln_prof_capture c;
+  build(&c);
+  uint8_t *buf;
+  size_t n;
+  kiln_err err = {0};
+  KT_CHECK(kiln_prof_xspace_encode(&c, &buf, &n, &err) == KILN_OK);
+  kiln_prof_capture_clear(&c);
+  Tensorflow__Profiler__XSpace *sp = tensorflow__profiler__xspace__unpack(NULL, n, buf);
+  free(buf);
+  KT_CHECK(sp != NULL);
+  if (!sp) return;
+  /* the host plane's first line, first event: the step [0, 100] ms; move
+   * its begin 20 ms before the capture, keeping its end */
+  Tensorflow__Profiler__XPlane *host = NULL;
+  for (size_t i = 0; i < sp->n_planes; i++)
+    if (!strcmp(sp->planes[i]->name, "/host:CPU")) host = sp->planes[i];
+  KT_CHECK(host && host->n_lines > 0 && host->lines[0]->n_events > 0);
+  if (!host || !host->n_lines || !host->lines[0]->n_events) return;
+  Tensorflow__Profiler__XEvent *x = host->lines[0]->events[0];
+  const int64_t ps_per_ms = 1000000000;
+  KT_EQ_INT((int)(x->offset_ps / ps_per_ms), 0);
+  KT_EQ_INT((int)(x->duration_ps / ps_per_ms), 100);
+  x->offset_ps = -20 * ps_per_ms;
+  x->duration_ps = 120 * ps_per_ms;
+  n = tensorflow__profiler__xspace__get_packed_size(sp);
+  buf = malloc(n);
+  tensorflow__profiler__xspace__pack(sp, buf);
+  kiln_prof_capture back;
+  KT_CHECK(kiln_prof_xspace_decode(buf, n, "early.xplane.pb", &back, &err) == KILN_OK);
+  const kiln_prof_event *step = NULL;
+  for (int i = 0; i < back.n_threads && !step; i++)
+    for (uint32_t k = 0; k < back.threads[i].n && !step; k++)
+      if (back.threads[i].ev[k].kind == KILN_PROF_STEP) step = &back.threads[i].ev[k];
+  KT_CHECK(step != NULL);
+  if (step) {
+    KT_CHECK(step->begin_ns == back.start_ns); /* clipped to the capture start */
+    KT_CHECK(step->end_ns == back.start_ns + 100 * MS); /* its end kept */
+  }
+  /* and the summary reads it: step 7 is still [0, 100] ms */
+  kiln_prof_analysis a;
+  KT_CHECK(kiln_prof_analyze(&back, NULL, &a, &err) == KILN_OK);
+  KT_EQ_INT(a.n_steps, 2);
+  if (a.n_steps == 2) KT_NEAR((double)(a.steps[0].end_ns - a.steps[0].begin_ns) / MS, 100.0, 1e-9);
+  kiln_prof_analysis_free(&a);
+  kiln_prof_capture_clear(&back);
+  free(buf);
+  /* an offset of -1000 s is no capture's: corrupt, with the event named */
+  x->offset_ps = -1000 * 1000 * ps_per_ms;
+  n = tensorflow__profiler__xspace__get_packed_size(sp);
+  buf = malloc(n);
+  tensorflow__profiler__xspace__pack(sp, buf);
+  KT_CHECK(kiln_prof_xspace_decode(buf, n, "garbage.xplane.pb", &back, &err) == KILN_ERR_CORRUPT);
+  KT_STR_CONTAINS(err.msg, "garbage.xplane.pb: event 0 of line \"main thread\" has an impossible time");
+  kiln_prof_capture_clear(&back);
+  free(buf);
+  tensorflow__profiler__xspace__free_unpacked(sp, NULL);
+}
+
+/* A program that includes only <kiln/kiln.h> and the profiler header passes
+ * NULL for the error and reads the message from the sticky status. */
+KT_TEST(public_summary_with_null_err_reports_through_the_sticky_status) {
+  kiln_clear_error();
+  KT_CHECK(kiln_profiler_summary("/nonexistent/kiln-null-err", stdout, NULL) == KILN_ERR_IO);
+  KT_EQ_INT(kiln_last_status(), KILN_ERR_IO);
+  KT_STR_CONTAINS(kiln_last_error(), "/nonexistent/kiln-null-err");
+  KT_STR_CONTAINS(kiln_last_error(), "test_profiler_summary.c:"); /* the caller's line */
+  kiln_clear_error();
+}
+
+KT_MAIN(KT_CASE(summary_finds_known_gaps_and_attributions), KT_CASE(summary_survives_the_xplane_round_trip_and_prints),
+        KT_CASE(reader_clips_early_events_and_rejects_garbage_times),
+        KT_CASE(public_summary_with_null_err_reports_through_the_sticky_status))

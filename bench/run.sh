@@ -73,6 +73,7 @@ run sgemm-1t KILN_NUM_THREADS=1 -- sgemm
 [ "$cores" -gt 1 ] && run "sgemm-${cores}t" -- sgemm
 run compile -- compile
 run debug -- bench_debug
+run profiler -- bench_profiler
 
 # Training steps side by side with PyTorch eager (bench/torch_train.py): the
 # torch baseline runs first, in the same run, once per BLAS/OpenMP setting,

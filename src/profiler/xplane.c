@@ -373,9 +373,10 @@ static kiln_status decode_plane(const XPlane *p, int device, kiln_prof_capture *
         const char *sn = stat_name(p, s->metadata_id);
         double v = stat_num(s);
         if (!strcmp(sn, "kiln_kind") && v >= 0 && v < KILN_PROF_KIND_COUNT) e->kind = (uint8_t)v;
-        else if (!strcmp(sn, "step_num") || !strcmp(sn, "bytes")) e->arg = (int64_t)v;
-        else if (!strcmp(sn, "flops")) e->flops = v;
-        else if (!strcmp(sn, "bytes_accessed")) e->bytes = v;
+        else if (!strcmp(sn, "step_num") || !strcmp(sn, "bytes"))
+          e->arg = v >= 0 && v < 9.0e18 ? (int64_t)v : -1; /* a value no int64 holds is no step or size */
+        else if (!strcmp(sn, "flops")) e->flops = v >= 0 && v < 1e30 ? v : 0;
+        else if (!strcmp(sn, "bytes_accessed")) e->bytes = v >= 0 && v < 1e30 ? v : 0;
       }
       if (device) e->kind = KILN_PROF_KERNEL; /* the device plane holds kernels only */
       else if (e->kind == KILN_PROF_KERNEL) e->kind = KILN_PROF_USER;

@@ -313,6 +313,25 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   int64_t K2 = nb->shape[nb->rank - 2], N = nb->shape[nb->rank - 1];
   if (K != K2) return kiln_api_fail(fe, loc, "matmul: inner dimensions differ (%lld vs %lld) for shapes %s and %s",
                                     (long long)K, (long long)K2, sa, sb);
+  if (na->rank > 2 && nb->rank == 2) {
+    /* [..., M, K] @ [K, N]: the batch dims fold into M, so the product is
+     * one GEMM with M = batch·M (as PyTorch's matmul does), and the weight's
+     * gradient is one GEMM over all rows instead of a GEMM per batch entry
+     * followed by a sum over the batch. */
+    int64_t rows = 1;
+    for (int i = 0; i < na->rank - 1; i++) rows *= na->shape[i];
+    int64_t s2[2] = {rows, K}, os[KILN_MAX_RANK];
+    kiln_node *a2 = kiln_api_reshape(fe, na, 2, s2, loc);
+    if (!a2) return kiln_fe_tensor(fe, NULL, loc);
+    int64_t so2[2] = {rows, N};
+    kiln_node *in2[2] = {a2, nb};
+    kiln_node *r = kiln_fe_node(fe, KILN_OP_MATMUL, dt, 2, so2, 2, in2, 0, NULL, 0.0, loc);
+    int orank = na->rank - (b1 ? 1 : 0);
+    memcpy(os, na->shape, sizeof(int64_t) * (size_t)(na->rank - 1));
+    if (!b1) os[na->rank - 1] = N;
+    if (r) r = kiln_api_reshape(fe, r, orank, os, loc);
+    return kiln_fe_tensor(fe, r, loc);
+  }
   int br, bad;
   int64_t bs[KILN_MAX_RANK];
   if (kiln_api_broadcast_shape(na->rank - 2, na->shape, nb->rank - 2, nb->shape, &br, bs, &bad))

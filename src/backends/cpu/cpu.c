@@ -517,7 +517,7 @@ static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const
       }
     }
     t->end_ns = kiln_now_ns();
-    t->name = sp->name;
+    t->name = sp->kind == ST_GEMM ? sp->tag.name : sp->name; /* a GEMM by its shape */
     t->flops = sp->flops;
     t->bytes = sp->mem_bytes;
   }

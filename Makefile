@@ -51,6 +51,7 @@ fuzz: deps
 	@bash scripts/fuzz.sh
 
 bench: deps
+	@bash scripts/install-deps.sh --bench
 	@bash scripts/build.sh $(BUILD)-release -DCMAKE_BUILD_TYPE=Release
 	@bash bench/run.sh $(BUILD)-release
 

@@ -2,7 +2,9 @@
 # Install the Debian 12 packages kiln needs to build, test, fuzz and
 # benchmark. Idempotent: does nothing (and needs no root) when every package
 # is already installed; runs `apt-get update` only when one is missing.
-# Usage: scripts/install-deps.sh [--check]   (--check: list missing, exit 1 if any)
+# Usage: scripts/install-deps.sh [--bench] [--check]
+#   --bench: also the benchmark's baseline (make bench): Debian's PyTorch
+#   --check: list what is missing, exit 1 if anything is
 set -euo pipefail
 
 packages=(
@@ -23,6 +25,15 @@ packages=(
   libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes
 )
 
+check=0
+for a in "$@"; do
+  case $a in
+    --check) check=1 ;;
+    --bench) packages+=(python3-torch) ;; # PyTorch eager, the training-step baseline of bench/torch_train.py
+    *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+
 missing=()
 for p in "${packages[@]}"; do
   # dpkg-query: installed means status "install ok installed"
@@ -35,7 +46,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0
 fi
-if [ "${1:-}" = "--check" ]; then
+if [ $check = 1 ]; then
   echo "install-deps: missing: ${missing[*]}"
   exit 1
 fi

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "profiler/events.h"
@@ -26,11 +27,62 @@ struct kiln_pool {
   pthread_cond_t wake; /* workers wait here for a new job or shutdown */
   pthread_cond_t done; /* the caller waits here for active == 0 */
   pool_job *job;       /* the open job, or NULL (guarded by mu) */
-  uint64_t gen;        /* bumped at every new job (guarded by mu) */
-  int active;          /* workers registered on the open job (guarded by mu) */
+  uint64_t gen;        /* bumped at every new job (written under mu, read atomically) */
+  int active;          /* workers registered on the open job (written under mu, read atomically) */
+  int64_t spin_ns;     /* how long an idle worker or a waiting caller polls before blocking */
   int busy;            /* a caller owns the pool (guarded by mu) */
   int stop;
 };
+
+/* Polling before blocking. Waking a worker blocked on the condition variable
+ * costs a futex round trip and a scheduler wake-up, 5-50 us on a VM, and
+ * that latency sits on the critical path of every kernel whose last chunk
+ * the worker takes; a training step launches 20-40 kernels back to back.
+ * So an idle worker first polls `gen` for spin_ns (KILN_POOL_SPIN_US,
+ * default 200 us; 0 = always block), and a caller waiting for the last
+ * worker polls `active` as long. Past that, both block as before, so a pool
+ * with nothing to do costs nothing. The GEMM libraries run one thread inside
+ * kiln's own workers (gemm.c), so polling competes with no library threads. */
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static int64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Poll until *word != val (or p->stop), at most spin_ns. 1 when it changed. */
+static int poll_u64(const kiln_pool *p, const uint64_t *word, uint64_t val) {
+  if (p->spin_ns <= 0) return 0;
+  int64_t deadline = 0;
+  for (int i = 0;; i++) {
+    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != val || __atomic_load_n(&p->stop, __ATOMIC_RELAXED)) return 1;
+    cpu_relax();
+    if ((i & 63) == 63) {
+      int64_t now = mono_ns();
+      if (!deadline) deadline = now + p->spin_ns;
+      else if (now >= deadline) return 0;
+    }
+  }
+}
+
+static int poll_zero(const kiln_pool *p, const int *word) {
+  if (p->spin_ns <= 0) return 0;
+  int64_t deadline = 0;
+  for (int i = 0;; i++) {
+    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0) return 1;
+    cpu_relax();
+    if ((i & 63) == 63) {
+      int64_t now = mono_ns();
+      if (!deadline) deadline = now + p->spin_ns;
+      else if (now >= deadline) return 0;
+    }
+  }
+}
 
 /* Set on pool workers and on a caller while it runs a loop: a nested
  * parallel_for from a loop body must run inline, not wait for itself. */
@@ -73,18 +125,28 @@ static void *worker_main(void *arg) {
   uint64_t seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
+    int block = 0; /* polling timed out: block on the condition variable */
     while (!p->stop && (p->gen == seen || !p->job)) {
-      if (p->gen != seen && !p->job) seen = p->gen; /* missed a finished job */
-      pthread_cond_wait(&p->wake, &p->mu);
+      if (p->gen != seen && !p->job) { /* missed a finished job */
+        seen = p->gen;
+        block = 0;
+      } else if (!block) { /* the next job usually comes within microseconds */
+        pthread_mutex_unlock(&p->mu);
+        block = !poll_u64(p, &p->gen, seen);
+        pthread_mutex_lock(&p->mu);
+      } else {
+        pthread_cond_wait(&p->wake, &p->mu);
+      }
     }
     if (p->stop) break;
     seen = p->gen;
     pool_job *j = p->job;
-    p->active++;
+    __atomic_store_n(&p->active, p->active + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&p->mu);
     job_run(j);
     pthread_mutex_lock(&p->mu);
-    if (--p->active == 0) pthread_cond_signal(&p->done);
+    __atomic_store_n(&p->active, p->active - 1, __ATOMIC_RELEASE);
+    if (p->active == 0) pthread_cond_signal(&p->done);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -107,6 +169,12 @@ kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err) {
   kiln_pool *p = calloc(1, sizeof *p);
   if (!p) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
   p->n_threads = num_threads;
+  p->spin_ns = 200000;
+  const char *spin = getenv("KILN_POOL_SPIN_US");
+  if (spin && *spin) {
+    long v = strtol(spin, NULL, 10);
+    if (v >= 0 && v <= 1000000) p->spin_ns = (int64_t)v * 1000;
+  }
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);
@@ -135,7 +203,7 @@ kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err) {
 void kiln_pool_destroy(kiln_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
-  p->stop = 1;
+  __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   if (p->threads)
@@ -180,7 +248,7 @@ void kiln_pool_parallel_for_tagged(kiln_pool *p, kiln_pool_fn fn, void *ctx, int
                .tag = tag};
   p->busy = 1;
   p->job = &j;
-  p->gen++;
+  __atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
 
@@ -190,6 +258,7 @@ void kiln_pool_parallel_for_tagged(kiln_pool *p, kiln_pool_fn fn, void *ctx, int
 
   /* All chunks are taken; wait for the workers still running one, then
    * close the job so late wakers do not touch it. */
+  poll_zero(p, &p->active);
   pthread_mutex_lock(&p->mu);
   while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
   p->job = NULL;

@@ -1,9 +1,11 @@
 /* kiln_pool: a small pthread pool for data-parallel loops.
  *
  * A pool of T threads in total: the thread that calls kiln_pool_parallel_for
- * participates, so T - 1 workers are created. Idle workers block on a
- * condition variable (they never spin), so a GEMM library running its own
- * threads between our loops is not oversubscribed.
+ * participates, so T - 1 workers are created. An idle worker polls for a
+ * new loop for a short while (KILN_POOL_SPIN_US, default 200 us) and then
+ * blocks on a condition variable; see pool.c for why. GEMM libraries run
+ * one thread per call inside the pool's loops, so nothing else competes for
+ * the cores while a worker polls.
  *
  * Thread-safety: kiln_pool_parallel_for may be called from any thread. One
  * loop runs on the pool at a time; a call made while another loop is running

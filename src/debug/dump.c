@@ -115,7 +115,7 @@ static void write_dot(const kiln_graph *g0, uint64_t key, const char *cause, FIL
     if (k >= 0) {
       const kiln_skernel *kn = &s->kernels[k];
       fprintf(f, "  subgraph cluster_k%d {\n    label=\"kernel %d: %s\";\n    style=rounded;\n", (int)k, (int)k,
-              kn->kind == KILN_SK_GEMM ? "gemm" : kn->row ? "row loop" : "loop");
+              kn->kind == KILN_SK_GEMM ? (kn->c_node >= 0 ? "gemm with update" : "gemm") : kn->row ? "row loop" : "loop");
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
       if ((cl ? cl[i] : -1) != k) continue;
@@ -170,7 +170,8 @@ static void write_c(const kiln_graph *g0, uint64_t key, const char *cause, FILE 
       fprintf(f, "copy %zu bytes (buffer %d -> %d) */\n", kn->bytes, (int)kn->src_buf, (int)kn->dst_buf);
       continue;
     }
-    fprintf(f, "%s, %s at ", kn->kind == KILN_SK_GEMM ? "gemm" : kn->row ? "row loop" : "loop",
+    fprintf(f, "%s, %s at ",
+            kn->kind == KILN_SK_GEMM ? (kn->c_node >= 0 ? "gemm with update" : "gemm") : kn->row ? "row loop" : "loop",
             kiln_op_name(seed->op));
     put_comment_text(f, seed->loc.file ? base_name(seed->loc.file) : "?");
     fprintf(f, ":%d", seed->loc.line);

@@ -72,6 +72,8 @@ typedef struct bld {
   int32_t kid, seed;
   int ok, touches;
   ivec *loads; /* when non-NULL, record (node, ctx) pairs */
+  int32_t *upd; /* per node: MATMUL + 1 when a GEMM update computes it (see gemm_update), -1 for
+                 * that MATMUL, else 0 */
 } bld;
 
 /* Walk the inlined tree of n (evaluated in context c) on behalf of kernel
@@ -130,7 +132,7 @@ static int candidate_fits(bld *b, int32_t m) {
   kiln_sched *s = b->s;
   kiln_skernel *k = &s->kernels[b->kid];
   const kiln_gnode *x = N(g, m);
-  if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF) return 0;
+  if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF || b->upd[m]) return 0;
   if (k->row) {
     if (is_reduce(x->op)) {
       const kiln_gnode *in = N(g, IN(g, m, 0));
@@ -206,6 +208,101 @@ static void gemm_operand(const kiln_graph *g, int32_t in, kiln_sgemm_operand *op
   }
 }
 
+/* ───────────── GEMM updates ─────────────
+ *
+ * An optimizer step often reads a weight's gradient once, right after the
+ * GEMM that produced it: `W - lr·dW` (plain SGD), `acc + dW` (a gradient
+ * accumulated over micro-batches). Computed as written, the gradient makes
+ * a round trip through memory and the update is one more pass over the
+ * weight; the GEMM library's C = alpha·(A·B) + beta·C with beta = 1 does
+ * both in the GEMM's own stores, in place when the output is donated to L
+ * (kernel fields node, mm, c_node, alpha_c, alpha_node, beta). Recognized
+ * (n materialized, all of one float dtype and shape, no broadcast):
+ *   n = add(X, Y) | add(Y, X) | sub(X, Y)
+ *   X = L                                  L a graph input (LEAF)
+ *   Y = M | mul(M, s) | mul(s, M)          M a MATMUL read only here,
+ *                                          s a constant or a float SCALAR input
+ * The matmul and the factors are not materialized; the kernel reads L's
+ * buffer (copied first into n's buffer when n cannot live in L's). */
+
+/* c: a constant splat (possibly reshaped/broadcast). */
+static int const_factor(const kiln_graph *g, int32_t n, double *v) {
+  while (N(g, n)->op == KILN_OP_EXPAND || N(g, n)->op == KILN_OP_RESHAPE) n = IN(g, n, 0);
+  if (N(g, n)->op != KILN_OP_CONST) return 0;
+  *v = N(g, n)->fattr;
+  return 1;
+}
+
+/* s: a constant, or a float SCALAR input broadcast (alpha_node). */
+static int scale_factor(const kiln_graph *g, int32_t n, double *v, int32_t *sn) {
+  if (const_factor(g, n, v)) {
+    *sn = -1;
+    return 1;
+  }
+  while (N(g, n)->op == KILN_OP_EXPAND || N(g, n)->op == KILN_OP_RESHAPE) n = IN(g, n, 0);
+  const kiln_gnode *x = N(g, n);
+  if (x->op != KILN_OP_SCALAR || (x->dtype != KILN_F32 && x->dtype != KILN_F64)) return 0;
+  *v = 1;
+  *sn = n;
+  return 1;
+}
+
+static int same_node_shape(const kiln_graph *g, int32_t a, int32_t b) {
+  const kiln_gnode *x = N(g, a), *y = N(g, b);
+  return x->dtype == y->dtype && same_shape(x->rank, x->shape, y->rank, y->shape);
+}
+
+/* X = L, a graph input of n's shape and dtype. (A scaled L, as in a
+ * momentum buffer's 0.9·buf + dW, would be beta = 0.9: measured slower
+ * fused than not, since the library scales C in a pass of its own and the
+ * update that follows reads the buffer again anyway.) */
+static int leaf_term(const kiln_graph *g, int32_t n, int32_t x, int32_t *leaf) {
+  if (N(g, x)->op != KILN_OP_LEAF || !same_node_shape(g, n, x)) return 0;
+  *leaf = x;
+  return 1;
+}
+
+/* Y = M | M·s | s·M, with M and the product read only here */
+static int mm_term(const bld *b, int32_t n, int32_t y, int32_t *mm, double *alpha, int32_t *sn) {
+  const kiln_graph *g = b->g;
+  const kiln_gnode *yn = N(g, y);
+  if (!same_node_shape(g, n, y) || b->uses[y] != 1) return 0;
+  if (yn->op == KILN_OP_MATMUL) {
+    *mm = y;
+    *alpha = 1;
+    *sn = -1;
+    return 1;
+  }
+  if (yn->op != KILN_OP_MUL) return 0;
+  for (int i = 0; i < 2; i++) {
+    int32_t m = IN(g, y, i), f = IN(g, y, 1 - i);
+    if (N(g, m)->op == KILN_OP_MATMUL && b->uses[m] == 1 && same_node_shape(g, n, m) && scale_factor(g, f, alpha, sn)) {
+      *mm = m;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The GEMM update computing node n, into k's fields; the MATMUL, or -1. */
+static int32_t gemm_update(const bld *b, int32_t n, kiln_skernel *k) {
+  const kiln_graph *g = b->g;
+  const kiln_gnode *x = N(g, n);
+  if ((x->op != KILN_OP_ADD && x->op != KILN_OP_SUB) || (x->dtype != KILN_F32 && x->dtype != KILN_F64)) return -1;
+  for (int i = 0; i < 2; i++) {
+    if (x->op == KILN_OP_SUB && i == 1) break; /* sub(X, Y) only: X - alpha·(A·B) */
+    int32_t xi = IN(g, n, i), yi = IN(g, n, 1 - i), leaf, mm, sn;
+    double alpha;
+    if (!leaf_term(g, n, xi, &leaf) || !mm_term(b, n, yi, &mm, &alpha, &sn)) continue;
+    k->c_node = leaf;
+    k->beta = 1;
+    k->alpha_c = x->op == KILN_OP_SUB ? -alpha : alpha;
+    k->alpha_node = sn;
+    return mm;
+  }
+  return -1;
+}
+
 void kiln_sched_free(kiln_sched *s) {
   if (!s) return;
   for (int32_t i = 0; i < s->n_kernels; i++) {
@@ -262,14 +359,17 @@ static int alias_safe(bld *b, ivec *loads, int32_t n, int32_t i) {
   if (l->op != KILN_OP_LEAF || l->dtype != x->dtype || kiln_gnode_bytes(l) != kiln_gnode_bytes(x)) return 0;
   int32_t w = s->owner[n];
   const kiln_skernel *kw = &s->kernels[w];
-  if (kw->kind != KILN_SK_LOOP) return 0;
-  kiln_sctx want = kiln_sched_shape_is(g, kw, n, KILN_SCTX_F) ? KILN_SCTX_F : KILN_SCTX_RS;
+  /* a GEMM update reads L only as its C, element for element */
+  int gemm_in_place = kw->kind == KILN_SK_GEMM && kw->c_node == leaf && kw->a.node != leaf && kw->b.node != leaf;
+  if (kw->kind != KILN_SK_LOOP && !gemm_in_place) return 0;
+  kiln_sctx want = kw->kind == KILN_SK_LOOP && kiln_sched_shape_is(g, kw, n, KILN_SCTX_F) ? KILN_SCTX_F : KILN_SCTX_RS;
   for (int32_t o = 0; o < g->n_outputs; o++)
     if (g->output_node[o] == leaf) return 0; /* an end copy reads it */
   for (int32_t p = 0; p < s->n_kernels; p++) {
     const kiln_skernel *k = &s->kernels[p];
     if (k->kind == KILN_SK_GEMM) {
       if ((k->a.node == leaf || k->b.node == leaf) && p >= w) return 0;
+      if (k->c_node == leaf && p > w) return 0;
       continue;
     }
     for (int32_t j = 0; j < loads[p].n; j += 2) {
@@ -331,12 +431,12 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
   s->owner = malloc(sizeof *s->owner * (size_t)(nn + 1));
   s->mat = calloc((size_t)nn + 1, 1);
   s->input_buf = calloc((size_t)g->n_inputs + 1, sizeof *s->input_buf);
-  int32_t *tmp = calloc((size_t)nn * 5 + 1, sizeof *tmp);
+  int32_t *tmp = calloc((size_t)nn * 6 + 1, sizeof *tmp);
   if (!s->buf_of || !s->owner || !s->mat || !s->input_buf || !tmp) {
     free(tmp);
     return fail(s, err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  bld b = {.g = g, .s = s, .uses = tmp, .cost = tmp + nn};
+  bld b = {.g = g, .s = s, .uses = tmp, .cost = tmp + nn, .upd = tmp + 5 * nn};
   int32_t *need = tmp + 2 * nn, *live = tmp + 3 * nn, *spread = tmp + 4 * nn;
   for (int32_t i = 0; i < nn; i++) s->buf_of[i] = s->owner[i] = -1;
 
@@ -400,11 +500,24 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
     if ((b.uses[n] >= 2 && c > 8) || c > 64 || (spread[n] && c > 8)) s->mat[n] = 1;
   }
 
+  /* GEMM updates: the matmul is computed by the update's kernel (its
+   * operands stay materialized) */
+  for (int32_t n = 0; n < nn; n++) {
+    if (!live[n] || !s->mat[n]) continue;
+    kiln_skernel probe;
+    int32_t mm = gemm_update(&b, n, &probe);
+    if (mm >= 0 && !b.upd[mm]) {
+      b.upd[n] = mm + 1;
+      b.upd[mm] = -1; /* absorbed: no kernel of its own */
+    }
+  }
+
   /* form kernels in node order */
   int32_t kcap = 0, bcap = 0;
   for (int32_t n = 0; n < nn; n++) {
     const kiln_gnode *x = N(g, n);
     if (!s->mat[n] || s->owner[n] >= 0 || x->op == KILN_OP_LEAF) continue;
+    if (b.upd[n] < 0) continue; /* a matmul computed by a later update's kernel */
     kiln_skernel *k = new_kernel(s, &kcap);
     if (!k) {
       free(tmp);
@@ -413,11 +526,18 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
     int32_t kid = s->n_kernels - 1, mcap = 0;
     k->seed = n;
     s->owner[n] = kid;
-    if (x->op == KILN_OP_MATMUL) {
+    if (x->op == KILN_OP_MATMUL || b.upd[n] > 0) {
       k->kind = KILN_SK_GEMM;
       k->node = n;
-      gemm_operand(g, IN(g, n, 0), &k->a);
-      gemm_operand(g, IN(g, n, 1), &k->b);
+      k->mm = n;
+      k->c_node = k->alpha_node = -1;
+      k->alpha_c = 1;
+      if (b.upd[n] > 0) {
+        k->mm = gemm_update(&b, n, k);
+        s->owner[k->mm] = kid;
+      }
+      gemm_operand(g, IN(g, k->mm, 0), &k->a);
+      gemm_operand(g, IN(g, k->mm, 1), &k->b);
       s->n_gemm_calls++;
       continue;
     }
@@ -462,6 +582,7 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
     kiln_skernel *k = &s->kernels[p];
     if (k->kind == KILN_SK_GEMM) {
       need[k->a.node] = need[k->b.node] = 1;
+      if (k->c_node >= 0) need[k->c_node] = 1;
       continue;
     }
     b.kid = p;
@@ -573,9 +694,10 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
     } else if (k->kind == KILN_SK_GEMM) {
       kiln_sbuf *c = &s->bufs[s->buf_of[k->node]];
       if (p < c->first) c->first = p;
-      int32_t rd[2] = {k->a.node, k->b.node};
-      for (int i = 0; i < 2; i++) {
-        kiln_sbuf *bf = &s->bufs[s->buf_of[rd[i]]];
+      int32_t rd[4] = {k->a.node, k->b.node, k->c_node, k->alpha_node};
+      for (int i = 0; i < 4; i++) {
+        if (rd[i] < 0) continue;
+        kiln_sbuf *bf = &s->bufs[kiln_sched_read_buf(s, rd[i])];
         if (p > bf->last) bf->last = p;
       }
     } else {

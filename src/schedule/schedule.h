@@ -13,7 +13,8 @@
  *     axes) it computes its reductions over the inner axes into locals and
  *     then writes its F-shaped and row-shaped (Rs) nodes.
  *   - GEMM kernels call the GEMM library with transposes and broadcast batch
- *     dims folded; COPY steps move whole buffers (outputs that are inputs,
+ *     dims folded, and absorb an update `beta·L + alpha·(A·B)` of a graph
+ *     input L (an optimizer step, in place when L is donated); COPY steps move whole buffers (outputs that are inputs,
  *     duplicated outputs, aliased outputs computed into a temporary).
  * Kernels run in the order of the array; that order is topological because
  * every cross-kernel read of node d by kernel K satisfies d < K.seed.
@@ -59,9 +60,15 @@ typedef struct kiln_skernel {
   uint32_t mask;                /* inner (reduced) axes of F (row kernels) */
   int32_t n_members, *members;  /* nodes computed here, increasing; reductions are locals */
   int32_t n_stores, *stores;    /* members written to their buffers */
-  /* GEMM (node = the MATMUL) */
-  int32_t node;
+  /* GEMM: node = the value written, mm = the MATMUL. They differ when an
+   * update is fused into the call (see "GEMM updates" in schedule.c):
+   * node = alpha · (A·B) + beta · c_node, alpha = alpha_c times the float
+   * SCALAR alpha_node's value at run time (when alpha_node >= 0). Plain:
+   * node == mm, c_node == alpha_node == -1, alpha_c == 1, beta == 0. */
+  int32_t node, mm;
   kiln_sgemm_operand a, b;
+  int32_t c_node, alpha_node;
+  double alpha_c, beta;
   /* COPY: buffer src_buf -> buffer dst_buf, `bytes` bytes */
   int32_t src_buf, dst_buf;
   size_t bytes;

@@ -552,6 +552,96 @@ KT_TEST(batched_matmul_with_broadcast_and_transpose) {
   kiln_graph_free(g);
 }
 
+/* GEMM updates (schedule.c): W - lr·(Xᵀ·D) with a run-time lr, in place;
+ * the same when W cannot be overwritten (its old value is also an output);
+ * a batched f64 accumulation acc + 0.5·(A·B) written the other way round;
+ * and a product read twice, which must stay a GEMM of its own. */
+KT_TEST(gemm_updates_match_c) {
+  enum { M = 37, K = 23, N = 19 };
+  int64_t sx[2] = {M, K}, sxt[2] = {K, M}, sd[2] = {M, N}, sw[2] = {K, N}, perm[2] = {1, 0}, one[2] = {1, 1};
+  static float xs[M * K], ds[M * N], w0[K * N], ws[K * N], wold[K * N];
+  uint64_t st = 5;
+  for (int i = 0; i < M * K; i++) xs[i] = frand(&st);
+  for (int i = 0; i < M * N; i++) ds[i] = frand(&st);
+  for (int i = 0; i < K * N; i++) w0[i] = frand(&st);
+  double lr = 0.125;
+  for (int keep_old = 0; keep_old < 2; keep_old++) {
+    gb b = {0};
+    int x = leaf(&b, KILN_F32, 2, sx), d = leaf(&b, KILN_F32, 2, sd), w = leaf(&b, KILN_F32, 2, sw);
+    int s = scalar(&b, KILN_F32);
+    int ins[2] = {moveop(&b, KILN_OP_PERMUTE, x, 2, sxt, 2, perm, 0), d};
+    int mm = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sw, 2, ins, 0, NULL, 0);
+    int lrx = expand(&b, moveop(&b, KILN_OP_RESHAPE, s, 2, one, 0, NULL, 0), 2, sw);
+    output(&b, bin(&b, KILN_OP_SUB, w, bin(&b, KILN_OP_MUL, mm, lrx)), 2);
+    if (keep_old) output(&b, w, -1); /* read by an end copy: W's buffer cannot take the update */
+    kiln_graph *g = finish(&b);
+    memcpy(ws, w0, sizeof ws);
+    void *in[] = {xs, ds, ws, &lr}, *out[] = {ws, wold}; /* a donated output is written to its input */
+    kiln_exec_info info = run(g, in, out);
+    KT_EQ_INT(info.n_gemm_calls, 1);
+    KT_EQ_INT(info.n_kernels, 0); /* the update is the GEMM's */
+    if (!keep_old) KT_CHECK(info.aliased_bytes >= sizeof ws);
+    for (int i = 0; i < K; i++)
+      for (int j = 0; j < N; j++) {
+        double acc = 0;
+        for (int m = 0; m < M; m++) acc += (double)xs[m * K + i] * ds[m * N + j];
+        KT_NEAR(ws[i * N + j], w0[i * N + j] - (float)lr * acc, 1e-5);
+        if (keep_old) KT_NEAR(wold[i * N + j], w0[i * N + j], 0);
+      }
+    kiln_graph_free(g);
+  }
+  { /* f64, batched, constant alpha, add(Y, X) */
+    enum { B = 3, P = 5, Q = 4, R = 6 };
+    int64_t sa[3] = {B, P, Q}, sb[3] = {B, Q, R}, so[3] = {B, P, R};
+    gb b = {0};
+    int a = leaf(&b, KILN_F64, 3, sa), bb = leaf(&b, KILN_F64, 3, sb), acc = leaf(&b, KILN_F64, 3, so);
+    int ins[2] = {a, bb};
+    int mm = add(&b, KILN_OP_MATMUL, KILN_F64, 3, so, 2, ins, 0, NULL, 0);
+    output(&b, bin(&b, KILN_OP_ADD, bin(&b, KILN_OP_MUL, cnst(&b, KILN_F64, 3, so, 0.5), mm), acc), 2);
+    kiln_graph *g = finish(&b);
+    double as[B * P * Q], bs[B * Q * R], cs[B * P * R], c0[B * P * R];
+    for (int i = 0; i < B * P * Q; i++) as[i] = frand(&st);
+    for (int i = 0; i < B * Q * R; i++) bs[i] = frand(&st);
+    for (int i = 0; i < B * P * R; i++) cs[i] = c0[i] = frand(&st);
+    void *in[] = {as, bs, cs}, *out[] = {cs};
+    kiln_exec_info info = run(g, in, out);
+    KT_EQ_INT(info.n_gemm_calls, 1);
+    KT_EQ_INT(info.n_kernels, 0);
+    for (int q = 0; q < B; q++)
+      for (int i = 0; i < P; i++)
+        for (int j = 0; j < R; j++) {
+          double v = 0;
+          for (int k = 0; k < Q; k++) v += as[(q * P + i) * Q + k] * bs[(q * Q + k) * R + j];
+          KT_NEAR(cs[(q * P + i) * R + j], c0[(q * P + i) * R + j] + 0.5 * v, 1e-12);
+        }
+    kiln_graph_free(g);
+  }
+  { /* the product also read elsewhere: a GEMM, then a loop for each use */
+    gb b = {0};
+    int64_t sq[2] = {K, K};
+    int x = leaf(&b, KILN_F32, 2, sx), w = leaf(&b, KILN_F32, 2, sq);
+    int ins[2] = {moveop(&b, KILN_OP_PERMUTE, x, 2, sxt, 2, perm, 0), x};
+    int mm = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sq, 2, ins, 0, NULL, 0);
+    output(&b, bin(&b, KILN_OP_ADD, w, mm), 1);
+    output(&b, un(&b, KILN_OP_NEG, mm), -1);
+    kiln_graph *g = finish(&b);
+    static float wq[K * K], wq0[K * K], neg[K * K];
+    for (int i = 0; i < K * K; i++) wq[i] = wq0[i] = frand(&st);
+    void *in[] = {xs, wq}, *out[] = {wq, neg};
+    kiln_exec_info info = run(g, in, out);
+    KT_EQ_INT(info.n_gemm_calls, 1);
+    KT_CHECK(info.n_kernels >= 1);
+    for (int i = 0; i < K; i++)
+      for (int j = 0; j < K; j++) {
+        double v = 0;
+        for (int m = 0; m < M; m++) v += (double)xs[m * K + i] * xs[m * K + j];
+        KT_NEAR(wq[i * K + j], wq0[i * K + j] + v, 1e-5);
+        KT_NEAR(neg[i * K + j], -v, 1e-5);
+      }
+    kiln_graph_free(g);
+  }
+}
+
 KT_TEST(shared_kernels_across_graphs) {
   /* two graphs with the same elementwise shape of work share the kernel:
    * the second compiles without the C compiler */
@@ -648,5 +738,5 @@ KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kern
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
         KT_CASE(move_ops_match_c), KT_CASE(im2col_and_its_backward_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
         KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
-        KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
+        KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(gemm_updates_match_c), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
         KT_CASE(scratch_is_reused_by_liveness), KT_CASE(teardown))

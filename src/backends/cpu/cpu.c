@@ -62,6 +62,8 @@ typedef struct step {
   int brank;
   int64_t bshape[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK];
   int32_t abuf, bbuf, cbuf;
+  int32_t c0buf, alphabuf; /* a fused update: C's initial value (times beta) and alpha's SCALAR, or -1 */
+  double alpha, beta;
   /* COPY */
   int32_t src, dst;
   size_t bytes;
@@ -148,7 +150,7 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
 
 static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
   const kiln_graph *g = s->g;
-  const kiln_gnode *mm = &g->nodes[k->node];
+  const kiln_gnode *mm = &g->nodes[k->mm];
   int r = mm->rank;
   const int32_t *in = kiln_gnode_inputs(g, mm);
   const kiln_gnode *a = &g->nodes[in[0]], *b = &g->nodes[in[1]];
@@ -172,6 +174,10 @@ static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
   st->abuf = s->buf_of[k->a.node];
   st->bbuf = s->buf_of[k->b.node];
   st->cbuf = s->buf_of[k->node];
+  st->c0buf = k->c_node >= 0 ? kiln_sched_read_buf(s, k->c_node) : -1;
+  st->alphabuf = k->alpha_node >= 0 ? kiln_sched_read_buf(s, k->alpha_node) : -1;
+  st->alpha = k->alpha_c;
+  st->beta = k->c_node >= 0 ? k->beta : 0.0;
   double batch = 1;
   for (int d = 0; d < r - 2; d++) batch *= (double)mm->shape[d];
   st->flops = 2.0 * batch * (double)st->m * (double)st->n * (double)st->k;
@@ -196,9 +202,11 @@ static const char *prof_name(const kiln_sched *s, int32_t ki, const step *sp) {
     if (sp->brank > 0) {
       double nb = 1;
       for (int d = 0; d < sp->brank; d++) nb *= (double)sp->bshape[d];
-      snprintf(buf + n, cap, "gemm %.0fx(%lldx%lldx%lld)", nb, (long long)sp->m, (long long)sp->n, (long long)sp->k);
+      snprintf(buf + n, cap, "gemm %.0fx(%lldx%lldx%lld)%s", nb, (long long)sp->m, (long long)sp->n, (long long)sp->k,
+               sp->c0buf >= 0 ? " +update" : "");
     } else {
-      snprintf(buf + n, cap, "gemm %lldx%lldx%lld", (long long)sp->m, (long long)sp->n, (long long)sp->k);
+      snprintf(buf + n, cap, "gemm %lldx%lldx%lld%s", (long long)sp->m, (long long)sp->n, (long long)sp->k,
+               sp->c0buf >= 0 ? " +update" : "");
     }
   } else if (sp->kind == ST_COPY) {
     snprintf(buf + n, cap, "copy %zu B", sp->bytes);
@@ -426,27 +434,46 @@ static void gemm_part(const gemm_job *j, int64_t item) {
   }
   const char *A = (const char *)j->ptr[sp->abuf] + (size_t)oa * es;
   const char *B = (const char *)j->ptr[sp->bbuf] + (size_t)ob * es;
-  char *c = (char *)j->ptr[sp->cbuf] + (size_t)(bi * sp->m * sp->n) * es;
+  size_t c_off = (size_t)(bi * sp->m * sp->n) * es;
+  char *c = (char *)j->ptr[sp->cbuf] + c_off;
+  const char *c0 = sp->c0buf >= 0 ? (const char *)j->ptr[sp->c0buf] + c_off : NULL;
   int64_t m = sp->m, n = sp->n, total = j->split_rows ? m : n;
   int64_t lo = total * part / j->parts, hi = total * (part + 1) / j->parts;
   if (hi <= lo) return;
   if (j->split_rows) { /* rows lo..hi of C: rows of op(A) */
     A += (size_t)(sp->ta ? lo : lo * sp->lda) * es;
     c += (size_t)(lo * n) * es;
+    if (c0) c0 += (size_t)(lo * n) * es;
     m = hi - lo;
   } else { /* columns lo..hi of C: columns of op(B) */
     B += (size_t)(sp->tb ? lo * sp->ldb : lo) * es;
     c += (size_t)lo * es;
+    if (c0) c0 += (size_t)lo * es;
     n = hi - lo;
   }
-  if (sp->k == 0) {
-    for (int64_t r = 0; r < m; r++) memset(c + (size_t)(r * sp->n) * es, 0, (size_t)n * es);
+  /* a fused update: C starts as the updated input (this part of it), unless
+   * C is that input's own buffer */
+  if (c0 && c0 != c)
+    for (int64_t r = 0; r < m; r++) memcpy(c + (size_t)(r * sp->n) * es, c0 + (size_t)(r * sp->n) * es, (size_t)n * es);
+  double alpha = sp->alpha, beta = c0 ? sp->beta : 0.0;
+  if (sp->alphabuf >= 0) {
+    double v;
+    memcpy(&v, j->ptr[sp->alphabuf], sizeof v); /* a float SCALAR input is held as a double */
+    alpha *= sp->f64 ? v : (double)(float)v;
+  }
+  if (sp->k == 0) { /* C = beta·C */
+    for (int64_t r = 0; r < m; r++) {
+      char *cr = c + (size_t)(r * sp->n) * es;
+      if (beta == 0.0) memset(cr, 0, (size_t)n * es);
+      else if (sp->f64) for (int64_t q = 0; q < n; q++) ((double *)cr)[q] *= beta;
+      else for (int64_t q = 0; q < n; q++) ((float *)cr)[q] *= (float)beta;
+    }
   } else if (sp->f64) {
-    kiln_gemm_dgemm(sp->ta, sp->tb, m, n, sp->k, 1.0, (const double *)A, sp->lda, (const double *)B, sp->ldb, 0.0,
+    kiln_gemm_dgemm(sp->ta, sp->tb, m, n, sp->k, alpha, (const double *)A, sp->lda, (const double *)B, sp->ldb, beta,
                     (double *)c, sp->n);
   } else {
-    kiln_gemm_sgemm(sp->ta, sp->tb, m, n, sp->k, 1.0f, (const float *)A, sp->lda, (const float *)B, sp->ldb, 0.0f,
-                    (float *)c, sp->n);
+    kiln_gemm_sgemm(sp->ta, sp->tb, m, n, sp->k, (float)alpha, (const float *)A, sp->lda, (const float *)B, sp->ldb,
+                    (float)beta, (float *)c, sp->n);
   }
 }
 

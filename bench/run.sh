@@ -84,6 +84,23 @@ run profiler -- bench_profiler
 # figures are emitted with the baseline marked missing.
 has_torch=0
 /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 && has_torch=1
+# JAX (an extra column, no bar): PyPI's jax[cpu] in a virtual environment
+# under the build directory, made on the first run when PyPI is reachable
+# (KILN_BENCH_JAX=0 skips it). Without it the column is left out.
+jax_py='' jax_ver=''
+if [ "${KILN_BENCH_JAX:-1}" != 0 ]; then
+  venv="$build/bench-venv"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import jax' >/dev/null 2>&1; then
+    echo "== JAX baseline: making $venv (pip install jax[cpu]==${JAX_VERSION:-0.10.2})"
+    if ! { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q "jax[cpu]==${JAX_VERSION:-0.10.2}"; } >/dev/null 2>&1; then
+      echo "== JAX baseline: not available (no PyPI?); its column is left out"
+    fi
+  fi
+  if "$venv/bin/python" -c 'import jax' >/dev/null 2>&1; then
+    jax_py="$venv/bin/python"
+    jax_ver=$("$jax_py" -c 'import jax; print(jax.__version__)')
+  fi
+fi
 for model in mlp encoder demo; do
   tenv=()
   if [ $has_torch = 1 ]; then
@@ -101,6 +118,10 @@ for model in mlp encoder demo; do
     done
     [ -n "$best_ms" ] && tenv=(KILN_BENCH_TORCH_TRAIN_MS="$best_ms" KILN_BENCH_TORCH_TRAIN_RSS_MB="$best_rss"
       "KILN_BENCH_TORCH_TRAIN_BLAS=${best_cfg// /, }")
+  fi
+  if [ -n "$jax_py" ] && r=$("$jax_py" "$root/bench/jax_train.py" "$model" 2>/dev/null); then
+    echo "== JAX $jax_ver train $model: ${r%% *} ms/step, peak RSS ${r##* } MiB"
+    tenv+=(KILN_BENCH_JAX_TRAIN_MS="${r%% *}" KILN_BENCH_JAX_VERSION="$jax_ver")
   fi
   run "train-$model" KILN_BENCH_TRAIN=$model ${tenv[@]+"${tenv[@]}"} -- train_step
 done

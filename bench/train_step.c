@@ -25,7 +25,9 @@
  * (torch's median step in ms), KILN_BENCH_TORCH_TRAIN_RSS_MB (its peak
  * resident memory), KILN_BENCH_TORCH_TRAIN_BLAS (the OpenBLAS core type it
  * ran with). Absent: the figures are emitted with the baseline marked
- * missing and the bar not passed. */
+ * missing and the bar not passed. KILN_BENCH_JAX_TRAIN_MS (JAX's jitted
+ * step, bench/jax_train.py) and KILN_BENCH_JAX_VERSION, when set, add a
+ * row against JAX: informational, no bar. */
 #include <stdint.h>
 
 #include "bench_util.h"
@@ -307,6 +309,15 @@ int main(void) {
   snprintf(name, sizeof name, "train_%s_step_ms", which);
   snprintf(target, sizeof target, "<= %.1fx PyTorch", m.bar);
   kb_emit(&(kb_result){name, med, "ms", base, torch_ms, target, torch_ms > 0 && med <= m.bar * torch_ms});
+
+  double jax_ms = env_num("KILN_BENCH_JAX_TRAIN_MS");
+  if (jax_ms > 0) {
+    const char *jv = getenv("KILN_BENCH_JAX_VERSION");
+    char jb[96];
+    snprintf(jb, sizeof jb, "JAX %s jit, CPU (same run)", jv && *jv ? jv : "?");
+    snprintf(name, sizeof name, "train_%s_step_ms_vs_jax", which);
+    kb_emit(&(kb_result){name, med, "ms", jb, jax_ms, "- (no bar)", 1});
+  }
 
   if (!strcmp(which, "mlp")) {
     double peak = kb_fma_peak_gflops(threads, 0.3);

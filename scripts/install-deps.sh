@@ -3,7 +3,8 @@
 # benchmark. Idempotent: does nothing (and needs no root) when every package
 # is already installed; runs `apt-get update` only when one is missing.
 # Usage: scripts/install-deps.sh [--bench] [--check]
-#   --bench: also the benchmark's baseline (make bench): Debian's PyTorch
+#   --bench: also what make bench compares with: Debian's PyTorch, and python3-venv
+#            for the JAX column (bench/run.sh installs jax from PyPI in a venv)
 #   --check: list what is missing, exit 1 if anything is
 set -euo pipefail
 
@@ -29,7 +30,8 @@ check=0
 for a in "$@"; do
   case $a in
     --check) check=1 ;;
-    --bench) packages+=(python3-torch) ;; # PyTorch eager, the training-step baseline of bench/torch_train.py
+    --bench) # PyTorch eager, the training-step baseline of bench/torch_train.py; venv for the JAX column
+      packages+=(python3-torch python3-venv) ;;
     *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
   esac
 done

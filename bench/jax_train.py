@@ -6,7 +6,7 @@ Timed the same way: median of 50 steps after 10 warm-up steps; each step
 turns a fixed host batch into a device array, runs the step and waits
 for the new parameters (`block_until_ready`).
 
-Usage: jax_train.py MODEL   (MODEL: mlp, encoder, demo)
+Usage: jax_train.py MODEL   (MODEL: mlp, encoder, demo, demo_momentum)
 Prints one line: "<median step ms> <peak RSS MiB>". Run by bench/run.sh
 from a virtual environment with PyPI's jax[cpu] (made by run.sh when
 PyPI is reachable); XLA's CPU client uses every core.
@@ -15,7 +15,9 @@ Models (the same as train_step.c and torch_train.py):
   mlp      Linear 784-1024-1024-10 with ReLU, x [128, 784], cross-entropy, SGD lr 0.01
   encoder  post-norm Transformer encoder layer, d_model 256, 4 heads, FF 1024
            with ReLU, dropout 0.1 (train mode), x [16, 128, 256], loss = mean, SGD
-  demo     the MLP on [128, 28, 28] (flattened), cross-entropy, SGD momentum 0.9
+  demo     the MLP on [128, 28, 28] (flattened), cross-entropy, AdamW lr 1e-3,
+           betas 0.9/0.999, eps 1e-8, weight decay 0.01 (as make demo trains)
+  demo_momentum  the same model with SGD momentum 0.9
 """
 import sys
 import time
@@ -100,12 +102,13 @@ def main():
     rng = np.random.default_rng(42)
     key = jax.random.PRNGKey(1)
     lr = 0.01
-    if which in ("mlp", "demo"):
+    adamw = which == "demo"
+    if which in ("mlp", "demo", "demo_momentum"):
         params = mlp_init(key)
         shape = (128, 784) if which == "mlp" else (128, 28, 28)
         xh = rng.random(shape, dtype=np.float32)
         yh = rng.integers(0, 10, 128).astype(np.int32)
-        momentum = 0.9 if which == "demo" else 0.0
+        momentum = 0.9 if which == "demo_momentum" else 0.0
         loss_fn = lambda p, x, y, k: cross_entropy(mlp_apply(p, x), y)
     elif which == "encoder":
         params = encoder_init(key)
@@ -115,12 +118,22 @@ def main():
         loss_fn = lambda p, x, y, k: jnp.mean(encoder_apply(p, x, k))
     else:
         raise SystemExit(f"jax_train.py: unknown model {which}")
-    bufs = jax.tree_util.tree_map(jnp.zeros_like, params)
+    zeros = lambda: jax.tree_util.tree_map(jnp.zeros_like, params)
+    bufs = (zeros(), zeros(), jnp.zeros((), jnp.float32)) if adamw else zeros()
 
     @jax.jit
     def step(params, bufs, x, y, k):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y, k)
-        if momentum:
+        if adamw:  # torch's AdamW: decoupled weight decay, bias-corrected moments
+            m, v, t = bufs
+            t = t + 1
+            m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, grads)
+            v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, grads)
+            c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t
+            params = jax.tree_util.tree_map(
+                lambda p, m, v: p * (1 - 1e-3 * 0.01) - 1e-3 * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), params, m, v)
+            bufs = (m, v, t)
+        elif momentum:
             bufs = jax.tree_util.tree_map(lambda m, g: momentum * m + g, bufs, grads)
             params = jax.tree_util.tree_map(lambda p, m: p - lr * m, params, bufs)
         else:

@@ -101,7 +101,7 @@ if [ "${KILN_BENCH_JAX:-1}" != 0 ]; then
     jax_ver=$("$jax_py" -c 'import jax; print(jax.__version__)')
   fi
 fi
-for model in mlp encoder demo; do
+for model in mlp encoder demo demo_momentum; do
   tenv=()
   if [ $has_torch = 1 ]; then
     best_ms='' best_rss='' best_cfg=''

@@ -23,16 +23,9 @@ import sys
 import time
 
 import numpy as np
+from bench_rss import peak_rss_mib
 import jax
 import jax.numpy as jnp
-
-
-def peak_rss_mib():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
 
 
 def linear_init(key, n_in, n_out):

@@ -114,8 +114,10 @@ static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L, int unrol
     kiln_cg_sb_printf(o, "if (j == 0 || (best == best && (x != x || x > best))) { best = x; bi = j; }\n}\n");
     kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "bi", KILN_I64, nd->dtype));
   } else {
-    /* 16 independent partial accumulators: vectorizable without
-     * reassociation flags, and a fixed, thread-independent order. */
+    /* Integer reductions: 16 independent partial accumulators (vectorizable
+     * without reassociation flags, a fixed, thread-independent order).
+     * Reductions shorter than 16, of any type, run sequentially (next);
+     * longer float ones as vector reductions (below). */
     const char *at = fl ? "double" : "int64_t";
     const char *init = "0";
     /* identities of the input dtype, as in ref (what an empty reduction gives) */
@@ -136,63 +138,48 @@ static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L, int unrol
       goto done;
     }
     int dl = nested_axis(c->k, suffix);
-    if (fl && nd->op != KILN_OP_REDUCE_SUM) {
-      /* A float max/min likewise, in the input's own type (exact): the lanes
-       * keep their extreme with a compare and select, and a NaN anywhere
-       * makes the result NaN, as ref's kmax/kmin do. */
-      const char *ft = cty(idt), *red = nd->op == KILN_OP_REDUCE_MAX ? "max" : "min";
-      const char *cmp = nd->op == KILN_OP_REDUCE_MAX ? ">" : "<";
-      const char *inf = idt == KILN_F32 ? "__builtin_inff()" : "__builtin_inf()";
-      kiln_cg_sb_printf(o, "%s acc = (%s%s);\nint nan = 0;\n", ft, nd->op == KILN_OP_REDUCE_MAX ? "-" : "", inf);
-      const char *step = kiln_cg_sf(c, "nan |= x != x;\nacc = x %s acc ? x : acc;\n", cmp);
-      if (dl >= 0) {
-        int64_t n = c->k->shape[dl], no = L / n;
-        sb ou = {0}, in = {0};
-        nested_index(c, &ou, &in, dl);
-        kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%s", (long long)no, ou.p ? ou.p : "");
-        kiln_cg_sb_printf(o, "#pragma omp simd reduction(%s:acc) reduction(|:nan)\nfor (int64_t q = 0; q < %lldLL; q++) {\n",
-                          red, (long long)n);
-        kiln_cg_sb_printf(o, "%s%sconst %s x = %s;\n%s}\n}\n", in.p ? in.p : "", body.p ? body.p : "", ft, v, step);
-        if (ou.oom || in.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
-        free(ou.p);
-        free(in.p);
-      } else {
-        kiln_cg_sb_printf(o, "#pragma omp simd reduction(%s:acc) reduction(|:nan)\nfor (int64_t j = 0; j < %lldLL; j++) {\n",
-                          red, (long long)L);
-        kiln_cg_sb_printf(o, "%s%sconst %s x = %s;\n%s}\n", idx.p ? idx.p : "", body.p ? body.p : "", ft, v, step);
-      }
-      kiln_cg_sb_printf(o, "if (nan) acc = (%s)__builtin_nan(\"\");\n", ft);
-      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", idt, nd->dtype));
-      goto done;
-    }
-    if (fl && nd->op == KILN_OP_REDUCE_SUM) {
-      /* A float sum asks the C compiler for a vector reduction explicitly
-       * (`omp simd reduction`, honoured through -fopenmp-simd): gcc does not
+    if (fl) {
+      /* Floats ask the C compiler for a vector reduction explicitly (`omp
+       * simd reduction`, honoured through -fopenmp-simd): gcc does not
        * vectorize the 16 partial accumulators below when the body mixes
        * dtypes or selects (a softmax backward ran at 10 ns an element that
-       * way, 1.3 ns this way). The accumulator stays double; the order is
-       * the vector lanes' (fixed for a given compiler and machine, the same
-       * on every thread). */
-      kiln_cg_sb_printf(o, "double acc = 0;\n");
-      if (dl >= 0) {
-        int64_t n = c->k->shape[dl], no = L / n;
-        sb ou = {0}, in = {0};
-        nested_index(c, &ou, &in, dl);
-        kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%s", (long long)no, ou.p ? ou.p : "");
-        kiln_cg_sb_printf(o, "#pragma omp simd reduction(+:acc)\nfor (int64_t q = 0; q < %lldLL; q++) {\n", (long long)n);
-        kiln_cg_sb_printf(o, "%s%sconst %s x = %s;\nacc += (double)x;\n}\n}\n", in.p ? in.p : "", body.p ? body.p : "",
-                          cty(idt), v);
-        if (ou.oom || in.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
-        free(ou.p);
-        free(in.p);
+       * way, 1.3 ns this way). A sum accumulates in double; a max/min in the
+       * input's own type (exact), a NaN anywhere making the result NaN as
+       * ref's kmax/kmin do. The order is the vector lanes' (fixed for a
+       * given compiler and machine, the same on every thread). */
+      int sum = nd->op == KILN_OP_REDUCE_SUM, mx = nd->op == KILN_OP_REDUCE_MAX;
+      const char *ft = cty(idt), *clause, *step;
+      if (sum) {
+        kiln_cg_sb_printf(o, "double acc = 0;\n");
+        clause = "reduction(+:acc)";
+        step = "acc += (double)x;\n";
       } else {
-        kiln_cg_sb_printf(o, "#pragma omp simd reduction(+:acc)\nfor (int64_t j = 0; j < %lldLL; j++) {\n", (long long)L);
-        kiln_cg_sb_printf(o, "%s%sconst %s x = %s;\nacc += (double)x;\n}\n", idx.p ? idx.p : "", body.p ? body.p : "",
-                          cty(idt), v);
+        kiln_cg_sb_printf(o, "%s acc = (%s%s);\nint anynan = 0;\n", ft, mx ? "-" : "",
+                          idt == KILN_F32 ? "__builtin_inff()" : "__builtin_inf()");
+        clause = mx ? "reduction(max:acc) reduction(|:anynan)" : "reduction(min:acc) reduction(|:anynan)";
+        step = mx ? "anynan |= x != x;\nacc = x > acc ? x : acc;\n" : "anynan |= x != x;\nacc = x < acc ? x : acc;\n";
       }
-      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", KILN_F64, nd->dtype));
+      const char *ix = idx.p ? idx.p : "", *var = "j";
+      int64_t n = L;
+      sb ou = {0}, inr = {0};
+      if (dl >= 0) { /* outer inner axes from jo, the last one as q */
+        n = c->k->shape[dl];
+        nested_index(c, &ou, &inr, dl);
+        kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%s", (long long)(L / n), ou.p ? ou.p : "");
+        ix = inr.p ? inr.p : "";
+        var = "q";
+      }
+      kiln_cg_sb_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s}\n",
+                        clause, var, var, (long long)n, var, ix, body.p ? body.p : "", ft, v, step);
+      if (dl >= 0) kiln_cg_sb_printf(o, "}\n");
+      if (ou.oom || inr.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+      free(ou.p);
+      free(inr.p);
+      if (!sum) kiln_cg_sb_printf(o, "if (anynan) acc = (%s)__builtin_nan(\"\");\n", ft);
+      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", sum ? KILN_F64 : idt, nd->dtype));
       goto done;
     }
+    /* integers from here: exact in any order */
     if (dl >= 0) {
       /* nested: partial accumulator u takes the elements q = u (mod 16) of
        * every run of the last inner axis; a fixed order either way */

@@ -55,28 +55,17 @@ static int64_t mono_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Poll until *word != val (or p->stop), at most spin_ns. 1 when it changed. */
-static int poll_u64(const kiln_pool *p, const uint64_t *word, uint64_t val) {
+/* Poll until *gen != val or p->stop (gen != NULL), or until *active == 0
+ * (gen == NULL), for at most spin_ns. 1 when that happened. */
+static int poll_for(const kiln_pool *p, const uint64_t *gen, uint64_t val, const int *active) {
   if (p->spin_ns <= 0) return 0;
   int64_t deadline = 0;
   for (int i = 0;; i++) {
-    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != val || __atomic_load_n(&p->stop, __ATOMIC_RELAXED)) return 1;
+    if (gen ? __atomic_load_n(gen, __ATOMIC_ACQUIRE) != val || __atomic_load_n(&p->stop, __ATOMIC_RELAXED)
+            : __atomic_load_n(active, __ATOMIC_ACQUIRE) == 0)
+      return 1;
     cpu_relax();
-    if ((i & 63) == 63) {
-      int64_t now = mono_ns();
-      if (!deadline) deadline = now + p->spin_ns;
-      else if (now >= deadline) return 0;
-    }
-  }
-}
-
-static int poll_zero(const kiln_pool *p, const int *word) {
-  if (p->spin_ns <= 0) return 0;
-  int64_t deadline = 0;
-  for (int i = 0;; i++) {
-    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0) return 1;
-    cpu_relax();
-    if ((i & 63) == 63) {
+    if ((i & 63) == 63) { /* the clock only every 64 polls */
       int64_t now = mono_ns();
       if (!deadline) deadline = now + p->spin_ns;
       else if (now >= deadline) return 0;
@@ -132,7 +121,7 @@ static void *worker_main(void *arg) {
         block = 0;
       } else if (!block) { /* the next job usually comes within microseconds */
         pthread_mutex_unlock(&p->mu);
-        block = !poll_u64(p, &p->gen, seen);
+        block = !poll_for(p, &p->gen, seen, NULL);
         pthread_mutex_lock(&p->mu);
       } else {
         pthread_cond_wait(&p->wake, &p->mu);
@@ -258,7 +247,7 @@ void kiln_pool_parallel_for_tagged(kiln_pool *p, kiln_pool_fn fn, void *ctx, int
 
   /* All chunks are taken; wait for the workers still running one, then
    * close the job so late wakers do not touch it. */
-  poll_zero(p, &p->active);
+  poll_for(p, NULL, 0, &p->active);
   pthread_mutex_lock(&p->mu);
   while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
   p->job = NULL;

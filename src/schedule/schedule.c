@@ -225,26 +225,14 @@ static void gemm_operand(const kiln_graph *g, int32_t in, kiln_sgemm_operand *op
  * The matmul and the factors are not materialized; the kernel reads L's
  * buffer (copied first into n's buffer when n cannot live in L's). */
 
-/* c: a constant splat (possibly reshaped/broadcast). */
-static int const_factor(const kiln_graph *g, int32_t n, double *v) {
-  while (N(g, n)->op == KILN_OP_EXPAND || N(g, n)->op == KILN_OP_RESHAPE) n = IN(g, n, 0);
-  if (N(g, n)->op != KILN_OP_CONST) return 0;
-  *v = N(g, n)->fattr;
-  return 1;
-}
-
-/* s: a constant, or a float SCALAR input broadcast (alpha_node). */
+/* s: a constant splat, or a float SCALAR input (*sn), possibly reshaped and
+ * broadcast. */
 static int scale_factor(const kiln_graph *g, int32_t n, double *v, int32_t *sn) {
-  if (const_factor(g, n, v)) {
-    *sn = -1;
-    return 1;
-  }
   while (N(g, n)->op == KILN_OP_EXPAND || N(g, n)->op == KILN_OP_RESHAPE) n = IN(g, n, 0);
   const kiln_gnode *x = N(g, n);
-  if (x->op != KILN_OP_SCALAR || (x->dtype != KILN_F32 && x->dtype != KILN_F64)) return 0;
-  *v = 1;
-  *sn = n;
-  return 1;
+  *v = x->op == KILN_OP_CONST ? x->fattr : 1;
+  *sn = x->op == KILN_OP_SCALAR ? n : -1;
+  return x->op == KILN_OP_CONST || (x->op == KILN_OP_SCALAR && (x->dtype == KILN_F32 || x->dtype == KILN_F64));
 }
 
 static int same_node_shape(const kiln_graph *g, int32_t a, int32_t b) {
@@ -284,7 +272,8 @@ static int mm_term(const bld *b, int32_t n, int32_t y, int32_t *mm, double *alph
   return 0;
 }
 
-/* The GEMM update computing node n, into k's fields; the MATMUL, or -1. */
+/* The GEMM update computing node n, into k's fields (k may be NULL); the
+ * MATMUL, or -1. */
 static int32_t gemm_update(const bld *b, int32_t n, kiln_skernel *k) {
   const kiln_graph *g = b->g;
   const kiln_gnode *x = N(g, n);
@@ -294,6 +283,7 @@ static int32_t gemm_update(const bld *b, int32_t n, kiln_skernel *k) {
     int32_t xi = IN(g, n, i), yi = IN(g, n, 1 - i), leaf, mm, sn;
     double alpha;
     if (!leaf_term(g, n, xi, &leaf) || !mm_term(b, n, yi, &mm, &alpha, &sn)) continue;
+    if (!k) return mm;
     k->c_node = leaf;
     k->beta = 1;
     k->alpha_c = x->op == KILN_OP_SUB ? -alpha : alpha;
@@ -504,8 +494,7 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
    * operands stay materialized) */
   for (int32_t n = 0; n < nn; n++) {
     if (!live[n] || !s->mat[n]) continue;
-    kiln_skernel probe;
-    int32_t mm = gemm_update(&b, n, &probe);
+    int32_t mm = gemm_update(&b, n, NULL);
     if (mm >= 0 && !b.upd[mm]) {
       b.upd[n] = mm + 1;
       b.upd[mm] = -1; /* absorbed: no kernel of its own */

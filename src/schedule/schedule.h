@@ -13,9 +13,10 @@
  *     axes) it computes its reductions over the inner axes into locals and
  *     then writes its F-shaped and row-shaped (Rs) nodes.
  *   - GEMM kernels call the GEMM library with transposes and broadcast batch
- *     dims folded, and absorb an update `beta·L + alpha·(A·B)` of a graph
- *     input L (an optimizer step, in place when L is donated); COPY steps move whole buffers (outputs that are inputs,
- *     duplicated outputs, aliased outputs computed into a temporary).
+ *     dims folded, and absorb an update `L + alpha·(A·B)` of a graph input L
+ *     (an optimizer step, in place when L is donated); COPY steps move whole
+ *     buffers (outputs that are inputs, duplicated outputs, aliased outputs
+ *     computed into a temporary).
  * Kernels run in the order of the array; that order is topological because
  * every cross-kernel read of node d by kernel K satisfies d < K.seed.
  *

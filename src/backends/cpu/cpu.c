@@ -361,6 +361,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
       sp->mem_bytes = 2.0 * (double)sp->bytes;
     }
     sp->tag = (kiln_pool_tag){prof_name(s, i, sp), sp->flops, sp->mem_bytes};
+    if (sp->kind == ST_GEMM) sp->name = sp->tag.name; /* a GEMM is named by its shape */
     e->n_steps++;
   }
   pthread_mutex_unlock(&b->mu);
@@ -455,7 +456,7 @@ static void gemm_part(const gemm_job *j, int64_t item) {
    * C is that input's own buffer */
   if (c0 && c0 != c)
     for (int64_t r = 0; r < m; r++) memcpy(c + (size_t)(r * sp->n) * es, c0 + (size_t)(r * sp->n) * es, (size_t)n * es);
-  double alpha = sp->alpha, beta = c0 ? sp->beta : 0.0;
+  double alpha = sp->alpha, beta = sp->beta; /* beta is 0 without c0 */
   if (sp->alphabuf >= 0) {
     double v;
     memcpy(&v, j->ptr[sp->alphabuf], sizeof v); /* a float SCALAR input is held as a double */
@@ -544,7 +545,7 @@ static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const
       }
     }
     t->end_ns = kiln_now_ns();
-    t->name = sp->kind == ST_GEMM ? sp->tag.name : sp->name; /* a GEMM by its shape */
+    t->name = sp->name;
     t->flops = sp->flops;
     t->bytes = sp->mem_bytes;
   }

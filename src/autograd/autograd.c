@@ -286,8 +286,12 @@ static kiln_status backward(kiln_tensor out, const kiln_tensor *seed, kiln_loc l
   kiln_frontend *fe = ag_frontend();
   if (!fe) return kiln_last_status();
   kiln_node *on = NULL, *sn = NULL;
-  int r = kiln_api_input(fe, out, "backward", loc, NULL, &on);
+  kiln_tslot *os = NULL;
+  int r = kiln_api_input(fe, out, "backward", loc, &os, &on);
   if (r) return r < 0 ? kiln_last_status() : kiln_last_status() ? kiln_last_status() : KILN_ERR_INVALID_ARGUMENT;
+  /* The output was read earlier in this step (a logged loss): its value is
+   * computed, and the tape is the node that computed it. */
+  if (on->op == KILN_OP_LEAF && os && os->traced) on = os->traced;
   char sa[128], sb[128];
   kiln_dtype dt = (kiln_dtype)on->dtype;
   if (!kiln_dtype_is_float(dt))

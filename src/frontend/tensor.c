@@ -32,7 +32,7 @@ void kiln_fe_slot_free(kiln_frontend *fe, uint32_t i) {
   if (s->buf) kiln_buf_unref(s->buf);
   if (s->donor) kiln_buf_unref(s->donor);
   s->buf = s->donor = NULL;
-  s->node = NULL;
+  s->node = s->traced = NULL;
   s->live = 0;
   s->gen = s->gen + 1 ? s->gen + 1 : 1;
   s->next_free = fe->free_head;
@@ -47,6 +47,13 @@ static void release_nodes(kiln_frontend *fe) {
   memset(fe->cons, 0, sizeof *fe->cons * fe->cons_cap);
   kiln_arena_reset(&fe->arena);
   fe->n_nodes = 0;
+}
+
+uint32_t kiln_fe_max_gen(const kiln_frontend *fe) {
+  uint32_t m = 0;
+  for (uint32_t i = 1; i < fe->n_slots; i++)
+    if (fe->slots[i].gen > m) m = fe->slots[i].gen;
+  return m;
 }
 
 void kiln_frontend_destroy(kiln_frontend *fe) {
@@ -114,7 +121,7 @@ static kiln_tslot *slot_new(kiln_frontend *fe, kiln_loc loc, kiln_tensor *out) {
       fe->cap_slots = nc;
     }
     i = fe->n_slots++;
-    fe->slots[i].gen = 1;
+    fe->slots[i].gen = fe->gen_base ? fe->gen_base : 1;
   }
   if (list_push(&fe->step_list, &fe->n_step, &fe->cap_step, i)) {
     fe->slots[i].next_free = fe->free_head;
@@ -331,6 +338,7 @@ void kiln_fe_set_computed(kiln_frontend *fe, kiln_tslot *s, kiln_buf *buf) {
   kiln_buf_unref(s->buf);
   s->buf = buf;
   s->node = NULL; /* a LEAF on buf is made on next use */
+  s->traced = NULL;
   kiln_buf_unref(s->donor);
   s->donor = NULL;
 }
@@ -339,6 +347,7 @@ void kiln_fe_set_poisoned(kiln_frontend *fe, kiln_tslot *s) {
   (void)fe;
   s->poisoned = 1;
   s->node = NULL;
+  s->traced = NULL;
 }
 
 void kiln_fe_end_step(kiln_frontend *fe) {
@@ -352,6 +361,7 @@ void kiln_fe_end_step(kiln_frontend *fe) {
   for (uint32_t k = 0; k < fe->n_kept; k++) {
     kiln_tslot *s = &fe->slots[fe->kept_list[k]];
     if (s->node && s->node->op == KILN_OP_LEAF) s->node = NULL;
+    s->traced = NULL;
     KILN_ASSERT(!s->node || s->poisoned);
   }
   release_nodes(fe);

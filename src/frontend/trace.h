@@ -62,6 +62,9 @@ typedef struct kiln_tslot {
   kiln_node *node;      /* pending computation, or this step's LEAF for buf */
   kiln_buf *buf;        /* computed value */
   kiln_buf *donor;      /* old buffer given up by kiln_assign, may be reused */
+  kiln_node *traced;    /* the pending node a value read computed this step: the
+                         * tape kiln_backward follows after the read (dies with
+                         * the step's nodes, cleared at the step marker) */
   uint32_t next_free;
   int32_t kept_pos;     /* index in the kept list, -1 if not kept */
   kiln_loc loc;
@@ -97,9 +100,14 @@ typedef struct kiln_frontend {
 
   kiln_device_hooks hooks;
   uint64_t ops_traced;
+  uint32_t gen_base; /* generation of never-used slots: above every generation of
+                      * the previous runtime, so its handles stay stale */
 } kiln_frontend;
 
 kiln_status kiln_frontend_init(kiln_frontend *fe, kiln_device_hooks hooks);
+/* The highest generation any slot has had (0 when none): a new frontend
+ * started with gen_base above it never accepts an old handle. */
+uint32_t kiln_fe_max_gen(const kiln_frontend *fe);
 /* Releases every tensor and node. */
 void kiln_frontend_destroy(kiln_frontend *fe);
 /* Resolve a handle: NULL (with a sticky error naming `op` and loc) when stale

@@ -14,6 +14,10 @@
 #include "profiler/events.h"
 
 static kiln_runtime *g_rt; /* the documented singleton */
+/* Above every tensor generation of the runtimes already shut down: a new
+ * runtime starts its slots there, so a handle kept across kiln_shutdown and
+ * kiln_init is stale instead of naming another tensor. */
+static uint32_t g_gen_base = 1;
 
 const char *kiln_version(void) { return KILN_VERSION_STRING; }
 
@@ -114,6 +118,7 @@ kiln_status kiln_init(const kiln_options *opts) {
   const char *sync = getenv("KILN_SYNC");
   s = kiln_executor_create(rt->backend, sync && !strcmp(sync, "1"), &rt->exec);
   if (s == KILN_OK) s = kiln_frontend_init(&rt->fe, (kiln_device_hooks){rt, upload});
+  if (s == KILN_OK) rt->fe.gen_base = g_gen_base;
   rt->n_buckets = 256;
   rt->buckets = calloc(rt->n_buckets, sizeof *rt->buckets);
   if (s != KILN_OK || !rt->buckets || !rt->bufs) {
@@ -157,6 +162,8 @@ void kiln_shutdown(void) {
   rt->an = NULL;
   kiln_executor_destroy(rt->exec);
   kiln_autograd_reset(); /* its records name tensor slots, which restart with a new runtime */
+  uint32_t top = kiln_fe_max_gen(&rt->fe);
+  if (top >= g_gen_base) g_gen_base = top + 1 ? top + 1 : 1; /* wraps after 2^32 restarts' worth of slots */
   kiln_frontend_destroy(&rt->fe);
   kiln_lin_free(&rt->lin);
   for (uint32_t b = 0; b < rt->n_buckets; b++) {

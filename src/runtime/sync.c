@@ -155,8 +155,16 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
   kiln_prof_span_end(tl, KILN_PROF_TRACING, "trace: linearize graph", (int64_t)rt->lin.n);
   /* Donation: an output whose tensor gave up a buffer that is an input of
    * this graph and that nothing else on the host holds (the tensor's donor
-   * reference and the LEAF node's) may be written in place. */
-  for (uint32_t i = 0; i < n; i++) {
+   * reference and the LEAF node's) may be written in place. Only at a step
+   * marker: there every pending computation that can still be used is an
+   * output of this graph (the rest of the step is dropped). A value read in
+   * the middle of a step computes a part of the step; nodes outside it that
+   * read the donated buffer through the same LEAF (a dependent traced before
+   * kiln_assign, a kept gradient) run later and must see the old value, so
+   * the read writes a fresh buffer. (An explicit compile runs nothing: it
+   * gets the step marker's aliasing, so the step finds its graph.) */
+  int may_donate = why == KILN_CUT_STEP_MARKER || why == KILN_CUT_EXPLICIT_COMPILE;
+  for (uint32_t i = 0; may_donate && i < n; i++) {
     kiln_buf *d = slots[i]->donor;
     int o = slot_out[i];
     if (!d || alias[o] >= 0 || kiln_buf_host_refs(d) != 2) continue;
@@ -243,6 +251,9 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
     kiln_buf *b = job->bufs[ni + slot_out[i]];
     kiln_buf_ref(b);
     kiln_fe_set_computed(fe, slots[i], b);
+    /* A read mid-step keeps the node it computed: kiln_backward of a loss
+     * that was read (logged) first still follows the step's tape. */
+    if (why != KILN_CUT_STEP_MARKER) slots[i]->traced = outs[slot_out[i]];
   }
   /* drop the local references taken above (the slots and the pins hold theirs) */
   for (int o = 0; o < n_out; o++) kiln_buf_unref(job->bufs[ni + o]);

@@ -16,6 +16,7 @@
 enum {
   KILN_AN_HISTORY = 16,      /* graphs remembered per cut site (most recent) */
   KILN_AN_COMPILE_RATIO = 4, /* warn when, after warm-up, compiles >= steps / 4 */
+  KILN_AN_UNMARKED_READS = 10000, /* value reads in one step that make it a loop missing its marker */
   KILN_AN_DIFF_CAP = 8192,   /* bytes of "what changed" text per compile */
   KILN_AN_MAX_BUCKETS = 4,
   KILN_AN_DIFF_LINES = 10,   /* "what changed" lines printed per compile */
@@ -42,6 +43,7 @@ struct kiln_analysis {
   int64_t steps, compiles, transfers, value_cuts;
   int64_t base_compiles, base_transfers, base_value_cuts; /* at the end of warm-up */
   int64_t warned_compiles, warned_transfers;              /* counts at the last warning */
+  int64_t reads_this_step, warned_unmarked;               /* value-read cuts since the last step marker */
   kiln_an_graph *graphs; /* index compile_no - 1 */
   int n_graphs, cap_graphs;
   kiln_an_site *sites;
@@ -295,7 +297,24 @@ out:
 
 void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause,
                             const kiln_cache_entry *e, int hit, double host_ns) {
-  if (cause->why == KILN_CUT_VALUE_READ && a) a->value_cuts++;
+  if (cause->why == KILN_CUT_VALUE_READ && a) {
+    a->value_cuts++;
+    /* A loop that reads results but never marks a step keeps every tensor
+     * it makes (a step's tensors are released at its marker): say so once,
+     * whatever the debug level, when the step has clearly become a loop. */
+    if (++a->reads_this_step >= KILN_AN_UNMARKED_READS && !a->warned_unmarked) {
+      char cs[256];
+      a->warned_unmarked = 1;
+      pthread_mutex_lock(&a->mu);
+      fprintf(a->out,
+              "kiln: warning: %" PRId64 " value reads and %u live tensors since the last kiln_mark_step() (latest: "
+              "%s). A step's tensors are released only at its step marker: a loop that reads results must call "
+              "kiln_mark_step() once per iteration, or its memory grows without bound.\n",
+              a->reads_this_step, rt->fe.n_step, kiln_cut_cause_str(cause, cs, sizeof cs));
+      fflush(a->out);
+      pthread_mutex_unlock(&a->mu);
+    }
+  }
   /* The fixed host cost of an execution: a cut that found its graph. */
   if (hit && cause->why != KILN_CUT_EXPLICIT_COMPILE) kiln_metric_record("CachedCutTime", host_ns);
   if (!a || a->level < 2 || cause->why == KILN_CUT_EXPLICIT_COMPILE) return;
@@ -317,6 +336,7 @@ void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt) {
   (void)rt;
   if (!a) return;
   a->steps++;
+  a->reads_this_step = 0;
   if (a->steps == a->warmup) {
     a->base_compiles = a->compiles;
     a->base_transfers = a->transfers;

@@ -14,33 +14,45 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
   return 0;
 }
 
-/* Nodes are created after their inputs, so the step's creation order is a
- * topological order: a backward sweep marks what the outputs reach, a
- * forward sweep numbers it. Two linear passes, no stack, no recursion. The
- * numbering depends only on the program's order of operations, which a
- * training loop repeats exactly every step. */
+struct kiln_lin_frame {
+  kiln_node *n;
+  int k; /* next operand to visit */
+};
+
+/* Iterative depth-first post-order from each output in turn, operands in
+ * order: the numbering is a function of the graph's structure (and the
+ * order of the outputs) only. Each reached node is pushed and popped once,
+ * so the cost is linear in the nodes the outputs reach, not in the nodes of
+ * the step. */
 int kiln_lin_run(kiln_frontend *fe, kiln_lin *L, int n_out, kiln_node *const *outs) {
   uint32_t mark = ++fe->mark_epoch;
-  for (int o = 0; o < n_out; o++) outs[o]->mark = mark;
-  kiln_node **created = fe->created;
-  uint32_t reach = 0;
-  for (uint32_t i = fe->n_created; i-- > 0;) {
-    kiln_node *n = created[i];
-    if (n->mark != mark) continue;
-    reach++;
-    for (int k = 0; k < n->n_in; k++) n->in[k]->mark = mark;
-  }
-  if (grow((void **)&L->order, &L->cap, reach, sizeof *L->order)) return -1;
   L->n = 0;
   L->n_inputs = 0;
-  for (uint32_t i = 0; i < fe->n_created; i++) {
-    kiln_node *n = created[i];
-    if (n->mark != mark) continue;
-    n->lin = (int32_t)L->n;
-    L->order[L->n++] = n;
-    if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
-      if (grow((void **)&L->inputs, &L->cap_inputs, L->n_inputs + 1, sizeof *L->inputs)) return -1;
-      L->inputs[L->n_inputs++] = n;
+  for (int o = 0; o < n_out; o++) {
+    if (outs[o]->mark == mark) continue;
+    if (grow((void **)&L->stack, &L->cap_stack, 1, sizeof *L->stack)) return -1;
+    uint32_t sp = 0;
+    outs[o]->mark = mark;
+    L->stack[sp++] = (struct kiln_lin_frame){outs[o], 0};
+    while (sp) {
+      struct kiln_lin_frame *f = &L->stack[sp - 1];
+      if (f->k < f->n->n_in) {
+        kiln_node *c = f->n->in[f->k++];
+        if (c->mark == mark) continue;
+        c->mark = mark;
+        if (grow((void **)&L->stack, &L->cap_stack, sp + 1, sizeof *L->stack)) return -1;
+        L->stack[sp++] = (struct kiln_lin_frame){c, 0};
+        continue;
+      }
+      kiln_node *n = f->n;
+      sp--;
+      if (grow((void **)&L->order, &L->cap, L->n + 1, sizeof *L->order)) return -1;
+      n->lin = (int32_t)L->n;
+      L->order[L->n++] = n;
+      if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
+        if (grow((void **)&L->inputs, &L->cap_inputs, L->n_inputs + 1, sizeof *L->inputs)) return -1;
+        L->inputs[L->n_inputs++] = n;
+      }
     }
   }
   return 0;
@@ -118,5 +130,6 @@ kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs,
 void kiln_lin_free(kiln_lin *L) {
   free(L->order);
   free(L->inputs);
+  free(L->stack);
   memset(L, 0, sizeof *L);
 }

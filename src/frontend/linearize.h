@@ -1,6 +1,10 @@
 /* Linearization of the trace-time graph at a cut: the nodes the outputs
- * reach, numbered in the step's creation order (a topological order), and
- * the graph inputs (LEAF and SCALAR nodes) in that order. The same order is used to verify a cache
+ * reach, numbered in a canonical topological order (depth-first post-order
+ * from the outputs, operands in order), and the graph inputs (LEAF and
+ * SCALAR nodes) in that order. The order depends only on the graph's
+ * structure, never on when its nodes were made: a loop that never marks a
+ * step reuses nodes of earlier passes (hash-consing), and a creation-order
+ * numbering would then number the same graph differently each pass. The same order is used to verify a cache
  * hit against a cached kiln_graph without building a new one, and to build
  * the kiln_graph on a miss. Single-threaded (the tracing thread). */
 #ifndef KILN_FRONTEND_LINEARIZE_H
@@ -9,8 +13,10 @@
 #include "frontend/trace.h"
 
 typedef struct kiln_lin {
-  kiln_node **order; /* creation order */
+  kiln_node **order; /* canonical topological order */
   uint32_t n, cap;
+  struct kiln_lin_frame *stack; /* depth-first scratch */
+  uint32_t cap_stack;
   kiln_node **inputs;
   uint32_t n_inputs, cap_inputs;
 } kiln_lin;

@@ -12,8 +12,18 @@
  *    (kiln_keep) or it was created with kiln_param(). A training loop needs
  *    no per-temporary free.
  * 3. Kept tensors and parameters live until kiln_release() or kiln_shutdown().
+ *    A handle from before kiln_shutdown() stays stale after the next
+ *    kiln_init().
  * 4. kiln_mark_step() computes every kept tensor that has pending work (the
  *    step's outputs); all other pending work of the step is dropped.
+ *    A value read (kiln_to_host, kiln_item_*) computes what it reads and
+ *    nothing else, and never changes the meaning of anything traced before
+ *    it: a tensor traced from A before kiln_assign(A, ...) still sees the old
+ *    A, whether it is read before or after the step marker. A read tensor
+ *    keeps its tape until the step marker (kiln_backward of a logged loss
+ *    works). A step ends only at kiln_mark_step(): a loop that reads results
+ *    must still mark a step per iteration, or its tensors are never released
+ *    (kiln warns after 10000 reads in one step).
  * 5. Host memory passed to kiln (kiln_from_host) is copied before the call
  *    returns: the caller keeps ownership. Host memory passed to kiln_to_host
  *    is written before it returns.

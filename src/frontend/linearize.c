@@ -21,40 +21,45 @@ struct kiln_lin_frame {
 
 /* Iterative depth-first post-order from each output in turn, operands in
  * order: the numbering is a function of the graph's structure (and the
- * order of the outputs) only. Each reached node is pushed and popped once,
- * so the cost is linear in the nodes the outputs reach, not in the nodes of
- * the step. */
+ * order of the outputs) only. Each reached node is pushed and popped once;
+ * every array is sized once up front by the step's node count (a bound on
+ * what the outputs can reach), so the loop makes no calls. Runs at every
+ * cut, cached or not. */
 int kiln_lin_run(kiln_frontend *fe, kiln_lin *L, int n_out, kiln_node *const *outs) {
+  uint32_t bound = fe->n_created + 1;
+  if (grow((void **)&L->stack, &L->cap_stack, bound, sizeof *L->stack) ||
+      grow((void **)&L->order, &L->cap, bound, sizeof *L->order) ||
+      grow((void **)&L->inputs, &L->cap_inputs, bound, sizeof *L->inputs))
+    return -1;
   uint32_t mark = ++fe->mark_epoch;
-  L->n = 0;
-  L->n_inputs = 0;
+  struct kiln_lin_frame *stk = L->stack;
+  kiln_node **order = L->order, **inputs = L->inputs;
+  uint32_t n = 0, n_inputs = 0;
   for (int o = 0; o < n_out; o++) {
     if (outs[o]->mark == mark) continue;
-    if (grow((void **)&L->stack, &L->cap_stack, 1, sizeof *L->stack)) return -1;
     uint32_t sp = 0;
     outs[o]->mark = mark;
-    L->stack[sp++] = (struct kiln_lin_frame){outs[o], 0};
+    stk[sp++] = (struct kiln_lin_frame){outs[o], 0};
     while (sp) {
-      struct kiln_lin_frame *f = &L->stack[sp - 1];
-      if (f->k < f->n->n_in) {
-        kiln_node *c = f->n->in[f->k++];
-        if (c->mark == mark) continue;
+      struct kiln_lin_frame *f = &stk[sp - 1];
+      kiln_node *x = f->n;
+      int k = f->k;
+      while (k < x->n_in && x->in[k]->mark == mark) k++;
+      if (k < x->n_in) {
+        kiln_node *c = x->in[k];
+        f->k = k + 1;
         c->mark = mark;
-        if (grow((void **)&L->stack, &L->cap_stack, sp + 1, sizeof *L->stack)) return -1;
-        L->stack[sp++] = (struct kiln_lin_frame){c, 0};
+        stk[sp++] = (struct kiln_lin_frame){c, 0};
         continue;
       }
-      kiln_node *n = f->n;
       sp--;
-      if (grow((void **)&L->order, &L->cap, L->n + 1, sizeof *L->order)) return -1;
-      n->lin = (int32_t)L->n;
-      L->order[L->n++] = n;
-      if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
-        if (grow((void **)&L->inputs, &L->cap_inputs, L->n_inputs + 1, sizeof *L->inputs)) return -1;
-        L->inputs[L->n_inputs++] = n;
-      }
+      x->lin = (int32_t)n;
+      order[n++] = x;
+      if (x->op == KILN_OP_LEAF || x->op == KILN_OP_SCALAR) inputs[n_inputs++] = x;
     }
   }
+  L->n = n;
+  L->n_inputs = n_inputs;
   return 0;
 }
 

@@ -19,45 +19,66 @@ struct kiln_lin_frame {
   int k; /* next operand to visit */
 };
 
+static inline void emit(kiln_lin *L, kiln_node *x, uint32_t *n, uint32_t *n_inputs) {
+  x->lin = (int32_t)*n;
+  L->order[(*n)++] = x;
+  if (x->op == KILN_OP_LEAF || x->op == KILN_OP_SCALAR) L->inputs[(*n_inputs)++] = x;
+}
+
 /* Iterative depth-first post-order from each output in turn, operands in
  * order: the numbering is a function of the graph's structure (and the
- * order of the outputs) only. Each reached node is pushed and popped once;
- * every array is sized once up front by the step's node count (a bound on
- * what the outputs can reach), so the loop makes no calls. Runs at every
- * cut, cached or not. */
+ * order of the outputs) only. An output itself is numbered as late as it
+ * can be: when another node needs it, or else after everything the outputs
+ * need. A parameter update (an output written in place over the parameter)
+ * then comes after every reader of the old value, as it does in the
+ * program's own order, and the schedule can keep it in place. Each reached
+ * node is pushed and popped once; every array is sized once up front by the
+ * step's node count (a bound on what the outputs can reach), so the loop
+ * makes no calls. Runs at every cut, cached or not. */
 int kiln_lin_run(kiln_frontend *fe, kiln_lin *L, int n_out, kiln_node *const *outs) {
   uint32_t bound = fe->n_created + 1;
   if (grow((void **)&L->stack, &L->cap_stack, bound, sizeof *L->stack) ||
       grow((void **)&L->order, &L->cap, bound, sizeof *L->order) ||
       grow((void **)&L->inputs, &L->cap_inputs, bound, sizeof *L->inputs))
     return -1;
-  uint32_t mark = ++fe->mark_epoch;
+  /* node states by mark: seen (numbered, or on the stack), deferred (an
+   * output whose operands are numbered, itself not yet), anything else new */
+  uint32_t deferred = ++fe->mark_epoch, seen = ++fe->mark_epoch;
   struct kiln_lin_frame *stk = L->stack;
-  kiln_node **order = L->order, **inputs = L->inputs;
   uint32_t n = 0, n_inputs = 0;
   for (int o = 0; o < n_out; o++) {
-    if (outs[o]->mark == mark) continue;
+    if (outs[o]->mark == seen || outs[o]->mark == deferred) continue;
     uint32_t sp = 0;
-    outs[o]->mark = mark;
+    outs[o]->mark = seen;
     stk[sp++] = (struct kiln_lin_frame){outs[o], 0};
     while (sp) {
       struct kiln_lin_frame *f = &stk[sp - 1];
       kiln_node *x = f->n;
       int k = f->k;
-      while (k < x->n_in && x->in[k]->mark == mark) k++;
+      while (k < x->n_in && x->in[k]->mark == seen) k++;
       if (k < x->n_in) {
         kiln_node *c = x->in[k];
         f->k = k + 1;
-        c->mark = mark;
+        if (c->mark == deferred) { /* an output another node needs: now */
+          c->mark = seen;
+          emit(L, c, &n, &n_inputs);
+          continue;
+        }
+        c->mark = seen;
         stk[sp++] = (struct kiln_lin_frame){c, 0};
         continue;
       }
-      sp--;
-      x->lin = (int32_t)n;
-      order[n++] = x;
-      if (x->op == KILN_OP_LEAF || x->op == KILN_OP_SCALAR) inputs[n_inputs++] = x;
+      if (--sp == 0)
+        x->mark = deferred; /* the output itself: as late as possible */
+      else
+        emit(L, x, &n, &n_inputs);
     }
   }
+  for (int o = 0; o < n_out; o++)
+    if (outs[o]->mark == deferred) {
+      outs[o]->mark = seen;
+      emit(L, outs[o], &n, &n_inputs);
+    }
   L->n = n;
   L->n_inputs = n_inputs;
   return 0;

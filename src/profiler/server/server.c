@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/fs.h"
 #include "base/status.h"
@@ -22,19 +23,59 @@
 #include "profiler/server/server.h"
 
 /* Loading libkiln_grpc.so (server.h). Where from, in order: the file named
- * by KILN_PROFILER_SERVER_LIB, the build tree's module, the installed one.
- * The first that loads and answers with the expected ABI is kept for the
- * life of the process (a documented singleton, set under pthread_once). */
+ * by KILN_PROFILER_SERVER_LIB, the one installed beside this code (below),
+ * the build tree's module, the one in the configured install prefix. The
+ * first that loads and answers with the expected ABI is kept for the life
+ * of the process (a documented singleton, set under pthread_once). */
 static const kiln_profsrv_ops *g_ops;
-static char g_load_msg[768];
+static char g_load_msg[1024];
 static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+
+#ifdef KILN_GRPC_MODULE_FROM_LIB
+/* The module of the install this code was loaded from, wherever that
+ * install now lies (moved, or made with `cmake --install --prefix P`):
+ * <libdir>/kiln/libkiln_grpc.so beside libkiln.so, or, for a program
+ * linked with libkiln.a that lies in a directory named like <bindir>
+ * (the kiln command), <prefix>/<libdir>/kiln from there. The directory
+ * that holds kiln's own code is trusted as much as that code. */
+static int module_beside_me(char *out, size_t cap) {
+  Dl_info info;
+  char self[PATH_MAX];
+  const char *from = KILN_GRPC_MODULE_FROM_LIB;
+  int in_program = 0;
+  if (dladdr((void *)kiln_profsrv_serve, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+      strstr(info.dli_fname, "/libkiln.so")) {
+    snprintf(self, sizeof self, "%s", info.dli_fname);
+  } else { /* linked into the program: dladdr would name argv[0] */
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return 0;
+    self[len] = '\0';
+    from = KILN_GRPC_MODULE_FROM_BIN;
+    in_program = 1;
+  }
+  char *slash = strrchr(self, '/');
+  if (!slash || slash == self) return 0;
+  *slash = '\0';
+  if (in_program) { /* only from a <bindir> */
+    const char *dir = strrchr(self, '/');
+    if (!dir || strcmp(dir + 1, KILN_GRPC_BINDIR_NAME)) return 0;
+  }
+  return snprintf(out, cap, "%s/%s", self, from) < (int)cap;
+}
+#endif
 
 static void load_module(void) {
 #ifdef KILN_GRPC_MODULE_BUILD
   static const kiln_profsrv_host host = {kiln_profsrv_serve, kiln_status_name};
-  const char *cands[3] = {getenv("KILN_PROFILER_SERVER_LIB"), KILN_GRPC_MODULE_BUILD, KILN_GRPC_MODULE_INSTALLED};
+  static char beside[PATH_MAX];
+#ifdef KILN_GRPC_MODULE_FROM_LIB
+  if (!module_beside_me(beside, sizeof beside)) beside[0] = '\0';
+#endif
+  const char *cands[4] = {getenv("KILN_PROFILER_SERVER_LIB"), beside, KILN_GRPC_MODULE_BUILD,
+                          KILN_GRPC_MODULE_INSTALLED};
   size_t n = 0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
+    if (i == 1 && access(cands[i], F_OK) != 0) continue; /* a guess, not an install: not worth a message */
     if (!cands[i] || !*cands[i]) continue;
     void *h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
     const char *why = NULL;

@@ -55,7 +55,8 @@ bench: deps
 	@bash scripts/build.sh $(BUILD)-release -DCMAKE_BUILD_TYPE=Release
 	@bash bench/run.sh $(BUILD)-release
 
-# The prefix is given at configure time too: kiln.pc records it.
+# The prefix is given at configure time too: GNUInstallDirs picks the library
+# directory from it (lib/<multiarch> for /usr). kiln.pc is relocatable.
 install: deps
 	@bash scripts/build.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(if $(PREFIX),-DCMAKE_INSTALL_PREFIX=$(PREFIX))
 	cmake --install $(BUILD)

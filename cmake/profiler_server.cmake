@@ -63,6 +63,17 @@ if(KILN_GRPC_FOUND AND KILN_PROTOC AND KILN_GRPC_CPP_PLUGIN AND NOT KILN_FUZZ)
   target_compile_definitions(kiln_obj PRIVATE
     KILN_GRPC_MODULE_BUILD="${CMAKE_BINARY_DIR}/lib/libkiln_grpc.so"
     KILN_GRPC_MODULE_INSTALLED="${CMAKE_INSTALL_FULL_LIBDIR}/kiln/libkiln_grpc.so")
+  # An install moved elsewhere, or made with `cmake --install --prefix P`,
+  # finds the module from where libkiln.so (or the program, in <bindir>)
+  # lies: server.c tries these relative paths first.
+  if(NOT IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" AND NOT IS_ABSOLUTE "${CMAKE_INSTALL_BINDIR}")
+    file(RELATIVE_PATH kiln_bin_to_module "/p/${CMAKE_INSTALL_BINDIR}" "/p/${CMAKE_INSTALL_LIBDIR}/kiln/libkiln_grpc.so")
+    get_filename_component(kiln_bindir_name "${CMAKE_INSTALL_BINDIR}" NAME)
+    target_compile_definitions(kiln_obj PRIVATE
+      KILN_GRPC_MODULE_FROM_LIB="kiln/libkiln_grpc.so"
+      KILN_GRPC_MODULE_FROM_BIN="${kiln_bin_to_module}"
+      KILN_GRPC_BINDIR_NAME="${kiln_bindir_name}")
+  endif()
   foreach(t kiln kiln_static)
     add_dependencies(${t} kiln_grpc)
   endforeach()

@@ -103,7 +103,8 @@ typedef struct kiln_options {
 /* Start the runtime explicitly. Optional: the first kiln call starts it with
  * defaults from the environment. Calling it while started is an error. */
 kiln_status kiln_init(const kiln_options *opts);
-/* Wait for queued work, release every tensor and buffer, stop the threads.
+/* Wait for queued work, release every tensor and buffer, stop the threads
+ * (the profiler server's and gRPC's too: kiln_profiler_server_stop).
  * kiln_init may be called again afterwards. Safe to call when not started. */
 void kiln_shutdown(void);
 /* Name of the active backend ("cpu", "ref"). */

@@ -60,9 +60,12 @@ kiln_status kiln_profiler_server_start_addr_at(const char *addr, kiln_loc loc);
 int kiln_profiler_server_port(void);
 
 /* Stop the server: refuse new requests, wait for the ones in flight
- * (a running capture finishes, at most its duration), release the port.
- * Safe to call when no server runs. Do not call it from a request
- * handler (there are none in user code). */
+ * (a running capture finishes, at most its duration), release the port,
+ * then wait until gRPC's own threads have ended (gRPC shuts down
+ * asynchronously, up to about a second after a failed connection; at most
+ * 10 s when something else in the process keeps gRPC running).
+ * kiln_shutdown calls it. Safe to call when no server runs. Do not call it
+ * from a request handler (there are none in user code). */
 void kiln_profiler_server_stop(void);
 
 /* Client side (`kiln profile capture`): ask the server at `addr`

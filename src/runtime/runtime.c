@@ -12,6 +12,7 @@
 #include "debug/metrics.h"
 #include "frontend/api.h"
 #include "profiler/events.h"
+#include "profiler/server/server.h"
 
 static kiln_runtime *g_rt; /* the documented singleton */
 /* Above every tensor generation of the runtimes already shut down: a new
@@ -154,6 +155,10 @@ const char *kiln_backend_name(void) {
 }
 
 void kiln_shutdown(void) {
+  /* "stop the threads" (kiln.h) includes the profiler server's and gRPC's,
+   * even when the runtime never started (a capture client): threads still
+   * running when the process exits crash LeakSanitizer's check. */
+  kiln_profsrv_stop();
   kiln_runtime *rt = g_rt;
   if (!rt) return;
   kiln_executor_wait_all(rt->exec);

@@ -218,10 +218,20 @@ static kiln_status srv_call_profile(const kiln_profsrv_call *call, char *msg, si
   return KILN_OK;
 }
 
+// Whether the gRPC library is still initialized: some object (ours, or
+// another user's in this process) still holds it. gRPC tears a channel down
+// asynchronously and keeps itself initialized until the channel is really
+// gone, e.g. ~1 s after a failed connection (the subchannel's reconnect
+// backoff timer), and the last teardown then runs on a detached thread of
+// its own. server.c waits on this (kiln_profsrv_stop) so that no gRPC thread
+// outlives the stop.
+static int srv_grpc_running(void) { return grpc_is_initialized(); }
+
 // The module's one exported symbol (server.h).
 extern "C" __attribute__((visibility("default"))) const kiln_profsrv_ops *kiln_profsrv_module(
     const kiln_profsrv_host *host) {
-  static const kiln_profsrv_ops ops = {KILN_PROFSRV_ABI, srv_start, srv_port, srv_stop, srv_call_profile};
+  static const kiln_profsrv_ops ops = {KILN_PROFSRV_ABI, srv_start,        srv_port,
+                                       srv_stop,         srv_call_profile, srv_grpc_running};
   if (!host || !host->serve || !host->status_name) return nullptr;
   g_host = host;
   return &ops;

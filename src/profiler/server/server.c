@@ -6,12 +6,15 @@
 #define _GNU_SOURCE
 #include "kiln/profiler_server.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/fs.h"
 #include "base/status.h"
@@ -20,19 +23,59 @@
 #include "profiler/server/server.h"
 
 /* Loading libkiln_grpc.so (server.h). Where from, in order: the file named
- * by KILN_PROFILER_SERVER_LIB, the build tree's module, the installed one.
- * The first that loads and answers with the expected ABI is kept for the
- * life of the process (a documented singleton, set under pthread_once). */
+ * by KILN_PROFILER_SERVER_LIB, the one installed beside this code (below),
+ * the build tree's module, the one in the configured install prefix. The
+ * first that loads and answers with the expected ABI is kept for the life
+ * of the process (a documented singleton, set under pthread_once). */
 static const kiln_profsrv_ops *g_ops;
-static char g_load_msg[768];
+static char g_load_msg[1024];
 static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+
+#ifdef KILN_GRPC_MODULE_FROM_LIB
+/* The module of the install this code was loaded from, wherever that
+ * install now lies (moved, or made with `cmake --install --prefix P`):
+ * <libdir>/kiln/libkiln_grpc.so beside libkiln.so, or, for a program
+ * linked with libkiln.a that lies in a directory named like <bindir>
+ * (the kiln command), <prefix>/<libdir>/kiln from there. The directory
+ * that holds kiln's own code is trusted as much as that code. */
+static int module_beside_me(char *out, size_t cap) {
+  Dl_info info;
+  char self[PATH_MAX];
+  const char *from = KILN_GRPC_MODULE_FROM_LIB;
+  int in_program = 0;
+  if (dladdr((void *)kiln_profsrv_serve, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+      strstr(info.dli_fname, "/libkiln.so")) {
+    snprintf(self, sizeof self, "%s", info.dli_fname);
+  } else { /* linked into the program: dladdr would name argv[0] */
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return 0;
+    self[len] = '\0';
+    from = KILN_GRPC_MODULE_FROM_BIN;
+    in_program = 1;
+  }
+  char *slash = strrchr(self, '/');
+  if (!slash || slash == self) return 0;
+  *slash = '\0';
+  if (in_program) { /* only from a <bindir> */
+    const char *dir = strrchr(self, '/');
+    if (!dir || strcmp(dir + 1, KILN_GRPC_BINDIR_NAME)) return 0;
+  }
+  return snprintf(out, cap, "%s/%s", self, from) < (int)cap;
+}
+#endif
 
 static void load_module(void) {
 #ifdef KILN_GRPC_MODULE_BUILD
   static const kiln_profsrv_host host = {kiln_profsrv_serve, kiln_status_name};
-  const char *cands[3] = {getenv("KILN_PROFILER_SERVER_LIB"), KILN_GRPC_MODULE_BUILD, KILN_GRPC_MODULE_INSTALLED};
+  static char beside[PATH_MAX];
+#ifdef KILN_GRPC_MODULE_FROM_LIB
+  if (!module_beside_me(beside, sizeof beside)) beside[0] = '\0';
+#endif
+  const char *cands[4] = {getenv("KILN_PROFILER_SERVER_LIB"), beside, KILN_GRPC_MODULE_BUILD,
+                          KILN_GRPC_MODULE_INSTALLED};
   size_t n = 0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
+    if (i == 1 && access(cands[i], F_OK) != 0) continue; /* a guess, not an install: not worth a message */
     if (!cands[i] || !*cands[i]) continue;
     void *h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
     const char *why = NULL;
@@ -67,9 +110,16 @@ static const kiln_profsrv_ops *module(char *msg, size_t cap) {
 
 int kiln_profsrv_available(void) { return module(NULL, 0) != NULL; }
 
+/* Counts kiln's servers and client calls since kiln_profsrv_quiesce last
+ * found gRPC quiet: a program that never used gRPC, or whose gRPC is
+ * already down, does not wait at kiln_shutdown. */
+static unsigned g_grpc_used;
+
 kiln_status kiln_profsrv_start(const char *addr, int *port, char *msg, size_t cap) {
   const kiln_profsrv_ops *m = module(msg, cap);
-  return m ? m->start(addr, port, msg, cap) : KILN_ERR_UNSUPPORTED;
+  if (!m) return KILN_ERR_UNSUPPORTED;
+  __atomic_add_fetch(&g_grpc_used, 1, __ATOMIC_RELAXED);
+  return m->start(addr, port, msg, cap);
 }
 
 int kiln_profsrv_port(void) {
@@ -78,14 +128,83 @@ int kiln_profsrv_port(void) {
   return m ? m->port() : 0;
 }
 
+/* gRPC names its threads (pthread_setname_np, cut to 15 bytes): those of
+ * gRPC 1.51, Debian 12's. "grpc_shutdown" is the detached thread that runs
+ * gRPC's teardown when its last reference is dropped on one of its own
+ * threads; the event-engine threads are detached too. A name missing here
+ * (another gRPC version) only shortens the wait. */
+static const char *const k_grpc_thread_names[] = {"grpc_shutdown",   "event_engine",    "timer_manager",
+                                                  "default-executo", "resolver-execut", "grpc_global_tim",
+                                                  "grpcpp_sync_ser"};
+
+/* 1 while a thread with one of gRPC's names is in this process. A detached
+ * thread leaves /proc/self/task only once it is completely gone. */
+static int grpc_threads_alive(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return 0; /* no /proc: nothing to wait on */
+  int alive = 0;
+  struct dirent *e;
+  while (!alive && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/comm", e->d_name);
+    FILE *f = fopen(path, "re");
+    if (!f) continue; /* that thread just ended */
+    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    for (size_t i = 0; i < sizeof k_grpc_thread_names / sizeof *k_grpc_thread_names; i++)
+      if (!strcmp(comm, k_grpc_thread_names[i])) alive = 1;
+  }
+  closedir(d);
+  return alive;
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int kiln_profsrv_quiesce(uint32_t max_ms) {
+  const kiln_profsrv_ops *m = __atomic_load_n(&g_ops, __ATOMIC_ACQUIRE);
+  unsigned used = __atomic_load_n(&g_grpc_used, __ATOMIC_RELAXED);
+  if (!m || !used) return 1;
+  /* gRPC gives no notice when its asynchronous teardown ends: poll, first
+   * the library's state, then its (detached) threads' exit. 2 ms steps:
+   * the usual wait is zero or one reconnect backoff (~1 s). */
+  uint64_t deadline = now_ms() + max_ms;
+  int quiet = 0;
+  for (;;) {
+    quiet = !m->grpc_running() && !grpc_threads_alive();
+    if (quiet || now_ms() >= deadline) break;
+    nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
+  }
+  if (quiet) {
+    /* a server or call started meanwhile (another thread) keeps the count */
+    __atomic_compare_exchange_n(&g_grpc_used, &used, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  } else {
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      fprintf(stderr,
+              "kiln profiler server: gRPC is still running %u ms after the server stopped (a profile capture in "
+              "flight on another thread, or another user of gRPC in this process); not waiting for it\n",
+              max_ms);
+  }
+  return quiet;
+}
+
 void kiln_profsrv_stop(void) {
   const kiln_profsrv_ops *m = __atomic_load_n(&g_ops, __ATOMIC_ACQUIRE);
-  if (m) m->stop();
+  if (!m) return;
+  m->stop();
+  kiln_profsrv_quiesce(KILN_PROFSRV_QUIESCE_MS);
 }
 
 kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, size_t cap) {
   const kiln_profsrv_ops *m = module(msg, cap);
-  return m ? m->call_profile(call, msg, cap) : KILN_ERR_UNSUPPORTED;
+  if (!m) return KILN_ERR_UNSUPPORTED;
+  __atomic_add_fetch(&g_grpc_used, 1, __ATOMIC_RELAXED);
+  return m->call_profile(call, msg, cap);
 }
 
 kiln_status kiln_profsrv_serve(const kiln_profile_request *req, char *msg, size_t cap) {

@@ -34,8 +34,26 @@ kiln_status kiln_profsrv_start(const char *addr, int *port, char *msg, size_t ca
 /* The running server's port, 0 if none. */
 int kiln_profsrv_port(void);
 
-/* Stop the server (waits for requests in flight); no-op when none runs. */
+/* Stop the server (waits for requests in flight), then wait until gRPC's
+ * own threads have ended (kiln_profsrv_quiesce). No-op when gRPC was never
+ * used. kiln_shutdown calls it. */
 void kiln_profsrv_stop(void);
+
+/* Wait until the gRPC library has shut down and none of its threads is left
+ * (executor, resolver, timer and event-engine threads, and the detached
+ * thread gRPC runs its last teardown on), at most `max_ms` milliseconds.
+ * Why: gRPC shuts down asynchronously after its last channel or server is
+ * gone (up to ~1 s after a failed connection); a process that exits in the
+ * meantime has gRPC threads starting and ending while LeakSanitizer stops
+ * the world at exit, which crashes its tracer ("LeakSanitizer has
+ * encountered a fatal error"). Returns 1 when gRPC is quiet (or was never
+ * loaded), 0 when it still runs after max_ms: a client call in flight on
+ * another thread, or another user of gRPC in this process. Only waits when
+ * kiln used gRPC since the last quiet return. */
+int kiln_profsrv_quiesce(uint32_t max_ms);
+/* The bound kiln_profsrv_stop waits: generous, as a loaded machine slows
+ * gRPC's teardown; reached only when gRPC stays up for another reason. */
+#define KILN_PROFSRV_QUIESCE_MS 10000u
 
 /* The fields of a raw ProfileRequest a client sends. Strings are
  * NUL-terminated; NULL means empty. */
@@ -62,13 +80,14 @@ kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, 
  * load gRPC and its ~60 libraries. The module exports one symbol,
  * kiln_profsrv_module, which takes the callbacks it needs from libkiln and
  * returns its operations. */
-#define KILN_PROFSRV_ABI 1
+#define KILN_PROFSRV_ABI 2
 typedef struct kiln_profsrv_ops {
   int abi; /* KILN_PROFSRV_ABI */
   kiln_status (*start)(const char *addr, int *port, char *msg, size_t cap);
   int (*port)(void);
   void (*stop)(void);
   kiln_status (*call_profile)(const kiln_profsrv_call *call, char *msg, size_t cap);
+  int (*grpc_running)(void); /* grpc_is_initialized() (ABI 2) */
 } kiln_profsrv_ops;
 typedef struct kiln_profsrv_host {
   kiln_status (*serve)(const kiln_profile_request *req, char *msg, size_t cap);

@@ -1,0 +1,189 @@
+/* Generated-kernel regressions found by outside testing, and the classes
+ * they belong to:
+ *  - an EXPAND of a keepdim reduction of a PAD gave running window sums on
+ *    cpu (gcc's vectorizer with -fno-trapping-math, docs/codegen.md): the
+ *    issue's program against host-computed values, then every composition
+ *    of a view (pad, slice, concat, permute, reshape, expand) with a
+ *    reduction and a consumer that broadcasts it back, cpu against ref;
+ *  - the max/min gradient lost elements when the backward kernel recomputed
+ *    the input with another FMA contraction than the forward kernel: every
+ *    slice of random data (no ties) must give its gradient to exactly one
+ *    element, on both backends, and match ref. */
+#include "backend/backend_compare.h"
+
+/* ── 1. the program, exact ── */
+
+typedef struct pad_case {
+  int rows, op; /* op: 0 sum, 1 max, 2 mean */
+} pad_case;
+
+static void prog_pad(bc_result *r, const void *arg) {
+  const pad_case *pc = arg;
+  int64_t s[2] = {pc->rows, 4}, lo[2] = {1, 0}, hi[2] = {0, 0}, e[2] = {pc->rows + 1, 4};
+  float *x = malloc(sizeof(float) * (size_t)pc->rows * 4);
+  for (int i = 0; i < pc->rows * 4; i++) x[i] = (float)(i + 1) * (i % 3 ? 1.0f : -0.5f);
+  kiln_tensor X = kiln_from_host(x, KILN_F32, 2, s);
+  free(x);
+  kiln_tensor Y = kiln_pad(X, lo, hi, 0.0);
+  int ax = 1;
+  kiln_tensor red = pc->op == 0 ? kiln_sum(Y, 1, &ax, 1) : pc->op == 1 ? kiln_max(Y, 1, &ax, 1) : kiln_mean(Y, 1, &ax, 1);
+  bc_emit(r, kiln_expand(red, 2, e), 0, 0, "expand(reduce(pad))");
+}
+
+KT_TEST(expand_of_keepdim_reduction_of_pad) {
+  for (int rows = 3; rows <= 9; rows++)
+    for (int op = 0; op < 3; op++) {
+      pad_case pc = {rows, op};
+      const char *backends[2] = {"ref", bc_backend_under_test()};
+      for (int b = 0; b < 2; b++) {
+        static bc_result res;
+        if (bc_run(backends[b], prog_pad, &pc, &res)) {
+          KT_FAIL("[%s] rows %d op %d: %s", backends[b], rows, op, res.err);
+          bc_result_free(&res);
+          continue;
+        }
+        const float *got = res.o[0].data;
+        for (int i = 0; i <= rows; i++) {
+          double want = 0, mx = -INFINITY;
+          for (int j = 0; j < 4; j++) {
+            int k = (i - 1) * 4 + j;
+            double v = i == 0 ? 0.0 : (double)((float)(k + 1) * (k % 3 ? 1.0f : -0.5f));
+            want += v;
+            mx = v > mx ? v : mx;
+          }
+          want = op == 0 ? want : op == 1 ? mx : want / 4;
+          for (int j = 0; j < 4; j++)
+            KT_CHECK_MSG(fabs(got[i * 4 + j] - want) <= 1e-5 * (1 + fabs(want)),
+                         "[%s] rows %d op %d: out[%d][%d] = %g, want %g", backends[b], rows, op, i, j,
+                         got[i * 4 + j], want);
+        }
+        bc_result_free(&res);
+      }
+    }
+}
+
+/* ── 2. the class: view x reduction x broadcast back, cpu against ref ── */
+
+enum { V_PAD0, V_PAD1, V_PAD01, V_SLICE0, V_SLICE1, V_CONCAT0, V_CONCAT1, V_PERMUTE, V_RESHAPE, V_EXPAND, V_COUNT };
+
+typedef struct view_case {
+  int view, consumer; /* consumer: 0 none, 1 expand back, 2 v - red, 3 exp(v - red) * red */
+  int64_t rows, cols;
+} view_case;
+
+static kiln_tensor make_view(int v, kiln_tensor x, int64_t R, int64_t C) {
+  int64_t lo0[2] = {1, 0}, hi0[2] = {2, 0}, lo1[2] = {0, 2}, hi1[2] = {0, 1}, lo01[2] = {2, 1}, hi01[2] = {1, 3};
+  switch (v) {
+    case V_PAD0: return kiln_pad(x, lo0, hi0, 0.5);
+    case V_PAD1: return kiln_pad(x, lo1, hi1, -1.0);
+    case V_PAD01: return kiln_pad(x, lo01, hi01, 0.0);
+    case V_SLICE0: return kiln_slice(x, 0, 1, R, 2);
+    case V_SLICE1: return kiln_slice(x, 1, 1, C, 2);
+    case V_CONCAT0: return kiln_concat(2, ((kiln_tensor[]){x, kiln_neg(x)}), 0);
+    case V_CONCAT1: return kiln_concat(2, ((kiln_tensor[]){kiln_mul_c(x, 2.0), x}), 1);
+    case V_PERMUTE: return kiln_permute(x, ((int[]){1, 0}));
+    case V_RESHAPE: return kiln_reshape(x, 2, ((int64_t[]){C, R}));
+    default: { /* a size-1 axis broadcast, then padded: expand feeding a pad */
+      int64_t one[2] = {1, C}, to[2] = {R, C}, lo[2] = {1, 0}, hi[2] = {0, 0};
+      return kiln_pad(kiln_expand(kiln_slice(x, 0, 0, 1, 1), 2, to), lo, hi, 0.0);
+      (void)one;
+    }
+  }
+}
+
+static void prog_views(bc_result *r, const void *arg) {
+  const view_case *vc = arg;
+  int64_t s[2] = {vc->rows, vc->cols};
+  kiln_tensor x = bc_input(KILN_F32, 2, s, 1000 + (uint64_t)vc->view, 0);
+  kiln_tensor v = make_view(vc->view, x, vc->rows, vc->cols);
+  int64_t vs[KILN_MAX_RANK];
+  int vr = kiln_shape(v, vs);
+  for (int op = 0; op < 4; op++)
+    for (int axes = 0; axes < 3; axes++) {
+      int ax[2] = {axes == 1 ? 1 : 0, 1}, n = axes == 2 ? 2 : 1;
+      for (int keep = 0; keep < 2; keep++) {
+        kiln_tensor red = op == 0   ? kiln_sum(v, n, ax, keep)
+                          : op == 1 ? kiln_max(v, n, ax, keep)
+                          : op == 2 ? kiln_min(v, n, ax, keep)
+                                    : kiln_mean(v, n, ax, keep);
+        /* one consumer per program: a reduction read by one node fuses
+         * with it, which is where the generated indexing composes */
+        if (vc->consumer == 0) bc_emit(r, red, 0, 0, "view %d op %d axes %d keep %d: reduce", vc->view, op, axes, keep);
+        if (!keep || vc->consumer == 0) continue;
+        kiln_tensor out = vc->consumer == 1   ? kiln_expand(red, vr, vs)
+                          : vc->consumer == 2 ? kiln_sub(v, red)
+                                              : kiln_mul(kiln_exp(kiln_sub(v, red)), red);
+        bc_emit(r, out, 1e-5, 1e-5, "view %d op %d axes %d: consumer %d", vc->view, op, axes, vc->consumer);
+      }
+    }
+}
+
+KT_TEST(views_around_reductions_match_ref) {
+  /* 4 columns: short rows (unrolled row loop); 9: long rows; 17 rows:
+   * enough rows for the column kernel */
+  static const int64_t shapes[][2] = {{4, 4}, {5, 9}, {17, 9}};
+  for (int si = 0; si < 3; si++)
+    for (int v = 0; v < V_COUNT; v++)
+      for (int cons = 0; cons < 4; cons++) {
+        view_case vc = {v, cons, shapes[si][0], shapes[si][1]};
+        char what[80];
+        snprintf(what, sizeof what, "view %d, consumer %d, on [%lld,%lld]", v, cons, (long long)vc.rows,
+                 (long long)vc.cols);
+        KT_CHECK_MSG(bc_check(what, prog_views, &vc, NULL) == 0, "%s differs from ref", what);
+      }
+}
+
+/* ── 3. the max/min gradient through a recomputed input ── */
+
+typedef struct grad_case {
+  int64_t rows, cols;
+  int axis, is_min;
+} grad_case;
+
+static void prog_grad(bc_result *r, const void *arg) {
+  const grad_case *gc = arg;
+  int64_t s[2] = {gc->rows, gc->cols};
+  kiln_tensor p = kiln_param(bc_input(KILN_F32, 2, s, 77 + (uint64_t)gc->axis, 0));
+  kiln_requires_grad(p);
+  kiln_tensor x = kiln_add_c(kiln_gelu(p), 0.3); /* recomputed by the backward kernel */
+  int ax = gc->axis;
+  kiln_tensor m = gc->is_min ? kiln_min(x, 1, &ax, 0) : kiln_max(x, 1, &ax, 0);
+  kiln_backward(kiln_sum(kiln_mul_c(m, 1.5), 0, NULL, 0));
+  bc_emit(r, kiln_grad(p), 1e-5, 1e-6, "grad of %s over axis %d", gc->is_min ? "min" : "max", gc->axis);
+
+}
+
+KT_TEST(extremum_gradient_reaches_one_element_per_slice) {
+  static const int64_t shapes[][2] = {{64, 37}, {1, 50}, {50, 1}, {33, 8}};
+  for (int si = 0; si < 4; si++)
+    for (int axis = 0; axis < 2; axis++)
+      for (int is_min = 0; is_min < 2; is_min++) {
+        grad_case gc = {shapes[si][0], shapes[si][1], axis, is_min};
+        static bc_result ref, got;
+        bc_run("ref", prog_grad, &gc, &ref);
+        bc_run(bc_backend_under_test(), prog_grad, &gc, &got);
+        const bc_result *res[2] = {&ref, &got};
+        for (int b = 0; b < 2; b++) {
+          if (res[b]->n != 1) {
+            KT_FAIL("[%s] no gradient: %s", res[b]->backend, res[b]->err);
+            continue;
+          }
+          const float *g = res[b]->o[0].data;
+          int64_t R = gc.rows, C = gc.cols, nsl = axis == 0 ? C : R, len = axis == 0 ? R : C, bad = 0;
+          for (int64_t k = 0; k < nsl; k++) {
+            int nz = 0;
+            for (int64_t t = 0; t < len; t++) nz += g[axis == 0 ? t * C + k : k * C + t] != 0.0f;
+            bad += nz != 1;
+          }
+          KT_CHECK_MSG(bad == 0, "[%s] [%lld,%lld] %s over axis %d: %lld of %lld slices lost their gradient",
+                       res[b]->backend, (long long)R, (long long)C, is_min ? "min" : "max", axis, (long long)bad,
+                       (long long)nsl);
+        }
+        if (ref.n == 1 && got.n == 1) KT_CHECK(bc_compare("extremum gradient", &ref, &got) == 0);
+        bc_result_free(&ref);
+        bc_result_free(&got);
+      }
+}
+
+KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
+        KT_CASE(extremum_gradient_reaches_one_element_per_slice))

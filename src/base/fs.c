@@ -305,7 +305,7 @@ kiln_status kiln_fs_output_target(const char *path, const char *what, char *reso
   char real[PATH_MAX];
   if (lstat(path, &st) != 0) {
     if (errno != ENOENT) return kiln_err_set(err, KILN_ERR_IO, "%s %s: cannot stat: %s", what, path, strerror(errno));
-    goto regular; /* a new file */
+    goto found; /* a new file */
   }
   if (S_ISLNK(st.st_mode)) {
     /* Write through the link: replacing the link by a file would silently
@@ -316,17 +316,17 @@ kiln_status kiln_fs_output_target(const char *path, const char *what, char *reso
                           path, strerror(errno));
     target = real;
   }
-  if (S_ISREG(st.st_mode)) goto regular;
+  if (S_ISREG(st.st_mode)) goto found;
   if (S_ISCHR(st.st_mode)) {
     *kind = KILN_FS_OUT_DEVICE;
-    goto regular;
+    goto found;
   }
   return kiln_err_set(err, KILN_ERR_IO,
                       "refusing to write %s %s%s%s: it is %s; kiln writes only regular files (replaced atomically) "
                       "and character devices",
                       what, path, target != path ? " -> " : "", target != path ? target : "",
                       kiln_fs_kind_name(st.st_mode));
-regular:
+found:
   if (strlen(target) >= cap) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: path too long: %.200s", what, path);
   strcpy(resolved, target);
   return KILN_OK;
@@ -351,8 +351,20 @@ static const char *split_dir(const char *path, char *dir, size_t cap) {
   return name;
 }
 
+/* open() for writing that cannot block on a FIFO swapped in after the
+ * check (O_NONBLOCK makes that open fail with ENXIO); the flag is cleared
+ * once fstat confirmed the kind, so writes block as usual. */
+static int open_out(const char *path, int flags) {
+  int fd = open(path, flags | O_NONBLOCK, 0644);
+  if (fd >= 0) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
+  return fd;
+}
+
 static kiln_status write_device(const char *path, const char *what, const void *data, size_t n, kiln_err *err) {
-  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  int fd = open_out(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "%s %s: cannot open: %s", what, path, strerror(errno));
   struct stat st;
   /* Checked again on the open fd: the path may have changed since. */
@@ -397,7 +409,7 @@ kiln_status kiln_fs_open_output_stream(const char *path, const char *what, int *
   if (s != KILN_OK) return s;
   int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY;
   if (kind == KILN_FS_OUT_REPLACE) flags |= O_CREAT | O_TRUNC | O_NOFOLLOW;
-  int fd = open(target, flags, 0644);
+  int fd = open_out(target, flags);
   if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "cannot create %s %s: %s", what, path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || (kind == KILN_FS_OUT_REPLACE ? !S_ISREG(st.st_mode) : !S_ISCHR(st.st_mode))) {

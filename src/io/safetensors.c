@@ -155,9 +155,9 @@ kiln_status kiln_save_safetensors_at(const char *path, int n, const char *const 
       goto out;
     }
   }
-  /* A file-system failure is KILN_ERR_IO whatever the helper said, and the
-   * message names the checkpoint (not whatever an earlier error left in
-   * the sticky status: kiln_error keeps the first one). */
+  /* A file-system failure is KILN_ERR_IO whatever the helper said (a path
+   * too long is still the file system's refusal, not a bad tensor), and
+   * the message names the checkpoint and the system's reason. */
   if ((s = kiln_fs_write_output(path, "checkpoint", file, total, &err))) {
     s = s == KILN_ERR_OUT_OF_MEMORY ? s : KILN_ERR_IO;
     s = kiln_error(s, loc, "save_safetensors %s: %s (the previous file, if any, is unchanged)", path, err.msg);

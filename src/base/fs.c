@@ -444,21 +444,30 @@ kiln_status kiln_fs_open_input(const char *path, const char *what, int *out_fd, 
   return KILN_OK;
 }
 
-/* The owner pid of a temp name ".<name>.kiln.tmp.<pid>.<8 hex>", or 0. */
-static long temp_owner(const char *n) {
-  if (n[0] != '.') return 0;
-  const char *t = NULL;
-  for (const char *p = strstr(n, KILN_TMP_TAG); p; p = strstr(p + 1, KILN_TMP_TAG)) t = p;
-  if (!t || t == n) return 0;
-  const char *p = t + strlen(KILN_TMP_TAG);
+/* Parse "<pid>.<tail>" at p to the end of the name: the pid, or 0 when the
+ * tail is not 8 lowercase hex digits (hex) or 1 to 20 decimal digits. */
+static long pid_dot_tail(const char *p, int hex) {
   long pid = 0;
   const char *d0 = p;
   while (*p >= '0' && *p <= '9' && p - d0 < 10) pid = pid * 10 + (*p++ - '0');
   if (p == d0 || *p != '.') return 0;
   p++;
-  int hex = 0;
-  for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++) hex++;
-  return *p == 0 && hex == 8 ? pid : 0;
+  int n = 0;
+  for (; (*p >= '0' && *p <= '9') || (hex && *p >= 'a' && *p <= 'f'); p++) n++;
+  if (*p) return 0;
+  return hex ? (n == 8 ? pid : 0) : (n >= 1 && n <= 20 ? pid : 0);
+}
+
+/* The owner pid of a temp name ".<name>.kiln.tmp.<pid>.<8 hex>", or of the
+ * name kiln used before (".<name>.tmp.<pid>.<counter>", whose leftovers
+ * users upgrading still have), or 0. */
+static long temp_owner(const char *n) {
+  if (n[0] != '.') return 0;
+  const char *t = NULL;
+  for (const char *p = strstr(n + 1, KILN_TMP_TAG); p; p = strstr(p + 1, KILN_TMP_TAG)) t = p;
+  if (t) return pid_dot_tail(t + strlen(KILN_TMP_TAG), 1);
+  for (const char *p = strstr(n + 1, ".tmp."); p; p = strstr(p + 1, ".tmp.")) t = p;
+  return t ? pid_dot_tail(t + 5, 0) : 0;
 }
 
 int kiln_fs_remove_stale_temps(int dirfd) {

@@ -133,8 +133,10 @@ KT_TEST(save_killed_mid_write_leaves_a_temp_the_next_save_removes) {
   start();
   KT_EQ_INT(save_filled(ckpt, n, 1.0f), KILN_OK);
   kiln_shutdown(); /* the child starts its own runtime: no threads across fork */
+  pid_t last_child = 0;
   for (int round = 0; round < 2; round++) {
     pid_t pid = fork();
+    last_child = pid;
     if (pid == 0) {
       if (kiln_init(NULL) != KILN_OK) _exit(2);
       kiln_fs_test_write_fault(1 << 20, -1); /* stop for good after 1 MB */
@@ -151,6 +153,13 @@ KT_TEST(save_killed_mid_write_leaves_a_temp_the_next_save_removes) {
     waitpid(pid, &status, 0);
     KT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   }
+  /* A leftover named the way kiln named temps before, by a dead process
+   * (the last child, reaped). */
+  char legacy[700];
+  snprintf(legacy, sizeof legacy, "%s/.ckpt.safetensors.tmp.%ld.3", dir, (long)last_child);
+  int lfd = open(legacy, O_WRONLY | O_CREAT, 0600);
+  KT_CHECK(lfd >= 0);
+  close(lfd);
   /* The second writer removed the first one's leftover before writing:
    * kills in a row do not pile up (tens of them filled gigabytes). */
   KT_EQ_INT(count_temps(dir, NULL), 1);
@@ -158,6 +167,8 @@ KT_TEST(save_killed_mid_write_leaves_a_temp_the_next_save_removes) {
   KT_CHECK(holds(ckpt, n, 1.0f)); /* the old checkpoint is intact */
   KT_EQ_INT(save_filled(other, 16, 5.0f), KILN_OK);
   KT_EQ_INT(count_temps(dir, NULL), 0); /* the leftover is removed */
+  struct stat lst;
+  KT_CHECK(stat(legacy, &lst) != 0 && errno == ENOENT);
   KT_CHECK(holds(ckpt, n, 1.0f));
   KT_CHECK(holds(other, 16, 5.0f));
   /* A live writer's temp file is left alone: our own pid's. */

@@ -6,7 +6,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Temp-name counter: the one piece of process-wide state here; it only has
@@ -95,17 +97,58 @@ kiln_status kiln_fs_write_new_at(int dirfd, const char *dir_path, const char *na
   return KILN_OK;
 }
 
+/* The write-fault test hook (kiln_fs_test_write_fault): process-wide and
+ * atomic, read once per atomic write. */
+static uint64_t g_fault_after;
+static int g_fault_errno;
+
+void kiln_fs_test_write_fault(uint64_t after_bytes, int err_no) {
+  __atomic_store_n(&g_fault_after, after_bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_fault_errno, err_no, __ATOMIC_RELEASE);
+}
+
+/* write_all for temp files of atomic writes, with the test hook. */
+static int write_all_hooked(int fd, const void *data, size_t n) {
+  int fe = __atomic_load_n(&g_fault_errno, __ATOMIC_ACQUIRE);
+  if (!fe) return write_all(fd, data, n);
+  uint64_t after = __atomic_load_n(&g_fault_after, __ATOMIC_RELAXED);
+  size_t first = after < n ? (size_t)after : n;
+  if (write_all(fd, data, first) != 0) return -1;
+  if (first == n) return 0;
+  if (fe < 0) {
+    (void)fsync(fd); /* so the test sees the partial temp file's size */
+    for (;;) pause();
+  }
+  errno = fe;
+  return -1;
+}
+
+/* ".<name>.kiln.tmp.<pid>.<rand>" (".tmp." as the disk cache's sweep
+ * expects): the pid lets a later save tell a dead
+ * writer's leftover from a write in progress; the random part keeps
+ * writers with the same pid on a shared disk (other hosts, containers)
+ * apart. */
+#define KILN_TMP_TAG ".kiln.tmp."
+
+static uint32_t temp_rand(void) {
+  uint64_t x = kiln_fs_unique() * 0x9E3779B97F4A7C15ull;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  x ^= (uint64_t)ts.tv_nsec * 0xBF58476D1CE4E5B9ull ^ (uint64_t)ts.tv_sec;
+  x ^= x >> 31;
+  return (uint32_t)x;
+}
+
 kiln_status kiln_fs_write_atomic_at(int dirfd, const char *dir_path, const char *name, const void *data,
                                     size_t n, kiln_err *err) {
   char tmp[320];
-  int len = snprintf(tmp, sizeof tmp, ".%s.tmp.%ld.%llu", name, (long)getpid(),
-                     (unsigned long long)kiln_fs_unique());
+  int len = snprintf(tmp, sizeof tmp, ".%s" KILN_TMP_TAG "%ld.%08x", name, (long)getpid(), temp_rand());
   if (len < 0 || (size_t)len >= sizeof tmp)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "file name too long: %.200s", name);
   int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "cannot create %s/%s: %s", dir_path, tmp, strerror(errno));
   const char *step = "write";
-  if (write_all(fd, data, n) != 0) goto fail;
+  if (write_all_hooked(fd, data, n) != 0) goto fail;
   /* fsync before rename: otherwise a crash can leave the new name pointing
    * at a file whose data never reached the disk (zero-length or holes). */
   step = "fsync";
@@ -238,4 +281,219 @@ static int remove_tree_at(int parent, const char *name, int depth) {
 int kiln_fs_remove_tree(const char *path) {
   if (!path || !*path) return -1;
   return remove_tree_at(AT_FDCWD, path, 0);
+}
+
+/* ───────────── the rule for files the user names ───────────── */
+
+const char *kiln_fs_kind_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+kiln_status kiln_fs_output_target(const char *path, const char *what, char *resolved, size_t cap,
+                                  kiln_fs_out_kind *kind, kiln_err *err) {
+  *kind = KILN_FS_OUT_REPLACE;
+  if (!path || !*path) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: empty path", what);
+  struct stat st;
+  const char *target = path;
+  char real[PATH_MAX];
+  if (lstat(path, &st) != 0) {
+    if (errno != ENOENT) return kiln_err_set(err, KILN_ERR_IO, "%s %s: cannot stat: %s", what, path, strerror(errno));
+    goto found; /* a new file */
+  }
+  if (S_ISLNK(st.st_mode)) {
+    /* Write through the link: replacing the link by a file would silently
+     * detach whatever it pointed to (a shared metrics file, a device). */
+    if (!realpath(path, real) || stat(real, &st) != 0)
+      return kiln_err_set(err, KILN_ERR_IO,
+                          "refusing to write %s %s: it is a symbolic link whose target cannot be resolved (%s)", what,
+                          path, strerror(errno));
+    target = real;
+  }
+  if (S_ISREG(st.st_mode)) goto found;
+  if (S_ISCHR(st.st_mode)) {
+    *kind = KILN_FS_OUT_DEVICE;
+    goto found;
+  }
+  return kiln_err_set(err, KILN_ERR_IO,
+                      "refusing to write %s %s%s%s: it is %s; kiln writes only regular files (replaced atomically) "
+                      "and character devices",
+                      what, path, target != path ? " -> " : "", target != path ? target : "",
+                      kiln_fs_kind_name(st.st_mode));
+found:
+  if (strlen(target) >= cap) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: path too long: %.200s", what, path);
+  strcpy(resolved, target);
+  return KILN_OK;
+}
+
+/* Split path into its directory (out, capacity cap) and its last
+ * component; NULL when there is none. */
+static const char *split_dir(const char *path, char *dir, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
+  if (!*name) return NULL;
+  if (!slash) {
+    snprintf(dir, cap, ".");
+  } else if (slash == path) {
+    snprintf(dir, cap, "/");
+  } else {
+    size_t dn = (size_t)(slash - path);
+    if (dn >= cap) return NULL;
+    memcpy(dir, path, dn);
+    dir[dn] = 0;
+  }
+  return name;
+}
+
+/* open() for writing that cannot block on a FIFO swapped in after the
+ * check (O_NONBLOCK makes that open fail with ENXIO); the flag is cleared
+ * once fstat confirmed the kind, so writes block as usual. */
+static int open_out(const char *path, int flags) {
+  int fd = open(path, flags | O_NONBLOCK, 0644);
+  if (fd >= 0) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
+  return fd;
+}
+
+static kiln_status write_device(const char *path, const char *what, const void *data, size_t n, kiln_err *err) {
+  int fd = open_out(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "%s %s: cannot open: %s", what, path, strerror(errno));
+  struct stat st;
+  /* Checked again on the open fd: the path may have changed since. */
+  if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_IO, "%s %s: changed while being opened; not written", what, path);
+  }
+  int rc = write_all(fd, data, n);
+  int e = errno;
+  close(fd);
+  if (rc != 0) return kiln_err_set(err, KILN_ERR_IO, "cannot write %s %s: %s", what, path, strerror(e));
+  return KILN_OK;
+}
+
+kiln_status kiln_fs_write_output(const char *path, const char *what, const void *data, size_t n, kiln_err *err) {
+  char target[PATH_MAX], dir[PATH_MAX];
+  kiln_fs_out_kind kind;
+  kiln_status s = kiln_fs_output_target(path, what, target, sizeof target, &kind, err);
+  if (s != KILN_OK) return s;
+  if (kind == KILN_FS_OUT_DEVICE) return write_device(target, what, data, n, err);
+  const char *name = split_dir(target, dir, sizeof dir);
+  if (!name) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: not a file path: %.200s", what, path);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return kiln_err_set(err, KILN_ERR_IO, "cannot write %s %s: cannot open its directory %s: %s", what, path, dir,
+                        strerror(errno));
+  /* Before writing: the space a killed save left behind may be what this
+   * save needs. */
+  kiln_fs_remove_stale_temps(dfd);
+  kiln_err e2 = {0};
+  s = kiln_fs_write_atomic_at(dfd, dir, name, data, n, &e2);
+  close(dfd);
+  if (s != KILN_OK) return kiln_err_set(err, s, "%s: %s", what, e2.msg);
+  return KILN_OK;
+}
+
+kiln_status kiln_fs_open_output_stream(const char *path, const char *what, int *out_fd, kiln_err *err) {
+  *out_fd = -1;
+  char target[PATH_MAX];
+  kiln_fs_out_kind kind;
+  kiln_status s = kiln_fs_output_target(path, what, target, sizeof target, &kind, err);
+  if (s != KILN_OK) return s;
+  int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY;
+  if (kind == KILN_FS_OUT_REPLACE) flags |= O_CREAT | O_TRUNC | O_NOFOLLOW;
+  int fd = open_out(target, flags);
+  if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "cannot create %s %s: %s", what, path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (kind == KILN_FS_OUT_REPLACE ? !S_ISREG(st.st_mode) : !S_ISCHR(st.st_mode))) {
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_IO, "%s %s: changed while being opened; not written", what, path);
+  }
+  *out_fd = fd;
+  return KILN_OK;
+}
+
+kiln_status kiln_fs_open_input(const char *path, const char *what, int *out_fd, kiln_err *err) {
+  *out_fd = -1;
+  if (!path || !*path) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: empty path", what);
+  /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+   * writer forever, before fstat could tell what it is. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "%s %s: cannot open: %s", what, path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_IO, "%s %s: cannot stat: %s", what, path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_IO, "%s %s: is %s, not a regular file", what, path,
+                        kiln_fs_kind_name(st.st_mode));
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  *out_fd = fd;
+  return KILN_OK;
+}
+
+/* Parse "<pid>.<tail>" at p to the end of the name: the pid, or 0 when the
+ * tail is not 8 lowercase hex digits (hex) or 1 to 20 decimal digits. */
+static long pid_dot_tail(const char *p, int hex) {
+  long pid = 0;
+  const char *d0 = p;
+  while (*p >= '0' && *p <= '9' && p - d0 < 10) pid = pid * 10 + (*p++ - '0');
+  if (p == d0 || *p != '.') return 0;
+  p++;
+  int n = 0;
+  for (; (*p >= '0' && *p <= '9') || (hex && *p >= 'a' && *p <= 'f'); p++) n++;
+  if (*p) return 0;
+  return hex ? (n == 8 ? pid : 0) : (n >= 1 && n <= 20 ? pid : 0);
+}
+
+/* The owner pid of a temp name ".<name>.kiln.tmp.<pid>.<8 hex>", or of the
+ * name kiln used before (".<name>.tmp.<pid>.<counter>", whose leftovers
+ * users upgrading still have), or 0. */
+static long temp_owner(const char *n) {
+  if (n[0] != '.') return 0;
+  const char *t = NULL;
+  for (const char *p = strstr(n + 1, KILN_TMP_TAG); p; p = strstr(p + 1, KILN_TMP_TAG)) t = p;
+  if (t) return pid_dot_tail(t + strlen(KILN_TMP_TAG), 1);
+  for (const char *p = strstr(n + 1, ".tmp."); p; p = strstr(p + 1, ".tmp.")) t = p;
+  return t ? pid_dot_tail(t + 5, 0) : 0;
+}
+
+int kiln_fs_remove_stale_temps(int dirfd) {
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return 0;
+  }
+  int removed = 0;
+  long self = (long)getpid();
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    long pid = temp_owner(e->d_name);
+    if (pid <= 0 || pid == self) continue;
+    /* Alive (or not ours to signal: EPERM) means a write may be in
+     * progress; only ESRCH proves the owner is gone. A recycled pid keeps
+     * the file until that process exits too: a leak, never a loss. */
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    struct stat st;
+    if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid())
+      continue;
+    if (unlinkat(dirfd, e->d_name, 0) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
 }

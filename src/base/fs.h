@@ -75,4 +75,71 @@ int kiln_fs_remove_tree(const char *path);
 /* A process-unique number for temp names (atomic counter). */
 uint64_t kiln_fs_unique(void);
 
+/* ───── files the user names: one rule for every reader and writer ─────
+ *
+ * Outputs (checkpoints, KILN_METRICS_FILE, profiles, TensorBoard event
+ * files, graph dumps) follow one rule, decided here once (docs/checkpoints.md,
+ * "Where kiln writes"):
+ *   - a path that does not exist yet, or a regular file: atomic replace
+ *     (temp file beside it, fsync, rename, fsync the directory);
+ *   - a symbolic link: the rule is applied to its target (the link stays; a
+ *     link to a missing file is refused);
+ *   - a character device (/dev/null, /dev/stdout, a tty): written directly,
+ *     never replaced (renaming over /dev/full as root destroyed it);
+ *   - anything else (directory, FIFO, socket, block device): refused with
+ *     KILN_ERR_IO naming the path and what it is.
+ * Inputs the user names (checkpoints, dataset files, captures) must be
+ * regular files (after following symlinks): a FIFO would block kiln forever
+ * and a device would never end.
+ *
+ * Temporary files of atomic writes are named ".<name>.kiln.tmp.<pid>.<rand>"
+ * so that kiln recognises them: each kiln_fs_write_output removes the ones in
+ * its directory whose owner process no longer exists (a save killed by
+ * SIGKILL cannot clean up after itself). */
+
+typedef enum kiln_fs_out_kind {
+  KILN_FS_OUT_REPLACE, /* atomic replace of the resolved path */
+  KILN_FS_OUT_DEVICE,  /* a character device: write directly */
+} kiln_fs_out_kind;
+
+/* Apply the output rule to `path`: the path to write (the symlink's target
+ * for a link) goes to resolved (capacity cap), the way to write it to *kind.
+ * `what` names the file in messages ("checkpoint", "KILN_METRICS_FILE").
+ * Errors: KILN_ERR_IO ("refusing to write <what> <path>: it is a FIFO ..."). */
+kiln_status kiln_fs_output_target(const char *path, const char *what, char *resolved, size_t cap,
+                                  kiln_fs_out_kind *kind, kiln_err *err);
+
+/* Write `n` bytes as the whole content of the output `path` following the
+ * rule above. On failure the old file is intact and no temp file remains.
+ * Errors: KILN_ERR_IO with the path and strerror ("... No space left on
+ * device"). */
+kiln_status kiln_fs_write_output(const char *path, const char *what, const void *data, size_t n, kiln_err *err);
+
+/* Open `path` for a stream writer (an event file): created or truncated
+ * when it is a new or regular file (through a symlink to one), opened
+ * as is for a character device, refused otherwise. *out_fd: O_WRONLY,
+ * O_CLOEXEC. Errors: KILN_ERR_IO. */
+kiln_status kiln_fs_open_output_stream(const char *path, const char *what, int *out_fd, kiln_err *err);
+
+/* Open an input the user names, read-only, refusing anything that is not a
+ * regular file (after following symlinks) without blocking on a FIFO: the
+ * open is O_NONBLOCK and the kind is checked with fstat on the open fd.
+ * Errors: KILN_ERR_IO ("<what> <path>: cannot open: ..." or "... is a FIFO
+ * (named pipe), not a regular file"). */
+kiln_status kiln_fs_open_input(const char *path, const char *what, int *out_fd, kiln_err *err);
+
+/* What a stat mode is, in words ("a FIFO (named pipe)", "a directory"). */
+const char *kiln_fs_kind_name(mode_t mode);
+
+/* Remove the temp files ".<name>.kiln.tmp.<pid>.<rand>" in `dirfd` whose
+ * owner pid is not a live process (and that are regular files of ours).
+ * Returns how many were removed. Thread-safe; best effort. */
+int kiln_fs_remove_stale_temps(int dirfd);
+
+/* Test hook (tests only; process-wide): the next atomic writes fail after
+ * `after_bytes` bytes of content with errno `err_no` (e.g. ENOSPC), or,
+ * with err_no < 0, stop there forever (pause) so a test can kill the
+ * writer mid-write. err_no 0 turns the hook off. */
+void kiln_fs_test_write_fault(uint64_t after_bytes, int err_no);
+
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/data_internal.h"
 
@@ -55,12 +56,10 @@ kiln_dataset *kiln_dataset_from_host_at(const float *features, int rank, const i
 static kiln_status load_one(const char *dir, const char *base, kiln_idx **out, kiln_loc loc) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, base);
-  FILE *f = fopen(path, "rb");
-  if (f) {
-    fclose(f);
-  } else {
-    snprintf(path, sizeof path, "%s/%s.gz", dir, base);
-  }
+  /* stat, not open: opening a FIFO would block here (the loader then
+   * refuses anything but a regular file without blocking). */
+  struct stat st;
+  if (stat(path, &st) != 0) snprintf(path, sizeof path, "%s/%s.gz", dir, base);
   return kiln_idx_load_at(path, out, loc);
 }
 

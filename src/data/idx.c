@@ -10,6 +10,7 @@
 
 #include <zlib.h>
 
+#include "base/fs.h"
 #include "data/data_internal.h"
 
 #define IDX_DTYPE_UBYTE 0x08
@@ -128,9 +129,26 @@ static const char *src_error(src *s) {
   if (s->gz) {
     int code = 0;
     const char *m = gzerror(s->gz, &code);
-    return m && *m ? m : "read error";
+    if (!m || !*m) return "read error";
+    /* zlib prefixes its message with the name it was opened with, which
+     * for gzdopen is "<fd:4>"; callers name the file themselves. */
+    if (!strncmp(m, "<fd:", 4)) {
+      const char *c = strstr(m, ": ");
+      if (c) m = c + 2;
+    }
+    return m;
   }
   return strerror(errno);
+}
+
+/* The error for a failed src_read: corrupt gzip data (bad CRC, bad
+ * deflate stream) is KILN_ERR_CORRUPT, anything else KILN_ERR_IO. */
+static kiln_status read_failed(src *s, const char *path, kiln_err *err) {
+  int code = 0;
+  if (s->gz) (void)gzerror(s->gz, &code);
+  if (code == Z_DATA_ERROR)
+    return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: corrupt gzip data: %s", path, src_error(s));
+  return kiln_err_set(err, KILN_ERR_IO, "%s: read error: %s", path, src_error(s));
 }
 
 static void src_close(src *s) {
@@ -141,8 +159,16 @@ static void src_close(src *s) {
 static kiln_status load_err(const char *path, kiln_idx **out, kiln_err *err) {
   *out = NULL;
   src s = {0};
-  s.f = fopen(path, "rb");
-  if (!s.f) return kiln_err_set(err, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  /* Refuses a FIFO or a device without blocking on it (base/fs.h). */
+  int in_fd;
+  kiln_status os = kiln_fs_open_input(path, "IDX file", &in_fd, err);
+  if (os != KILN_OK) return os;
+  s.f = fdopen(in_fd, "rb");
+  if (!s.f) {
+    int e = errno;
+    close(in_fd);
+    return kiln_err_set(err, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+  }
   uint8_t magic[2] = {0, 0};
   size_t m = fread(magic, 1, 2, s.f);
   int gzipped = m == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
@@ -163,7 +189,7 @@ static kiln_status load_err(const char *path, kiln_idx **out, kiln_err *err) {
   size_t hl = 0;
   long long r = src_read(&s, hdr, 4);
   if (r < 0) {
-    st = kiln_err_set(err, KILN_ERR_IO, "%s: read error: %s", path, src_error(&s));
+    st = read_failed(&s, path, err);
     goto done;
   }
   st = parse_header(hdr, (size_t)r, path, &h, &hl, err);
@@ -173,7 +199,7 @@ static kiln_status load_err(const char *path, kiln_idx **out, kiln_err *err) {
     size_t more = 4 * (size_t)hdr[3];
     long long r2 = src_read(&s, hdr + 4, more);
     if (r2 < 0) {
-      st = kiln_err_set(err, KILN_ERR_IO, "%s: read error: %s", path, src_error(&s));
+      st = read_failed(&s, path, err);
       goto done;
     }
     st = parse_header(hdr, 4 + (size_t)r2, path, &h, &hl, err);
@@ -190,7 +216,7 @@ static kiln_status load_err(const char *path, kiln_idx **out, kiln_err *err) {
   r = src_read(&s, buf + hl, (size_t)h.numel + 1);
   if (r < 0) {
     free(idx);
-    st = kiln_err_set(err, KILN_ERR_IO, "%s: read error: %s", path, src_error(&s));
+    st = read_failed(&s, path, err);
     goto done;
   }
   /* A longer file is reported as "trailing bytes" by the parser. */

@@ -244,7 +244,7 @@ void kiln_dump_graph(const kiln_graph *g, uint64_t key, const char *cause, int s
       st = kiln_err_set(&err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
     } else {
       snprintf(path, plen, "%s/graph-%04d-%016" PRIx64 ".%s", dir, seq, key, kiln_dump_format_ext(fmt));
-      st = kiln_fs_write_atomic(path, data, n, &err);
+      st = kiln_fs_write_output(path, "graph dump", data, n, &err);
       free(path);
     }
   }

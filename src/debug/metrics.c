@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "debug/sites.h"
 #include "kiln/kiln.h"
 
@@ -541,23 +542,6 @@ static void kiln_metrics_exit_path(const char *tmpl, char *out, size_t cap) {
   out[o] = 0;
 }
 
-/* Write text to path atomically (a temporary file beside it, then rename),
- * so that a reader never sees half a report. 0 on success. */
-static int kiln_write_atomic(const char *path, const char *text) {
-  char tmp[4200];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return -1;
-  FILE *f = fopen(tmp, "w");
-  if (!f) return -1;
-  int ok = fputs(text, f) >= 0;
-  ok &= fflush(f) == 0;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    remove(tmp);
-    return -1;
-  }
-  return 0;
-}
-
 static void kiln_metrics_exit_report(void) {
   const char *on = getenv("KILN_METRICS");
   const char *file = getenv("KILN_METRICS_FILE");
@@ -569,7 +553,12 @@ static void kiln_metrics_exit_report(void) {
   if (to_file) {
     char path[4096];
     kiln_metrics_exit_path(file, path, sizeof path);
-    if (kiln_write_atomic(path, rep) != 0) fprintf(stderr, "kiln: cannot write KILN_METRICS_FILE=%s\n", path);
+    /* The shared output rule (base/fs.h): atomic replace of a regular file,
+     * through a symlink to its target, direct write to a character device
+     * (/dev/stdout), refusal of anything else. */
+    kiln_err err = {0};
+    if (kiln_fs_write_output(path, "KILN_METRICS_FILE", rep, strlen(rep), &err) != KILN_OK)
+      fprintf(stderr, "kiln: %s\n", err.msg);
   }
 }
 

@@ -155,8 +155,13 @@ kiln_status kiln_save_safetensors_at(const char *path, int n, const char *const 
       goto out;
     }
   }
-  if ((s = kiln_fs_write_atomic(path, file, total, &err)))
+  /* A file-system failure is KILN_ERR_IO whatever the helper said (a path
+   * too long is still the file system's refusal, not a bad tensor), and
+   * the message names the checkpoint and the system's reason. */
+  if ((s = kiln_fs_write_output(path, "checkpoint", file, total, &err))) {
+    s = s == KILN_ERR_OUT_OF_MEMORY ? s : KILN_ERR_IO;
     s = kiln_error(s, loc, "save_safetensors %s: %s (the previous file, if any, is unchanged)", path, err.msg);
+  }
 out:
   kiln_st_header_free(&check);
   free(h.entries);
@@ -183,15 +188,15 @@ static ssize_t pread_all(int fd, void *buf, size_t n, uint64_t off) {
 kiln_status kiln_st_open_at(const char *path, kiln_st_file **out, kiln_loc loc) {
   if (out) *out = NULL;
   if (!path || !out) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_open: path or out is NULL");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return kiln_error(KILN_ERR_IO, loc, "safetensors file %s: cannot open: %s", path, strerror(errno));
-  struct stat st;
+  int fd;
   kiln_err err = {0};
-  kiln_status s;
+  kiln_status s = kiln_fs_open_input(path, "safetensors file", &fd, &err);
+  if (s != KILN_OK) return kiln_error(s, loc, "%s", err.msg);
+  struct stat st;
   char *json = NULL;
   kiln_st_file *f = NULL;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    s = kiln_error(KILN_ERR_IO, loc, "safetensors file %s: not a regular file", path);
+  if (fstat(fd, &st) != 0) {
+    s = kiln_error(KILN_ERR_IO, loc, "safetensors file %s: cannot stat: %s", path, strerror(errno));
     goto fail;
   }
   uint64_t size = (uint64_t)st.st_size, hl;
@@ -219,11 +224,12 @@ kiln_status kiln_st_open_at(const char *path, kiln_st_file **out, kiln_loc loc) 
                    r < 0 ? strerror(errno) : "short read");
     goto fail;
   }
-  if ((s = kiln_st_header_parse(json, (size_t)hl, size - 8 - hl, &f->h, &err))) {
+  s = kiln_st_header_parse_owned(json, (size_t)hl, size - 8 - hl, &f->h, &err);
+  json = NULL; /* owned by f->h now, or freed */
+  if (s) {
     s = kiln_error(s, loc, "safetensors file %s: %s", path, err.msg);
     goto fail;
   }
-  free(json);
   f->fd = fd;
   f->data_start = 8 + hl;
   *out = f;

@@ -59,8 +59,7 @@ int kiln_st_utf8_valid(const char *s, size_t n) {
 
 void kiln_st_header_free(kiln_st_header *h) {
   if (!h) return;
-  for (int i = 0; i < h->n; i++) free(h->entries[i].name);
-  for (int i = 0; i < 2 * h->n_meta; i++) free(h->meta[i]);
+  free(h->text); /* every name and metadata string lives in it */
   free(h->entries);
   free(h->by_name);
   free(h->meta);
@@ -69,8 +68,14 @@ void kiln_st_header_free(kiln_st_header *h) {
 
 /* ───────────── the parser ───────────── */
 
+/* The parser decodes strings in place: a decoded JSON string is never
+ * longer than its encoding (an escape shrinks, the quotes make room for the
+ * NUL), so each string is written over its own quoted text and the header
+ * keeps pointers into that one buffer. Memory is then the header's size
+ * plus the entry arrays, not an allocation per string (a header of a
+ * million tiny metadata strings cost 19 times its size). */
 typedef struct parser {
-  const char *s;
+  char *s;
   size_t n, i;
   kiln_err *err;
 } parser;
@@ -141,34 +146,28 @@ static int hex4(const char *s, unsigned *out) {
   return 0;
 }
 
-/* A JSON string into a new malloc'ed NUL-terminated buffer (*out). Rejects
- * raw control characters, invalid UTF-8, lone surrogates, and NUL (\u0000),
- * which no C-string name could hold. */
+/* A JSON string, decoded in place (see the parser): *out points into the
+ * header text, NUL-terminated. Rejects raw control characters, invalid
+ * UTF-8, lone surrogates, and NUL (\u0000), which no C-string name could
+ * hold. */
 static kiln_status parse_string(parser *p, char **out) {
   *out = NULL;
   skip_ws(p);
   if (p->i >= p->n || p->s[p->i] != '"') return fail(p, "expected a string");
+  /* The opening quote stays (error messages may point at it); the decoded
+   * bytes start after it, and w <= p->i always: writes trail reads. */
   p->i++;
-  sbuf b = {0};
+  size_t start = p->i, w = p->i;
   for (;;) {
-    if (p->i >= p->n) {
-      free(b.p);
-      return fail(p, "unterminated string");
-    }
+    if (p->i >= p->n) return fail(p, "unterminated string");
     unsigned char c = (unsigned char)p->s[p->i];
     if (c == '"') {
       p->i++;
       break;
     }
-    if (c < 0x20) {
-      free(b.p);
-      return fail(p, "control character in string");
-    }
+    if (c < 0x20) return fail(p, "control character in string");
     if (c == '\\') {
-      if (p->i + 1 >= p->n) {
-        free(b.p);
-        return fail(p, "unterminated escape");
-      }
+      if (p->i + 1 >= p->n) return fail(p, "unterminated escape");
       char e = p->s[p->i + 1], ch;
       unsigned char u8[4];
       size_t ul = 0;
@@ -182,37 +181,26 @@ static kiln_status parse_string(parser *p, char **out) {
         case 'r': ch = '\r'; break;
         case 't': ch = '\t'; break;
         case 'u': ch = 0; break;
-        default: free(b.p); return fail(p, "bad escape in string");
+        default: return fail(p, "bad escape in string");
       }
       if (e != 'u') {
         p->i += 2;
-        if (sbuf_put(&b, &ch, 1)) goto oom;
+        p->s[w++] = ch;
         continue;
       }
       unsigned cp;
-      if (p->n - p->i < 6 || hex4(p->s + p->i + 2, &cp)) {
-        free(b.p);
-        return fail(p, "bad \\u escape");
-      }
+      if (p->n - p->i < 6 || hex4(p->s + p->i + 2, &cp)) return fail(p, "bad \\u escape");
       p->i += 6;
-      if (cp >= 0xDC00 && cp <= 0xDFFF) {
-        free(b.p);
-        return fail(p, "lone low surrogate in \\u escape");
-      }
+      if (cp >= 0xDC00 && cp <= 0xDFFF) return fail(p, "lone low surrogate in \\u escape");
       if (cp >= 0xD800 && cp <= 0xDBFF) {
         unsigned lo;
         if (p->n - p->i < 6 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u' || hex4(p->s + p->i + 2, &lo) ||
-            lo < 0xDC00 || lo > 0xDFFF) {
-          free(b.p);
+            lo < 0xDC00 || lo > 0xDFFF)
           return fail(p, "high surrogate not followed by a low surrogate");
-        }
         p->i += 6;
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
       }
-      if (cp == 0) {
-        free(b.p);
-        return fail(p, "NUL character (\\u0000) in string");
-      }
+      if (cp == 0) return fail(p, "NUL character (\\u0000) in string");
       if (cp < 0x80) {
         u8[ul++] = (unsigned char)cp;
       } else if (cp < 0x800) {
@@ -228,23 +216,19 @@ static kiln_status parse_string(parser *p, char **out) {
         u8[ul++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
         u8[ul++] = (unsigned char)(0x80 | (cp & 0x3F));
       }
-      if (sbuf_put(&b, u8, ul)) goto oom;
+      memcpy(p->s + w, u8, ul); /* 6 or 12 bytes were read, at most 4 written */
+      w += ul;
       continue;
     }
     size_t l = utf8_seq((const unsigned char *)p->s + p->i, p->n - p->i);
-    if (!l) {
-      free(b.p);
-      return fail(p, "invalid UTF-8 in string");
-    }
-    if (sbuf_put(&b, p->s + p->i, l)) goto oom;
+    if (!l) return fail(p, "invalid UTF-8 in string");
+    memmove(p->s + w, p->s + p->i, l);
+    w += l;
     p->i += l;
   }
-  if (!b.p && sbuf_put(&b, "", 0)) goto oom;
-  *out = b.p;
+  p->s[w] = 0; /* w <= the closing quote's index */
+  *out = p->s + start;
   return KILN_OK;
-oom:
-  free(b.p);
-  return kiln_err_set(p->err, KILN_ERR_OUT_OF_MEMORY, "out of memory parsing the header");
 }
 
 /* A non-negative JSON integer (no sign, fraction or exponent: the header
@@ -285,7 +269,6 @@ static kiln_status parse_entry(parser *p, kiln_st_entry *e) {
     size_t key_at = (skip_ws(p), p->i);
     if ((s = parse_string(p, &key))) return s;
     int which = !strcmp(key, "dtype") ? 0 : !strcmp(key, "shape") ? 1 : !strcmp(key, "data_offsets") ? 2 : -1;
-    free(key);
     if (which < 0 || (which == 0 && seen_dtype) || (which == 1 && seen_shape) || (which == 2 && seen_off)) {
       p->i = key_at;
       return fail(p, which < 0 ? "unknown field in tensor entry (expected dtype, shape, data_offsets)"
@@ -299,7 +282,6 @@ static kiln_status parse_entry(parser *p, kiln_st_entry *e) {
       int found = -1;
       for (int d = 0; d < KILN_ST_DTYPE_COUNT; d++)
         if (!strcmp(dt, k_dtypes[d].name)) found = d;
-      free(dt);
       if (found < 0) {
         p->i = at;
         return fail(p, "unknown dtype");
@@ -346,24 +328,19 @@ static kiln_status parse_metadata(parser *p, kiln_st_header *h) {
     char *k = NULL, *v = NULL;
     if ((s = parse_string(p, &k))) return s;
     if ((s = expect(p, ':', "expected ':'"))) {
-      free(k);
       return s;
     }
     skip_ws(p);
     if (p->i < p->n && p->s[p->i] != '"') {
-      free(k);
       return fail(p, "__metadata__ values must be strings");
     }
     if ((s = parse_string(p, &v))) {
-      free(k);
       return s;
     }
     if (h->n_meta == cap) {
       int nc = cap ? cap * 2 : 8;
       char **m = realloc(h->meta, sizeof *m * 2 * (size_t)nc);
       if (!m) {
-        free(k);
-        free(v);
         return kiln_err_set(p->err, KILN_ERR_OUT_OF_MEMORY, "out of memory parsing the header");
       }
       h->meta = m;
@@ -484,8 +461,18 @@ static kiln_status validate(kiln_st_header *h, uint64_t data_len, kiln_err *err)
 kiln_status kiln_st_header_parse(const char *json, size_t len, uint64_t data_len, kiln_st_header *out,
                                  kiln_err *err) {
   memset(out, 0, sizeof *out);
+  char *copy = malloc(len ? len : 1);
+  if (!copy) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte header", len);
+  if (len) memcpy(copy, json, len);
+  return kiln_st_header_parse_owned(copy, len, data_len, out, err);
+}
+
+kiln_status kiln_st_header_parse_owned(char *json, size_t len, uint64_t data_len, kiln_st_header *out,
+                                       kiln_err *err) {
+  memset(out, 0, sizeof *out);
   parser p = {json, len, 0, err};
   kiln_st_header h = {0};
+  h.text = json; /* freed with h, on success or failure */
   int cap = 0;
   kiln_status s;
   if (!len || json[0] != '{') {
@@ -499,11 +486,9 @@ kiln_status kiln_st_header_parse(const char *json, size_t len, uint64_t data_len
       size_t key_at = (skip_ws(&p), p.i);
       if ((s = parse_string(&p, &key))) goto done;
       if ((s = expect(&p, ':', "expected ':'"))) {
-        free(key);
         goto done;
       }
       if (!strcmp(key, "__metadata__")) {
-        free(key);
         if (h.has_meta) {
           p.i = key_at;
           s = fail(&p, "duplicate __metadata__");
@@ -517,7 +502,6 @@ kiln_status kiln_st_header_parse(const char *json, size_t len, uint64_t data_len
         int nc = cap ? cap * 2 : 16;
         kiln_st_entry *ne = realloc(h.entries, sizeof *ne * (size_t)nc);
         if (!ne) {
-          free(key);
           s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory parsing the header");
           goto done;
         }

@@ -53,7 +53,8 @@ const char *kiln_st_dt_name(kiln_st_dt d);
 /* Bytes per element (0 for an invalid dtype). */
 size_t kiln_st_dt_bytes(kiln_st_dt d);
 
-/* One tensor entry. Offsets are relative to the data section. */
+/* One tensor entry. Offsets are relative to the data section. In a parsed
+ * header the name points into kiln_st_header.text. */
 typedef struct kiln_st_entry {
   char *name; /* NUL-terminated UTF-8 (NUL-free) */
   kiln_st_dt dtype;
@@ -64,6 +65,7 @@ typedef struct kiln_st_entry {
 
 /* A parsed header. Owns its strings and arrays: kiln_st_header_free. */
 typedef struct kiln_st_header {
+  char *text;             /* the header text; names and metadata point into it */
   kiln_st_entry *entries; /* header order */
   int n;
   int *by_name; /* indices into entries sorted by name (for lookup) */
@@ -80,6 +82,14 @@ typedef struct kiln_st_header {
  * represent (rank > 8), KILN_ERR_OUT_OF_MEMORY. */
 kiln_status kiln_st_header_parse(const char *json, size_t len, uint64_t data_len, kiln_st_header *out,
                                  kiln_err *err);
+
+/* Same, taking ownership of the malloc'ed `json` (freed on failure, kept by
+ * *out on success): strings are decoded in place, so parsing needs no
+ * memory per string; the header's memory is its size plus about 96 bytes
+ * per tensor and 16 per metadata pair, never more than about 4 times the
+ * header. */
+kiln_status kiln_st_header_parse_owned(char *json, size_t len, uint64_t data_len, kiln_st_header *out,
+                                       kiln_err *err);
 
 /* Check the 8-byte length prefix `prefix` of a file of file_size bytes:
  * sets *header_len. Errors (KILN_ERR_CORRUPT): file shorter than 8 bytes,

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/hash.h"
 #include "base/status.h"
 
@@ -240,9 +241,13 @@ kiln_summary_writer *kiln_tfevents_open_file(const char *path, kiln_loc loc) {
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "summary file path is %s", path ? "empty" : "NULL");
     return NULL;
   }
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    kiln_error(KILN_ERR_IO, loc, "cannot create summary file %s: %s", path, strerror(errno));
+  /* The shared output rule (base/fs.h), for a stream: truncate a regular
+   * file (through a symlink to one), write a character device as is,
+   * refuse a FIFO (it would block), a directory or a block device. */
+  int fd;
+  kiln_err err = {0};
+  if (kiln_fs_open_output_stream(path, "summary file", &fd, &err) != KILN_OK) {
+    kiln_error(KILN_ERR_IO, loc, "%s", err.msg);
     return NULL;
   }
   char *copy = strdup(path);

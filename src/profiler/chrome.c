@@ -167,7 +167,7 @@ kiln_status kiln_prof_write_chrome(const kiln_prof_capture *c, const char *path,
     if (deflate(&z, Z_FINISH) != Z_STREAM_END)
       s = kiln_err_set(err, KILN_ERR_INTERNAL, "profiler: zlib failed compressing %s", path);
     else
-      s = kiln_fs_write_atomic(path, gz, z.total_out, err);
+      s = kiln_fs_write_output(path, "Chrome trace", gz, z.total_out, err);
   }
   deflateEnd(&z);
   free(gz);

@@ -13,6 +13,7 @@
 
 #include "base/fs.h"
 #include "profiler/ceilings.h"
+#include "profiler/xspace_check.h"
 
 typedef struct ival {
   uint64_t b, e;
@@ -368,13 +369,29 @@ static kiln_status summary_run(const char *path, FILE *f, const kiln_profiler_su
   if (!path || !f) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profile summary: path or stream is NULL");
   char file[4096];
   KILN_RETURN_IF_ERROR(err, find_xplane(path, file, sizeof file, err), "while looking for a capture");
-  int fd = open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "profile summary: cannot open %s", file);
+  /* A regular file only (a FIFO would block), and a look at its first
+   * byte before reading it all: a file that cannot be an XSpace is
+   * rejected for what it is, without reading or decoding it. */
+  int fd;
+  KILN_RETURN_IF_ERROR(err, kiln_fs_open_input(file, "profile summary: capture", &fd, err), "while opening %s", file);
+  uint8_t first = 0;
+  ssize_t got = pread(fd, &first, 1, 0);
+  if (got == 1 && !kiln_prof_xspace_first_byte_ok(first)) {
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_CORRUPT,
+                        "profile summary: %s is not an XSpace protobuf (first byte 0x%02x is no XSpace field; "
+                        "expected a *.xplane.pb written by a profiler)",
+                        file, first);
+  }
   uint8_t *data = NULL;
   size_t n = 0;
+  /* The decoder's own limit (xplane.c); reading more would be wasted. */
   kiln_status s = kiln_fs_read_fd(fd, (size_t)512 << 20, &data, &n, err);
   close(fd);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK) {
+    kiln_err_context(err, "while reading the capture %s", file);
+    return s;
+  }
   kiln_prof_capture c;
   s = kiln_prof_xspace_decode(data, n, file, &c, err);
   free(data);

@@ -18,6 +18,7 @@
 
 #include "base/fs.h"
 #include "profiler/capture.h"
+#include "profiler/xspace_check.h"
 #include "xplane.pb-c.h"
 
 typedef Tensorflow__Profiler__XSpace XSpace;
@@ -291,7 +292,7 @@ kiln_status kiln_prof_write_xplane(const kiln_prof_capture *c, const char *path,
   uint8_t *buf;
   size_t n;
   KILN_RETURN_IF_ERROR(err, kiln_prof_xspace_encode(c, &buf, &n, err), "while writing %s", path);
-  kiln_status s = kiln_fs_write_atomic(path, buf, n, err);
+  kiln_status s = kiln_fs_write_output(path, "xplane profile", buf, n, err);
   free(buf);
   return s;
 }
@@ -391,6 +392,10 @@ kiln_status kiln_prof_xspace_decode(const uint8_t *data, size_t n, const char *w
   if (n > MAX_FILE_BYTES)
     return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: %zu bytes is over the %zu-byte limit for a capture", what, n,
                         MAX_FILE_BYTES);
+  /* Walk the wire format first: unpacking allocates per message before it
+   * can reject a file, so a hostile one could cost gigabytes. */
+  kiln_status cs = kiln_prof_xspace_check(data, n, what, MAX_LINES, MAX_EVENTS, err);
+  if (cs != KILN_OK) return cs;
   XSpace *sp = tensorflow__profiler__xspace__unpack(NULL, n, data);
   if (!sp) return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: not an XSpace protobuf", what);
   c->owned = sp;

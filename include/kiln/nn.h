@@ -134,8 +134,9 @@ kiln_mha *kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t seed
 /* Options of one attention call. */
 typedef struct kiln_attn_opts {
   int causal;                   /* mask keys after the query position */
-  kiln_tensor key_padding_mask; /* null, or [B, T]: bool (1 = ignore this key)
-                                   or f32 (added to the scores as is) */
+  kiln_tensor key_padding_mask; /* null, or [B, T]: bool (true = padding: ignore this
+                                   key, as PyTorch's nn.MultiheadAttention) or f32
+                                   (added to the scores as is); other dtypes: error */
   int training;                 /* apply dropout */
   uint64_t seed;                /* dropout seed (graph input) */
 } kiln_attn_opts;
@@ -145,8 +146,14 @@ typedef struct kiln_attn_opts {
 #define kiln_mha_forward(a, x, opts) kiln_mha_forward_at((a), (x), (opts), KILN_HERE)
 kiln_tensor kiln_mha_forward_at(const kiln_mha *a, kiln_tensor x, const kiln_attn_opts *opts, kiln_loc loc);
 void kiln_mha_free(kiln_mha *a);
-/* Scaled dot-product attention on q, k, v [B, H, T, hd] with optional
- * additive mask broadcastable to [B, H, T, T] (null: none). */
+/* Scaled dot-product attention on q, k, v [B, H, T, hd]: softmax(q k^T /
+ * sqrt(hd) + mask) v. mask (null: none) broadcasts to [B, H, T, T] and follows
+ * PyTorch's torch.nn.functional.scaled_dot_product_attention: bool means
+ * "true = this query attends to this key" (false scores become -inf; a query
+ * with no key attended gives NaN, as in PyTorch); f32/f64 is added to the
+ * scores. Integer masks are an error. Note the opposite sense of
+ * kiln_attn_opts.key_padding_mask (true = padding, ignore), which follows
+ * PyTorch's nn.MultiheadAttention. */
 kiln_tensor kiln_sdpa(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, int training,
                       uint64_t seed, kiln_loc loc);
 

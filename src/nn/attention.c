@@ -13,7 +13,25 @@ kiln_tensor kiln_sdpa(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor m
   if (r < 2) return kiln_nn_fail(loc, "sdpa: q, k, v need rank >= 2 (k has rank %d)", r);
   double scale = 1.0 / sqrt((double)kiln_dim(q, -1));
   kiln_tensor s = kiln_mul_c_at(kiln_matmul_at(q, kiln_transpose_at(k, r - 2, r - 1, loc), loc), scale, loc);
-  if (!is_null(mask)) s = kiln_add_at(s, mask, loc);
+  /* PyTorch's convention (F.scaled_dot_product_attention's attn_mask): a
+   * bool mask says which keys take part (true = attend; the others get -inf,
+   * so a row with no key attended is NaN, as in PyTorch); a float mask is
+   * added to the scores. An integer mask has no agreed meaning (kiln's mha
+   * key_padding_mask and PyTorch's MHA read 1 as "ignore", its SDPA reads
+   * true as "attend"): refused rather than guessed. */
+  if (!is_null(mask)) {
+    kiln_dtype mt = kiln_dtype_of(mask);
+    if (mt == KILN_BOOL) {
+      s = kiln_where_at(mask, s, kiln_constant_at(kiln_dtype_of(s), -INFINITY, loc), loc);
+    } else if (mt == KILN_F32 || mt == KILN_F64) {
+      s = kiln_add_at(s, kiln_cast_at(mask, kiln_dtype_of(s), loc), loc);
+    } else if (kiln_is_valid(mask)) {
+      return kiln_nn_fail(loc,
+                          "sdpa: the mask is %s; expected bool (true = attend, as PyTorch's "
+                          "scaled_dot_product_attention) or a float mask added to the scores",
+                          kiln_dtype_name(mt));
+    }
+  }
   kiln_tensor p = kiln_softmax_at(s, -1, loc);
   p = kiln_dropout_at(p, dropout, seed, training, loc);
   return kiln_matmul_at(p, v, loc);
@@ -62,9 +80,13 @@ static kiln_tensor build_mask(const kiln_attn_opts *o, int64_t B, int64_t T, kil
     kiln_tensor k = o->key_padding_mask;
     if (kiln_rank(k) != 2 || kiln_dim(k, 0) != B || kiln_dim(k, 1) != T)
       return kiln_nn_fail(loc, "mha: key_padding_mask must be [%lld, %lld]", (long long)B, (long long)T);
-    if (kiln_dtype_of(k) == KILN_BOOL)
+    kiln_dtype kt = kiln_dtype_of(k);
+    if (kt == KILN_BOOL)
       k = kiln_where_at(k, kiln_constant_at(KILN_F32, KILN_NN_MASK_NEG, loc), kiln_constant_at(KILN_F32, 0.0, loc),
                         loc);
+    else if (kt != KILN_F32 && kt != KILN_F64)
+      return kiln_nn_fail(loc, "mha: key_padding_mask is %s; expected bool (true = padding, ignored) or a float "
+                          "mask added to the scores", kiln_dtype_name(kt));
     int64_t ks[4] = {B, 1, 1, T};
     k = kiln_reshape_at(k, 4, ks, loc);
     m = is_null(m) ? k : kiln_add_at(m, k, loc);

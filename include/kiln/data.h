@@ -195,7 +195,11 @@ typedef struct kiln_bucket_stats {
 
 typedef struct kiln_seq_batch {
   kiln_tensor tokens; /* i64 [B, L], pad_id in padded positions */
-  kiln_tensor mask;   /* f32 [B, L]: 1 real token, 0 padding */
+  kiln_tensor mask;   /* f32 [B, L]: 1 real token, 0 padding. Not an attention mask as is
+                       * (a float attention mask is added to the scores): for
+                       * kiln_attn_opts.key_padding_mask pass kiln_eq_c(mask, 0.0) (bool,
+                       * true = padding); for kiln_sdpa, kiln_ne_c(mask, 0.0) reshaped to
+                       * [B, 1, 1, L] (bool, true = attend) */
   int64_t length;     /* L: the bucket's boundary */
   int bucket;         /* bucket index */
   int64_t n_valid;    /* real sequences in the batch */

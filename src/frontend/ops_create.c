@@ -16,13 +16,16 @@ static int check_shape(kiln_frontend *fe, const char *op, int rank, const int64_
     kiln_api_fail(fe, loc, "%s: rank %d is out of range [0,%d]", op, rank, KILN_MAX_RANK);
     return -1;
   }
-  int64_t total = 1;
-  for (int i = 0; i < rank; i++) {
-    if (shape[i] < 0 || (shape[i] && total > INT64_MAX / 16 / shape[i])) {
-      kiln_api_fail(fe, loc, "%s: bad dimension %lld at axis %d", op, (long long)shape[i], i);
+  for (int i = 0; i < rank; i++)
+    if (shape[i] < 0) {
+      kiln_api_fail(fe, loc, "%s: negative dimension %lld at axis %d", op, (long long)shape[i], i);
       return -1;
     }
-    total *= shape[i];
+  if (!kiln_fe_shape_ok(KILN_F64, rank, shape)) { /* the widest dtype: any cast of it fits too */
+    char sa[160];
+    kiln_api_fail(fe, loc, "%s: shape %s has more elements or bytes than int64 holds", op,
+                  kiln_fe_shape_str(rank, shape, sa, sizeof sa));
+    return -1;
   }
   return 0;
 }

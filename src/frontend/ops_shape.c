@@ -127,7 +127,7 @@ kiln_tensor kiln_slice_at(kiln_tensor x, int axis, int64_t start, int64_t stop, 
   if (stop < 0) stop += d;
   start = start < 0 ? 0 : (start > d ? d : start);
   stop = stop < start ? start : (stop > d ? d : stop);
-  int64_t len = (stop - start + step - 1) / step;
+  int64_t len = stop == start ? 0 : 1 + (stop - start - 1) / step; /* no overflow for any step */
   int64_t s[KILN_MAX_RANK], attr[2 * KILN_MAX_RANK];
   memcpy(s, n->shape, sizeof s);
   s[a] = len;
@@ -171,7 +171,8 @@ kiln_tensor kiln_concat_at(int n_in, const kiln_tensor *xs, int axis, kiln_loc l
       return kiln_api_fail(fe, loc, "concat: shapes %s and %s differ outside axis %d",
                            kiln_fe_shape_str(rank, in[0]->shape, sa, sizeof sa),
                            kiln_fe_shape_str(in[i]->rank, in[i]->shape, sb, sizeof sb), a);
-    s[a] += in[i]->shape[a];
+    if (__builtin_add_overflow(s[a], in[i]->shape[a], &s[a]))
+      return kiln_api_fail(fe, loc, "concat: the sizes along axis %d overflow int64", axis);
     in[i] = kiln_api_cast(fe, in[i], dt, loc);
     if (!in[i]) return kiln_fe_tensor(fe, NULL, loc);
   }
@@ -190,7 +191,11 @@ kiln_tensor kiln_pad_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, dou
   for (int i = 0; i < n->rank; i++) {
     int64_t l = lo ? lo[i] : 0, h = hi ? hi[i] : 0;
     if (l < 0 || h < 0) return kiln_api_fail(fe, loc, "pad: negative padding on axis %d", i);
-    s[i] = n->shape[i] + l + h;
+    if (__builtin_add_overflow(n->shape[i], l, &s[i]) || __builtin_add_overflow(s[i], h, &s[i])) {
+      char sa[128];
+      return kiln_api_fail(fe, loc, "pad: axis %d of %s padded by %lld and %lld overflows int64", i,
+                           kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa), (long long)l, (long long)h);
+    }
     attr[i] = l;
     attr[n->rank + i] = h;
     any |= l || h;
@@ -271,6 +276,11 @@ kiln_tensor kiln_one_hot_at(kiln_tensor idx, int64_t depth, kiln_dtype dt, kiln_
   memcpy(s1, ix->shape, sizeof(int64_t) * ix->rank);
   s[rank - 1] = depth;
   s1[rank - 1] = 1;
+  if (!kiln_fe_shape_ok(KILN_I64, rank, s) || !kiln_fe_shape_ok(dt, rank, s)) {
+    char sa[160];
+    return kiln_api_fail(fe, loc, "one_hot: depth %lld for indices %s gives more elements or bytes than int64 holds",
+                         (long long)depth, kiln_fe_shape_str(ix->rank, ix->shape, sa, sizeof sa));
+  }
   int64_t ax = rank - 1;
   kiln_node *io = kiln_fe_node(fe, KILN_OP_IOTA, (kiln_dtype)ix->dtype, rank, s, 0, NULL, 1, &ax, 0.0, loc);
   kiln_node *e = kiln_api_broadcast(fe, kiln_api_reshape(fe, ix, rank, s1, loc), rank, s, loc);

@@ -267,6 +267,31 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   return n;
 }
 
+int kiln_fe_shape_ok(kiln_dtype dt, int rank, const int64_t *shape) {
+  uint64_t bytes = kiln_dtype_size(dt) ? kiln_dtype_size(dt) : 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0) return 0;
+    /* the product of the non-zero sizes, so a shape with a 0 in it cannot
+     * hide an overflow that a reduction over that axis would expose */
+    if (shape[i] && __builtin_mul_overflow(bytes, (uint64_t)shape[i], &bytes)) return 0;
+  }
+  return bytes <= (uint64_t)INT64_MAX;
+}
+
+/* Every node's shape passes here: one check for every shape rule. */
+static kiln_node *shape_fail(int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in, kiln_node *const *in,
+                             kiln_loc loc) {
+  char so[160], si[3][160];
+  for (int i = 0; i < 3; i++) si[i][0] = 0;
+  for (int i = 0; i < n_in && i < 3; i++) kiln_fe_shape_str(in[i]->rank, in[i]->shape, si[i], sizeof si[i]);
+  kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+             "%s: the result shape %s (%s) has a negative size or more elements or bytes than int64 holds "
+             "(inputs %s%s%s%s%s)",
+             kiln_op_name(op), kiln_fe_shape_str(rank, shape, so, sizeof so), kiln_dtype_name(dt),
+             n_in ? si[0] : "none", n_in > 1 ? ", " : "", si[1], n_in > 2 ? ", " : "", si[2]);
+  return NULL;
+}
+
 kiln_node *kiln_fe_node(kiln_frontend *fe, int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
                         kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr, kiln_loc loc) {
   KILN_ASSERT(op != KILN_OP_LEAF && op != KILN_OP_SCALAR && n_iattr <= KILN_MAX_IATTR && rank <= KILN_MAX_RANK);
@@ -282,6 +307,7 @@ kiln_node *kiln_fe_node(kiln_frontend *fe, int op, kiln_dtype dt, int rank, cons
     for (int i = 0; same && i < n_in; i++) same = n->in[i] == in[i];
     if (same) return n; /* common subexpression: share it */
   }
+  if (!kiln_fe_shape_ok(dt, rank, shape)) return shape_fail(op, dt, rank, shape, n_in, in, loc);
   kiln_node *n = node_alloc(fe, op, dt, rank, shape, n_in, in, n_iattr, iattr, fattr, h, loc);
   if (!n) return NULL;
   n->cons_next = fe->cons[b];

@@ -116,7 +116,12 @@ kiln_tslot *kiln_fe_slot(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_
 /* The node for a tensor used as an op input (its pending node or a LEAF on
  * its buffer). NULL if poisoned. */
 kiln_node *kiln_fe_node_of(kiln_frontend *fe, kiln_tslot *s);
-/* Make (or find) a node. inputs are nodes; iattr copied. NULL on OOM. */
+/* 1 if every size is >= 0 and the product of the non-zero sizes times the
+ * dtype's size fits in int64 (element count and bytes never overflow). */
+int kiln_fe_shape_ok(kiln_dtype dt, int rank, const int64_t *shape);
+/* Make (or find) a node. inputs are nodes; iattr copied. NULL on OOM, or
+ * when the shape fails kiln_fe_shape_ok (the error, naming the op, the
+ * shapes and loc, is recorded). */
 kiln_node *kiln_fe_node(kiln_frontend *fe, int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in,
                         kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr, kiln_loc loc);
 /* A SCALAR input node (never consed). */

@@ -345,7 +345,7 @@ static int check_node_frame(vctx *c, int32_t i) {
   for (int d = 0; d < n->rank; d++) {
     if (n->shape[d] < 0) return node_fail(c, i, "negative dim %d", d);
     if (n->shape[d] > 0 && e > MAX_NUMEL / n->shape[d]) return node_fail(c, i, "too many elements");
-    e *= n->shape[d];
+    if (n->shape[d] > 0) e *= n->shape[d]; /* a 0 must not hide the other sizes' overflow */
   }
   if (n->n_iattr < 0 || n->n_iattr > KILN_MAX_IATTR)
     return node_fail(c, i, "n_iattr %d outside [0, %d]", (int)n->n_iattr, KILN_MAX_IATTR);

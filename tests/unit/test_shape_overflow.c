@@ -1,0 +1,117 @@
+/* Shape arithmetic never overflows: every node's shape is checked where it
+ * is made (element count and bytes fit in int64, counting every non-zero
+ * size even when another is 0), the builders' own arithmetic (slice length,
+ * pad, concat) cannot overflow, and empty tensors compute right on both
+ * backends. The examples are the outside testers'. */
+#include <stdint.h>
+
+#include "kiln/kiln.h"
+#include "kt.h"
+
+static void start(const char *backend) {
+  kiln_shutdown();
+  kiln_clear_error();
+  kiln_options o = {0};
+  o.backend = backend;
+  KT_CHECK(kiln_init(&o) == KILN_OK);
+}
+
+/* t is poisoned and the sticky error is INVALID_ARGUMENT naming op and this
+ * file. */
+#define EXPECT_SHAPE_ERROR(t, op)                                         \
+  do {                                                                    \
+    KT_CHECK(!kiln_is_valid(t));                                          \
+    KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);             \
+    KT_STR_CONTAINS(kiln_last_error(), op);                               \
+    KT_STR_CONTAINS(kiln_last_error(), "test_shape_overflow.c");          \
+    kiln_clear_error();                                                   \
+  } while (0)
+
+KT_TEST(overflowing_shapes_are_errors) {
+  start("ref");
+  int64_t a[2] = {1LL << 31, 0}, b[2] = {0, 1LL << 31};
+  kiln_tensor A = kiln_zeros(KILN_F32, 2, a), B = kiln_zeros(KILN_F32, 2, b);
+  KT_CHECK(kiln_is_valid(A) && kiln_is_valid(B)); /* empty, and 2^31 elements once the 0 is reduced away: fine */
+  kiln_tensor M = kiln_matmul(A, B);              /* [2^31, 2^31] f32: 2^64 bytes */
+  EXPECT_SHAPE_ERROR(M, "matmul");
+  float sink[1];
+  KT_CHECK(kiln_to_host(M, sink, 0) != KILN_OK); /* a read of it is an error, not a crash */
+  kiln_clear_error();
+
+  int64_t i1 = 3, iv[3] = {0, 1, 2};
+  kiln_tensor I = kiln_from_host(iv, KILN_I64, 1, &i1);
+  kiln_tensor oh = kiln_one_hot(I, 1LL << 62, KILN_F32);
+  EXPECT_SHAPE_ERROR(oh, "one_hot");
+
+  int64_t four = 4, lo[1] = {INT64_MAX}, hi[1] = {0}, lo2[1] = {1}, hi2[1] = {INT64_MAX};
+  kiln_tensor X = kiln_zeros(KILN_F32, 1, &four);
+  EXPECT_SHAPE_ERROR(kiln_pad(X, lo, hi, 0.0), "pad");
+  EXPECT_SHAPE_ERROR(kiln_pad(X, lo2, hi2, 0.0), "pad");
+
+  int64_t z[3] = {0, 1LL << 62, 1LL << 62};
+  EXPECT_SHAPE_ERROR(kiln_zeros(KILN_F32, 3, z), "full");
+  int64_t zok[3] = {0, 1LL << 20, 1LL << 20};
+  kiln_tensor Z = kiln_zeros(KILN_F32, 3, zok);
+  int ax0 = 0;
+  int64_t zs[KILN_MAX_RANK];
+  KT_EQ_INT(kiln_shape(kiln_sum(Z, 1, &ax0, 0), zs), 2); /* sum over the empty axis: [2^20, 2^20] zeros */
+  KT_EQ_INT(zs[0], 1LL << 20);
+
+  int64_t e[2] = {1LL << 40, 1LL << 40}, one[2] = {1, 1};
+  EXPECT_SHAPE_ERROR(kiln_expand(kiln_reshape(kiln_slice(X, 0, 0, 1, 1), 2, one), 2, e), "expand");
+  int64_t half = (1LL << 62) + 1;
+  kiln_tensor big = kiln_expand(kiln_reshape(kiln_slice(X, 0, 0, 1, 1), 1, (int64_t[]){1}), 1, &half);
+  EXPECT_SHAPE_ERROR(big, "expand");
+  kiln_tensor cat2[2] = {X, X};
+  KT_CHECK(kiln_is_valid(kiln_concat(2, cat2, 0)));
+  kiln_mark_step();
+  kiln_shutdown();
+}
+
+/* slice with a huge step: one element (start), not a negative size. */
+KT_TEST(slice_with_huge_step) {
+  static const char *const backends[] = {"cpu", "ref"};
+  for (int bi = 0; bi < 2; bi++) {
+    start(backends[bi]);
+    const float v[5] = {7, 8, 9, 10, 11};
+    int64_t n = 5;
+    kiln_tensor X = kiln_from_host(v, KILN_F32, 1, &n);
+    kiln_tensor s = kiln_slice(X, 0, 1, 5, INT64_MAX);
+    KT_EQ_INT(kiln_dim(s, 0), 1);
+    float got[1] = {0};
+    KT_CHECK(kiln_to_host(s, got, sizeof got) == KILN_OK);
+    KT_NEAR(got[0], 8.0, 0);
+    KT_EQ_INT(kiln_dim(kiln_slice(X, 0, INT64_MAX, INT64_MAX, INT64_MAX), 0), 0);
+    KT_EQ_INT(kiln_dim(kiln_slice(X, 0, INT64_MIN, INT64_MAX, 2), 0), 3);
+    KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s", kiln_last_error());
+    kiln_mark_step();
+  }
+  kiln_shutdown();
+}
+
+/* Empty tensors: matmul over K = 0 is zeros (as PyTorch and NumPy), sums of
+ * nothing are 0, and nothing crashes, on both backends. */
+KT_TEST(empty_tensors_compute) {
+  static const char *const backends[] = {"cpu", "ref"};
+  for (int bi = 0; bi < 2; bi++) {
+    start(backends[bi]);
+    int64_t a[2] = {3, 0}, b[2] = {0, 4};
+    kiln_tensor M = kiln_matmul(kiln_zeros(KILN_F32, 2, a), kiln_ones(KILN_F32, 2, b));
+    float m[12];
+    for (int i = 0; i < 12; i++) m[i] = 99;
+    KT_CHECK(kiln_to_host(M, m, sizeof m) == KILN_OK);
+    for (int i = 0; i < 12; i++) KT_NEAR(m[i], 0.0, 0);
+    int64_t e[2] = {0, 3};
+    int ax = 0;
+    float s3[3] = {5, 5, 5};
+    KT_CHECK(kiln_to_host(kiln_sum(kiln_ones(KILN_F32, 2, e), 1, &ax, 0), s3, sizeof s3) == KILN_OK);
+    for (int i = 0; i < 3; i++) KT_NEAR(s3[i], 0.0, 0);
+    kiln_tensor empty = kiln_add_c(kiln_ones(KILN_F32, 2, e), 1.0);
+    KT_CHECK(kiln_to_host(empty, NULL, 0) == KILN_OK);
+    KT_CHECK_MSG(kiln_last_status() == KILN_OK, "[%s] %s", backends[bi], kiln_last_error());
+    kiln_mark_step();
+  }
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(overflowing_shapes_are_errors), KT_CASE(slice_with_huge_step), KT_CASE(empty_tensors_compute))

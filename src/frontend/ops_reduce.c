@@ -23,7 +23,9 @@ static kiln_node *reduce_node(kiln_frontend *fe, int op, kiln_node *n, uint64_t 
   return kiln_api_reshape(fe, r, orank, oshape, loc);
 }
 
-/* Parse axes into a bitmask; 0 axes = all. Returns -1 on a bad axis. */
+/* Parse axes into a bitmask; 0 axes = all. Returns -1 on a bad axis, -2 on
+ * an axis named twice (PyTorch: "dim ... appears multiple times"; a silent
+ * union would hide a typo such as {1, -1} meant as {0, 1}). */
 static int axes_mask(int rank, int n_axes, const int *axes, uint64_t *mask, int *bad) {
   *mask = 0;
   if (n_axes <= 0 || !axes) {
@@ -35,6 +37,10 @@ static int axes_mask(int rank, int n_axes, const int *axes, uint64_t *mask, int 
     if (a < 0 || rank == 0) {
       *bad = axes[i];
       return -1;
+    }
+    if ((*mask >> a) & 1) {
+      *bad = axes[i];
+      return -2;
     }
     *mask |= 1ULL << a;
   }
@@ -50,7 +56,11 @@ static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, c
   uint64_t mask;
   int bad = 0;
   char sb[128];
-  if (axes_mask(n->rank, n_axes, axes, &mask, &bad))
+  int am = axes_mask(n->rank, n_axes, axes, &mask, &bad);
+  if (am == -2)
+    return kiln_api_fail(fe, loc, "%s: axis %d appears more than once in the axes of shape %s", name, bad,
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  if (am)
     return kiln_api_fail(fe, loc, "%s: axis %d is out of range for shape %s", name, bad,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
   int64_t count = 1;

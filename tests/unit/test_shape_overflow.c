@@ -114,4 +114,21 @@ KT_TEST(empty_tensors_compute) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(overflowing_shapes_are_errors), KT_CASE(slice_with_huge_step), KT_CASE(empty_tensors_compute))
+/* An axis named twice is an error (as in PyTorch), not a silent union. */
+KT_TEST(duplicate_reduction_axes_are_errors) {
+  start("ref");
+  int64_t s[2] = {2, 3};
+  kiln_tensor x = kiln_ones(KILN_F32, 2, s);
+  static const int dup[][2] = {{1, 1}, {1, -1}, {0, -2}};
+  for (int i = 0; i < 3; i++) {
+    EXPECT_SHAPE_ERROR(kiln_sum(x, 2, dup[i], 0), "appears more than once");
+    EXPECT_SHAPE_ERROR(kiln_max(x, 2, dup[i], 1), "max: axis");
+    EXPECT_SHAPE_ERROR(kiln_mean(x, 2, dup[i], 0), "mean");
+  }
+  int both[2] = {0, -1};
+  KT_NEAR(kiln_item_f64(kiln_sum(x, 2, both, 0)), 6.0, 0);
+  kiln_mark_step();
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(overflowing_shapes_are_errors), KT_CASE(duplicate_reduction_axes_are_errors), KT_CASE(slice_with_huge_step), KT_CASE(empty_tensors_compute))

@@ -40,7 +40,10 @@
  *
  * ───────────────────────── Threads ─────────────────────────
  * The tracing API (everything taking or returning kiln_tensor) is for one
- * thread at a time: the thread that traces. Execution happens on kiln's own
+ * thread at a time: the thread that traces. The first thread to trace in a
+ * step holds it until its kiln_mark_step(); a call from another thread in
+ * the meantime is refused (INVALID_ARGUMENT naming both calls, a null or
+ * poisoned result) instead of corrupting the trace. Execution happens on kiln's own
  * worker threads. Metrics functions are thread-safe.
  */
 #ifndef KILN_KILN_H

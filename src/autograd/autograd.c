@@ -41,7 +41,7 @@ static int handle_live(kiln_frontend *fe, kiln_tensor t) {
  * tensors are dropped (with their gradients), and a table left from another
  * runtime instance is forgotten. */
 static kiln_frontend *ag_frontend(void) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at((kiln_loc){0});
   if (!fe) return NULL;
   if (g_ag.fe != fe) {
     g_ag.n = 0;
@@ -104,12 +104,12 @@ void kiln_zero_grad(kiln_tensor t) {
 }
 
 void kiln_no_grad_begin_at(kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (fe) fe->no_grad_depth++;
 }
 
 void kiln_no_grad_end_at(kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return;
   if (!fe->no_grad_depth) {
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "no_grad_end: not inside a no-grad region");
@@ -119,7 +119,7 @@ void kiln_no_grad_end_at(kiln_loc loc) {
 }
 
 int kiln_grad_enabled(void) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at((kiln_loc){0});
   return !fe || fe->no_grad_depth == 0;
 }
 

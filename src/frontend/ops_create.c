@@ -37,7 +37,7 @@ static int check_dtype(kiln_frontend *fe, const char *op, kiln_dtype dt, kiln_lo
 }
 
 kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const int64_t *shape, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if (check_dtype(fe, "from_host", dt, loc) || check_shape(fe, "from_host", rank, shape, loc))
     return kiln_fe_poison(fe, loc);
@@ -51,7 +51,7 @@ kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const i
 }
 
 kiln_tensor kiln_full_at(kiln_dtype dt, int rank, const int64_t *shape, double v, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if (check_dtype(fe, "full", dt, loc) || check_shape(fe, "full", rank, shape, loc) ||
       kiln_api_check_value(dt, &v, "full", loc))
@@ -60,7 +60,7 @@ kiln_tensor kiln_full_at(kiln_dtype dt, int rank, const int64_t *shape, double v
 }
 
 kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if (check_dtype(fe, "arange", dt, loc)) return kiln_fe_poison(fe, loc);
   if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step) || dt == KILN_BOOL)
@@ -83,7 +83,7 @@ kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step
 }
 
 kiln_tensor kiln_rand_at(int kind, kiln_dtype dt, int rank, const int64_t *shape, uint64_t seed, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if (check_dtype(fe, "rand", dt, loc) || check_shape(fe, "rand", rank, shape, loc)) return kiln_fe_poison(fe, loc);
   if (!kiln_dtype_is_float(dt) || (kind != 0 && kind != 1))
@@ -95,14 +95,14 @@ kiln_tensor kiln_rand_at(int kind, kiln_dtype dt, int rank, const int64_t *shape
 }
 
 kiln_tensor kiln_scalar_at(kiln_dtype dt, double v, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if (check_dtype(fe, "scalar", dt, loc) || kiln_api_check_value(dt, &v, "scalar", loc)) return kiln_fe_poison(fe, loc);
   return kiln_fe_tensor(fe, kiln_fe_scalar_node(fe, dt, v, kiln_api_i64(v), loc), loc);
 }
 
 kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if (check_dtype(fe, "constant", dt, loc) || kiln_api_check_value(dt, &v, "constant", loc))
     return kiln_fe_poison(fe, loc);
@@ -112,7 +112,7 @@ kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc) {
 /* ── handle-level API ── */
 
 static kiln_tslot *peek(kiln_tensor t) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at((kiln_loc){0});
   if (!fe || t.index >= fe->n_slots || !fe->slots[t.index].live || fe->slots[t.index].gen != t.gen || !t.gen)
     return NULL;
   return &fe->slots[t.index];
@@ -151,7 +151,7 @@ int kiln_shape(kiln_tensor t, int64_t *out) {
 }
 
 kiln_tensor kiln_keep(kiln_tensor t) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at((kiln_loc){0});
   if (!fe) return t;
   kiln_tslot *s = kiln_fe_slot(fe, t, "keep", (kiln_loc){0, 0});
   if (!s || s->kept) return t;
@@ -173,7 +173,7 @@ kiln_tensor kiln_keep(kiln_tensor t) {
 
 void kiln_release(kiln_tensor t) {
   if (!t.gen) return;
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at((kiln_loc){0});
   if (!fe) return;
   kiln_tslot *s = kiln_fe_slot(fe, t, "release", (kiln_loc){0, 0});
   if (!s) return;
@@ -191,7 +191,7 @@ void kiln_release(kiln_tensor t) {
 }
 
 void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return;
   kiln_tslot *d = kiln_fe_slot(fe, dst, "assign", loc), *s = NULL;
   kiln_node *n = NULL;

@@ -112,7 +112,7 @@ kiln_node *kiln_api_const(kiln_frontend *fe, kiln_dtype dt, int rank, const int6
 /* ── unary ── */
 
 static kiln_tensor unary(int op, kiln_tensor x, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   const char *name = kiln_op_name(op);
   kiln_node *n;
@@ -152,7 +152,7 @@ KILN_DEF_UNARY(gelu_tanh, GELU_TANH)
 KILN_DEF_UNARY(logical_not, NOT)
 
 kiln_tensor kiln_cast_at(kiln_tensor x, kiln_dtype dt, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if ((unsigned)dt >= KILN_DTYPE_COUNT) return kiln_api_fail(fe, loc, "cast: unknown dtype %d", (int)dt);
   kiln_node *n;
@@ -196,7 +196,7 @@ static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_no
 }
 
 static kiln_tensor binary(int op, kiln_tensor a, kiln_tensor b, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   const char *name = kiln_op_name(op);
   kiln_node *na = NULL, *nb = NULL;
@@ -214,7 +214,7 @@ static kiln_dtype scalar_dtype(kiln_dtype dt, double v) {
 }
 
 static kiln_tensor binary_scalar(int op, kiln_tensor a, double v, int constant, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   kiln_node *na;
   if (kiln_api_input(fe, a, kiln_op_name(op), loc, NULL, &na)) return kiln_fe_poison(fe, loc);
@@ -254,7 +254,7 @@ KILN_DEF_BINARY(logical_and, AND)
 KILN_DEF_BINARY(logical_or, OR)
 
 kiln_tensor kiln_where_at(kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   kiln_node *nc = NULL, *na = NULL, *nb = NULL;
   int r0 = kiln_api_input(fe, cond, "where", loc, NULL, &nc);

@@ -49,7 +49,7 @@ static int axes_mask(int rank, int n_axes, const int *axes, uint64_t *mask, int 
 
 static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, const int *axes, int keepdim,
                           int mean, kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   kiln_node *n;
   if (kiln_api_input(fe, x, name, loc, NULL, &n)) return kiln_fe_poison(fe, loc);
@@ -110,7 +110,7 @@ static kiln_node *unop(kiln_frontend *fe, int op, kiln_node *a, kiln_loc loc) {
 
 static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) {
   const char *name = log_form ? "log_softmax" : "softmax";
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   kiln_node *n;
   if (kiln_api_input(fe, x, name, loc, NULL, &n)) return kiln_fe_poison(fe, loc);

@@ -4,7 +4,7 @@
 #include "frontend/api.h"
 
 #define FE_OR_NULL(fe)                      \
-  kiln_frontend *fe = kiln_api_frontend(); \
+  kiln_frontend *fe = kiln_api_frontend_at(loc); \
   if (!fe) return (kiln_tensor){0, 0}
 
 static int64_t numel_of(int rank, const int64_t *s) {

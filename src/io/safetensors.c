@@ -27,7 +27,7 @@ struct kiln_st_file {
 };
 
 static kiln_tensor poisoned(kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   return fe ? kiln_fe_poison(fe, loc) : (kiln_tensor){0, 0};
 }
 

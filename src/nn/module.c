@@ -13,7 +13,7 @@ kiln_tensor kiln_nn_fail(kiln_loc loc, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  kiln_frontend *fe = kiln_api_frontend();
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   return kiln_api_fail(fe, loc, "%s", msg);
 }

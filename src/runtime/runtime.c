@@ -144,8 +144,39 @@ kiln_runtime *kiln_runtime_get(void) {
   return g_rt;
 }
 
-kiln_frontend *kiln_api_frontend(void) {
+/* Two threads tracing at once would corrupt the frontend's tables: the
+ * first thread to trace in a step owns the step until its marker; a call
+ * from another thread is refused (an error naming both calls, a null
+ * result), cheaply: one thread-local address compared per call. */
+static __thread char tl_tracer_id __attribute__((tls_model("initial-exec")));
+
+kiln_runtime *kiln_runtime_tracer(kiln_loc loc) {
   kiln_runtime *rt = kiln_runtime_get();
+  if (!rt) return NULL;
+  uintptr_t me = (uintptr_t)&tl_tracer_id, cur = __atomic_load_n(&rt->trace_owner, __ATOMIC_ACQUIRE);
+  if (cur == me) return rt;
+  if (cur == 0 && __atomic_compare_exchange_n(&rt->trace_owner, &cur, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    __atomic_store_n(&rt->trace_owner_file, loc.file, __ATOMIC_RELEASE);
+    __atomic_store_n(&rt->trace_owner_line, loc.line, __ATOMIC_RELEASE);
+    return rt;
+  }
+  const char *of = __atomic_load_n(&rt->trace_owner_file, __ATOMIC_ACQUIRE);
+  int ol = __atomic_load_n(&rt->trace_owner_line, __ATOMIC_ACQUIRE);
+  kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+             "tracing from two threads at once: another thread is tracing this step (its first call at %s:%d); "
+             "this call comes from a second thread. The tracing API is for one thread at a time (kiln.h): trace "
+             "on one thread, or hand over after a kiln_mark_step()",
+             of ? kiln_fmt_file(of) : "(no location)", ol);
+  return NULL;
+}
+
+void kiln_runtime_trace_release(kiln_runtime *rt) {
+  uintptr_t me = (uintptr_t)&tl_tracer_id;
+  __atomic_compare_exchange_n(&rt->trace_owner, &me, (uintptr_t)0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+kiln_frontend *kiln_api_frontend_at(kiln_loc loc) {
+  kiln_runtime *rt = kiln_runtime_tracer(loc);
   return rt ? &rt->fe : NULL;
 }
 

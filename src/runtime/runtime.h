@@ -61,6 +61,13 @@ typedef struct kiln_runtime {
   uint32_t n_buckets, n_entries;
   uint64_t step;
   int execs_this_step;
+  /* The thread tracing this step (the address of a thread-local, 0: none)
+   * and where it first traced; atomics: another thread's call reads them to
+   * refuse itself. Released at the step marker, so tracing may move to
+   * another thread between steps. */
+  uintptr_t trace_owner;
+  const char *trace_owner_file;
+  int trace_owner_line;
   int n_compiles;              /* graphs compiled (numbering of compile records) */
   struct kiln_analysis *an;    /* KILN_DEBUG analysis, compile history */
   int full_graph_depth;        /* > 0 inside kiln_full_graph_begin/end */
@@ -72,6 +79,11 @@ typedef struct kiln_runtime {
 
 /* The singleton, started with defaults if needed; NULL if it cannot start. */
 kiln_runtime *kiln_runtime_get(void);
+/* kiln_runtime_get for a tracing call (an op, a read, a step marker): NULL,
+ * with an error naming both calls, when another thread is tracing this step. */
+kiln_runtime *kiln_runtime_tracer(kiln_loc loc);
+/* The step marker ends the calling thread's hold on tracing. */
+void kiln_runtime_trace_release(kiln_runtime *rt);
 /* The singleton if started, else NULL (never starts it). */
 kiln_runtime *kiln_runtime_peek(void);
 /* Lookup / insert in the graph cache. */

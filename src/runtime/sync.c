@@ -280,7 +280,7 @@ cleanup:
 }
 
 kiln_status kiln_mark_step_at(kiln_loc loc) {
-  kiln_runtime *rt = kiln_runtime_get();
+  kiln_runtime *rt = kiln_runtime_tracer(loc);
   if (!rt) return kiln_last_status();
   uint64_t tm = kiln_prof_span_begin(); /* "StepMarker", as PyTorch/XLA's traces name it */
   kiln_frontend *fe = &rt->fe;
@@ -308,12 +308,13 @@ kiln_status kiln_mark_step_at(kiln_loc loc) {
   rt->step++;
   kiln_analysis_step(rt->an, rt);
   kiln_prof_span_end(tm, KILN_PROF_DISPATCH, "StepMarker", (int64_t)rt->step);
+  kiln_runtime_trace_release(rt);
   return kiln_last_status();
 }
 
 static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char *op, const char *api, kiln_loc loc,
                               kiln_tslot **out) {
-  kiln_runtime *rt = kiln_runtime_get();
+  kiln_runtime *rt = kiln_runtime_tracer(loc);
   if (!rt) return kiln_last_status();
   kiln_tslot *s = kiln_fe_slot(&rt->fe, t, op, loc);
   if (!s) return KILN_ERR_STALE_HANDLE;
@@ -351,7 +352,7 @@ kiln_status kiln_to_host_at(kiln_tensor t, void *dst, size_t bytes, kiln_loc loc
 }
 
 static int read_item(kiln_tensor t, const char *op, const char *api, kiln_loc loc, double *f, int64_t *i) {
-  kiln_runtime *rt = kiln_runtime_get();
+  kiln_runtime *rt = kiln_runtime_tracer(loc);
   if (!rt) return -1;
   kiln_tslot *s = kiln_fe_slot(&rt->fe, t, op, loc);
   if (!s) return -1;

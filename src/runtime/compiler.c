@@ -15,12 +15,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <elf.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -82,10 +86,15 @@ struct kiln_cc {
   char work[PATH_MAX - 128]; /* room for "/<file name>" in PATH_MAX */
   int work_fd; /* held open and flock'ed so stale-dir sweeping leaves it alone */
   uint64_t base_key, force_key, seq;
+  int timeout_s;      /* KILN_CC_TIMEOUT: the compiler is killed after this */
+  int relocated;      /* the work directory left the cache directory (it could not be written) */
+  int warned_store;   /* "not caching" said once */
+  int test_fail_errno; /* test hook: writes into the cache directory's work dir fail */
 };
 
 struct kiln_so {
   void *handle;
+  int fd; /* the memfd the object was loaded from (kept open while loaded), or -1 */
 };
 
 static uint64_t now_ns(void) { return kiln_now_ns(); }
@@ -187,10 +196,15 @@ static char *resolve_program(const char *name) {
 /* Run argv (argv[0] an executable path) with stdin from /dev/null and
  * stdout+stderr captured into out (NUL-terminated, truncated at cap; the
  * rest is drained so the child never blocks). *exit_code: the exit status,
- * or 128+signal. Errors: KILN_ERR_COMPILE when it cannot be started. */
-static kiln_status run_capture(char *const argv[], char *out, size_t cap, int *exit_code, kiln_err *err) {
+ * or 128+signal. timeout_s > 0: the child runs in its own process group,
+ * which is killed (SIGKILL) when the time is up: *timed_out is set and the
+ * status is KILN_ERR_COMPILE. Errors: KILN_ERR_COMPILE when it cannot be
+ * started. */
+static kiln_status run_capture(char *const argv[], char *out, size_t cap, int *exit_code, int timeout_s,
+                               int *timed_out, kiln_err *err) {
   out[0] = 0;
   *exit_code = -1;
+  if (timed_out) *timed_out = 0;
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return kiln_err_set(err, KILN_ERR_IO, "pipe: %s", strerror(errno));
   posix_spawn_file_actions_t fa;
@@ -198,9 +212,15 @@ static kiln_status run_capture(char *const argv[], char *out, size_t cap, int *e
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, p[1], 1);
   posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+  posix_spawnattr_t sa;
+  posix_spawnattr_init(&sa);
+  /* its own process group: a timeout kills the compiler's children too */
+  posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&sa, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  int rc = posix_spawn(&pid, argv[0], &fa, &sa, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&sa);
   close(p[1]);
   if (rc != 0) {
     close(p[0]);
@@ -208,7 +228,22 @@ static kiln_status run_capture(char *const argv[], char *out, size_t cap, int *e
   }
   size_t n = 0;
   char sink[4096];
+  uint64_t deadline = timeout_s > 0 ? kiln_now_ns() + (uint64_t)timeout_s * 1000000000ULL : 0;
+  int killed = 0;
   for (;;) {
+    if (deadline) {
+      uint64_t now = kiln_now_ns();
+      int ms = now >= deadline ? 0 : (int)((deadline - now) / 1000000ULL) + 1;
+      struct pollfd pf = {p[0], POLLIN, 0};
+      int pr = now >= deadline ? 0 : poll(&pf, 1, ms);
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) { /* time is up: the compiler and everything it started */
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        killed = 1;
+        break;
+      }
+    }
     char *dst = n + 1 < cap ? out + n : sink;
     size_t room = n + 1 < cap ? cap - 1 - n : sizeof sink;
     ssize_t r = read(p[0], dst, room);
@@ -218,19 +253,26 @@ static kiln_status run_capture(char *const argv[], char *out, size_t cap, int *e
   }
   out[n] = 0;
   close(p[0]);
-  int st;
+  int st = 0, lost = 0;
   while (waitpid(pid, &st, 0) < 0) {
     if (errno == EINTR) continue;
     /* The host program ignores SIGCHLD, so the child was reaped for us and
      * its status is lost: assume success; a failed compile is then caught
-     * when its output is missing. */
+     * when its output is missing or incomplete. */
     if (errno == ECHILD) {
-      *exit_code = 0;
-      return KILN_OK;
+      lost = 1;
+      break;
     }
     return kiln_err_set(err, KILN_ERR_COMPILE, "waitpid(%s): %s", argv[0], strerror(errno));
   }
-  *exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  if (killed) {
+    if (timed_out) *timed_out = 1;
+    return kiln_err_set(err, KILN_ERR_COMPILE,
+                        "the kernel compiler %s did not finish within %d s and was killed (KILN_CC_TIMEOUT=%d; "
+                        "raise it for very large graphs, or check the compiler)",
+                        argv[0], timeout_s, timeout_s);
+  }
+  *exit_code = lost ? 0 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   return KILN_OK;
 }
 
@@ -298,18 +340,34 @@ kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *e
   cc->work_fd = -1;
   kiln_status s = KILN_OK;
 
+  /* KILN_CC_TIMEOUT: seconds a compiler run may take (default 300: a
+   * thousand-kernel graph compiles in tens of seconds); 0 or less: none */
+  const char *to = getenv("KILN_CC_TIMEOUT");
+  cc->timeout_s = 300;
+  if (to && *to) {
+    char *end = NULL;
+    long v = strtol(to, &end, 10);
+    if (end && !*end) cc->timeout_s = v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
+  }
   const char *name = cfg->cc && *cfg->cc ? cfg->cc : getenv("KILN_CC");
   if (!name || !*name) name = "cc";
   cc->cc_path = resolve_program(name);
   if (!cc->cc_path) {
-    s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler '%s' not found (set KILN_CC to a C compiler, e.g. gcc)",
-                     name);
+    /* say why: a file that exists but cannot be run is not "not found" */
+    struct stat st;
+    if (strchr(name, '/') && stat(name, &st) == 0)
+      s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler '%s' is %s (set KILN_CC to a C compiler, e.g. gcc)",
+                       name, S_ISDIR(st.st_mode) ? "a directory" : "not executable (no permission to run it)");
+    else
+      s = kiln_err_set(err, KILN_ERR_COMPILE,
+                       "kernel compiler '%s' not found%s (set KILN_CC to a C compiler, e.g. gcc)", name,
+                       strchr(name, '/') ? "" : " in PATH as an executable file");
     goto fail;
   }
   char outbuf[KILN_CC_OUTPUT_CAP];
   int code;
   char *vargv[] = {cc->cc_path, "--version", NULL};
-  s = run_capture(vargv, outbuf, sizeof outbuf, &code, err);
+  s = run_capture(vargv, outbuf, sizeof outbuf, &code, cc->timeout_s, NULL, err);
   if (s == KILN_OK && code != 0)
     s = kiln_err_set(err, KILN_ERR_COMPILE, "'%s --version' failed (exit status %d): %.300s", cc->cc_path, code,
                      outbuf);
@@ -402,6 +460,145 @@ static void first_lines(char *text, int max_lines) {
   }
 }
 
+/* Why `b` (n bytes) is not a complete ELF shared object, or NULL. dlopen
+ * maps segments by their offsets: a truncated file maps pages past its end,
+ * and touching them (relocation) is SIGBUS, not an error. So every object
+ * is checked before it is loaded: headers, program headers, every loaded
+ * segment and the section table inside the file. */
+static const char *elf_problem(const uint8_t *b, size_t n) {
+  if (n < sizeof(Elf64_Ehdr)) return "shorter than an ELF header";
+  const Elf64_Ehdr *eh = (const Elf64_Ehdr *)b;
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
+  if (eh->e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
+  if (eh->e_type != ET_DYN) return "not a shared object";
+  if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > n ||
+      (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > n - eh->e_phoff)
+    return "program headers outside the file (truncated)";
+  for (int i = 0; i < eh->e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, b + eh->e_phoff + (size_t)i * sizeof ph, sizeof ph);
+    if ((ph.p_type == PT_LOAD || ph.p_type == PT_DYNAMIC) && (ph.p_offset > n || ph.p_filesz > n - ph.p_offset))
+      return "a segment ends past the end of the file (truncated)";
+  }
+  if (eh->e_shnum && (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > n ||
+                      (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > n - eh->e_shoff))
+    return "section headers outside the file (truncated)";
+  return NULL;
+}
+
+static void so_free(kiln_so *so) {
+  if (!so) return;
+  if (so->handle) dlclose(so->handle);
+  if (so->fd >= 0) close(so->fd);
+  free(so);
+}
+
+/* Every symbol of syms (n of them) is in the object, or an error naming the
+ * first missing one and what was loaded. */
+static kiln_status check_symbols(kiln_so *so, const char *const *syms, int n, const char *what, kiln_err *err) {
+  for (int i = 0; i < n; i++)
+    if (!dlsym(so->handle, syms[i]))
+      return kiln_err_set(err, KILN_ERR_COMPILE, "symbol %s missing in the compiled kernels (%s)", syms[i], what);
+  return KILN_OK;
+}
+
+/* The cache directory could not be written (full disk, quota, I/O error):
+ * compile in a private directory elsewhere and stop caching, saying so once.
+ * The cache is an optimisation: it never makes a program fail. */
+static int relocate_work(kiln_cc *cc, const char *why) {
+  if (cc->relocated) return -1;
+  const char *tmp = getenv("TMPDIR");
+  const char *bases[] = {tmp && *tmp ? tmp : "/tmp", "/dev/shm", "/var/tmp"};
+  char old[sizeof cc->work];
+  snprintf(old, sizeof old, "%s", cc->work);
+  for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+    kiln_err e = {0};
+    char dir[sizeof cc->work];
+    if (kiln_fs_mkdtemp(bases[i], "kiln-cc-", dir, sizeof dir, &e) != KILN_OK) continue;
+    char probe[sizeof dir + 16];
+    snprintf(probe, sizeof probe, "%s/probe", dir);
+    int pfd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int ok = pfd >= 0 && write(pfd, "kiln", 4) == 4;
+    if (pfd >= 0) close(pfd);
+    unlink(probe);
+    if (!ok) {
+      kiln_fs_remove_tree(dir);
+      continue;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      kiln_fs_remove_tree(dir);
+      continue;
+    }
+    fprintf(stderr,
+            "kiln: warning: cannot write in the cache directory (%s): compiling in %s and not caching compiled "
+            "kernels for the rest of this run\n",
+            why, dir);
+    if (cc->work_fd >= 0) close(cc->work_fd);
+    kiln_fs_remove_tree(old);
+    snprintf(cc->work, sizeof cc->work, "%s", dir);
+    cc->work_fd = fd;
+    cc->relocated = 1;
+    cc->test_fail_errno = 0;
+    kiln_counter_add("CacheDirUnwritable", 1);
+    return 0;
+  }
+  return -1;
+}
+
+/* Write a file into the work directory (with the test hook). */
+static kiln_status work_write(kiln_cc *cc, const char *name, const void *data, size_t n, int *errno_out,
+                              kiln_err *err) {
+  *errno_out = 0;
+  if (cc->test_fail_errno) {
+    *errno_out = cc->test_fail_errno;
+    return kiln_err_set(err, KILN_ERR_IO, "cannot write %s/%s: %s", cc->work, name, strerror(cc->test_fail_errno));
+  }
+  errno = 0;
+  kiln_status s = kiln_fs_write_new_at(cc->work_fd, cc->work, name, data, n, err);
+  if (s != KILN_OK) *errno_out = errno ? errno : EIO;
+  return s;
+}
+
+/* Load an object from memory: a sealed memfd, kept open while the object is
+ * loaded (its /proc/self/fd path is then unique among loaded objects: glibc
+ * would hand back an already loaded object whose path matches). The last
+ * resort when no directory can be written. */
+static kiln_status load_memfd(const uint8_t *b, size_t n, kiln_so **out, kiln_err *err) {
+  int fd = memfd_create("kiln-kernels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "memfd_create: %s", strerror(errno));
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = write(fd, b + off, n - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = errno;
+      close(fd);
+      return kiln_err_set(err, KILN_ERR_IO, "writing kernels to memory: %s", strerror(e));
+    }
+    off += (size_t)w;
+  }
+  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_COMPILE, "cannot load compiled kernels from memory: %s", e ? e : "dlopen failed");
+  }
+  kiln_so *so = calloc(1, sizeof *so);
+  if (!so) {
+    dlclose(h);
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  so->handle = h;
+  so->fd = fd;
+  *out = so;
+  return KILN_OK;
+}
+
 /* dlopen a file of the private work directory. Every loaded object gets a
  * name never used before in this process: glibc reuses an already loaded
  * object whose name matches, so reusing a name could run stale code. */
@@ -421,14 +618,38 @@ static kiln_status load_private(kiln_cc *cc, const char *name, kiln_so **out, ki
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   }
   so->handle = h;
+  so->fd = -1;
   *out = so;
   return KILN_OK;
 }
 
-static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, kiln_so **out, kiln_cc_result *res,
-                                kiln_err *err) {
+/* Check and load object bytes (a verified cache entry, or what the
+ * compiler wrote): ELF structure first, then a private copy in the work
+ * directory (moved out of the cache directory if that cannot be written,
+ * or into memory as a last resort), then the symbols. */
+static kiln_status load_bytes(kiln_cc *cc, const uint8_t *b, size_t n, const char *what, const char *const *syms,
+                              int n_syms, kiln_so **out, kiln_err *err) {
+  *out = NULL;
+  const char *bad = elf_problem(b, n);
+  if (bad) return kiln_err_set(err, KILN_ERR_COMPILE, "%s is not a complete shared object: %s", what, bad);
+  char so_name[64];
+  snprintf(so_name, sizeof so_name, "h%llu.so", (unsigned long long)++cc->seq);
+  int e = 0;
+  kiln_err werr = {0};
+  kiln_status s = work_write(cc, so_name, b, n, &e, &werr);
+  if (s != KILN_OK && relocate_work(cc, werr.msg) == 0) s = work_write(cc, so_name, b, n, &e, &werr);
+  s = s == KILN_OK ? load_private(cc, so_name, out, err) : load_memfd(b, n, out, err);
+  if (s == KILN_OK) s = check_symbols(*out, syms, n_syms, what, err);
+  if (s != KILN_OK && *out) {
+    so_free(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, const char *const *syms, int n_syms,
+                                kiln_so **out, kiln_cc_result *res, kiln_err *err) {
   uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source, len, cc->base_key);
-  uint64_t seq = ++cc->seq;
   char so_name[64], c_name[64];
   kiln_status s;
 
@@ -444,97 +665,142 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, kil
       /* Load a private copy of the verified bytes: the cache file itself
        * is never dlopen'ed, so nothing can change it between the checksum
        * and the load (see docs/cache.md). */
-      snprintf(so_name, sizeof so_name, "h%llu.so", (unsigned long long)seq);
-      s = kiln_fs_write_new_at(cc->work_fd, cc->work, so_name, view.so, view.so_len, err);
+      char what[160];
+      snprintf(what, sizeof what, "cache entry %s/%016llx", kiln_diskcache_dir(cc->dc), (unsigned long long)key);
+      kiln_err lerr = {0};
+      s = load_bytes(cc, view.so, view.so_len, what, syms, n_syms, out, &lerr);
       free(entry);
-      if (s == KILN_OK) s = load_private(cc, so_name, out, err);
-      if (s != KILN_OK) return s;
-      res->from_disk_cache = 1;
-      res->load_ns = (double)(now_ns() - t0);
-      kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load (disk cache)", -1);
-      kiln_counter_add("PersistentCacheHit", 1);
-      return KILN_OK;
+      if (s == KILN_OK) {
+        res->from_disk_cache = 1;
+        res->load_ns = (double)(now_ns() - t0);
+        kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load (disk cache)", -1);
+        kiln_counter_add("PersistentCacheHit", 1);
+        return KILN_OK;
+      }
+      /* Checksums right, object wrong (stored by an older kiln from a
+       * compiler that left a truncated object): evict it and rebuild. */
+      fprintf(stderr, "kiln: %s; evicting the entry and rebuilding\n", lerr.msg);
+      kiln_diskcache_evict(cc->dc, key);
+      res->disk_cache_corrupt = 1;
     }
     kiln_counter_add("PersistentCacheMiss", 1);
     kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: disk cache lookup", -1);
   }
 
-  snprintf(c_name, sizeof c_name, "k%llu.c", (unsigned long long)seq);
-  snprintf(so_name, sizeof so_name, "k%llu.so", (unsigned long long)seq);
-  s = kiln_fs_write_new_at(cc->work_fd, cc->work, c_name, source, len, err);
-  if (s != KILN_OK) return s;
-  char c_path[sizeof cc->work + 64], so_path[sizeof cc->work + 64];
-  snprintf(c_path, sizeof c_path, "%s/%s", cc->work, c_name);
-  snprintf(so_path, sizeof so_path, "%s/%s", cc->work, so_name);
-  char *argv[KILN_CC_MAX_FLAGS + 8];
-  int argc = 0;
-  argv[argc++] = cc->cc_path;
-  for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
-  argv[argc++] = "-o";
-  argv[argc++] = so_path;
-  argv[argc++] = c_path;
-  /* kernels call libm (expf, tanh, ...): a program that does not link libm
-   * itself must still be able to load them */
-  argv[argc++] = "-lm";
-  argv[argc] = NULL;
+  for (int attempt = 0;; attempt++) {
+    uint64_t seq = ++cc->seq;
+    snprintf(c_name, sizeof c_name, "k%llu.c", (unsigned long long)seq);
+    snprintf(so_name, sizeof so_name, "k%llu.so", (unsigned long long)seq);
+    int e = 0;
+    kiln_err werr = {0};
+    s = work_write(cc, c_name, source, len, &e, &werr);
+    if (s != KILN_OK) {
+      if (attempt == 0 && relocate_work(cc, werr.msg) == 0) continue;
+      return kiln_err_set(err, KILN_ERR_IO, "cannot write the kernel source anywhere: %s", werr.msg);
+    }
+    char c_path[sizeof cc->work + 64], so_path[sizeof cc->work + 64];
+    snprintf(c_path, sizeof c_path, "%s/%s", cc->work, c_name);
+    snprintf(so_path, sizeof so_path, "%s/%s", cc->work, so_name);
+    char *argv[KILN_CC_MAX_FLAGS + 8];
+    int argc = 0;
+    argv[argc++] = cc->cc_path;
+    for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
+    argv[argc++] = "-o";
+    argv[argc++] = so_path;
+    argv[argc++] = c_path;
+    /* kernels call libm (expf, tanh, ...): a program that does not link libm
+     * itself must still be able to load them */
+    argv[argc++] = "-lm";
+    argv[argc] = NULL;
 
-  char *output = malloc(KILN_CC_OUTPUT_CAP);
-  if (!output) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  int code;
-  uint64_t t0 = now_ns();
-  s = run_capture(argv, output, KILN_CC_OUTPUT_CAP, &code, err);
-  res->cc_ns = (double)(now_ns() - t0);
-  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: C compiler", (int64_t)len);
-  unlinkat(cc->work_fd, c_name, 0);
-  if (s == KILN_OK && code != 0) {
-    first_lines(output, KILN_CC_ERROR_LINES);
-    s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler failed (exit status %d): %s\n%s", code, cc->command,
-                     output);
+    char *output = malloc(KILN_CC_OUTPUT_CAP);
+    if (!output) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    int code;
+    uint64_t t0 = now_ns();
+    s = run_capture(argv, output, KILN_CC_OUTPUT_CAP, &code, cc->timeout_s, NULL, err);
+    res->cc_ns = (double)(now_ns() - t0);
+    kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: C compiler", (int64_t)len);
+    unlinkat(cc->work_fd, c_name, 0);
+    if (s == KILN_OK && code != 0) {
+      int full = strstr(output, "No space left on device") || strstr(output, "Disk quota exceeded");
+      if (full && attempt == 0 && relocate_work(cc, "the compiler ran out of space") == 0) {
+        free(output);
+        unlinkat(cc->work_fd, so_name, 0);
+        continue;
+      }
+      first_lines(output, KILN_CC_ERROR_LINES);
+      s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler failed (exit status %d): %s\n%s", code, cc->command,
+                       output);
+    }
+    free(output);
+    if (s != KILN_OK) {
+      unlinkat(cc->work_fd, so_name, 0);
+      return s;
+    }
+    break;
   }
-  free(output);
+
+  /* What the compiler wrote, checked and loaded before it is stored: an
+   * object that does not load never reaches the cache. */
+  uint64_t t0 = now_ns();
+  int fd = openat(cc->work_fd, so_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  uint8_t *bytes = NULL;
+  size_t n = 0;
+  kiln_err rerr = {0};
+  s = fd >= 0 ? kiln_fs_read_fd(fd, KILN_CACHE_ENTRY_MAX_BYTES, &bytes, &n, &rerr)
+              : kiln_err_set(&rerr, KILN_ERR_COMPILE, "no output file: %s", strerror(errno));
+  if (fd >= 0) close(fd);
+  unlinkat(cc->work_fd, so_name, 0);
+  if (s != KILN_OK) return kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler %s: %s", cc->command, rerr.msg);
+  char what[96];
+  snprintf(what, sizeof what, "the output of the kernel compiler %s", cc->cc_path);
+  s = load_bytes(cc, bytes, n, what, syms, n_syms, out, err);
   if (s != KILN_OK) {
-    unlinkat(cc->work_fd, so_name, 0);
+    free(bytes);
+    kiln_err_context(err, "exit status 0 from %s", cc->command);
     return s;
   }
-
-  t0 = now_ns();
-  if (cc->dc) {
-    int fd = openat(cc->work_fd, so_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    uint8_t *bytes = NULL;
-    size_t n = 0;
+  if (cc->dc && !cc->relocated) {
     kiln_err serr = {0};
-    s = fd >= 0 ? kiln_fs_read_fd(fd, KILN_CACHE_ENTRY_MAX_BYTES, &bytes, &n, &serr)
-                : kiln_err_set(&serr, KILN_ERR_IO, "cannot open %s: %s", so_path, strerror(errno));
-    if (fd >= 0) close(fd);
-    if (s == KILN_OK) s = kiln_diskcache_store(cc->dc, key, cc->meta, source, len, bytes, n, &serr);
-    free(bytes);
-    /* A cache that cannot be written costs time, not correctness: warn and
-     * go on with the freshly built object. */
-    if (s != KILN_OK) fprintf(stderr, "kiln: warning: not caching compiled kernels: %s\n", serr.msg);
+    s = kiln_diskcache_store(cc->dc, key, cc->meta, source, len, bytes, n, &serr);
+    /* A cache that cannot be written costs time, not correctness: warn
+     * once and go on with the loaded object. */
+    if (s != KILN_OK && !cc->warned_store) {
+      cc->warned_store = 1;
+      fprintf(stderr, "kiln: warning: not caching compiled kernels: %s\n", serr.msg);
+    }
   }
-  s = load_private(cc, so_name, out, err);
+  free(bytes);
   res->load_ns = (double)(now_ns() - t0);
   kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load", -1);
+  return KILN_OK;
+}
+
+kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, const char *const *symbols,
+                                  int n_symbols, kiln_so **out, kiln_cc_result *res, kiln_err *err) {
+  kiln_cc_result local;
+  if (!res) res = &local;
+  memset(res, 0, sizeof *res);
+  if (out) *out = NULL;
+  if (!cc || !source || !out || n_symbols < 0 || (n_symbols && !symbols))
+    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "kiln_cc_build: NULL argument");
+  pthread_mutex_lock(&cc->mu);
+  kiln_status s = build_locked(cc, source, len, symbols, n_symbols, out, res, err);
+  pthread_mutex_unlock(&cc->mu);
   return s;
 }
 
 kiln_status kiln_cc_build(kiln_cc *cc, const char *source, size_t len, kiln_so **out, kiln_cc_result *res,
                           kiln_err *err) {
-  kiln_cc_result local;
-  if (!res) res = &local;
-  memset(res, 0, sizeof *res);
-  if (out) *out = NULL;
-  if (!cc || !source || !out) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "kiln_cc_build: NULL argument");
+  return kiln_cc_build_checked(cc, source, len, NULL, 0, out, res, err);
+}
+
+void kiln_cc_test_fail_cache_writes(kiln_cc *cc, int err_no) {
   pthread_mutex_lock(&cc->mu);
-  kiln_status s = build_locked(cc, source, len, out, res, err);
+  cc->test_fail_errno = cc->dc ? err_no : 0;
   pthread_mutex_unlock(&cc->mu);
-  return s;
 }
 
 void *kiln_so_symbol(kiln_so *so, const char *name) { return so && name ? dlsym(so->handle, name) : NULL; }
 
-void kiln_so_close(kiln_so *so) {
-  if (!so) return;
-  dlclose(so->handle);
-  free(so);
-}
+void kiln_so_close(kiln_so *so) { so_free(so); }

@@ -60,6 +60,16 @@ void kiln_cc_destroy(kiln_cc *cc);
  * reported on stderr, flagged in res->disk_cache_corrupt and rebuilt. */
 kiln_status kiln_cc_build(kiln_cc *cc, const char *source, size_t len, kiln_so **out, kiln_cc_result *res,
                           kiln_err *err);
+/* kiln_cc_build that also checks that the loaded object defines each of
+ * symbols[0..n_symbols) before it is stored or returned. Every object, built
+ * or from the cache, is checked (complete ELF, loads, symbols) before use; a
+ * cache entry that fails is evicted and rebuilt; a cache directory that
+ * cannot be written (full disk) moves compiling elsewhere for the rest of
+ * the run (one warning) instead of failing. Extra errors: KILN_ERR_COMPILE
+ * when the compiler's output is incomplete, lacks a symbol (both named) or
+ * the compiler ran past KILN_CC_TIMEOUT seconds (default 300). */
+kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, const char *const *symbols,
+                                  int n_symbols, kiln_so **out, kiln_cc_result *res, kiln_err *err);
 /* dlsym in the object; NULL when absent (or so/name NULL). */
 void *kiln_so_symbol(kiln_so *so, const char *name);
 /* dlclose and free. NULL is accepted. */
@@ -75,5 +85,9 @@ const char *kiln_cpu_features(void);
 /* Test hook: force every cache key to this value (0 = off) to provoke
  * collisions. */
 void kiln_cc_test_force_key(kiln_cc *cc, uint64_t key);
+/* Test hook: writes into the cache directory's work directory fail with
+ * err_no (e.g. ENOSPC), as on a full disk (0 = off; no effect without a
+ * cache directory). */
+void kiln_cc_test_fail_cache_writes(kiln_cc *cc, int err_no);
 
 #endif

@@ -306,3 +306,13 @@ kiln_status kiln_diskcache_store(kiln_diskcache *dc, uint64_t key, const char *m
   free(buf);
   return s;
 }
+
+void kiln_diskcache_evict(kiln_diskcache *dc, uint64_t key) {
+  if (!dc) return;
+  char name[32];
+  kiln_diskcache_entry_name(key, name, sizeof name);
+  struct stat st;
+  /* only a regular file of ours: anything else was never a kiln entry */
+  if (fstatat(dc->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+    unlinkat(dc->dirfd, name, 0);
+}

@@ -103,4 +103,8 @@ kiln_status kiln_diskcache_store(kiln_diskcache *dc, uint64_t key, const char *m
 /* The file name of `key`'s entry ("<16 hex>.kce") into buf (>= 24 bytes). */
 void kiln_diskcache_entry_name(uint64_t key, char *buf, size_t cap);
 
+/* Remove the entry of key (a stored object that does not load): the next
+ * build stores a fresh one. */
+void kiln_diskcache_evict(kiln_diskcache *dc, uint64_t key);
+
 #endif

@@ -269,14 +269,17 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
     }
     if (n_new) {
       char *unit = malloc(len + 1), *p = unit;
-      if (!unit) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
-      if (unit) {
+      const char **names = malloc(sizeof *names * (size_t)n_new); /* checked before the object is cached */
+      int n_names = 0;
+      if (!unit || !names) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+      if (unit && names) {
         p += sprintf(p, "%s", kiln_codegen_prelude());
         for (int32_t i = 0; i < s->n_kernels; i++) {
           if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
           int dup = 0;
           for (int32_t j = 0; j < i && !dup; j++) dup = srcs[j].src && srcs[j].hash == srcs[i].hash;
           if (dup) continue;
+          names[n_names++] = srcs[i].name;
           memcpy(p, srcs[i].src, srcs[i].len);
           p += srcs[i].len;
           *p++ = '\n';
@@ -286,7 +289,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
         const char *dump = getenv("KILN_DUMP_CODE");
         if (dump && *dump == '1') fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_new, unit);
         kiln_so *so = NULL;
-        st = kiln_cc_build(b->cc, unit, (size_t)(p - unit), &so, &ccr, err);
+        st = kiln_cc_build_checked(b->cc, unit, (size_t)(p - unit), names, n_names, &so, &ccr, err);
         if (st == KILN_OK && b->n_sos == b->cap_sos) {
           size_t cap = b->cap_sos ? b->cap_sos * 2 : 16;
           kiln_so **v = realloc(b->sos, sizeof *v * cap);
@@ -303,7 +306,8 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
             if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
             void *sym = kiln_so_symbol(so, srcs[i].name);
             if (!sym) {
-              st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu compile: symbol %s missing", srcs[i].name);
+              st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu compile: symbol %s missing in the kernels just loaded (%s)",
+                                srcs[i].name, kiln_cc_command(b->cc));
               break;
             }
             kernel_fn fn;
@@ -314,9 +318,10 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
         } else if (so) {
           kiln_so_close(so);
         }
-        free(unit);
         kiln_counter_add("CpuKernelsCompiled", n_new);
       }
+      free(unit);
+      free(names);
     }
   }
   /* the plan */

@@ -194,6 +194,11 @@ static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *se
   }
   for (uint32_t i = 0; i < n; i++) {
     kiln_node *x = created[i];
+    if (x->op == KILN_OP_LEAF && x->tape) { /* a value read this step stands for its tape */
+      int64_t p = posmap_get(&pm, x->tape);
+      needs[i] = needs[i] || (p >= 0 && needs[p]);
+      continue;
+    }
     if (needs[i] || x->no_grad || !kiln_dtype_is_float((kiln_dtype)x->dtype) || !kiln_ag_differentiable(x->op))
       continue;
     for (int k = 0; k < x->n_in && !needs[i]; k++) {
@@ -212,6 +217,22 @@ static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *se
   /* 2. reverse sweep */
   for (int64_t i = po; i >= 0; i--) {
     kiln_node *x = created[i], *g = grads[i];
+    if (g && x->op == KILN_OP_LEAF && x->tape) { /* on to the node the read computed (made earlier) */
+      int64_t p = posmap_get(&pm, x->tape);
+      if (p >= 0 && needs[p]) {
+        if (!grads[p]) {
+          grads[p] = g;
+        } else {
+          kiln_node *in2[2] = {grads[p], g};
+          grads[p] = kiln_fe_node(fe, KILN_OP_ADD, (kiln_dtype)g->dtype, g->rank, g->shape, 2, in2, 0, NULL, 0.0, loc);
+          if (!grads[p]) {
+            st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
+            goto done;
+          }
+        }
+      }
+      continue;
+    }
     if (!g || x->no_grad || !kiln_ag_differentiable(x->op)) continue;
     uint8_t *want = x->n_in <= 16 ? wbuf : malloc(x->n_in);
     kiln_node **gin = x->n_in <= 16 ? gbuf : malloc(sizeof *gin * x->n_in);
@@ -289,9 +310,7 @@ static kiln_status backward(kiln_tensor out, const kiln_tensor *seed, kiln_loc l
   kiln_tslot *os = NULL;
   int r = kiln_api_input(fe, out, "backward", loc, &os, &on);
   if (r) return r < 0 ? kiln_last_status() : kiln_last_status() ? kiln_last_status() : KILN_ERR_INVALID_ARGUMENT;
-  /* The output was read earlier in this step (a logged loss): its value is
-   * computed, and the tape is the node that computed it. */
-  if (on->op == KILN_OP_LEAF && os && os->traced) on = os->traced;
+  (void)os; /* a loss read earlier in this step is a LEAF whose tape leads on */
   char sa[128], sb[128];
   kiln_dtype dt = (kiln_dtype)on->dtype;
   if (!kiln_dtype_is_float(dt))

@@ -256,6 +256,7 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   for (int i = 0; i < n_iattr; i++) n->iattr[i] = iattr[i];
   n->ival = 0;
   n->buf = NULL;
+  n->tape = NULL;
   n->mark = 0;
   n->cons_next = NULL;
   n->fattr = fattr;
@@ -356,6 +357,9 @@ kiln_node *kiln_fe_node_of(kiln_frontend *fe, kiln_tslot *s) {
   if (s->node) return s->node;
   if (!s->buf) return NULL;
   s->node = leaf_node(fe, s); /* cached until the step ends */
+  /* a value read mid-step: its uses see the computed buffer, its gradient
+   * still reaches the step's tape */
+  if (s->node && s->traced && !s->node->tape) s->node->tape = s->traced;
   return s->node;
 }
 

@@ -40,6 +40,8 @@ struct kiln_node {
   double fattr;   /* CONST value; SCALAR value for float dtypes */
   int64_t ival;   /* SCALAR value for integer dtypes */
   kiln_buf *buf;  /* LEAF: the data (a reference is held) */
+  kiln_node *tape; /* LEAF of a value read this step: the node that computed it
+                    * (autograd passes gradients on to it); else NULL */
   kiln_loc loc;
   uint32_t scope; /* innermost annotation scope at creation (kiln_prof_scope_current);
                    * names kernels in traces; not hashed, not compared */

@@ -125,6 +125,16 @@ KT_TEST(value_read_before_backward_keeps_the_tape) {
     float gv[4];
     read4(kiln_grad(w), gv);
     for (int i = 0; i < 4; i++) KT_NEAR(gv[i], 2.0 * w0[i], 1e-5);
+    /* a read tensor used in further ops: the gradient still flows through
+     * it (3 * sum(w*w) + sum(w) after reading sum(w*w)) */
+    kiln_zero_grad(w);
+    kiln_tensor l1 = kiln_sum(kiln_mul(w, w), 0, NULL, 0);
+    KT_NEAR(kiln_item_f64(l1), 30.0, 1e-4);
+    kiln_tensor l2 = kiln_add(kiln_mul_c(l1, 3.0), kiln_sum(w, 0, NULL, 0));
+    KT_CHECK_MSG(kiln_backward(l2) == KILN_OK, "[%s] %s", k_backends[bi], kiln_last_error());
+    read4(kiln_grad(w), gv);
+    for (int i = 0; i < 4; i++) KT_NEAR(gv[i], 6.0 * w0[i] + 1.0, 1e-5);
+    kiln_mark_step();
     kiln_release(w);
     kiln_clear_error();
   }

@@ -438,6 +438,7 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
   if (!k) return;
   free(k->src);
   free(k->args);
+  free(k->sites);
   memset(k, 0, sizeof *k);
 }
 
@@ -474,6 +475,7 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
     free(src.p);
     free(c.args);
     free(c.arg_ty);
+    free(c.sites);
     if (c.st == KILN_ERR_OUT_OF_MEMORY) return kiln_err_set(err, c.st, "codegen: out of memory");
     return kiln_err_set(err, c.st, "codegen: %s", c.msg);
   }
@@ -486,6 +488,8 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
   out->hash = h;
   out->args = c.args;
   out->n_args = c.n_args;
+  out->sites = c.sites;
+  out->n_sites = c.n_sites;
   out->items = items;
   int64_t per = 1;
   if (k->row)

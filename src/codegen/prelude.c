@@ -75,14 +75,20 @@ static const char k_prelude[] =
      * rechecking v itself, so that gcc may hoist a loop-invariant check
      * out of the loop and unswitch it (KIDX_FN, on kernels with checks):
      * an embedding row copy then vectorizes as it did with a plain clamp */
+    "__attribute__((noinline, cold)) static KU void kidx_report(int64_t *e, int site, int64_t v) {\n"
+    "  int64_t z = 0;\n"
+    "  if (__atomic_compare_exchange_n(&e[0], &z, (int64_t)site + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))\n"
+    "    __atomic_store_n(&e[1], v, __ATOMIC_RELAXED); }\n"
     "__attribute__((noinline, cold, pure)) static KU int64_t kidx_bad(int64_t *e, int site, int64_t v, int64_t n) {\n"
-    "  if ((uint64_t)v >= (uint64_t)n) {\n"
-    "    int64_t z = 0;\n"
-    "    if (__atomic_compare_exchange_n(&e[0], &z, (int64_t)site + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))\n"
-    "      __atomic_store_n(&e[1], v, __ATOMIC_RELAXED); }\n"
+    "  if ((uint64_t)v >= (uint64_t)n) kidx_report(e, site, v);\n"
     "  return v < 0 ? 0 : v >= n ? n - 1 : v; }\n"
     "static inline KU int64_t kidx(int64_t v, int64_t n, int64_t *e, int site) {\n"
     "  return __builtin_expect((uint64_t)v >= (uint64_t)n, 0) ? kidx_bad(e, site, v, n) : v; }\n"
+    /* the check alone, for a value that does not read the index (a fill,
+     * or a broadcast along the indexed axis): not pure, never dropped */
+    "static inline KU int kchk(int64_t v, int64_t n, int64_t *e, int site) {\n"
+    "  if (__builtin_expect((uint64_t)v >= (uint64_t)n, 0)) kidx_report(e, site, v);\n"
+    "  return 0; }\n"
     "#if defined(__GNUC__) && !defined(__clang__)\n"
     "#define KIDX_FN __attribute__((optimize(\"unswitch-loops\")))\n"
     "#else\n"

@@ -143,5 +143,52 @@ KT_TEST(embedding_token_out_of_range_is_an_error) {
   }
 }
 
+/* Data whose value does not depend on the indexed axis: a fill (not
+ * constant-folded away), a broadcast along the axis, and an axis of size 1
+ * (where the index folds to 0 in the generated code). The bad index is still
+ * reported, and good ones read the right values. */
+static const float k_row[3] = {1.5f, -2, 4};
+
+static kiln_tensor flat_data(int kind, int64_t *dim) {
+  int64_t fs[2] = {4, 3}, rs[2] = {1, 3};
+  kiln_tensor row = kiln_from_host(k_row, KILN_F32, 2, rs);
+  *dim = kind == 2 ? 1 : 4;
+  return kind == 0 ? kiln_full(KILN_F32, 2, fs, 2.5) : kind == 1 ? kiln_expand(row, 2, fs) : row;
+}
+
+KT_TEST(indices_the_value_does_not_read_are_still_checked) {
+  for (int b = 0; b < 2; b++) {
+    if (!start(k_backends[b])) continue;
+    for (int kind = 0; kind < 3; kind++)
+      for (int bad = 0; bad < 2; bad++) {
+        int64_t dim, is[1] = {3};
+        kiln_tensor X = flat_data(kind, &dim);
+        const int64_t idx[3] = {0, bad ? dim : dim - 1, 0};
+        kiln_tensor I = kiln_from_host(idx, KILN_I64, 1, is);
+        int line = __LINE__ + 1;
+        kiln_tensor Y = kiln_index_select(X, 0, I);
+        float out[9];
+        kiln_status s = kiln_to_host(Y, out, sizeof out);
+        if (!bad) {
+          KT_CHECK_MSG(s == KILN_OK, "[%s] kind %d: %s", k_backends[b], kind, kiln_last_error());
+          for (int i = 0; i < 9; i++) {
+            float want = kind == 0 ? 2.5f : k_row[i % 3];
+            KT_CHECK_MSG(out[i] == want, "[%s] kind %d: out[%d] = %g, want %g", k_backends[b], kind, i, out[i], want);
+          }
+        } else {
+          KT_CHECK_MSG(s == KILN_ERR_INVALID_ARGUMENT, "[%s] kind %d: status %s", k_backends[b], kind,
+                       kiln_status_name(s));
+          char want_i[32], want_s[32];
+          snprintf(want_i, sizeof want_i, "index %lld ", (long long)dim);
+          snprintf(want_s, sizeof want_s, "size %lld ", (long long)dim);
+          check_message(k_backends[b], "index_select", want_i, want_s, line);
+          kiln_clear_error();
+        }
+        kiln_mark_step();
+      }
+    kiln_shutdown();
+  }
+}
+
 KT_MAIN(KT_CASE(index_select_out_of_range_is_an_error), KT_CASE(gather_out_of_range_is_an_error_in_a_fused_kernel),
-        KT_CASE(embedding_token_out_of_range_is_an_error))
+        KT_CASE(embedding_token_out_of_range_is_an_error), KT_CASE(indices_the_value_does_not_read_are_still_checked))

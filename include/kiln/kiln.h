@@ -299,10 +299,14 @@ kiln_tensor kiln_concat_at(int n, const kiln_tensor *xs, int axis, kiln_loc loc)
 kiln_tensor kiln_pad_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, double value, kiln_loc loc);
 /* index_select: out = x indexed by idx (i32/i64, any rank) along axis; the
  * axis is replaced by idx's dims. Embedding lookup: index_select(W, ids, 0).
- * Out-of-range indices are clamped to [0, dim). */
+ * Errors: an index outside [0, dim) (negative included, as in PyTorch) is
+ * found when the graph runs: the next sync point that waits for it returns
+ * KILN_ERR_INVALID_ARGUMENT (sticky) naming the op, the index, the axis size
+ * and this call's file:line; the output's values are then unspecified. */
 #define kiln_index_select(x, axis, idx) kiln_index_select_at((x), (axis), (idx), KILN_HERE)
 kiln_tensor kiln_index_select_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc loc);
-/* torch.gather: idx has x's rank; out[i][j] = x[i][idx[i][j]] along axis. */
+/* torch.gather: idx has x's rank; out[i][j] = x[i][idx[i][j]] along axis.
+ * Errors: an index outside [0, dim) as for kiln_index_select. */
 #define kiln_gather(x, axis, idx) kiln_gather_at((x), (axis), (idx), KILN_HERE)
 kiln_tensor kiln_gather_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc loc);
 /* one_hot(idx, n) -> idx.shape + [n], dtype dt. */

@@ -91,7 +91,9 @@ kiln_tensor kiln_linear_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_
 
 /* ───────────── Embedding ───────────── */
 /* weight [num, dim] ~ N(0, 1); forward: ids (i32/i64, any shape) ->
- * ids.shape + [dim]. Out-of-range ids are clamped (index_select rule). */
+ * ids.shape + [dim]. An id outside [0, num) is an error when the graph runs
+ * (KILN_ERR_INVALID_ARGUMENT naming index_select, the id, num and the
+ * forward call's file:line; kiln_index_select's rule). */
 typedef struct kiln_embedding {
   kiln_module m;
   kiln_tensor weight;

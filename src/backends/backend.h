@@ -71,7 +71,16 @@ typedef struct kiln_backend_vtable {
   int (*last_kernel_timings)(kiln_backend *b, const kiln_executable *e, const kiln_kernel_timing **out);
   /* optional: free-form description for `kiln doctor` (owned by backend). */
   const char *(*describe)(kiln_backend *b);
+  /* optional: after an execute of e failed because of the program's data
+   * (an out-of-range index), the source line of the node at fault; returns
+   * 1 and sets *out, or 0 if the failure has none. Valid until the next
+   * execute of e; call it on the thread that ran the execute. */
+  int (*last_error_loc)(kiln_backend *b, const kiln_executable *e, kiln_loc *out);
 } kiln_backend_vtable;
+
+/* The message of an out-of-range index found at run time (both backends
+ * say the same): op, index, axis, axis size. Status KILN_ERR_INVALID_ARGUMENT. */
+#define KILN_INDEX_ERR_FMT "%s: index %lld is out of range for axis %d of size %lld (indices must be in [0, size))"
 
 struct kiln_backend {
   const kiln_backend_vtable *vt;

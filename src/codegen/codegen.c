@@ -438,6 +438,7 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
   if (!k) return;
   free(k->src);
   free(k->args);
+  free(k->sites);
   memset(k, 0, sizeof *k);
 }
 
@@ -459,7 +460,9 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
       gen_elementwise(&c, &body, &items);
   }
   sb src = {0};
-  kiln_cg_sb_printf(&src, "void k_0000000000000000(void *const *args, int64_t begin, int64_t end) {\n");
+  /* a kernel with index checks may unswitch its loops on them (prelude) */
+  kiln_cg_sb_printf(&src, "%svoid k_0000000000000000(void *const *args, int64_t begin, int64_t end) {\n",
+                    c.n_sites ? "KIDX_FN " : "");
   for (int i = 0; i < c.n_args; i++)
     kiln_cg_sb_printf(&src, "%s *restrict a%d KU = (%s *)args[%d];\n", c.arg_ty[i], i, c.arg_ty[i], i);
   if (body.p) kiln_cg_sb_add(&src, body.p, body.n);
@@ -474,18 +477,22 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
     free(src.p);
     free(c.args);
     free(c.arg_ty);
+    free(c.sites);
     if (c.st == KILN_ERR_OUT_OF_MEMORY) return kiln_err_set(err, c.st, "codegen: out of memory");
     return kiln_err_set(err, c.st, "codegen: %s", c.msg);
   }
   free(c.arg_ty);
   uint64_t h = kiln_hash_bytes(src.p, src.n, 0x6b65726eULL);
   snprintf(out->name, sizeof out->name, "k_%016llx", (unsigned long long)h);
-  memcpy(src.p + 5, out->name, 18); /* "void " + placeholder of the same length */
+  /* "void " (after "KIDX_FN ", if any) + placeholder of the same length */
+  memcpy(src.p + (c.n_sites ? 8 : 0) + 5, out->name, 18);
   out->src = src.p;
   out->len = src.n;
   out->hash = h;
   out->args = c.args;
   out->n_args = c.n_args;
+  out->sites = c.sites;
+  out->n_sites = c.n_sites;
   out->items = items;
   int64_t per = 1;
   if (k->row)

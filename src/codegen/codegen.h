@@ -30,7 +30,17 @@ typedef struct kiln_kernel_src {
   int32_t *args;      /* buffer id of each argument (malloc'd) */
   int64_t items;      /* parallel loop size */
   int64_t grain;      /* minimum items per task */
+  /* Index checks (INDEX_SELECT, GATHER): site k of the kernel is node
+   * sites[k] of the schedule's graph. A kernel with sites takes the
+   * execution's error word as the argument whose buffer id is
+   * KILN_CG_ERR_ARG: int64_t[2], zeroed before the run; the first
+   * out-of-range index stores {site + 1, the index} (first error wins). */
+  int32_t n_sites;
+  int32_t *sites;     /* malloc'd */
 } kiln_kernel_src;
+
+/* The buffer id of the error-word argument (no real buffer has it). */
+#define KILN_CG_ERR_ARG (-1)
 
 /* Generate the source of LOOP kernel `kid` of s into *out (owned by the
  * caller: kiln_kernel_src_clear). Errors: KILN_ERR_OUT_OF_MEMORY,

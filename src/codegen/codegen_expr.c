@@ -101,6 +101,44 @@ int kiln_cg_arg_of(cg *c, int32_t buf, const char *ty) {
   return c->n_args++;
 }
 
+int kiln_cg_site_of(cg *c, int32_t n) {
+  for (int i = 0; i < c->n_sites; i++)
+    if (c->sites[i] == n) return i;
+  if (c->n_sites == c->cap_sites) {
+    int cap = c->cap_sites ? c->cap_sites * 2 : 4;
+    int32_t *a = realloc(c->sites, sizeof *a * (size_t)cap);
+    if (!a) {
+      c->st = KILN_ERR_OUT_OF_MEMORY;
+      return 0;
+    }
+    c->sites = a;
+    c->cap_sites = cap;
+  }
+  c->sites[c->n_sites] = n;
+  return c->n_sites++;
+}
+
+/* An index into axis `a` of node dn, checked: out of [0, n) it is reported
+ * through the error word (first error wins) and clamped, so the load stays
+ * in bounds (the output after an error is unspecified, never a crash). The
+ * check is one unsigned compare; the report is a cold call. */
+static const kiln_ix *ix_atom(cg *c, const char *s, int canon, int64_t lo, int64_t hi);
+static const kiln_ix *checked_index(cg *c, int32_t n, const char *iv, int64_t dim, const char **text) {
+  int e = kiln_cg_arg_of(c, KILN_CG_ERR_ARG, "int64_t");
+  int site = kiln_cg_site_of(c, n);
+  *text = kiln_cg_sf(c, "kidx((int64_t)(%s), %lldLL, a%d, %d)", iv, (long long)dim, e, site);
+  return ix_atom(c, *text, -1, 0, dim - 1);
+}
+
+/* v, the value read at the checked index `text` (checked_index): if v never
+ * renders it (the data is a fill or is broadcast along the indexed axis, or
+ * the axis has size 1 so the index folded to 0), the check is added on its
+ * own, so that no bad index goes unreported. */
+static const char *with_check(cg *c, const char *v, const char *text) {
+  if (strstr(v, text)) return v;
+  return kiln_cg_sf(c, "(kchk%s, (%s))", text + 4, v); /* kidx(args) -> kchk(args) */
+}
+
 /* ───────────── conversions and literals (the CAST rules) ───────────── */
 
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to) {
@@ -654,9 +692,9 @@ static const char *move(cg *c, int32_t n, const ictx *x) {
       ctx_other(&dy, dn);
       for (int d = 0; d < dn->rank; d++)
         dy.ax[d] = d < a ? axis_ix(c, x, d) : d > a ? axis_ix(c, x, d - 1 + in->rank) : NULL;
-      dy.ax[a] = ix_atom(c, kiln_cg_sf(c, "kclamp((int64_t)(%s), %lldLL)", iv, (long long)dn->shape[a]), -1, 0,
-                         dn->shape[a] - 1);
-      return kiln_cg_ex(c, di, &dy);
+      const char *chk;
+      dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
+      return with_check(c, kiln_cg_ex(c, di, &dy), chk);
     }
     case KILN_OP_GATHER: {
       int a = (int)ia[0];
@@ -668,9 +706,9 @@ static const char *move(cg *c, int32_t n, const ictx *x) {
       const char *iv = kiln_cg_ex(c, ii, &iy);
       ctx_other(&dy, dn);
       for (int d = 0; d < dn->rank; d++) dy.ax[d] = axis_ix(c, x, d);
-      dy.ax[a] = ix_atom(c, kiln_cg_sf(c, "kclamp((int64_t)(%s), %lldLL)", iv, (long long)dn->shape[a]), -1, 0,
-                         dn->shape[a] - 1);
-      return kiln_cg_ex(c, di, &dy);
+      const char *chk;
+      dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
+      return with_check(c, kiln_cg_ex(c, di, &dy), chk);
     }
     default: break;
   }

@@ -71,6 +71,8 @@ typedef struct cg {
   int32_t *args;
   const char **arg_ty;
   int n_args, cap_args;
+  int32_t *sites; /* index-check sites: node ids (kiln_kernel_src.sites) */
+  int n_sites, cap_sites;
   uint32_t used_axes; /* canonical axis variables read (elementwise kernels) */
   ictx fctx, rsctx;
   int64_t rs_shape[KILN_MAX_RANK];
@@ -101,6 +103,8 @@ void kiln_cg_sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf
 const char *kiln_cg_sf(cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Buffer id -> argument number of the kernel (added on first use). */
 int kiln_cg_arg_of(cg *c, int32_t buf, const char *ty);
+/* The site number of an index check on node n (added on first use). */
+int kiln_cg_site_of(cg *c, int32_t n);
 /* Expression e of dtype `from` converted to `to` by the CAST rules. */
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to);
 /* Set up c->fctx and c->rsctx (the kernel's canonical indices). */

@@ -68,7 +68,32 @@ static const char k_prelude[] =
     "  return (int64_t)r; }\n"
     "static inline KU int64_t kmax_i(int64_t a, int64_t b) { return a > b ? a : b; }\n"
     "static inline KU int64_t kmin_i(int64_t a, int64_t b) { return a < b ? a : b; }\n"
-    "static inline KU int64_t kclamp(int64_t v, int64_t n) { return v < 0 ? 0 : v >= n ? n - 1 : v; }\n"
+    /* an index out of [0, n): report {site + 1, v} in the error word e
+     * (first error wins, any thread) and clamp so the load stays in
+     * bounds. The test is one unsigned compare; the report a cold call,
+     * declared pure (it only writes e, which no kernel reads) and
+     * rechecking v itself, so that gcc may hoist a loop-invariant check
+     * out of the loop and unswitch it (KIDX_FN, on kernels with checks):
+     * an embedding row copy then vectorizes as it did with a plain clamp */
+    "__attribute__((noinline, cold)) static KU void kidx_report(int64_t *e, int site, int64_t v) {\n"
+    "  int64_t z = 0;\n"
+    "  if (__atomic_compare_exchange_n(&e[0], &z, (int64_t)site + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))\n"
+    "    __atomic_store_n(&e[1], v, __ATOMIC_RELAXED); }\n"
+    "__attribute__((noinline, cold, pure)) static KU int64_t kidx_bad(int64_t *e, int site, int64_t v, int64_t n) {\n"
+    "  if ((uint64_t)v >= (uint64_t)n) kidx_report(e, site, v);\n"
+    "  return v < 0 ? 0 : v >= n ? n - 1 : v; }\n"
+    "static inline KU int64_t kidx(int64_t v, int64_t n, int64_t *e, int site) {\n"
+    "  return __builtin_expect((uint64_t)v >= (uint64_t)n, 0) ? kidx_bad(e, site, v, n) : v; }\n"
+    /* the check alone, for a value that does not read the index (a fill,
+     * or a broadcast along the indexed axis): not pure, never dropped */
+    "static inline KU int kchk(int64_t v, int64_t n, int64_t *e, int site) {\n"
+    "  if (__builtin_expect((uint64_t)v >= (uint64_t)n, 0)) kidx_report(e, site, v);\n"
+    "  return 0; }\n"
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    "#define KIDX_FN __attribute__((optimize(\"unswitch-loops\")))\n"
+    "#else\n"
+    "#define KIDX_FN\n"
+    "#endif\n"
     /* src/base/rng.h */
     "static inline KU uint64_t krng_bits(uint64_t seed, uint64_t k) {\n"
     "  uint64_t z = seed * 0x9e3779b97f4a7c15ULL + (k + 1) * 0xd1b54a32d192ed03ULL;\n"

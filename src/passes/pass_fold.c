@@ -2,8 +2,9 @@
  * shape), so any node whose result is again uniform and exactly computable
  * becomes a CONST of the node's dtype and shape, at the node's location:
  *   - elementwise ops over CONST inputs (pass_const.h says which);
- *   - RESHAPE/EXPAND/PERMUTE/SLICE/INDEX_SELECT/GATHER of a CONST, CONCAT of
- *     CONSTs holding the same value, PAD of a CONST with its own value;
+ *   - RESHAPE/EXPAND/PERMUTE/SLICE of a CONST, CONCAT of CONSTs holding the
+ *     same value, PAD of a CONST with its own value (not INDEX_SELECT/GATHER:
+ *     their indices are checked when the graph runs);
  *   - REDUCE_SUM of a CONST (v * n), REDUCE_MAX/MIN (v) and ARGMAX (0) of a
  *     CONST over a non-empty extent.
  */
@@ -63,10 +64,8 @@ static int fold_move(kiln_pass_walk *w, const kiln_gnode *n, const int32_t *in, 
     case KILN_OP_PERMUTE:
     case KILN_OP_SLICE:
       return 1;
-    case KILN_OP_INDEX_SELECT:
-    case KILN_OP_GATHER:
-      /* Clamped indices always land on some element of a non-empty fill. */
-      return kiln_gnode_numel(x) > 0;
+    /* INDEX_SELECT and GATHER of a fill are not folded: an out-of-range
+     * index is an error found when the graph runs (docs/codegen.md). */
     case KILN_OP_PAD: {
       kiln_cval p;
       return kiln_cval_from_fattr(n->dtype, n->fattr, &p) && kiln_cval_same(n->dtype, p, *r);

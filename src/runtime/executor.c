@@ -35,7 +35,16 @@ static void run_job(kiln_executor *ex, kiln_job *j) {
   uint64_t t0 = kiln_now_ns();
   kiln_err err = {0};
   kiln_status s = ex->backend->vt->execute(ex->backend, j->exe, j->ptrs, j->ptrs + j->n_inputs, &err);
-  if (s != KILN_OK) kiln_error(s, j->loc, "while executing the graph: %s", err.msg);
+  if (s != KILN_OK) {
+    /* a fault of the program's data (an out-of-range index) is reported at
+     * the user's line that traced the op, with the line that launched it */
+    kiln_loc at;
+    const kiln_backend_vtable *vt = ex->backend->vt;
+    if (vt->last_error_loc && vt->last_error_loc(ex->backend, j->exe, &at) && at.file)
+      kiln_error(s, at, "%s (in the graph launched at %s:%d)", err.msg, j->loc.file ? j->loc.file : "?", j->loc.line);
+    else
+      kiln_error(s, j->loc, "while executing the graph: %s", err.msg);
+  }
   uint64_t t1 = kiln_now_ns();
   kiln_metric_record("ExecuteTime", (double)(t1 - t0));
   if (kiln_prof_on()) kiln_prof_record(KILN_PROF_EXECUTE, "execute", t0, t1, -1, 0, 0);

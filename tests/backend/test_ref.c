@@ -1,8 +1,8 @@
 /* The ref backend checked directly (below the frontend) against values
  * computed here in plain C: the oracle of the other backend tests must
  * itself be checked against an independent computation. Also covers the
- * exact corner semantics of ops.def (integer division by zero, clamped
- * indices, NaN in argmax/max, CAST rules, donation aliasing). */
+ * exact corner semantics of ops.def (integer division by zero, out-of-range
+ * indices as errors, NaN in argmax/max, CAST rules, donation aliasing). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -254,12 +254,10 @@ KT_TEST(movement) {
     }
 }
 
-KT_TEST(indexing_clamps) {
-  double w[5 * 3];
-  for (int i = 0; i < 15; i++) w[i] = i * 1.5;
-  int64_t ids[2 * 3] = {0, 4, -5, 99, 2, 1};
-  int32_t gidx[5 * 2] = {2, 0, -1, 7, 1, 1, 0, 2, 2, 2};
-  double is[2 * 3 * 3], ga[5 * 2], is1[5];
+/* INDEX_SELECT and GATHER of ids/gidx on x[5,3]; outputs is[2,3,3], ga[5,2]
+ * and is1[5] (index_select of x by ids[4] along axis 1). */
+static kiln_status run_indexing(const double *w, const int64_t *ids, const int32_t *gidx, double *is, double *ga,
+                                double *is1, char *msg) {
   gb b = gb_new();
   int x = leaf(&b, KILN_F64, SH(5, 3));
   int i64 = leaf(&b, KILN_I64, SH(2, 3));
@@ -271,16 +269,29 @@ KT_TEST(indexing_clamps) {
   out(&b, nd(&b, KILN_OP_INDEX_SELECT, KILN_F64, SH(5), IN(x, nd(&b, KILN_OP_RESHAPE, KILN_I64, S0, IN(s0), AT0, 0)),
              AT(1), 0),
       -1);
-  KT_EQ_INT(run(b.g, (void *[]){w, ids, gidx}, (void *[]){is, ga, is1}, NULL), KILN_OK);
-  for (int k = 0; k < 6; k++) {
-    int64_t r = ids[k] < 0 ? 0 : ids[k] > 4 ? 4 : ids[k];
-    for (int j = 0; j < 3; j++) KT_CHECK(is[k * 3 + j] == w[r * 3 + j]);
-  }
+  return run(b.g, (void *[]){(void *)w, (void *)ids, (void *)gidx}, (void *[]){is, ga, is1}, msg);
+}
+
+/* An index outside [0, dim), negative included, is an error naming the op,
+ * the first bad index and the axis size; in-range indices read exactly. */
+KT_TEST(indexing_checks) {
+  double w[5 * 3];
+  for (int i = 0; i < 15; i++) w[i] = i * 1.5;
+  double is[2 * 3 * 3], ga[5 * 2], is1[5];
+  char msg[1024];
+  const int32_t gidx_ok[5 * 2] = {2, 0, 0, 1, 1, 1, 0, 2, 2, 2};
+  const int64_t ids_neg[2 * 3] = {0, 4, -5, 99, 2, 1};
+  KT_EQ_INT(run_indexing(w, ids_neg, gidx_ok, is, ga, is1, msg), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(msg, "index_select: index -5 is out of range for axis 0 of size 5");
+  const int64_t ids_ok[2 * 3] = {0, 4, 3, 3, 2, 1};
+  const int32_t gidx_big[5 * 2] = {2, 0, 1, 3, 1, 1, 0, 2, 2, 2};
+  KT_EQ_INT(run_indexing(w, ids_ok, gidx_big, is, ga, is1, msg), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(msg, "gather: index 3 is out of range for axis 1 of size 3");
+  KT_EQ_INT(run_indexing(w, ids_ok, gidx_ok, is, ga, is1, msg), KILN_OK);
+  for (int k = 0; k < 6; k++)
+    for (int j = 0; j < 3; j++) KT_CHECK(is[k * 3 + j] == w[ids_ok[k] * 3 + j]);
   for (int i = 0; i < 5; i++)
-    for (int j = 0; j < 2; j++) {
-      int32_t c = gidx[i * 2 + j] < 0 ? 0 : gidx[i * 2 + j] > 2 ? 2 : gidx[i * 2 + j];
-      KT_CHECK(ga[i * 2 + j] == w[i * 3 + c]);
-    }
+    for (int j = 0; j < 2; j++) KT_CHECK(ga[i * 2 + j] == w[i * 3 + gidx_ok[i * 2 + j]]);
   for (int i = 0; i < 5; i++) KT_CHECK(is1[i] == w[i * 3 + 2]); /* ids[4] = 2 */
 }
 
@@ -443,7 +454,14 @@ KT_TEST(verified_graphs_never_crash) {
       ins[k] = p;
     }
     outs[0] = malloc(kiln_gnode_bytes(&b.g->nodes[b.g->n_nodes - 1]) + 1);
-    KT_EQ_INT(run(b.g, ins, outs, NULL), KILN_OK);
+    /* random bytes as indices are out of range: an error, never a crash */
+    int indexed = 0;
+    for (int i = 0; i < b.g->n_nodes; i++)
+      indexed |= b.g->nodes[i].op == KILN_OP_INDEX_SELECT || b.g->nodes[i].op == KILN_OP_GATHER;
+    char msg[1024];
+    kiln_status rs = run(b.g, ins, outs, msg);
+    if (!(indexed && rs == KILN_ERR_INVALID_ARGUMENT && strstr(msg, " is out of range for axis ")))
+      KT_CHECK_MSG(rs == KILN_OK, "attempt %d: %s", attempt, msg);
     for (int k = 0; k < n_in; k++) free(ins[k]);
     free(outs[0]);
   }
@@ -456,6 +474,6 @@ KT_TEST(verified_graphs_never_crash) {
 }
 
 KT_MAIN(KT_CASE(unary_binary_f32), KT_CASE(integer_semantics), KT_CASE(cast_rules), KT_CASE(reductions),
-        KT_CASE(movement), KT_CASE(indexing_clamps), KT_CASE(matmul_batched), KT_CASE(sources),
+        KT_CASE(movement), KT_CASE(indexing_checks), KT_CASE(matmul_batched), KT_CASE(sources),
         KT_CASE(donation_aliasing), KT_CASE(empty_dead_and_repeated), KT_CASE(rejects_invalid_and_buffers),
         KT_CASE(verified_graphs_never_crash))

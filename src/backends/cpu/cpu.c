@@ -49,13 +49,23 @@ typedef struct cpu_backend {
 
 enum { ST_LOOP, ST_GEMM, ST_COPY };
 
+/* An index check of a kernel, for the error message: the op, the checked
+ * axis, its size and the user's line that traced the node. */
+typedef struct isite {
+  const char *op;
+  int axis;
+  int64_t dim;
+  kiln_loc loc;
+} isite;
+
 typedef struct step {
   int kind;
   const char *name;
   /* LOOP */
   kernel_fn fn;
   int64_t items, grain;
-  int32_t n_args, arg_off; /* buffer ids in exe->arg_bufs[arg_off ..] */
+  int32_t n_args, arg_off; /* buffer ids in exe->arg_bufs[arg_off ..] (KILN_CG_ERR_ARG: the error word) */
+  int32_t n_sites, site_off; /* index checks: exe->sites[site_off ..] */
   /* GEMM */
   int f64, ta, tb;
   int64_t m, n, k, lda, ldb;
@@ -83,6 +93,9 @@ struct kiln_executable {
   void *arena;
   kiln_kernel_timing *timings;
   int32_t max_args;
+  isite *sites;
+  kiln_loc fault_loc; /* of the last execute's failure (last_error_loc) */
+  int has_fault;
   kiln_exec_info info;
 };
 
@@ -144,6 +157,7 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
   free(e->bufs);
   free(e->arena);
   free(e->timings);
+  free(e->sites);
   pthread_mutex_destroy(&e->mu);
   free(e);
 }
@@ -238,7 +252,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
   KILN_RETURN_IF_ERROR(err, kiln_sched_build(g, &s, err), "while scheduling a graph of %d nodes", g->n_nodes);
   kiln_executable *e = calloc(1, sizeof *e);
   kiln_kernel_src *srcs = calloc((size_t)s->n_kernels + 1, sizeof *srcs);
-  int32_t total_args = 0;
+  int32_t total_args = 0, total_sites = 0;
   kiln_status st = (e && srcs) ? KILN_OK : kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
   if (e) pthread_mutex_init(&e->mu, NULL);
   for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
@@ -246,6 +260,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
     if (k->kind != KILN_SK_LOOP || k->n_stores == 0) continue;
     st = kiln_codegen_kernel(s, i, &srcs[i], err);
     total_args += srcs[i].n_args;
+    total_sites += srcs[i].n_sites;
     if (srcs[i].n_args > e->max_args) e->max_args = srcs[i].n_args;
   }
   uint64_t t1 = kiln_now_ns();
@@ -331,10 +346,11 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
     e->names = calloc((size_t)s->n_kernels + 1, 24);
     e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
     e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
-    if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings)
+    e->sites = calloc((size_t)total_sites + 1, sizeof *e->sites);
+    if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings || !e->sites)
       st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
   }
-  int32_t argp = 0;
+  int32_t argp = 0, sitep = 0;
   for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
     const kiln_skernel *k = &s->kernels[i];
     step *sp = &e->steps[e->n_steps];
@@ -350,7 +366,15 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
       sp->arg_off = argp;
       for (int32_t a = 0; a < srcs[i].n_args; a++) {
         e->arg_bufs[argp++] = srcs[i].args[a];
-        sp->mem_bytes += (double)s->bufs[srcs[i].args[a]].bytes;
+        if (srcs[i].args[a] != KILN_CG_ERR_ARG) sp->mem_bytes += (double)s->bufs[srcs[i].args[a]].bytes;
+      }
+      sp->n_sites = srcs[i].n_sites;
+      sp->site_off = sitep;
+      for (int32_t q = 0; q < srcs[i].n_sites; q++) {
+        const kiln_graph *sg = s->g; /* the schedule's graph: sites are its node ids */
+        const kiln_gnode *nd = &sg->nodes[srcs[i].sites[q]];
+        int ax = (int)nd->iattr[0];
+        e->sites[sitep++] = (isite){kiln_op_name(nd->op), ax, sg->nodes[kiln_gnode_inputs(sg, nd)[0]].shape[ax], nd->loc};
       }
       char *nm = e->names + 24 * (size_t)i;
       memcpy(nm, srcs[i].name, sizeof srcs[i].name);
@@ -524,6 +548,10 @@ static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: out of memory");
   }
   void **args = ptr + e->n_bufs;
+  /* the error word of the index checks (codegen.h): {site + 1, index} */
+  int64_t errw[2] = {0, 0};
+  int32_t fault_step = -1;
+  e->has_fault = 0;
   for (int32_t i = 0; i < e->n_bufs; i++) {
     const kiln_sbuf *bf = &e->bufs[i];
     ptr[i] = bf->kind == KILN_SBUF_INPUT    ? inputs[bf->index]
@@ -536,9 +564,16 @@ static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const
     t->begin_ns = kiln_now_ns();
     switch (sp->kind) {
       case ST_LOOP: {
-        for (int32_t a = 0; a < sp->n_args; a++) args[a] = ptr[e->arg_bufs[sp->arg_off + a]];
+        for (int32_t a = 0; a < sp->n_args; a++) {
+          int32_t id = e->arg_bufs[sp->arg_off + a];
+          args[a] = id == KILN_CG_ERR_ARG ? (void *)errw : ptr[id];
+        }
         loop_ctx l = {sp->fn, args};
         kiln_pool_parallel_for_tagged(b->pool, run_loop, &l, sp->items, sp->grain, &sp->tag);
+        /* the first failing kernel is the one to report; later ones cannot
+         * overwrite the word. The run goes on (indices were clamped), so
+         * every output is written and nothing is left half-done. */
+        if (sp->n_sites && fault_step < 0 && errw[0]) fault_step = i;
         break;
       }
       case ST_GEMM: run_gemm(b, sp, ptr); break;
@@ -555,8 +590,29 @@ static kiln_status cpu_execute(kiln_backend *kb, kiln_executable *e, void *const
     t->bytes = sp->mem_bytes;
   }
   if (ptr != small) free(ptr);
+  kiln_status st = KILN_OK;
+  if (fault_step >= 0) {
+    const step *sp = &e->steps[fault_step];
+    int64_t site = errw[0] - 1;
+    if (site >= 0 && site < sp->n_sites) {
+      const isite *is = &e->sites[sp->site_off + site];
+      e->fault_loc = is->loc;
+      e->has_fault = 1;
+      st = kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, KILN_INDEX_ERR_FMT, is->op, (long long)errw[1], is->axis,
+                        (long long)is->dim);
+    } else {
+      st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu execute: bad index-check site %lld", (long long)site);
+    }
+  }
   pthread_mutex_unlock(&e->mu);
-  return KILN_OK;
+  return st;
+}
+
+static int cpu_last_error_loc(kiln_backend *kb, const kiln_executable *e, kiln_loc *out) {
+  (void)kb;
+  if (!e->has_fault) return 0;
+  *out = e->fault_loc;
+  return 1;
 }
 
 static void cpu_executable_info(kiln_backend *kb, const kiln_executable *e, kiln_exec_info *out) { *out = e->info; }
@@ -595,6 +651,7 @@ static const kiln_backend_vtable k_cpu_vtable = {
     .executable_info = cpu_executable_info,
     .last_kernel_timings = cpu_last_kernel_timings,
     .describe = cpu_describe,
+    .last_error_loc = cpu_last_error_loc,
 };
 
 kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend **out, kiln_err *err) {

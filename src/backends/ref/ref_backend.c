@@ -9,9 +9,11 @@
  * (donation) is always correct.
  *
  * Thread-safety: the backend has no mutable state; executables are
- * read-only after compile, so any number of compiles and executes may run
- * concurrently.
+ * read-only after compile but for the fault record of last_error_loc
+ * (under the executable's mutex), so any number of compiles and executes
+ * may run concurrently.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,11 @@ typedef struct ref_backend {
 
 struct kiln_executable {
   kiln_graph *g; /* owned clone */
+  /* the node at fault in the last failed execute (last_error_loc); the
+   * only mutable state, so guarded: executes may run concurrently */
+  pthread_mutex_t mu;
+  kiln_loc fault_loc;
+  int has_fault;
 };
 
 static void ref_destroy(kiln_backend *b) { free(b); }
@@ -65,6 +72,7 @@ static kiln_status ref_compile(kiln_backend *b, const kiln_graph *g, kiln_execut
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "ref: out of memory cloning a graph of %d nodes",
                         (int)g->n_nodes);
   }
+  pthread_mutex_init(&e->mu, NULL);
   *out = e;
   return KILN_OK;
 }
@@ -73,6 +81,7 @@ static void ref_executable_free(kiln_backend *b, kiln_executable *e) {
   (void)b;
   if (!e) return;
   kiln_graph_free(e->g);
+  pthread_mutex_destroy(&e->mu);
   free(e);
 }
 
@@ -100,7 +109,15 @@ static kiln_status eval_node(const kiln_graph *g, int32_t i, kiln_ref_val *vals,
         s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "ref: out of memory in %s at node %%%d",
                          kiln_op_name(n->op), (int)i);
       break;
-    case KILN_KIND_MOVE: kiln_ref_eval_move(n, &vals[i], ins, n->n_in); break;
+    case KILN_KIND_MOVE: {
+      int64_t bad = 0;
+      if (kiln_ref_eval_move(n, &vals[i], ins, n->n_in, &bad)) {
+        int ax = (int)n->iattr[0];
+        s = kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, KILN_INDEX_ERR_FMT, kiln_op_name(n->op), (long long)bad, ax,
+                         (long long)ins[0].shape[ax]);
+      }
+      break;
+    }
     case KILN_KIND_MATMUL: kiln_ref_eval_matmul(n, &vals[i], ins); break;
   }
   if (ins != small) free(ins);
@@ -117,6 +134,9 @@ static kiln_status ref_execute(kiln_backend *b, kiln_executable *e, void *const 
    * are freed as soon as nothing needs them */
   int32_t *last_use = calloc((size_t)N + 1, sizeof *last_use);
   kiln_status s = KILN_OK;
+  pthread_mutex_lock(&e->mu);
+  e->has_fault = 0;
+  pthread_mutex_unlock(&e->mu);
   if (!vals || !last_use) {
     s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "ref: out of memory executing %d nodes", (int)N);
     goto done;
@@ -143,6 +163,12 @@ static kiln_status ref_execute(kiln_backend *b, kiln_executable *e, void *const 
       break;
     }
     s = eval_node(g, i, vals, inputs, err);
+    if (s == KILN_ERR_INVALID_ARGUMENT) { /* the program's data (an index): say where it was traced */
+      pthread_mutex_lock(&e->mu);
+      e->fault_loc = n->loc;
+      e->has_fault = 1;
+      pthread_mutex_unlock(&e->mu);
+    }
     /* free the inputs whose last reader was this node */
     const int32_t *in = kiln_gnode_inputs(g, n);
     for (int k = 0; k < n->n_in; k++) {
@@ -169,6 +195,16 @@ done:
   free(vals);
   free(last_use);
   return s;
+}
+
+static int ref_last_error_loc(kiln_backend *b, const kiln_executable *e, kiln_loc *out) {
+  (void)b;
+  kiln_executable *m = (kiln_executable *)e; /* the mutex only */
+  pthread_mutex_lock(&m->mu);
+  int has = m->has_fault;
+  if (has) *out = m->fault_loc;
+  pthread_mutex_unlock(&m->mu);
+  return has;
 }
 
 static void ref_executable_info(kiln_backend *b, const kiln_executable *e, kiln_exec_info *out) {
@@ -210,6 +246,7 @@ static const kiln_backend_vtable k_ref_vtable = {
     .executable_info = ref_executable_info,
     .last_kernel_timings = NULL,
     .describe = ref_describe,
+    .last_error_loc = ref_last_error_loc,
 };
 
 kiln_status kiln_backend_ref_create(const kiln_backend_config *cfg, kiln_backend **out, kiln_err *err) {

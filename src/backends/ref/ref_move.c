@@ -112,42 +112,44 @@ int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_
 
 /* ───────────── data movement ───────────── */
 
-/* Index clamped to [0, dim): the IR's rule for out-of-range indices. */
-static int64_t clamp_index(int64_t v, int64_t dim) {
-  if (v < 0) return 0;
-  if (v >= dim) return dim - 1;
-  return v;
+/* An index out of [0, dim) is an error (PyTorch's rule); the first one
+ * is kept in *bad and the index is clamped so the read stays in bounds. */
+static int64_t check_index(int64_t v, int64_t dim, int *nbad, int64_t *bad) {
+  if ((uint64_t)v < (uint64_t)dim) return v;
+  if (!(*nbad)++) *bad = v;
+  return v < 0 ? 0 : dim - 1;
 }
 
-void kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int n_in) {
+int kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int n_in, int64_t *bad) {
+  int nbad = 0;
   const kiln_ref_val *x = &ins[0];
   const int R = out->rank;
   int64_t oc[KILN_MAX_RANK], ic[KILN_MAX_RANK];
   switch (n->op) {
     case KILN_OP_RESHAPE:
       memcpy(out->data, x->data, kiln_gnode_bytes(n));
-      return;
+      return 0;
     case KILN_OP_PERMUTE:
       for (int64_t o = 0; o < out->numel; o++) {
         kiln_ref_unravel(o, R, out->shape, oc);
         for (int d = 0; d < R; d++) ic[n->iattr[d]] = oc[d];
         kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
       }
-      return;
+      return 0;
     case KILN_OP_EXPAND:
       for (int64_t o = 0; o < out->numel; o++) {
         kiln_ref_unravel(o, R, out->shape, oc);
         for (int d = 0; d < R; d++) ic[d] = x->shape[d] == 1 ? 0 : oc[d];
         kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
       }
-      return;
+      return 0;
     case KILN_OP_SLICE:
       for (int64_t o = 0; o < out->numel; o++) {
         kiln_ref_unravel(o, R, out->shape, oc);
         for (int d = 0; d < R; d++) ic[d] = n->iattr[d] + oc[d] * n->iattr[R + d];
         kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
       }
-      return;
+      return 0;
     case KILN_OP_CONCAT: {
       const int axis = (int)n->iattr[0];
       int64_t offset = 0;
@@ -161,7 +163,7 @@ void kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_v
         }
         offset += in->shape[axis];
       }
-      return;
+      return 0;
     }
     case KILN_OP_PAD:
       for (int64_t o = 0; o < out->numel; o++) kiln_ref_set_f(out, o, n->fattr);
@@ -170,7 +172,7 @@ void kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_v
         for (int d = 0; d < R; d++) oc[d] = ic[d] + n->iattr[d];
         kiln_ref_copy_elem(out, kiln_ref_ravel(oc, R, out->shape), x, i);
       }
-      return;
+      return 0;
     case KILN_OP_INDEX_SELECT: {
       /* out coords = x[:axis] ++ idx coords ++ x[axis+1:] */
       const kiln_ref_val *idx = &ins[1];
@@ -179,11 +181,11 @@ void kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_v
         kiln_ref_unravel(o, R, out->shape, oc);
         int64_t iflat = kiln_ref_ravel(oc + axis, ir, idx->shape);
         for (int d = 0; d < axis; d++) ic[d] = oc[d];
-        ic[axis] = clamp_index(kiln_ref_get_i(idx, iflat), x->shape[axis]);
+        ic[axis] = check_index(kiln_ref_get_i(idx, iflat), x->shape[axis], &nbad, bad);
         for (int d = axis + 1; d < x->rank; d++) ic[d] = oc[d - 1 + ir];
         kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
       }
-      return;
+      return nbad != 0;
     }
     case KILN_OP_GATHER: {
       const kiln_ref_val *idx = &ins[1];
@@ -191,12 +193,12 @@ void kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_v
       for (int64_t o = 0; o < out->numel; o++) {
         kiln_ref_unravel(o, R, out->shape, oc);
         memcpy(ic, oc, sizeof ic);
-        ic[axis] = clamp_index(kiln_ref_get_i(idx, o), x->shape[axis]);
+        ic[axis] = check_index(kiln_ref_get_i(idx, o), x->shape[axis], &nbad, bad);
         kiln_ref_copy_elem(out, o, x, kiln_ref_ravel(ic, x->rank, x->shape));
       }
-      return;
+      return nbad != 0;
     }
-    default: return;
+    default: return 0;
   }
 }
 

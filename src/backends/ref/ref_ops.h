@@ -59,7 +59,9 @@ void kiln_ref_eval_source(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref
 void kiln_ref_eval_elementwise(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins);
 /* Returns 0, or -1 when its accumulators cannot be allocated. */
 int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins);
-void kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int n_in);
+/* Returns 1 if an index (INDEX_SELECT, GATHER) is out of range: the first
+ * such index is stored in *bad (the read is clamped). */
+int kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int n_in, int64_t *bad);
 void kiln_ref_eval_matmul(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins);
 
 #endif

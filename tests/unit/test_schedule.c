@@ -288,8 +288,8 @@ KT_TEST(move_ops_match_c) {
   output(&b, bin(&b, KILN_OP_ADD, io, x), -1);
   kiln_graph *g = finish(&b);
   float xs[R * C], o1[C * R], o2[4], o3[5 * 8], o4[R * 2 * C], o5[24], o6[5 * C], o7[R * 2], o8[R * C];
-  int64_t is[5] = {3, -1, 0, 9, 2};
-  int32_t gs[R * 2] = {0, 5, 7, -2, 3, 3, 1, 4};
+  int64_t is[5] = {3, 1, 0, 3, 2}; /* in range: an out-of-range index is an error (test_index_errors) */
+  int32_t gs[R * 2] = {0, 5, 1, 2, 3, 3, 1, 4};
   for (int i = 0; i < R * C; i++) xs[i] = (float)i * 0.5f - 3;
   void *in[] = {xs, is, gs}, *out[] = {o1, o2, o3, o4, o5, o6, o7, o8};
   run(g, in, out);

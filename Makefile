@@ -7,6 +7,8 @@
 #   make test      the whole suite, then again under ASan+UBSan (build-asan/)
 #   make tsan      thread pool / executor tests under ThreadSanitizer (build-tsan/)
 #   make fuzz      libFuzzer harnesses for FUZZ_SECONDS each (build-fuzz/, clang)
+#   make difftest  the differential test against NumPy, N programs (default 20000) on
+#                  both backends (tests/diff/; a short run is part of make test)
 #   make bench     Release build (build-release/), benchmarks, BENCHMARKS.md
 #   make install   install headers, libraries, `kiln`, pkg-config and CMake files
 #                  (PREFIX=/usr/local by default)
@@ -24,7 +26,7 @@ export JOBS FUZZ_SECONDS BUILD
 # cmake --build runs make underneath: keep its output free of directory noise.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build demo test tsan fuzz bench install clean help
+.PHONY: all deps build demo test tsan fuzz bench install clean help difftest
 
 all: build
 
@@ -49,6 +51,14 @@ tsan: deps
 
 fuzz: deps
 	@bash scripts/fuzz.sh
+
+N ?= 20000
+SEED ?= 1
+difftest: deps
+	@bash scripts/build.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -- diff_run
+	@mkdir -p $(BUILD)/difftest-cache
+	@KILN_CACHE_DIR=$(CURDIR)/$(BUILD)/difftest-cache /usr/bin/python3 tests/diff/difftest.py \
+	  --run $(BUILD)/bin/tests/diff_run --programs $(N) --seed $(SEED)
 
 bench: deps
 	@bash scripts/install-deps.sh --bench

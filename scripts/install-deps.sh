@@ -24,6 +24,7 @@ packages=(
   dataset-fashion-mnist # the training data set (IDX files under /usr/share/datasets)
   clang             # libFuzzer harnesses (make fuzz)
   libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes
+  python3-numpy     # the oracle of the differential test (tests/diff/difftest.py, /usr/bin/python3)
 )
 
 check=0

@@ -162,9 +162,13 @@ kiln_tensor kiln_cast_at(kiln_tensor x, kiln_dtype dt, kiln_loc loc) {
 
 /* ── binary ── */
 
+/* PyTorch's promotion categories: bool < integer < floating point. */
+static int category(kiln_dtype d) { return d == KILN_BOOL ? 0 : kiln_dtype_is_float(d) ? 2 : 1; }
+
 static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_node *b, kiln_loc loc) {
   /* fast path, the common case: same dtype, same shape, arithmetic */
-  if (a->dtype == b->dtype && a->rank == b->rank && a->dtype != KILN_BOOL && op <= KILN_OP_MIN && op != KILN_OP_POW) {
+  if (a->dtype == b->dtype && a->rank == b->rank && a->dtype != KILN_BOOL && op <= KILN_OP_MIN && op != KILN_OP_POW &&
+      (op != KILN_OP_DIV || kiln_dtype_is_float((kiln_dtype)a->dtype))) {
     int same = 1;
     for (int i = 0; same && i < a->rank; i++) same = a->shape[i] == b->shape[i];
     if (same) {
@@ -175,10 +179,16 @@ static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_no
   }
   const char *name = kiln_op_name(op);
   kiln_dtype dt = kiln_api_promote((kiln_dtype)a->dtype, (kiln_dtype)b->dtype);
+  /* PyTorch: a 0-d operand does not widen a dimensioned operand of its own
+   * category (f32[3] * f64 0-d is f32; a higher category still promotes). */
+  int ca = category((kiln_dtype)a->dtype), cb = category((kiln_dtype)b->dtype);
+  if (a->rank == 0 && b->rank > 0 && ca == cb) dt = (kiln_dtype)b->dtype;
+  if (b->rank == 0 && a->rank > 0 && ca == cb) dt = (kiln_dtype)a->dtype;
   if (op == KILN_OP_AND || op == KILN_OP_OR) dt = KILN_BOOL;
   if ((op == KILN_OP_SUB || op == KILN_OP_DIV || op == KILN_OP_POW) && dt == KILN_BOOL)
     return kiln_api_fail(fe, loc, "%s: not defined for bool tensors", name);
-  if (op == KILN_OP_POW && !kiln_dtype_is_float(dt)) dt = KILN_F32;
+  /* integer / and pow are true (float) division and power, as PyTorch's */
+  if ((op == KILN_OP_POW || op == KILN_OP_DIV) && !kiln_dtype_is_float(dt)) dt = KILN_F32;
   int rank, bad;
   int64_t shape[KILN_MAX_RANK];
   if (kiln_api_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape, &bad)) {

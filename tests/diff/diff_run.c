@@ -19,7 +19,7 @@
 
 #include "kiln/kiln.h"
 
-#define MAX_TOK 256
+#define MAX_TOK 16384
 #define MAX_IDS 4096
 
 static kiln_tensor g_t[MAX_IDS];
@@ -161,13 +161,24 @@ int main(int argc, char **argv) {
     fprintf(stderr, "diff_run: %s\n", kiln_last_error());
     return 2;
   }
-  static char line[1 << 16];
-  char *tok[MAX_TOK + 16];
+  static char line[1 << 20];
+  static char *tok[MAX_TOK + 16];
   int prog = -1, si = 0, failed_at = -1;
   int kept[MAX_IDS], n_kept = 0;
   while (fgets(line, sizeof line, f)) {
+    size_t len = strlen(line);
+    if (len == sizeof line - 1 && line[len - 1] != '\n') {
+      fprintf(stderr, "diff_run: a statement longer than %zu bytes\n", sizeof line - 1);
+      return 2;
+    }
     int nt = 0;
-    for (char *p = strtok(line, " \t\n"); p && nt < MAX_TOK + 16; p = strtok(NULL, " \t\n")) tok[nt++] = p;
+    for (char *p = strtok(line, " \t\n"); p; p = strtok(NULL, " \t\n")) {
+      if (nt == MAX_TOK + 16) {
+        fprintf(stderr, "diff_run: a statement of more than %d words\n", MAX_TOK);
+        return 2;
+      }
+      tok[nt++] = p;
+    }
     if (!nt) continue;
     const char *k = tok[0];
     if (!strcmp(k, "program")) {

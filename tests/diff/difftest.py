@@ -85,6 +85,13 @@ def apply_op(name, ins, attrs, dts):
         return UNARY[name](x.astype(np.float64)), dts[0]
     if name in BINARY:
         dt = promote(dts[0], dts[1])
+        cat = lambda d: 0 if d == BOOL else 2 if is_float(d) else 1  # PyTorch: a 0-d operand does not
+        if ins[0].ndim == 0 and ins[1].ndim > 0 and cat(dts[0]) == cat(dts[1]):  # widen its own category
+            dt = dts[1]
+        if ins[1].ndim == 0 and ins[0].ndim > 0 and cat(dts[0]) == cat(dts[1]):
+            dt = dts[0]
+        if name == "div" and not is_float(dt):
+            dt = F32  # integer / is true division (docs/semantics.md)
         return BINARY[name](ins[0].astype(np.float64), ins[1].astype(np.float64)), dt
     if name in COMPARE:
         return COMPARE[name](ins[0].astype(np.float64), ins[1].astype(np.float64)), BOOL
@@ -106,7 +113,8 @@ def apply_op(name, ins, attrs, dts):
         keep, n = int(attrs[0]), int(attrs[1])
         axes = tuple(int(a) for a in attrs[2:2 + n]) if n else None
         f = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[name]
-        return f(x.astype(np.float64), axis=axes, keepdims=bool(keep)), dts[0]
+        dt = I64 if name == "sum" and dts[0] in (BOOL, I32) else dts[0]  # int sums widen, as PyTorch's
+        return f(x.astype(np.float64), axis=axes, keepdims=bool(keep)), dt
     if name in ("softmax", "log_softmax"):
         s = softmax(x.astype(np.float64), int(attrs[0]))
         return (s if name == "softmax" else np.log(s)), dts[0]

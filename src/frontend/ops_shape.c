@@ -29,8 +29,9 @@ kiln_tensor kiln_reshape_at(kiln_tensor x, int rank, const int64_t *shape, kiln_
       infer = i;
     } else if (s[i] < 0) {
       return kiln_api_fail(fe, loc, "reshape: bad dimension %lld in the target shape", (long long)s[i]);
-    } else {
-      known *= s[i];
+    } else if (__builtin_mul_overflow(known, s[i], &known)) {
+      return kiln_api_fail(fe, loc, "reshape: the target shape %s has more elements than int64 holds",
+                           kiln_fe_shape_str(rank, shape, sb, sizeof sb));
     }
   }
   int64_t total = numel_of(n->rank, n->shape);
@@ -40,7 +41,7 @@ kiln_tensor kiln_reshape_at(kiln_tensor x, int rank, const int64_t *shape, kiln_
                            kiln_fe_shape_str(rank, shape, sb, sizeof sb),
                            kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
     s[infer] = total / known;
-    known *= s[infer];
+    known *= s[infer]; /* == total: no overflow */
   }
   if (known != total)
     return kiln_api_fail(fe, loc, "reshape: shape %s (%lld elements) does not match %s (%lld elements)",

@@ -62,6 +62,8 @@ KT_TEST(overflowing_shapes_are_errors) {
   int64_t half = (1LL << 62) + 1;
   kiln_tensor big = kiln_expand(kiln_reshape(kiln_slice(X, 0, 0, 1, 1), 1, (int64_t[]){1}), 1, &half);
   EXPECT_SHAPE_ERROR(big, "expand");
+  int64_t rt[3] = {(1LL << 62) + 1, (1LL << 62) + 1, 0}; /* the target's own product overflows */
+  EXPECT_SHAPE_ERROR(kiln_reshape(X, 3, rt), "reshape");
   kiln_tensor cat2[2] = {X, X};
   KT_CHECK(kiln_is_valid(kiln_concat(2, cat2, 0)));
   kiln_mark_step();

@@ -467,7 +467,9 @@ static void first_lines(char *text, int max_lines) {
  * segment and the section table inside the file. */
 static const char *elf_problem(const uint8_t *b, size_t n) {
   if (n < sizeof(Elf64_Ehdr)) return "shorter than an ELF header";
-  const Elf64_Ehdr *eh = (const Elf64_Ehdr *)b;
+  Elf64_Ehdr ehdr; /* copied: the bytes (a cache entry's payload) need not be aligned */
+  memcpy(&ehdr, b, sizeof ehdr);
+  const Elf64_Ehdr *eh = &ehdr;
   if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
   if (eh->e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
   if (eh->e_type != ET_DYN) return "not a shared object";

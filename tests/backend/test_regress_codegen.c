@@ -11,7 +11,7 @@
 /* The input views: each turns a fresh [R,C] (or related) input into a
  * tensor of shape [R', C'] through one or two view ops. */
 enum { V_NONE, V_PAD_LO, V_PAD_HI, V_PAD_BOTH, V_SLICE, V_SLICE_STEP, V_CONCAT, V_PERMUTE, V_RESHAPE, V_PAD_PERM,
-       V_SLICE_PAD, V_CONCAT_PAD, V_COUNT };
+       V_SLICE_PAD, V_CONCAT_PAD, V_WHERE, V_WHERE_NOPAD, V_RELU_PAD, V_COUNT };
 /* What happens to the keepdim reduction afterwards. */
 enum { P_EXPAND, P_BCAST_ADD, P_RESHAPE_EXPAND, P_PERMUTE, P_NOKEEP_BCAST, P_PAD_AFTER, P_COUNT };
 enum { R_SUM, R_MAX, R_MIN, R_MEAN, R_COUNT };
@@ -63,6 +63,16 @@ static kiln_tensor make_view(int v, int rows, uint64_t seed) {
       kiln_tensor xs[2] = {kiln_pad(p, ((int64_t[]){0, 0}), ((int64_t[]){0, 0}), 0.0), bc_input(KILN_F32, 2, s, seed + 7, 0)};
       return kiln_pad(kiln_concat(2, xs, 0), ((int64_t[]){1, 0}), ((int64_t[]){0, 0}), -1.0);
     }
+    case V_WHERE: { /* a value select in the reduction, like PAD's */
+      kiln_tensor y = kiln_pad(x, ((int64_t[]){1, 0}), ((int64_t[]){0, 0}), 0.0);
+      return kiln_where(kiln_gt_c(y, 0.3), y, kiln_mul_c(y, -3.0));
+    }
+    case V_WHERE_NOPAD: {
+      const int64_t s[2] = {rows, 4};
+      kiln_tensor y = bc_input(KILN_F32, 2, s, seed + 8, 0);
+      return kiln_where(kiln_gt_c(y, 0.3), y, kiln_mul_c(y, -3.0));
+    }
+    case V_RELU_PAD: return kiln_relu(kiln_pad(kiln_neg(x), ((int64_t[]){1, 0}), ((int64_t[]){0, 0}), 0.5));
   }
   return x;
 }

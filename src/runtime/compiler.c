@@ -49,13 +49,19 @@ extern char **environ;
  * refuses loops whose trip count is unknown, so the "cheap" model is asked
  * for. -fopenmp-simd honours `#pragma omp simd reduction(...)` (no OpenMP
  * runtime): the one way generated code may ask for a reordered (vector)
- * reduction, explicitly. -pipe avoids the assembler temp file. Measured
- * numbers are in docs/cache.md. */
+ * reduction, explicitly. -pipe avoids the assembler temp file.
+ * -ffp-contract=off: gcc's default (=fast) fuses a*b+c into an FMA where
+ * the instruction selector finds it, so the same expression inlined in two
+ * kernels could round differently, and a backward kernel that recomputes a
+ * forward value and compares it with the saved one (max/min VJP) lost the
+ * gradient (issue 11). Every expression now rounds as written; see the
+ * floating-point contract in docs/codegen.md. Measured numbers are in
+ * docs/cache.md. */
 static const char k_flags_gcc[] =
-    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -ftree-vectorize "
+    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -ffp-contract=off -ftree-vectorize "
     "-fvect-cost-model=cheap -fopenmp-simd -fno-semantic-interposition -pipe";
 static const char k_flags_clang[] =
-    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -fopenmp-simd -pipe";
+    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -ffp-contract=off -fopenmp-simd -pipe";
 static const char k_flags_other[] = "-O2 -fPIC -shared";
 
 struct kiln_cc {

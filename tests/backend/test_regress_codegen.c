@@ -156,4 +156,87 @@ KT_TEST(view_chain_reduce_expand_matrix) {
   KT_CHECK_MSG(bad == 0, "%d of %d view/reduce programs differ from ref", bad, n);
 }
 
-KT_MAIN(KT_CASE(pad_keepdim_sum_expand_exact), KT_CASE(view_chain_reduce_expand_matrix))
+/* ───── max/min gradient over a recomputed input (FP contract) ─────
+ * The backward of a max compares its input, recomputed in the backward
+ * kernel, with the saved max. gcc contracted gelu(p) + c into an FMA in one
+ * kernel and not in the other, the values differed in the last bit and the
+ * gradient of some slices was lost. Oracle: the gradient of sum(max(y)) is
+ * gelu'(p) at each slice's argmax (host, double; ties have probability 0
+ * except on a size-1 axis, where every element is its own max). */
+static double gelu_d(double x) { return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI); }
+static double gelu_h(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+
+typedef struct mcase {
+  int rank;
+  int64_t s[3];
+  int axis, is_min, tensor_c;
+  const char *backend;
+} mcase;
+
+static int max_grad_case(const mcase *m, uint64_t seed) {
+  int bad = 0;
+  KT_EQ_INT(kiln_init(&(kiln_options){.backend = m->backend}), KILN_OK);
+  int64_t n = 1;
+  for (int d = 0; d < m->rank; d++) n *= m->s[d];
+  float *ph = bc_host_data(KILN_F32, n, seed, 0), *ch = bc_host_data(KILN_F32, n, seed + 1, 0);
+  kiln_tensor p = kiln_param(kiln_from_host(ph, KILN_F32, m->rank, m->s));
+  kiln_requires_grad(p);
+  kiln_tensor y = m->tensor_c ? kiln_add(kiln_gelu(p), kiln_from_host(ch, KILN_F32, m->rank, m->s))
+                              : kiln_add_c(kiln_gelu(p), 0.123456789);
+  const int ax[1] = {m->axis};
+  kiln_tensor r = m->is_min ? kiln_min(y, 1, ax, 1) : kiln_max(y, 1, ax, 1);
+  KT_EQ_INT(kiln_backward(kiln_sum(r, 0, NULL, 0)), KILN_OK);
+  float *gh = malloc(sizeof(float) * (size_t)n);
+  KT_EQ_INT(kiln_to_host(kiln_grad(p), gh, sizeof(float) * (size_t)n), KILN_OK);
+  kiln_mark_step();
+  /* walk the slices: stride of the axis, and every start outside it */
+  int64_t st = 1;
+  for (int d = m->rank - 1; d > m->axis; d--) st *= m->s[d];
+  int64_t len = m->s[m->axis];
+  for (int64_t b = 0; b < n; b++) {
+    if (b / st % len) continue; /* not a slice start */
+    int64_t best = b;
+    double bv = 0;
+    for (int64_t k = 0; k < len; k++) {
+      int64_t i = b + k * st;
+      double v = gelu_h(ph[i]) + (m->tensor_c ? (double)ch[i] : 0.123456789);
+      if (k == 0 || (m->is_min ? v < bv : v > bv)) bv = v, best = i;
+    }
+    for (int64_t k = 0; k < len; k++) {
+      int64_t i = b + k * st;
+      double want = i == best ? gelu_d(ph[i]) : 0.0;
+      if (fabs(gh[i] - want) > 1e-4 + 1e-3 * fabs(want)) {
+        if (bad++ < 4)
+          KT_FAIL("%s %s rank %d axis %d tensor_c %d: grad[%lld] = %g, want %g", m->backend, m->is_min ? "min" : "max",
+                  m->rank, m->axis, m->tensor_c, (long long)i, gh[i], want);
+      }
+    }
+  }
+  free(gh);
+  free(ph);
+  free(ch);
+  kiln_shutdown();
+  return bad;
+}
+
+KT_TEST(extremum_grad_of_recomputed_input) {
+  static const struct {
+    int rank;
+    int64_t s[3];
+    int axis;
+  } shapes[] = {{2, {5, 1}, 1}, {2, {64, 1}, 1}, {2, {1, 37}, 1}, {2, {4, 7}, 1}, {2, {4, 7}, 0},
+                {3, {3, 2, 9}, 2}, {3, {3, 1, 9}, 1}, {3, {6, 5, 33}, 1}, {2, {129, 3}, 0}};
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  int bad = 0;
+  for (int b = 0; b < 2; b++)
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      for (int v = 0; v < 4; v++) {
+        mcase m = {shapes[i].rank, {shapes[i].s[0], shapes[i].s[1], shapes[i].s[2]}, shapes[i].axis, v & 1, v >> 1,
+                   backends[b]};
+        bad += max_grad_case(&m, 1000 + i * 7 + (uint64_t)v);
+      }
+  KT_CHECK_MSG(bad == 0, "%d gradient elements wrong", bad);
+}
+
+KT_MAIN(KT_CASE(pad_keepdim_sum_expand_exact), KT_CASE(view_chain_reduce_expand_matrix),
+        KT_CASE(extremum_grad_of_recomputed_input))

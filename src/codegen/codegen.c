@@ -336,29 +336,6 @@ static void gen_col(cg *c, sb *o, int64_t rows, int64_t L) {
   free(idx.p);
 }
 
-/* Whether a PAD is inlined into the tree of n (stops at materialized
- * values, which the kernel loads). seen: per node, already walked. */
-static int inlined_pad(cg *c, int32_t n, uint8_t *seen) {
-  const kiln_gnode *nd = NODE(c, n);
-  if (nd->op == KILN_OP_PAD) return 1;
-  for (int i = 0; i < nd->n_in; i++) {
-    int32_t in = INP(c, n, i);
-    const kiln_gnode *x = NODE(c, in);
-    if (seen[in] || x->op == KILN_OP_LEAF || x->op == KILN_OP_SCALAR || c->s->mat[in]) continue;
-    seen[in] = 1;
-    if (inlined_pad(c, in, seen)) return 1;
-  }
-  return 0;
-}
-
-static int kernel_inlines_pad(cg *c) {
-  uint8_t *seen = calloc((size_t)c->g->n_nodes, 1);
-  int r = !seen; /* out of memory: answer "yes", the safe (slower) way */
-  for (int32_t j = 0; j < c->k->n_members && !r; j++) r = inlined_pad(c, c->k->members[j], seen);
-  free(seen);
-  return r;
-}
-
 static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
   const kiln_skernel *k = c->k;
   int64_t rows = 1, L = 1;
@@ -398,14 +375,6 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
     if (!(k->mask >> d & 1) && k->shape[d] > 1) dl = d;
   if (dl < 0 || k->shape[dl] < 4) unroll = 0;
   for (int32_t j = 0; j < k->n_members && unroll; j++) unroll = NODE(c, k->members[j])->op != KILN_OP_ARGMAX;
-  /* gcc 12.2 (-O2 -ftree-vectorize -fno-trapping-math, with or without
-   * -fopenmp-simd) miscompiles this mode when a PAD's `in range ? load :
-   * value` select sits in the unrolled reduction: the loop over rows is
-   * vectorized with the wrong addresses and a keepdim sum of a padded
-   * tensor came out as running window sums (issue 11; clang and gcc -O1
-   * are right, UBSan finds nothing; the reproducer is
-   * tests/backend/test_regress_codegen.c). The plain row loop is right. */
-  if (unroll && kernel_inlines_pad(c)) unroll = 0;
   int64_t st = 1;
   if (unroll) {
     int64_t n = k->shape[dl];

@@ -43,26 +43,30 @@ extern char **environ;
 
 /* Defaults keep IEEE semantics (no -ffast-math: results must match the ref
  * backend bit for bit where the op semantics say so) but let the vectorizer
- * work: -fno-math-errno lets sqrtf & co. become instructions,
- * -fno-trapping-math allows if-conversion of selects (we never read the FP
- * exception flags), and gcc's -O2 "very cheap" vectorizer cost model
- * refuses loops whose trip count is unknown, so the "cheap" model is asked
- * for. -fopenmp-simd honours `#pragma omp simd reduction(...)` (no OpenMP
- * runtime): the one way generated code may ask for a reordered (vector)
- * reduction, explicitly. -pipe avoids the assembler temp file.
- * -ffp-contract=off: gcc's default (=fast) fuses a*b+c into an FMA where
- * the instruction selector finds it, so the same expression inlined in two
- * kernels could round differently, and a backward kernel that recomputes a
- * forward value and compares it with the saved one (max/min VJP) lost the
- * gradient (issue 11). Every expression now rounds as written; see the
- * floating-point contract in docs/codegen.md. Measured numbers are in
- * docs/cache.md. */
+ * work: -fno-math-errno lets sqrtf & co. become instructions, and gcc's -O2
+ * "very cheap" vectorizer cost model refuses loops whose trip count is
+ * unknown, so the "cheap" model is asked for. -fopenmp-simd honours
+ * `#pragma omp simd reduction(...)` (no OpenMP runtime): the one way
+ * generated code may ask for a reordered (vector) reduction, explicitly.
+ * -pipe avoids the assembler temp file. Measured numbers are in
+ * docs/cache.md.
+ *
+ * -ffp-contract=off: a value computed in two kernels (a forward kernel and a
+ * backward kernel that recomputes it) must round the same way in both; with
+ * contraction the compiler fuses a*b+c into an FMA in one loop and not in
+ * the other, and the max/min gradient, which compares the recomputed input
+ * with the saved extremum, lost elements. No -fno-trapping-math: with it,
+ * gcc 12's vectorizer if-converts a padded (bounds-checked) load inside a
+ * loop that stores groups of elements and miscompiles it on AVX-512 (an
+ * expand of a keepdim reduction of a padded tensor gave running window sums;
+ * reduced reproducer in docs/codegen.md). docs/codegen.md states the
+ * floating-point contract. */
 static const char k_flags_gcc[] =
-    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -ffp-contract=off -ftree-vectorize "
+    "-O2 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -ftree-vectorize "
     "-fvect-cost-model=cheap -fopenmp-simd -fno-semantic-interposition -pipe";
 static const char k_flags_clang[] =
-    "-O2 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -ffp-contract=off -fopenmp-simd -pipe";
-static const char k_flags_other[] = "-O2 -fPIC -shared";
+    "-O2 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -fopenmp-simd -pipe";
+static const char k_flags_other[] = "-O2 -fPIC -shared -ffp-contract=off";
 
 struct kiln_cc {
   pthread_mutex_t mu; /* serializes builds (the work dir, seq, the cache) */

@@ -1,10 +1,16 @@
-/* Regression tests for generated-kernel indexing (issue 11): a reduction of
- * a view chain (pad / slice / concat / permute / reshape) whose result is
- * then expanded, broadcast, reshaped or permuted. The cpu backend fuses the
- * view chain into the reduction's loads and the expand into its consumer;
- * the original bug (pad + keepdim sum + expand gave running window sums) was
- * an index expression that composed those wrongly. Every combination below
- * is compared against the ref backend, which interprets each op on its own.
+/* Regression tests for generated kernels (issue 11), complementing
+ * test_codegen_regress.c with a systematic matrix.
+ *
+ * 1. A reduction of a view chain (pad / slice / concat / permute / reshape /
+ *    value selects) whose result is then expanded, broadcast, reshaped,
+ *    permuted or padded, on every reduction, both axes and two sizes, cpu
+ *    against ref. The original bug (pad + keepdim sum + expand gave running
+ *    window sums) was gcc 12.2 miscompiling the row kernel's unrolled mode
+ *    under -fno-trapping-math; with those flags this matrix finds 34 of its
+ *    programs wrong (docs/codegen.md §4a).
+ * 2. The gradient of max/min over gelu(p) + c, which the backward kernel
+ *    recomputes and compares with the saved extremum: exact only with
+ *    -ffp-contract=off (387 wrong elements without it).
  */
 #include "backend_compare.h"
 

@@ -281,7 +281,11 @@ static kiln_node *gather_grad(vctx *c, kiln_node *n, kiln_node *g) {
 }
 
 /* REDUCE_MAX / REDUCE_MIN: the gradient is spread evenly over the elements
- * equal to the extremum (as torch.amax/amin do). */
+ * equal to the extremum (as torch.amax/amin do). x is usually recomputed by
+ * the backward kernel and compared for equality with the max the forward
+ * kernel stored: exact only because generated code computes an expression
+ * identically wherever it appears (-ffp-contract=off, no implicit
+ * reassociation, scalar libm; docs/codegen.md §4a). */
 static kiln_node *extremum_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0];
   uint64_t mask = (uint64_t)n->iattr[0];

@@ -278,7 +278,9 @@ def run_oracle(prog):
                 if reaches(loss, leaf):
                     flat = leaf.val.astype(np.float64).reshape(-1).copy()
                     for k in range(flat.size):
-                        h = 1e-4 * max(1.0, abs(flat[k]))
+                        # small: a min/max/relu input within h of a tie or of the kink gives a
+                        # blended quotient (FD is in float64, so rounding costs ~1e-9 here)
+                        h = 1e-7 * max(1.0, abs(flat[k]))
                         up, dn = flat.copy(), flat.copy()
                         up[k] += h
                         dn[k] -= h

@@ -10,12 +10,10 @@
 #define _GNU_SOURCE
 #include "runtime/compiler.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <elf.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,6 +35,7 @@
 #include "debug/metrics.h"
 #include "profiler/events.h"
 #include "runtime/diskcache.h"
+#include "runtime/sharedobj.h"
 
 extern char **environ;
 
@@ -92,10 +90,6 @@ struct kiln_cc {
   int test_fail_errno; /* test hook: writes into the cache directory's work dir fail */
 };
 
-struct kiln_so {
-  void *handle;
-  int fd; /* the memfd the object was loaded from (kept open while loaded), or -1 */
-};
 
 static uint64_t now_ns(void) { return kiln_now_ns(); }
 
@@ -460,50 +454,6 @@ static void first_lines(char *text, int max_lines) {
   }
 }
 
-/* Why `b` (n bytes) is not a complete ELF shared object, or NULL. dlopen
- * maps segments by their offsets: a truncated file maps pages past its end,
- * and touching them (relocation) is SIGBUS, not an error. So every object
- * is checked before it is loaded: headers, program headers, every loaded
- * segment and the section table inside the file. */
-static const char *elf_problem(const uint8_t *b, size_t n) {
-  if (n < sizeof(Elf64_Ehdr)) return "shorter than an ELF header";
-  Elf64_Ehdr ehdr; /* copied: the bytes (a cache entry's payload) need not be aligned */
-  memcpy(&ehdr, b, sizeof ehdr);
-  const Elf64_Ehdr *eh = &ehdr;
-  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
-  if (eh->e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
-  if (eh->e_type != ET_DYN) return "not a shared object";
-  if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > n ||
-      (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > n - eh->e_phoff)
-    return "program headers outside the file (truncated)";
-  for (int i = 0; i < eh->e_phnum; i++) {
-    Elf64_Phdr ph;
-    memcpy(&ph, b + eh->e_phoff + (size_t)i * sizeof ph, sizeof ph);
-    if ((ph.p_type == PT_LOAD || ph.p_type == PT_DYNAMIC) && (ph.p_offset > n || ph.p_filesz > n - ph.p_offset))
-      return "a segment ends past the end of the file (truncated)";
-  }
-  if (eh->e_shnum && (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > n ||
-                      (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > n - eh->e_shoff))
-    return "section headers outside the file (truncated)";
-  return NULL;
-}
-
-static void so_free(kiln_so *so) {
-  if (!so) return;
-  if (so->handle) dlclose(so->handle);
-  if (so->fd >= 0) close(so->fd);
-  free(so);
-}
-
-/* Every symbol of syms (n of them) is in the object, or an error naming the
- * first missing one and what was loaded. */
-static kiln_status check_symbols(kiln_so *so, const char *const *syms, int n, const char *what, kiln_err *err) {
-  for (int i = 0; i < n; i++)
-    if (!dlsym(so->handle, syms[i]))
-      return kiln_err_set(err, KILN_ERR_COMPILE, "symbol %s missing in the compiled kernels (%s)", syms[i], what);
-  return KILN_OK;
-}
-
 /* The cache directory could not be written (full disk, quota, I/O error):
  * compile in a private directory elsewhere and stop caching, saying so once.
  * The cache is an optimisation: it never makes a program fail. */
@@ -562,67 +512,16 @@ static kiln_status work_write(kiln_cc *cc, const char *name, const void *data, s
   return s;
 }
 
-/* Load an object from memory: a sealed memfd, kept open while the object is
- * loaded (its /proc/self/fd path is then unique among loaded objects: glibc
- * would hand back an already loaded object whose path matches). The last
- * resort when no directory can be written. */
-static kiln_status load_memfd(const uint8_t *b, size_t n, kiln_so **out, kiln_err *err) {
-  int fd = memfd_create("kiln-kernels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "memfd_create: %s", strerror(errno));
-  size_t off = 0;
-  while (off < n) {
-    ssize_t w = write(fd, b + off, n - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int e = errno;
-      close(fd);
-      return kiln_err_set(err, KILN_ERR_IO, "writing kernels to memory: %s", strerror(e));
-    }
-    off += (size_t)w;
-  }
-  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char *e = dlerror();
-    close(fd);
-    return kiln_err_set(err, KILN_ERR_COMPILE, "cannot load compiled kernels from memory: %s", e ? e : "dlopen failed");
-  }
-  kiln_so *so = calloc(1, sizeof *so);
-  if (!so) {
-    dlclose(h);
-    close(fd);
-    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  so->handle = h;
-  so->fd = fd;
-  *out = so;
-  return KILN_OK;
-}
-
 /* dlopen a file of the private work directory. Every loaded object gets a
  * name never used before in this process: glibc reuses an already loaded
  * object whose name matches, so reusing a name could run stale code. */
 static kiln_status load_private(kiln_cc *cc, const char *name, kiln_so **out, kiln_err *err) {
   char path[sizeof cc->work + 64];
   snprintf(path, sizeof path, "%s/%s", cc->work, name);
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  kiln_status s = kiln_so_load_path(path, out, err);
   /* The mapping keeps the file alive; the name is not needed any more. */
   unlinkat(cc->work_fd, name, 0);
-  if (!h) {
-    const char *e = dlerror();
-    return kiln_err_set(err, KILN_ERR_COMPILE, "cannot load compiled kernels %s: %s", path, e ? e : "dlopen failed");
-  }
-  kiln_so *so = calloc(1, sizeof *so);
-  if (!so) {
-    dlclose(h);
-    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  so->handle = h;
-  so->fd = -1;
-  *out = so;
-  return KILN_OK;
+  return s;
 }
 
 /* Check and load object bytes (a verified cache entry, or what the
@@ -632,7 +531,7 @@ static kiln_status load_private(kiln_cc *cc, const char *name, kiln_so **out, ki
 static kiln_status load_bytes(kiln_cc *cc, const uint8_t *b, size_t n, const char *what, const char *const *syms,
                               int n_syms, kiln_so **out, kiln_err *err) {
   *out = NULL;
-  const char *bad = elf_problem(b, n);
+  const char *bad = kiln_so_elf_problem(b, n);
   if (bad) return kiln_err_set(err, KILN_ERR_COMPILE, "%s is not a complete shared object: %s", what, bad);
   char so_name[64];
   snprintf(so_name, sizeof so_name, "h%llu.so", (unsigned long long)++cc->seq);
@@ -640,10 +539,10 @@ static kiln_status load_bytes(kiln_cc *cc, const uint8_t *b, size_t n, const cha
   kiln_err werr = {0};
   kiln_status s = work_write(cc, so_name, b, n, &e, &werr);
   if (s != KILN_OK && relocate_work(cc, werr.msg) == 0) s = work_write(cc, so_name, b, n, &e, &werr);
-  s = s == KILN_OK ? load_private(cc, so_name, out, err) : load_memfd(b, n, out, err);
-  if (s == KILN_OK) s = check_symbols(*out, syms, n_syms, what, err);
+  s = s == KILN_OK ? load_private(cc, so_name, out, err) : kiln_so_load_memory(b, n, out, err);
+  if (s == KILN_OK) s = kiln_so_check_symbols(*out, syms, n_syms, what, err);
   if (s != KILN_OK && *out) {
-    so_free(*out);
+    kiln_so_close(*out);
     *out = NULL;
   }
   return s;
@@ -803,6 +702,4 @@ void kiln_cc_test_fail_cache_writes(kiln_cc *cc, int err_no) {
   pthread_mutex_unlock(&cc->mu);
 }
 
-void *kiln_so_symbol(kiln_so *so, const char *name) { return so && name ? dlsym(so->handle, name) : NULL; }
 
-void kiln_so_close(kiln_so *so) { so_free(so); }

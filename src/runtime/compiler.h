@@ -21,7 +21,7 @@
 #include "base/status.h"
 
 typedef struct kiln_cc kiln_cc;   /* compiler + cache configuration */
-typedef struct kiln_so kiln_so;   /* a loaded shared object */
+#include "runtime/sharedobj.h" /* kiln_so: a loaded shared object */
 
 typedef struct kiln_cc_config {
   const char *cc;        /* NULL: $KILN_CC or "cc" */
@@ -70,10 +70,7 @@ kiln_status kiln_cc_build(kiln_cc *cc, const char *source, size_t len, kiln_so *
  * the compiler ran past KILN_CC_TIMEOUT seconds (default 300). */
 kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, const char *const *symbols,
                                   int n_symbols, kiln_so **out, kiln_cc_result *res, kiln_err *err);
-/* dlsym in the object; NULL when absent (or so/name NULL). */
-void *kiln_so_symbol(kiln_so *so, const char *name);
-/* dlclose and free. NULL is accepted. */
-void kiln_so_close(kiln_so *so);
+/* kiln_so_symbol and kiln_so_close: runtime/sharedobj.h */
 /* Descriptions for `kiln doctor` and the cache key. Owned by cc. */
 const char *kiln_cc_command(const kiln_cc *cc);   /* "/usr/bin/cc -O2 -march=native ..." */
 const char *kiln_cc_version(const kiln_cc *cc);   /* first line of `cc --version` */

@@ -268,7 +268,7 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   return n;
 }
 
-int kiln_fe_shape_ok(kiln_dtype dt, int rank, const int64_t *shape) {
+__attribute__((noinline)) int kiln_fe_shape_check(kiln_dtype dt, int rank, const int64_t *shape) {
   uint64_t bytes = kiln_dtype_size(dt) ? kiln_dtype_size(dt) : 1;
   for (int i = 0; i < rank; i++) {
     if (shape[i] < 0) return 0;
@@ -280,7 +280,7 @@ int kiln_fe_shape_ok(kiln_dtype dt, int rank, const int64_t *shape) {
 }
 
 /* Every node's shape passes here: one check for every shape rule. */
-static kiln_node *shape_fail(int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in, kiln_node *const *in,
+__attribute__((cold, noinline)) static kiln_node *shape_fail(int op, kiln_dtype dt, int rank, const int64_t *shape, int n_in, kiln_node *const *in,
                              kiln_loc loc) {
   char so[160], si[3][160];
   for (int i = 0; i < 3; i++) si[i][0] = 0;

@@ -120,7 +120,15 @@ kiln_tslot *kiln_fe_slot(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_
 kiln_node *kiln_fe_node_of(kiln_frontend *fe, kiln_tslot *s);
 /* 1 if every size is >= 0 and the product of the non-zero sizes times the
  * dtype's size fits in int64 (element count and bytes never overflow). */
-int kiln_fe_shape_ok(kiln_dtype dt, int rank, const int64_t *shape);
+int kiln_fe_shape_check(kiln_dtype dt, int rank, const int64_t *shape);
+static inline int kiln_fe_shape_ok(kiln_dtype dt, int rank, const int64_t *shape) {
+  /* every new node passes here: sizes below 2^16 in at most 3 dimensions
+   * (2^48 elements of at most 8 bytes) need no multiplication; negative
+   * sizes set the high bits and take the full check */
+  uint64_t any = 0;
+  for (int i = 0; i < rank; i++) any |= (uint64_t)shape[i];
+  return (rank <= 3 && any < (1u << 16)) || kiln_fe_shape_check(dt, rank, shape);
+}
 /* Make (or find) a node. inputs are nodes; iattr copied. NULL on OOM, or
  * when the shape fails kiln_fe_shape_ok (the error, naming the op, the
  * shapes and loc, is recorded). */

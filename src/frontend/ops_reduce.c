@@ -73,6 +73,7 @@ static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, c
     return kiln_api_fail(fe, loc, "%s: needs a floating-point tensor, got %s", name, kiln_dtype_name(n->dtype));
   /* PyTorch: sums of bool and int32 are int64 (they do not wrap at 2^31) */
   if (op == KILN_OP_REDUCE_SUM && (n->dtype == KILN_BOOL || n->dtype == KILN_I32)) n = kiln_api_cast(fe, n, KILN_I64, loc);
+  if (!n) return kiln_fe_tensor(fe, NULL, loc); /* the cast's bytes overflow: recorded */
   kiln_node *r = reduce_node(fe, op, n, mask, keepdim, loc);
   if (r && mean) {
     kiln_node *c = kiln_api_const(fe, (kiln_dtype)r->dtype, 0, NULL, count ? 1.0 / (double)count : 0.0 / 0.0, loc);
@@ -124,6 +125,7 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
     return kiln_api_fail(fe, loc, "%s: axis %d of shape %s is empty", name, axis,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
   if (!kiln_dtype_is_float((kiln_dtype)n->dtype)) n = kiln_api_cast(fe, n, KILN_F32, loc);
+  if (!n) return kiln_fe_tensor(fe, NULL, loc);
   uint64_t mask = 1ULL << a;
   kiln_node *m = reduce_node(fe, KILN_OP_REDUCE_MAX, n, mask, 1, loc);
   kiln_node *sh = binop(fe, KILN_OP_SUB, n, m, loc);

@@ -291,6 +291,31 @@ kiln_tensor kiln_one_hot_at(kiln_tensor idx, int64_t depth, kiln_dtype dt, kiln_
   return kiln_fe_tensor(fe, kiln_api_cast(fe, eq, dt, loc), loc);
 }
 
+/* The product when it holds no values (an empty batch, M or N) or only
+ * zeros (K = 0): 0 · (Σa + Σb), broadcast to the product's shape. The
+ * batched lowering below would broadcast each operand to the whole batch
+ * first, and for an empty product that batch may be huge (a [1, 1] times a
+ * [2^31, 1, 0] is empty, yet a[2^31, 1, 1] would be computed): nothing is
+ * computed beyond the operands themselves. The sums keep a and b in the
+ * graph, so their gradients are zeros (as in PyTorch), not missing. */
+static kiln_node *zero_product(kiln_frontend *fe, kiln_node *na, kiln_node *nb, kiln_dtype dt, int rank,
+                               const int64_t *so, kiln_loc loc) {
+  int64_t ones[KILN_MAX_RANK];
+  for (int i = 0; i < KILN_MAX_RANK; i++) ones[i] = 1;
+  kiln_node *op[2] = {na, nb}, *sum[2];
+  for (int k = 0; k < 2; k++) {
+    int64_t mask = (int64_t)((1ULL << op[k]->rank) - 1);
+    sum[k] = kiln_fe_node(fe, KILN_OP_REDUCE_SUM, dt, op[k]->rank, ones, 1, &op[k], 1, &mask, 0.0, loc);
+    sum[k] = kiln_api_reshape(fe, sum[k], rank, ones, loc);
+    if (!sum[k]) return NULL;
+  }
+  kiln_node *s = kiln_fe_node(fe, KILN_OP_ADD, dt, rank, ones, 2, sum, 0, NULL, 0.0, loc);
+  kiln_node *in[2] = {s, kiln_api_const(fe, dt, rank, ones, 0.0, loc)};
+  if (!in[0] || !in[1]) return NULL;
+  kiln_node *z = kiln_fe_node(fe, KILN_OP_MUL, dt, rank, ones, 2, in, 0, NULL, 0.0, loc);
+  return kiln_api_broadcast(fe, z, rank, so, loc);
+}
+
 kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   FE_OR_NULL(fe);
   kiln_node *na = NULL, *nb = NULL;
@@ -307,6 +332,7 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
                          kiln_dtype_name(nb->dtype));
   na = kiln_api_cast(fe, na, dt, loc);
   nb = kiln_api_cast(fe, nb, dt, loc);
+  if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc); /* a cast's bytes overflow: recorded */
   int a1 = na->rank == 1, b1 = nb->rank == 1;
   int64_t s[KILN_MAX_RANK];
   if (a1) {
@@ -343,6 +369,36 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
     if (r) r = kiln_api_reshape(fe, r, orank, os, loc);
     return kiln_fe_tensor(fe, r, loc);
   }
+  if (na->rank == 2 && nb->rank > 2) {
+    /* [M, K] @ [..., K, N]: broadcasting a to the whole batch would compute
+     * B·M·K values (a [512, 512] times a [512, 512, 1]: 512 MiB for 1 MiB
+     * operands). When that is more than b and the result together, compute
+     * (bᵀ folded into rows) @ aᵀ and transpose back, as PyTorch's matmul
+     * does: memory bounded by the operands and the result. */
+    int r = nb->rank;
+    double B = 1;
+    for (int i = 0; i < r - 2; i++) B *= (double)nb->shape[i];
+    if (B * (double)M * (double)K > B * (double)N * ((double)K + (double)M)) {
+      int perm[KILN_MAX_RANK], p2[2] = {1, 0};
+      for (int i = 0; i < r; i++) perm[i] = i;
+      perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+      int64_t rows = 1;
+      for (int i = 0; i < r - 2; i++) rows *= nb->shape[i];
+      rows *= N; /* the shape of b, already checked: no overflow */
+      int64_t s2[2] = {rows, K}, so2[2] = {rows, M}, os[KILN_MAX_RANK];
+      kiln_node *in2[2] = {kiln_api_reshape(fe, permute_node(fe, nb, perm, loc), 2, s2, loc),
+                           permute_node(fe, na, p2, loc)};
+      if (!in2[0] || !in2[1]) return kiln_fe_tensor(fe, NULL, loc);
+      kiln_node *t = kiln_fe_node(fe, KILN_OP_MATMUL, dt, 2, so2, 2, in2, 0, NULL, 0.0, loc);
+      memcpy(os, nb->shape, sizeof(int64_t) * (size_t)(r - 2));
+      os[r - 2] = N;
+      if (a1) /* [..., N, 1] is the result [..., N] */
+        return kiln_fe_tensor(fe, kiln_api_reshape(fe, t, r - 1, os, loc), loc);
+      os[r - 1] = M;
+      t = kiln_api_reshape(fe, t, r, os, loc);
+      return kiln_fe_tensor(fe, t ? permute_node(fe, t, perm, loc) : NULL, loc);
+    }
+  }
   int br, bad;
   int64_t bs[KILN_MAX_RANK];
   if (kiln_api_broadcast_shape(na->rank - 2, na->shape, nb->rank - 2, nb->shape, &br, bs, &bad))
@@ -354,9 +410,24 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   sa2[br] = M, sa2[br + 1] = K;
   sb2[br] = K, sb2[br + 1] = N;
   so[br] = M, so[br + 1] = N;
-  kiln_node *in[2] = {kiln_api_broadcast(fe, na, br + 2, sa2, loc), kiln_api_broadcast(fe, nb, br + 2, sb2, loc)};
-  if (!in[0] || !in[1]) return kiln_fe_tensor(fe, NULL, loc);
-  kiln_node *r = kiln_fe_node(fe, KILN_OP_MATMUL, dt, br + 2, so, 2, in, 0, NULL, 0.0, loc);
+  int empty = K == 0;
+  for (int i = 0; i < br + 2; i++) empty |= so[i] == 0;
+  kiln_node *r;
+  if (empty) {
+    if (!kiln_fe_shape_ok(dt, br + 2, so)) {
+      char sr[160];
+      return kiln_api_fail(fe, loc,
+                           "matmul: the result shape %s (%s) has a negative size or more elements or bytes than int64 "
+                           "holds (inputs %s, %s)",
+                           kiln_fe_shape_str(br + 2, so, sr, sizeof sr), kiln_dtype_name(dt), sa, sb);
+    }
+    r = zero_product(fe, na, nb, dt, br + 2, so, loc);
+  } else {
+    kiln_node *in[2] = {kiln_api_broadcast(fe, na, br + 2, sa2, loc), kiln_api_broadcast(fe, nb, br + 2, sb2, loc)};
+    if (!in[0] || !in[1]) return kiln_fe_tensor(fe, NULL, loc);
+    r = kiln_fe_node(fe, KILN_OP_MATMUL, dt, br + 2, so, 2, in, 0, NULL, 0.0, loc);
+  }
+  if (!r) return kiln_fe_tensor(fe, NULL, loc);
   /* drop the dims added for 1-D operands */
   int orank = br + 2;
   int64_t fs[KILN_MAX_RANK];

@@ -683,10 +683,14 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
     } else if (k->kind == KILN_SK_GEMM) {
       kiln_sbuf *c = &s->bufs[s->buf_of[k->node]];
       if (p < c->first) c->first = p;
+      /* The operands are read from their own buffers (cpu's gemm_step): a
+       * float SCALAR operand is materialized into a buffer of its dtype,
+       * which must live until here, not only its input's double. Only the
+       * alpha factor is read as the input's double. */
       int32_t rd[4] = {k->a.node, k->b.node, k->c_node, k->alpha_node};
       for (int i = 0; i < 4; i++) {
         if (rd[i] < 0) continue;
-        kiln_sbuf *bf = &s->bufs[kiln_sched_read_buf(s, rd[i])];
+        kiln_sbuf *bf = &s->bufs[i == 3 ? kiln_sched_read_buf(s, rd[i]) : s->buf_of[rd[i]]];
         if (p > bf->last) bf->last = p;
       }
     } else {

@@ -8,7 +8,13 @@
  *  - the max/min gradient lost elements when the backward kernel recomputed
  *    the input with another FMA contraction than the forward kernel: every
  *    slice of random data (no ties) must give its gradient to exactly one
- *    element, on both backends, and match ref. */
+ *    element, on both backends, and match ref;
+ *  - a GEMM whose operand is a float SCALAR (kiln_mul_s's factor, made a
+ *    [1, 1] by the backward of a broadcast) read the buffer the SCALAR was
+ *    materialized into after the arena had given it to the GEMM's own
+ *    output (the schedule's liveness counted the SCALAR's input instead):
+ *    the gradient was 0 (difftest seed 975). Programs with a SCALAR GEMM
+ *    operand, forward and backward, against ref. */
 #include "backend/backend_compare.h"
 
 /* ── 1. the program, exact ── */
@@ -185,5 +191,47 @@ KT_TEST(extremum_gradient_reaches_one_element_per_slice) {
       }
 }
 
+/* ── 4. a float SCALAR as a GEMM operand ── */
+
+typedef struct scalar_case {
+  int pre;   /* 0: min, 1: sum, 2: none (the parameter is the row) */
+  int n;     /* index_select picks n copies of the row */
+  int m;     /* columns of the right operand */
+} scalar_case;
+
+static void prog_scalar_gemm(bc_result *r, const void *arg) {
+  const scalar_case *sc = arg;
+  int64_t s[3] = {1, 1, 3}, ws[2] = {sc->n, sc->m};
+  kiln_tensor p = kiln_param(bc_input(KILN_F32, 3, s, 975, 0));
+  kiln_requires_grad(p);
+  int ax = 2, ax2[2] = {0, 1};
+  kiln_tensor row = sc->pre == 0 ? kiln_min(p, 1, &ax, 0) : sc->pre == 1 ? kiln_sum(p, 1, &ax, 0)
+                                                                           : kiln_reshape(kiln_slice(p, 2, 0, 1, 1), 2, s);
+  int64_t *idx = calloc((size_t)sc->n, sizeof *idx);
+  int64_t ni = sc->n;
+  kiln_tensor sel = kiln_index_select(row, 1, kiln_from_host(idx, KILN_I64, 1, &ni)); /* [1, n] */
+  free(idx);
+  kiln_tensor y = kiln_mul_s(kiln_matmul(sel, bc_input(KILN_F32, 2, ws, 976, 0)), -0.0690995753);
+  bc_emit(r, y, 1e-5, 1e-6, "forward");
+  kiln_backward(kiln_sum(y, 2, ax2, 0));
+  bc_emit(r, kiln_grad(p), 1e-5, 1e-6, "gradient");
+  /* the factor itself as the left operand of a forward GEMM */
+  int64_t one[2] = {1, 1};
+  kiln_tensor f = kiln_mul_s(kiln_ones(KILN_F32, 2, one), 0.37);
+  bc_emit(r, kiln_add_c(kiln_matmul(f, bc_input(KILN_F32, 2, ((int64_t[]){1, sc->m}), 977, 0)), 1.0), 1e-6, 1e-6,
+          "scalar @ matrix");
+}
+
+KT_TEST(scalar_gemm_operand_matches_ref) {
+  for (int pre = 0; pre < 3; pre++)
+    for (int n = 1; n <= 3; n++)
+      for (int m = 1; m <= 5; m += 2) {
+        scalar_case sc = {pre, n, m};
+        char what[64];
+        snprintf(what, sizeof what, "scalar GEMM operand (pre %d, n %d, m %d)", pre, n, m);
+        KT_CHECK_MSG(bc_check(what, prog_scalar_gemm, &sc, NULL) == 0, "%s differs from ref", what);
+      }
+}
+
 KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
-        KT_CASE(extremum_gradient_reaches_one_element_per_slice))
+        KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref))

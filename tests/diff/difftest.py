@@ -471,6 +471,13 @@ class Gen:
             if len(s) == 2 and r.random() < 0.3:  # [n?]: w^T @ x^T style
                 w2 = self.inp(F32, [n, s[0]])
                 return self.op("matmul", [w2, x], [], promote(dt, F32), [n, s[1]])
+            if len(s) >= 3 and r.random() < 0.4:  # [m, K] or [K] @ [..., K, N]: a broadcast over x's batch
+                m = r.choice([1, 2, 5])
+                if r.random() < 0.3:
+                    w1 = self.inp(F32, [s[-2]])
+                    return self.op("matmul", [w1, x], [], promote(dt, F32), s[:-2] + [s[-1]])
+                w2 = self.inp(F32, [m, s[-2]])
+                return self.op("matmul", [w2, x], [], promote(dt, F32), s[:-2] + [m, s[-1]])
             return self.op("matmul", [a, b], [], promote(dt, F32), s[:-1] + [n])
         if k < 0.94:  # indexing
             ax = r.randrange(len(s))

@@ -66,6 +66,18 @@ KT_TEST(overflowing_shapes_are_errors) {
   EXPECT_SHAPE_ERROR(kiln_reshape(X, 3, rt), "reshape");
   kiln_tensor cat2[2] = {X, X};
   KT_CHECK(kiln_is_valid(kiln_concat(2, cat2, 0)));
+
+  /* A builder's cast to a wider dtype can overflow where its input did
+   * not (bool [2^62, 1] is 2^62 bytes, as f32 2^64): an error naming the
+   * cast, not a NULL dereference (found by fuzz_shape_rules). Creation
+   * ops check the widest dtype; a broadcast checks its own. */
+  int64_t tall[2] = {1LL << 62, 1}, h62 = 1LL << 62;
+  kiln_tensor Bt = kiln_expand(kiln_zeros(KILN_BOOL, 2, one), 2, tall);
+  KT_CHECK(kiln_is_valid(Bt));
+  EXPECT_SHAPE_ERROR(kiln_matmul(Bt, kiln_zeros(KILN_F32, 2, one)), "cast");
+  kiln_tensor Bl = kiln_reshape(Bt, 1, &h62);
+  EXPECT_SHAPE_ERROR(kiln_sum(Bl, 0, NULL, 0), "cast");  /* bool sums are i64 */
+  EXPECT_SHAPE_ERROR(kiln_softmax(Bl, 0), "cast");       /* computed in f32 */
   kiln_mark_step();
   kiln_shutdown();
 }
@@ -116,6 +128,44 @@ KT_TEST(empty_tensors_compute) {
   kiln_shutdown();
 }
 
+/* A product with no values, or over K = 0, computes nothing beyond its
+ * operands: a [2, 3] times an empty [2^31, 3, 0] is an empty [2^31, 2, 0]
+ * (the batched lowering once broadcast a to [2^31, 2, 3], 48 GiB, on the
+ * ref backend; found by fuzz_shape_rules), and the operands' gradients are
+ * zeros, not missing, as in PyTorch. */
+KT_TEST(empty_products_compute_nothing_big) {
+  static const char *const backends[] = {"cpu", "ref"};
+  for (int bi = 0; bi < 2; bi++) {
+    start(backends[bi]);
+    int64_t sa[2] = {2, 3}, sb[3] = {1LL << 31, 3, 0};
+    float av[6] = {1, 2, 3, 4, 5, 6};
+    kiln_tensor a = kiln_from_host(av, KILN_F32, 2, sa);
+    kiln_requires_grad(a);
+    kiln_tensor p = kiln_matmul(a, kiln_zeros(KILN_F32, 3, sb));
+    int64_t ps[KILN_MAX_RANK];
+    KT_EQ_INT(kiln_shape(p, ps), 3);
+    KT_CHECK(ps[0] == 1LL << 31 && ps[1] == 2 && ps[2] == 0);
+    KT_CHECK(kiln_to_host(p, NULL, 0) == KILN_OK);
+    KT_CHECK(kiln_backward(kiln_sum(p, 0, NULL, 0)) == KILN_OK);
+    float g[6];
+    for (int i = 0; i < 6; i++) g[i] = 99;
+    KT_CHECK(kiln_to_host(kiln_grad(a), g, sizeof g) == KILN_OK);
+    for (int i = 0; i < 6; i++) KT_NEAR(g[i], 0.0, 0);
+    /* K = 0 with a broadcast batch: zeros [5, 2, 3] */
+    int64_t sk[2] = {2, 0}, sk2[3] = {5, 0, 3};
+    kiln_tensor z = kiln_matmul(kiln_ones(KILN_F32, 2, sk), kiln_ones(KILN_F32, 3, sk2));
+    float zv[30];
+    for (int i = 0; i < 30; i++) zv[i] = 99;
+    KT_EQ_INT(kiln_shape(z, ps), 3);
+    KT_CHECK(ps[0] == 5 && ps[1] == 2 && ps[2] == 3);
+    KT_CHECK(kiln_to_host(z, zv, sizeof zv) == KILN_OK);
+    for (int i = 0; i < 30; i++) KT_NEAR(zv[i], 0.0, 0);
+    KT_CHECK_MSG(kiln_last_status() == KILN_OK, "[%s] %s", backends[bi], kiln_last_error());
+    kiln_mark_step();
+  }
+  kiln_shutdown();
+}
+
 /* An axis named twice is an error (as in PyTorch), not a silent union. */
 KT_TEST(duplicate_reduction_axes_are_errors) {
   start("ref");
@@ -133,4 +183,5 @@ KT_TEST(duplicate_reduction_axes_are_errors) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(overflowing_shapes_are_errors), KT_CASE(duplicate_reduction_axes_are_errors), KT_CASE(slice_with_huge_step), KT_CASE(empty_tensors_compute))
+KT_MAIN(KT_CASE(overflowing_shapes_are_errors), KT_CASE(duplicate_reduction_axes_are_errors), KT_CASE(slice_with_huge_step), KT_CASE(empty_tensors_compute),
+        KT_CASE(empty_products_compute_nothing_big))

@@ -197,6 +197,29 @@ static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
   st->flops = 2.0 * batch * (double)st->m * (double)st->n * (double)st->k;
 }
 
+/* Every buffer step p (kernel p of the schedule) touches must be live at p
+ * in the schedule's plan; a scratch buffer that is not may share its bytes
+ * with another one (plan_arena), which would be a wrong value without any
+ * error. The schedule computes liveness; this checks it against what the
+ * step really reads and writes, so a disagreement is an internal error
+ * instead. */
+static int step_buffers_live(const kiln_sched *s, int32_t p, const step *sp, const int32_t *args) {
+  int32_t ids[8], n = 0;
+  if (sp->kind == ST_GEMM) {
+    ids[n++] = sp->abuf, ids[n++] = sp->bbuf, ids[n++] = sp->cbuf;
+    ids[n++] = sp->c0buf, ids[n++] = sp->alphabuf;
+  } else if (sp->kind == ST_COPY) {
+    ids[n++] = sp->src, ids[n++] = sp->dst;
+  }
+  for (int32_t i = 0; i < (sp->kind == ST_LOOP ? sp->n_args : n); i++) {
+    int32_t id = sp->kind == ST_LOOP ? args[i] : ids[i];
+    if (id < 0) continue; /* the error word, or no such operand */
+    const kiln_sbuf *bf = &s->bufs[id];
+    if (bf->kind == KILN_SBUF_SCRATCH && (p < bf->first || p > bf->last)) return 0;
+  }
+  return 1;
+}
+
 /* The kernel's name in profiles, after its ops and the annotation scope of
  * its root node (the analogue of XLA_HLO_DEBUG op names): "Forward/fusion.3
  * (mul,add,relu)", "Backward/gemm 128x1024x784". Interned: it outlives the
@@ -388,6 +411,11 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
       sp->dst = k->dst_buf;
       sp->bytes = k->bytes;
       sp->mem_bytes = 2.0 * (double)sp->bytes;
+    }
+    if (!step_buffers_live(s, i, sp, e->arg_bufs + sp->arg_off)) {
+      st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu compile: kernel %d (%s) uses a buffer outside its planned lifetime",
+                        (int)i, sp->name);
+      break;
     }
     sp->tag = (kiln_pool_tag){prof_name(s, i, sp), sp->flops, sp->mem_bytes};
     if (sp->kind == ST_GEMM) sp->name = sp->tag.name; /* a GEMM is named by its shape */

@@ -37,6 +37,14 @@ static size_t buffer_cache_cap(void) {
   return mb > 0 ? (size_t)mb << 20 : 0;
 }
 
+/* KILN_GRAPH_CACHE_SIZE, default 1024 (PyTorch/XLA's default for its
+ * in-memory cache): executables held at once; 0 or less: no cap. */
+static uint32_t graph_cache_cap(void) {
+  const char *e = getenv("KILN_GRAPH_CACHE_SIZE");
+  long n = e && *e ? atol(e) : 1024;
+  return n > 0 ? (uint32_t)(n < (long)UINT32_MAX ? n : (long)UINT32_MAX) : 0;
+}
+
 static kiln_buf *upload(void *ctx, const void *host, size_t bytes, kiln_loc loc) {
   kiln_runtime *rt = ctx;
   uint64_t t0 = kiln_now_ns();
@@ -120,6 +128,7 @@ kiln_status kiln_init(const kiln_options *opts) {
   s = kiln_executor_create(rt->backend, sync && !strcmp(sync, "1"), &rt->exec);
   if (s == KILN_OK) s = kiln_frontend_init(&rt->fe, (kiln_device_hooks){rt, upload});
   if (s == KILN_OK) rt->fe.gen_base = g_gen_base;
+  rt->cache_cap = graph_cache_cap();
   rt->n_buckets = 256;
   rt->buckets = calloc(rt->n_buckets, sizeof *rt->buckets);
   if (s != KILN_OK || !rt->buckets || !rt->bufs) {
@@ -209,7 +218,7 @@ void kiln_shutdown(void) {
     kiln_cache_entry *e = rt->buckets[b];
     while (e) {
       kiln_cache_entry *n = e->next;
-      rt->backend->vt->executable_free(rt->backend, e->exe);
+      if (e->exe) rt->backend->vt->executable_free(rt->backend, e->exe);
       kiln_graph_free(e->graph);
       free(e);
       e = n;
@@ -263,4 +272,21 @@ kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e) {
   rt->buckets[b] = e;
   rt->n_entries++;
   return KILN_OK;
+}
+
+void kiln_cache_loaded(kiln_runtime *rt, kiln_cache_entry *e, int newly_loaded) {
+  e->last_use = ++rt->use_clock;
+  if (newly_loaded) rt->n_loaded++;
+  while (rt->cache_cap && rt->n_loaded > rt->cache_cap) {
+    kiln_cache_entry *lru = NULL;
+    for (uint32_t b = 0; b < rt->n_buckets; b++)
+      for (kiln_cache_entry *x = rt->buckets[b]; x; x = x->next)
+        if (x->exe && x != e && (!lru || x->last_use < lru->last_use)) lru = x;
+    if (!lru) break;
+    kiln_executor_wait_all(rt->exec); /* a job may still run it */
+    rt->backend->vt->executable_free(rt->backend, lru->exe);
+    lru->exe = NULL;
+    rt->n_loaded--;
+    kiln_counter_add("GraphCacheEvicted", 1);
+  }
 }

@@ -18,7 +18,8 @@
 typedef struct kiln_cache_entry {
   uint64_t key;
   kiln_graph *graph;      /* the traced graph (before passes), with source locations */
-  kiln_executable *exe;
+  kiln_executable *exe;   /* NULL when evicted (kiln_cache_loaded): rebuilt from graph on the next hit */
+  uint64_t last_use;      /* rt->use_clock at the last compile or hit (least recently used goes first) */
   kiln_exec_info info;
   uint64_t hits;       /* cache hits (lookups that found it) */
   uint64_t execs;      /* executions enqueued */
@@ -59,6 +60,12 @@ typedef struct kiln_runtime {
   kiln_executor *exec;
   kiln_cache_entry **buckets;
   uint32_t n_buckets, n_entries;
+  /* Executables held (entries with exe != NULL) and their cap
+   * (KILN_GRAPH_CACHE_SIZE, default 1024; 0: no cap). Each holds its plan
+   * and, on cpu, its kernels' shared objects (mappings the kernel limits):
+   * a program that compiles without end must not exhaust them. */
+  uint32_t n_loaded, cache_cap;
+  uint64_t use_clock;
   uint64_t step;
   int execs_this_step;
   /* The thread tracing this step (the address of a thread-local, 0: none)
@@ -90,6 +97,10 @@ kiln_runtime *kiln_runtime_peek(void);
 kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
                                   const int32_t *alias);
 kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e);
+/* e was compiled or found: mark it used now, and when more than the cap
+ * hold an executable, free the least recently used other one (after the
+ * executor has finished every job, since one may still run it). */
+void kiln_cache_loaded(kiln_runtime *rt, kiln_cache_entry *e, int newly_loaded);
 /* Cut the graph: compute outputs (tensor slots) and enqueue, or for
  * KILN_CUT_EXPLICIT_COMPILE only find or compile the graph (the slots stay
  * pending). Inside a full-graph region any reason but the step marker is

@@ -27,6 +27,43 @@ static kiln_site_kind site_kind_of(kiln_cut_reason why) {
   }
 }
 
+/* The passes and the backend's compile of a traced graph (kept). */
+static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, kiln_executable **exe, kiln_err *err) {
+  kiln_graph *opt = NULL;
+  const char *np = getenv("KILN_PASSES");
+  kiln_status s = KILN_OK;
+  *exe = NULL;
+  if (np && !strcmp(np, "0")) {
+    opt = kiln_graph_clone(g);
+    if (!opt) s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  } else {
+    kiln_pass_stats ps = {0};
+    uint64_t tp = kiln_prof_span_begin();
+    s = kiln_passes_run(g, &opt, &ps, err);
+    kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
+  }
+  if (s == KILN_OK) s = rt->backend->vt->compile(rt->backend, opt, exe, err);
+  kiln_graph_free(opt);
+  return s;
+}
+
+/* A hit on an entry whose executable was evicted (more graphs in use than
+ * KILN_GRAPH_CACHE_SIZE): build it again from the kept graph; the disk
+ * cache usually holds its kernels. */
+static kiln_status reload_entry(kiln_runtime *rt, kiln_cache_entry *e, kiln_loc loc) {
+  uint64_t t0 = kiln_now_ns();
+  kiln_err err = {0};
+  kiln_status s = build_exe(rt, e->graph, &e->exe, &err);
+  if (s != KILN_OK)
+    return kiln_error(s, loc, "while rebuilding an evicted graph of %d nodes: %s", e->graph->n_nodes, err.msg);
+  double ns = (double)(kiln_now_ns() - t0);
+  kiln_metric_record("CompileTime", ns);
+  kiln_counter_add("GraphCacheReload", 1);
+  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_COMPILE, "rebuild evicted graph", t0, t0 + (uint64_t)ns, e->graph->n_nodes, 0, 0);
+  kiln_cache_loaded(rt, e, 1);
+  return KILN_OK;
+}
+
 /* Compile the linearized graph (cache miss). */
 static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
                                  const int32_t *alias, const kiln_cut_cause *cause, kiln_cache_entry **out) {
@@ -35,21 +72,8 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
   kiln_graph *g = kiln_lin_build(&rt->lin, n_out, outs, alias);
   if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory building the graph");
   kiln_err err = {0};
-  kiln_graph *opt = NULL;
-  const char *np = getenv("KILN_PASSES");
-  kiln_status s = KILN_OK;
-  if (np && !strcmp(np, "0")) {
-    opt = kiln_graph_clone(g);
-    if (!opt) s = kiln_err_set(&err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  } else {
-    kiln_pass_stats ps = {0};
-    uint64_t tp = kiln_prof_span_begin();
-    s = kiln_passes_run(g, &opt, &ps, &err);
-    kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
-  }
   kiln_executable *exe = NULL;
-  if (s == KILN_OK) s = rt->backend->vt->compile(rt->backend, opt, &exe, &err);
-  kiln_graph_free(opt);
+  kiln_status s = build_exe(rt, g, &exe, &err);
   if (s != KILN_OK) {
     int nodes = g->n_nodes;
     kiln_graph_free(g);
@@ -84,6 +108,7 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
   char cs[256];
   kiln_dump_graph(g, key, kiln_cut_cause_str(cause, cs, sizeof cs), e->compile_no);
   kiln_analysis_compiled(rt->an, rt, cause, e);
+  kiln_cache_loaded(rt, e, 1);
   *out = e;
   return KILN_OK;
 }
@@ -192,6 +217,12 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
     if (why != KILN_CUT_EXPLICIT_COMPILE) { /* a warm-up that finds its graph is not a use of it */
       e->hits++;
       kiln_counter_add("CachedCompile", 1);
+    }
+    if (!e->exe) {
+      st = reload_entry(rt, e, loc);
+      if (st != KILN_OK) goto done;
+    } else {
+      e->last_use = ++rt->use_clock;
     }
   } else {
     st = compile_entry(rt, key, n_out, outs, alias, &cause, &e);

@@ -65,12 +65,16 @@ static int valid_shape(kiln_tensor t) {
 enum { POOL = 8 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static int started;
-  if (!started) {
+  /* Nearly every input is a new graph, and the runtime keeps each traced
+   * graph it compiled (a few KB; docs/environment.md,
+   * KILN_GRAPH_CACHE_SIZE): a fresh runtime every 1000 inputs keeps a long
+   * fuzzing run inside libFuzzer's memory limit. */
+  static unsigned calls;
+  if (calls++ % 1000 == 0) {
+    kiln_shutdown();
     kiln_options o = {0};
     o.backend = "ref";
     if (kiln_init(&o) != KILN_OK) abort();
-    started = 1;
   }
   stream s = {data, size};
   kiln_tensor pool[POOL];

@@ -28,10 +28,20 @@
 
 typedef void (*kernel_fn)(void *const *args, int64_t begin, int64_t end);
 
+/* A loaded shared object and the executables whose steps call into it:
+ * closed (and its kernels dropped from the table) when the last of them is
+ * freed, so a runtime that evicts executables (KILN_GRAPH_CACHE_SIZE) does
+ * not keep every object it ever loaded mapped. */
+typedef struct so_ref {
+  kiln_so *so;
+  int refs;
+} so_ref;
+
 typedef struct kent {
   uint64_t hash;
   char *src; /* verifies a hash hit: a collision never runs the wrong code */
   kernel_fn fn;
+  so_ref *owner;
 } kent;
 
 typedef struct cpu_backend {
@@ -42,7 +52,7 @@ typedef struct cpu_backend {
   pthread_mutex_t mu; /* kernel table, shared objects, the compiler */
   kent *tab;
   size_t tab_cap, tab_n;
-  kiln_so **sos;
+  so_ref **sos;
   size_t n_sos, cap_sos;
   char desc[1024];
 } cpu_backend;
@@ -94,6 +104,8 @@ struct kiln_executable {
   kiln_kernel_timing *timings;
   int32_t max_args;
   isite *sites;
+  so_ref **uses; /* the objects its steps call into, one reference each */
+  int32_t n_uses;
   kiln_loc fault_loc; /* of the last execute's failure (last_error_loc) */
   int has_fault;
   kiln_exec_info info;
@@ -110,7 +122,7 @@ static kent *tab_find(cpu_backend *b, uint64_t h, const char *src) {
   }
 }
 
-static int tab_insert(cpu_backend *b, uint64_t h, const char *src, kernel_fn fn) {
+static int tab_insert(cpu_backend *b, uint64_t h, const char *src, kernel_fn fn, so_ref *owner) {
   if ((b->tab_n + 1) * 2 > b->tab_cap) {
     size_t cap = b->tab_cap ? b->tab_cap * 2 : 64;
     kent *t = calloc(cap, sizeof *t);
@@ -129,9 +141,41 @@ static int tab_insert(cpu_backend *b, uint64_t h, const char *src, kernel_fn fn)
   if (!copy) return -1;
   size_t i = h & (b->tab_cap - 1);
   while (b->tab[i].src) i = (i + 1) & (b->tab_cap - 1);
-  b->tab[i] = (kent){h, copy, fn};
+  b->tab[i] = (kent){h, copy, fn, owner};
   b->tab_n++;
   return 0;
+}
+
+/* Close an object no executable uses: its kernels leave the table (which
+ * is rebuilt: open addressing has no deletion) and it is unmapped. */
+static void so_release(cpu_backend *b, so_ref *r) {
+  if (--r->refs > 0) return;
+  size_t cap = b->tab_cap;
+  kent *old = b->tab;
+  kent *t = cap ? calloc(cap, sizeof *t) : NULL;
+  if (cap && !t) return; /* out of memory: keep it loaded (correct, only not reclaimed) */
+  b->tab = t;
+  b->tab_n = 0;
+  for (size_t i = 0; i < cap; i++) {
+    if (!old[i].src) continue;
+    if (old[i].owner == r) {
+      free(old[i].src);
+      continue;
+    }
+    size_t j = old[i].hash & (cap - 1);
+    while (t[j].src) j = (j + 1) & (cap - 1);
+    t[j] = old[i];
+    b->tab_n++;
+  }
+  free(old);
+  for (size_t i = 0; i < b->n_sos; i++)
+    if (b->sos[i] == r) {
+      b->sos[i] = b->sos[--b->n_sos];
+      break;
+    }
+  kiln_so_close(r->so);
+  free(r);
+  kiln_counter_add("CpuObjectsUnloaded", 1);
 }
 
 /* ───────────── buffers ───────────── */
@@ -151,6 +195,13 @@ static void cpu_copy(kiln_backend *kb, void *dst, const void *src, size_t bytes)
 
 static void exe_free(kiln_backend *kb, kiln_executable *e) {
   if (!e) return;
+  if (e->n_uses) {
+    cpu_backend *b = (cpu_backend *)kb;
+    pthread_mutex_lock(&b->mu);
+    for (int32_t i = 0; i < e->n_uses; i++) so_release(b, e->uses[i]);
+    pthread_mutex_unlock(&b->mu);
+  }
+  free(e->uses);
   free(e->steps);
   free(e->arg_bufs);
   free(e->names);
@@ -330,7 +381,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
         st = kiln_cc_build_checked(b->cc, unit, (size_t)(p - unit), names, n_names, &so, &ccr, err);
         if (st == KILN_OK && b->n_sos == b->cap_sos) {
           size_t cap = b->cap_sos ? b->cap_sos * 2 : 16;
-          kiln_so **v = realloc(b->sos, sizeof *v * cap);
+          so_ref **v = realloc(b->sos, sizeof *v * cap);
           if (v) {
             b->sos = v;
             b->cap_sos = cap;
@@ -338,8 +389,11 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
             st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
           }
         }
+        so_ref *ref = st == KILN_OK ? calloc(1, sizeof *ref) : NULL;
+        if (st == KILN_OK && !ref) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
         if (st == KILN_OK) {
-          b->sos[b->n_sos++] = so;
+          ref->so = so;
+          b->sos[b->n_sos++] = ref;
           for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
             if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
             void *sym = kiln_so_symbol(so, srcs[i].name);
@@ -350,7 +404,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
             }
             kernel_fn fn;
             memcpy(&fn, &sym, sizeof fn);
-            if (tab_insert(b, srcs[i].hash, srcs[i].src, fn))
+            if (tab_insert(b, srcs[i].hash, srcs[i].src, fn, ref))
               st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
           }
         } else if (so) {
@@ -370,7 +424,8 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
     e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
     e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
     e->sites = calloc((size_t)total_sites + 1, sizeof *e->sites);
-    if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings || !e->sites)
+    e->uses = calloc((size_t)s->n_kernels + 1, sizeof *e->uses);
+    if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings || !e->sites || !e->uses)
       st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
   }
   int32_t argp = 0, sitep = 0;
@@ -381,6 +436,12 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
       if (!srcs[i].src) continue;
       kent *ke = tab_find(b, srcs[i].hash, srcs[i].src);
       KILN_ASSERT(ke);
+      int32_t u = 0;
+      while (u < e->n_uses && e->uses[u] != ke->owner) u++;
+      if (u == e->n_uses) { /* a reference per object, held until exe_free */
+        e->uses[e->n_uses++] = ke->owner;
+        ke->owner->refs++;
+      }
       sp->kind = ST_LOOP;
       sp->fn = ke->fn;
       sp->items = srcs[i].items;
@@ -658,7 +719,10 @@ static void cpu_destroy(kiln_backend *kb) {
   kiln_pool_destroy(b->pool);
   for (size_t i = 0; i < b->tab_cap; i++) free(b->tab[i].src);
   free(b->tab);
-  for (size_t i = 0; i < b->n_sos; i++) kiln_so_close(b->sos[i]);
+  for (size_t i = 0; i < b->n_sos; i++) {
+    kiln_so_close(b->sos[i]->so);
+    free(b->sos[i]);
+  }
   free(b->sos);
   kiln_cc_destroy(b->cc);
   pthread_mutex_destroy(&b->mu);

@@ -1,0 +1,102 @@
+/* The in-memory graph cache holds at most KILN_GRAPH_CACHE_SIZE executables.
+ * A program that compiles without end (a new shape every step) once kept
+ * every executable and, on cpu, every shared object it loaded mapped (about
+ * five mappings each: after ~13,000 graphs the kernel's map limit fails
+ * dlopen and malloc). Past the cap the least recently used executable is
+ * freed, after the executor has finished the jobs that may still run it;
+ * a later hit rebuilds it from the kept graph.
+ * Oracles: values computed on the host; the GraphCacheEvicted and
+ * GraphCacheReload counters; the process's mappings in /proc/self/maps. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kiln/kiln.h"
+#include "kt.h"
+
+enum { CAP = 6, GRAPHS = 40 };
+
+static void start(const char *backend, const char *cap) {
+  kiln_shutdown();
+  kiln_clear_error();
+  setenv("KILN_GRAPH_CACHE_SIZE", cap, 1); /* read when the runtime starts */
+  kiln_options o = {0};
+  o.backend = backend;
+  KT_CHECK(kiln_init(&o) == KILN_OK);
+}
+
+static int n_maps(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  int n = 0, c;
+  while ((c = fgetc(f)) != EOF) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+/* Graph i: sum((x + i) * 3) over x = 0..n-1 with n = i + 1 (a new shape, so
+ * a new graph, each i): 3 * (n(n-1)/2 + i n). */
+static double want(int i) {
+  double n = i + 1;
+  return 3.0 * (n * (n - 1) / 2 + i * n);
+}
+
+static kiln_tensor graph(int i) {
+  int64_t n = i + 1;
+  kiln_tensor x = kiln_arange(KILN_F32, 0.0, (double)n, 1.0);
+  return kiln_sum(kiln_mul_c(kiln_add_c(x, (double)i), 3.0), 0, NULL, 0);
+}
+
+/* Two passes over GRAPHS graphs with room for CAP: every value right, the
+ * second pass rebuilds what the first evicted. Results are kept and read
+ * only at the end of each pass, so evictions happen while earlier
+ * executions may still be queued. */
+static void passes(const char *backend) {
+  start(backend, "6");
+  kiln_counter_clear("GraphCacheEvicted");
+  kiln_counter_clear("GraphCacheReload");
+  int maps_before = n_maps(), maps_after_first = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    kiln_tensor kept[GRAPHS];
+    for (int i = 0; i < GRAPHS; i++) {
+      kept[i] = kiln_keep(graph(i));
+      kiln_mark_step();
+    }
+    for (int i = 0; i < GRAPHS; i++) {
+      float v = -1;
+      KT_CHECK(kiln_to_host(kept[i], &v, sizeof v) == KILN_OK);
+      KT_CHECK_MSG(v == (float)want(i), "[%s] pass %d graph %d: %g, want %g", backend, pass, i, v, want(i));
+      kiln_release(kept[i]);
+    }
+    kiln_mark_step();
+    if (pass == 0) maps_after_first = n_maps();
+  }
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "[%s] %s", backend, kiln_last_error());
+  KT_CHECK_MSG(kiln_counter_value("GraphCacheEvicted") >= 2 * (GRAPHS - CAP) - CAP,
+               "[%s] evicted %lld", backend, (long long)kiln_counter_value("GraphCacheEvicted"));
+  KT_CHECK_MSG(kiln_counter_value("GraphCacheReload") >= GRAPHS - CAP, "[%s] reloaded %lld", backend,
+               (long long)kiln_counter_value("GraphCacheReload"));
+  /* each pass loaded an object per graph (about 5 mappings each on cpu)
+   * and kept at most CAP graphs' worth: the mappings grew by nothing like
+   * 40 objects' (~200) */
+  int maps_end = n_maps();
+  KT_CHECK_MSG(maps_after_first - maps_before < 100 && maps_end - maps_after_first < 100,
+               "[%s] mappings: %d at the start, %d after a pass, %d after two", backend, maps_before, maps_after_first,
+               maps_end);
+}
+
+KT_TEST(cpu_keeps_at_most_cap_executables) { passes("cpu"); }
+KT_TEST(ref_keeps_at_most_cap_executables) { passes("ref"); }
+
+/* A graph evicted and found again in the same step as other work: the
+ * entry being used is never the one evicted. */
+KT_TEST(cap_of_one) {
+  start("cpu", "1");
+  for (int r = 0; r < 3; r++)
+    for (int i = 0; i < 4; i++) KT_NEAR(kiln_item_f64(graph(i)), want(i), 0);
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s", kiln_last_error());
+  kiln_mark_step();
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(cpu_keeps_at_most_cap_executables), KT_CASE(ref_keeps_at_most_cap_executables), KT_CASE(cap_of_one))

@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 b=${BUILD:-build}-tsan
-regex=${TSAN_TESTS:-pool|executor|queue|async|metrics|thread|profiler$|debug|data}
+regex=${TSAN_TESTS:-pool|executor|queue|async|metrics|thread|profiler$|debug|data|cache_cap}
 tests=()
 for f in tests/unit/*.c tests/backend/*.c tests/e2e/*.c; do
   [ -e "$f" ] || continue

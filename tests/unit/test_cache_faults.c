@@ -183,6 +183,32 @@ KT_TEST(compiler_that_never_exits_times_out) {
   kiln_fs_remove_tree(dir);
 }
 
+/* A compiler that exits 0 with a complete object that lacks the kernel's
+ * symbol: a COMPILE error naming the symbol and the compiler (it once was
+ * an INTERNAL error naming neither file nor compiler), nothing stored. */
+KT_TEST(object_without_the_symbol_is_named) {
+  char dir[4096], cache[4200];
+  fresh_dir(dir, sizeof dir, "cc-nosym-");
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  const char *fake = script(dir, "renaming-cc",
+                            "#!/bin/sh\n"
+                            "for a in \"$@\"; do case \"$a\" in *.c) echo 'int kk_other(void) { return 1; }' >\"$a\";; esac; done\n"
+                            "exec gcc \"$@\"\n",
+                            0700);
+  kiln_err err = {0};
+  kiln_cc *cc = make_cc(fake, cache, &err);
+  KT_CHECK_MSG(cc != NULL, "%s", err.msg);
+  if (!cc) return;
+  kiln_cc_result res;
+  KT_EQ_INT(build_call(cc, &res, &err), -1);
+  KT_EQ_INT(err.code, KILN_ERR_COMPILE);
+  KT_STR_CONTAINS(err.msg, "symbol kk_answer missing");
+  KT_STR_CONTAINS(err.msg, "renaming-cc");
+  KT_EQ_INT(count_entries(cache), 0);
+  kiln_cc_destroy(cc);
+  kiln_fs_remove_tree(dir);
+}
+
 /* A KILN_CC that exists but cannot be run is named as such. */
 KT_TEST(non_executable_compiler_is_named) {
   char dir[4096];
@@ -236,4 +262,4 @@ KT_TEST(full_cache_directory_is_survived) {
 
 KT_MAIN(KT_CASE(truncated_object_is_never_stored), KT_CASE(stored_entry_that_does_not_load_is_rebuilt),
         KT_CASE(compiler_that_never_exits_times_out), KT_CASE(non_executable_compiler_is_named),
-        KT_CASE(full_cache_directory_is_survived))
+        KT_CASE(full_cache_directory_is_survived), KT_CASE(object_without_the_symbol_is_named))

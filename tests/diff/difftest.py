@@ -614,13 +614,23 @@ class Gen:
                     if p in self.has_grad and p in self.live:
                         g = self.grad(p)
                         dt, s = self.info[p]
-                        upd = self.op("sub", [p, self.op("mul_c", [g, ], ["0.1"], F32, s)], [], F32, s)
+                        # a constant or a SCALAR learning rate (the cpu backend folds a
+                        # SCALAR factor into a GEMM's alpha), subtracted or added negated
+                        lr = r.choice(["0.1", "0.05", "0.2"])
+                        if r.random() < 0.5:
+                            upd = self.op("sub", [p, self.op("mul_c", [g], [lr], F32, s)], [], F32, s)
+                        elif r.random() < 0.5:
+                            upd = self.op("sub", [p, self.op("mul_s", [g], [lr], F32, s)], [], F32, s)
+                        else:
+                            upd = self.op("add", [self.op("mul_s", [g], ["-" + lr], F32, s), p], [], F32, s)
                         self.emit("assign", p, upd)
                         self.assigned_params.add(p)
                         if r.random() < 0.5:
                             self.read(p)
                         if r.random() < 0.5:
                             self.read(g)
+        if r.random() < 0.25:
+            self.gemm_update()
         if r.random() < 0.2:
             for p in self.params:
                 if p in self.has_grad:
@@ -628,6 +638,36 @@ class Gen:
                     self.has_grad.discard(p)
                     for g in self.grad_ids.pop(p, []):
                         self.live.discard(g)
+
+    def gemm_update(self):
+        """A kept 2-D tensor updated by a product, as an optimizer step or a
+        gradient accumulation is: k = k - lr*(A^T @ B), k = k + A^T @ B or
+        k = (A^T @ B)*lr + k (the cpu backend computes these in the GEMM's
+        own stores, in place in k's buffer)."""
+        r = self.r
+        k = self.pick(lambda q: q in self.kept and self.info[q][0] == F32 and len(self.info[q][1]) == 2
+                      and not self.is_grad(q) and q not in self.params)
+        if k is None:
+            return
+        s = self.info[k][1]
+        m = r.choice([1, 3, 4])
+        a = self.inp(F32, [m, s[0]])
+        b = self.inp(F32, [m, s[1]])
+        prod = self.op("matmul", [self.op("permute", [a], [1, 0], F32, [s[0], m]), b], [], F32, s)
+        u = r.random()
+        if u < 0.4:
+            lr = r.choice(["0.1", "0.5"])
+            f = self.op(r.choice(["mul_s", "mul_c"]), [prod], [lr], F32, s)
+            upd = self.op("sub", [k, f], [], F32, s)
+        elif u < 0.7:
+            upd = self.op("add", [k, prod], [], F32, s)
+        else:
+            upd = self.op("add", [self.op("mul_s", [prod], ["0.25"], F32, s), k], [], F32, s)
+        upd = self.op("tanh", [upd], [], F32, s) if r.random() < 0.5 else upd  # bounded over many steps
+        self.emit("assign", k, upd)
+        self.deps[k] = set()
+        if r.random() < 0.5:
+            self.read(k)
 
     def grad_only(self):
         return {g for gs in self.grad_ids.values() for g in gs}

@@ -78,12 +78,6 @@ static kiln_metric_registry g_metrics = {.mu = PTHREAD_MUTEX_INITIALIZER,
                                          .overflow = {.mu = PTHREAD_MUTEX_INITIALIZER},
                                          .is_metric = 1};
 
-uint64_t kiln_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline size_t kiln_metric_ptr_hash(const char *p) {
   uint64_t x = (uint64_t)(uintptr_t)p;
   x ^= x >> 29;

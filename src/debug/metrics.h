@@ -4,6 +4,7 @@
 #ifndef KILN_DEBUG_METRICS_H
 #define KILN_DEBUG_METRICS_H
 
+#include "base/clock.h"
 #include <stdint.h>
 
 #include "debug/text.h"
@@ -13,7 +14,6 @@ void kiln_counter_add(const char *name, int64_t delta);
  * name ends in "Time". */
 void kiln_metric_record(const char *name, double value);
 /* Monotonic clock in nanoseconds. */
-uint64_t kiln_now_ns(void);
 /* Called once at runtime start: sets up KILN_METRICS=1 report at exit. */
 void kiln_metrics_install_exit_report(void);
 /* Append the short report (kiln_metrics_report_short's text) to t. */

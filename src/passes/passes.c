@@ -11,13 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "passes/pass_graph.h"
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 /* Verification is always on in builds with assertions; NDEBUG builds check
  * only when asked (KILN_VERIFY=1), since it costs about as much as a pass. */
@@ -153,9 +148,9 @@ kiln_status kiln_passes_run(const kiln_graph *in, kiln_graph **out, kiln_pass_st
   memset(stats, 0, sizeof *stats);
   if (out) *out = NULL;
   if (!in || !out) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "kiln_passes_run: NULL graph argument");
-  double t0 = now_ns();
+  double t0 = (double)kiln_now_ns();
   stats->nodes_before = in->n_nodes;
   kiln_status s = run(in, out, stats, err);
-  stats->ns = now_ns() - t0;
+  stats->ns = (double)kiln_now_ns() - t0;
   return s;
 }

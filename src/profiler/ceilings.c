@@ -11,11 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "base/clock.h"
+
+static double now_s(void) { return (double)kiln_now_ns() * 1e-9; }
 
 /* 12 independent chains x 8 lanes x 2 flops per iteration. */
 __attribute__((target("avx2,fma"), noinline)) static float fma_avx2(long iters) {

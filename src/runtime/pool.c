@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "profiler/events.h"
 #include "profiler/pool_tag.h"
 
@@ -49,12 +50,6 @@ static void cpu_relax(void) {
 #endif
 }
 
-static int64_t mono_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* Poll until *gen != val or p->stop (gen != NULL), or until *active == 0
  * (gen == NULL), for at most spin_ns. 1 when that happened. */
 static int poll_for(const kiln_pool *p, const uint64_t *gen, uint64_t val, const int *active) {
@@ -66,7 +61,7 @@ static int poll_for(const kiln_pool *p, const uint64_t *gen, uint64_t val, const
       return 1;
     cpu_relax();
     if ((i & 63) == 63) { /* the clock only every 64 polls */
-      int64_t now = mono_ns();
+      int64_t now = (int64_t)kiln_now_ns();
       if (!deadline) deadline = now + p->spin_ns;
       else if (now >= deadline) return 0;
     }

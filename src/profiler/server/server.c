@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "base/status.h"
 #include "kiln/profiler.h"
@@ -159,11 +160,7 @@ static int grpc_threads_alive(void) {
   return alive;
 }
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t now_ms(void) { return kiln_now_ns() / 1000000u; }
 
 int kiln_profsrv_quiesce(uint32_t max_ms) {
   const kiln_profsrv_ops *m = __atomic_load_n(&g_ops, __ATOMIC_ACQUIRE);

@@ -8,7 +8,6 @@
 
 #include "base/clock.h"
 #include "profiler/events.h"
-#include "profiler/pool_tag.h"
 
 /* One parallel loop. Lives on the caller's stack for the duration of the
  * call; workers reach it only through pool->job while they are registered

@@ -21,7 +21,6 @@
 #include "codegen/codegen.h"
 #include "debug/metrics.h"
 #include "profiler/events.h"
-#include "profiler/pool_tag.h"
 #include "runtime/compiler.h"
 #include "runtime/pool.h"
 #include "schedule/schedule.h"

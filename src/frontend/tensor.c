@@ -322,8 +322,10 @@ kiln_node *kiln_fe_scalar_node(kiln_frontend *fe, kiln_dtype dt, double fv, int6
   kiln_node *n = node_alloc(fe, KILN_OP_SCALAR, dt, 0, NULL, 0, NULL, 0, NULL, fv, h, loc);
   if (!n) return NULL;
   n->ival = iv;
-  /* not consed: but kept in a bucket so release_nodes sees every node kind
-   * uniformly (SCALARs hold nothing to release). */
+  /* Never hash-consed (two scalars that happen to be equal stay two graph
+   * inputs, so the graph's structure never depends on scalar values) and in
+   * no cons bucket: it lives in the step's arena and holds nothing that
+   * release_nodes must drop. */
   return n;
 }
 

@@ -129,6 +129,8 @@ kiln_status kiln_init(const kiln_options *opts) {
   if (s == KILN_OK) s = kiln_frontend_init(&rt->fe, (kiln_device_hooks){rt, upload});
   if (s == KILN_OK) rt->fe.gen_base = g_gen_base;
   rt->cache_cap = graph_cache_cap();
+  const char *np = getenv("KILN_PASSES");
+  rt->skip_passes = np && !strcmp(np, "0");
   rt->n_buckets = 256;
   rt->buckets = calloc(rt->n_buckets, sizeof *rt->buckets);
   if (s != KILN_OK || !rt->buckets || !rt->bufs) {

@@ -65,6 +65,7 @@ typedef struct kiln_runtime {
    * and, on cpu, its kernels' shared objects (mappings the kernel limits):
    * a program that compiles without end must not exhaust them. */
   uint32_t n_loaded, cache_cap;
+  int skip_passes; /* KILN_PASSES=0 at kiln_init: compile graphs as traced */
   uint64_t use_clock;
   uint64_t step;
   int execs_this_step;

@@ -30,10 +30,9 @@ static kiln_site_kind site_kind_of(kiln_cut_reason why) {
 /* The passes and the backend's compile of a traced graph (kept). */
 static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, kiln_executable **exe, kiln_err *err) {
   kiln_graph *opt = NULL;
-  const char *np = getenv("KILN_PASSES");
   kiln_status s = KILN_OK;
   *exe = NULL;
-  if (np && !strcmp(np, "0")) {
+  if (rt->skip_passes) {
     opt = kiln_graph_clone(g);
     if (!opt) s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   } else {

@@ -53,6 +53,7 @@ typedef struct cpu_backend {
   size_t tab_cap, tab_n;
   so_ref **sos;
   size_t n_sos, cap_sos;
+  int dump_code; /* KILN_DUMP_CODE=1 when the backend was created */
   char desc[1024];
 } cpu_backend;
 
@@ -374,8 +375,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
         }
         *p = 0;
         /* KILN_DUMP_CODE=1: show every new translation unit (debugging aid) */
-        const char *dump = getenv("KILN_DUMP_CODE");
-        if (dump && *dump == '1') fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_new, unit);
+        if (b->dump_code) fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_new, unit);
         kiln_so *so = NULL;
         st = kiln_cc_build_checked(b->cc, unit, (size_t)(p - unit), names, n_names, &so, &ccr, err);
         if (st == KILN_OK && b->n_sos == b->cap_sos) {
@@ -751,6 +751,8 @@ kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend
   if (!b) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu backend: out of memory");
   b->base.vt = &k_cpu_vtable;
   pthread_mutex_init(&b->mu, NULL);
+  const char *dump = getenv("KILN_DUMP_CODE");
+  b->dump_code = dump && *dump == '1';
   kiln_status st = kiln_pool_create(cfg ? cfg->num_threads : 0, &b->pool, err);
   if (st != KILN_OK) {
     cpu_destroy(&b->base);

@@ -78,23 +78,31 @@ static int build_call(kiln_cc *cc, kiln_cc_result *res, kiln_err *err) {
   return v;
 }
 
+/* A fake compiler (the script `body`, named `name`) in a fresh directory
+ * dir with its cache in dir/cache; NULL (a failed check) if it cannot be
+ * set up. */
+static kiln_cc *fake_cc(char *dir, size_t dcap, char *cache, size_t ccap, const char *prefix, const char *name,
+                        const char *body, kiln_err *err) {
+  fresh_dir(dir, dcap, prefix);
+  snprintf(cache, ccap, "%s/cache", dir);
+  kiln_cc *cc = make_cc(script(dir, name, body, 0700), cache, err);
+  KT_CHECK_MSG(cc != NULL, "%s", err->msg);
+  return cc;
+}
+
 /* A compiler that exits 0 but leaves a truncated object: an error that says
  * so, nothing stored; the real compiler then builds and stores it. */
 KT_TEST(truncated_object_is_never_stored) {
   char dir[4096], cache[4200];
-  fresh_dir(dir, sizeof dir, "cc-trunc-");
-  snprintf(cache, sizeof cache, "%s/cache", dir);
-  const char *fake = script(dir, "truncating-cc",
-                            "#!/bin/sh\n"
-                            "out=; prev=\n"
-                            "for a in \"$@\"; do [ \"$prev\" = -o ] && out=$a; prev=$a; done\n"
-                            "gcc \"$@\" || exit $?\n"
-                            "[ -n \"$out\" ] && truncate -s 1500 \"$out\"\n"
-                            "exit 0\n",
-                            0700);
   kiln_err err = {0};
-  kiln_cc *cc = make_cc(fake, cache, &err);
-  KT_CHECK_MSG(cc != NULL, "%s", err.msg);
+  kiln_cc *cc = fake_cc(dir, sizeof dir, cache, sizeof cache, "cc-trunc-", "truncating-cc",
+                        "#!/bin/sh\n"
+                        "out=; prev=\n"
+                        "for a in \"$@\"; do [ \"$prev\" = -o ] && out=$a; prev=$a; done\n"
+                        "gcc \"$@\" || exit $?\n"
+                        "[ -n \"$out\" ] && truncate -s 1500 \"$out\"\n"
+                        "exit 0\n",
+                        &err);
   if (!cc) return;
   kiln_cc_result res;
   KT_EQ_INT(build_call(cc, &res, &err), -1);
@@ -188,16 +196,12 @@ KT_TEST(compiler_that_never_exits_times_out) {
  * an INTERNAL error naming neither file nor compiler), nothing stored. */
 KT_TEST(object_without_the_symbol_is_named) {
   char dir[4096], cache[4200];
-  fresh_dir(dir, sizeof dir, "cc-nosym-");
-  snprintf(cache, sizeof cache, "%s/cache", dir);
-  const char *fake = script(dir, "renaming-cc",
-                            "#!/bin/sh\n"
-                            "for a in \"$@\"; do case \"$a\" in *.c) echo 'int kk_other(void) { return 1; }' >\"$a\";; esac; done\n"
-                            "exec gcc \"$@\"\n",
-                            0700);
   kiln_err err = {0};
-  kiln_cc *cc = make_cc(fake, cache, &err);
-  KT_CHECK_MSG(cc != NULL, "%s", err.msg);
+  kiln_cc *cc = fake_cc(dir, sizeof dir, cache, sizeof cache, "cc-nosym-", "renaming-cc",
+                        "#!/bin/sh\n"
+                        "for a in \"$@\"; do case \"$a\" in *.c) echo 'int kk_other(void) { return 1; }' >\"$a\";; esac; done\n"
+                        "exec gcc \"$@\"\n",
+                        &err);
   if (!cc) return;
   kiln_cc_result res;
   KT_EQ_INT(build_call(cc, &res, &err), -1);

@@ -10,6 +10,9 @@
 /* 1 if op has a VJP rule (for float nodes); 0 for ops that carry no
  * gradient (comparisons, logic, indices, sources). */
 int kiln_ag_differentiable(int op);
+/* NULL, or the message naming the op table gradient formula that does not
+ * parse (compiled once, at the first call). */
+const char *kiln_ag_formula_error(void);
 
 /* Build the gradients of node n's inputs given g, the gradient of n (a node
  * of n's dtype and shape). want[k] != 0 asks for input k; gin[k] receives

@@ -5,19 +5,15 @@
 
 #include "backends/ref/ref_ops.h"
 #include "base/rng.h"
+#include "ir/scalar.h"
 
 /* ───────────── conversions ───────────── */
 
-/* float -> int32 with C truncation; NaN and out-of-range give INT32_MIN
- * (the x86 "integer indefinite" value, so compiled code agrees). */
-static int32_t f2i32(double x) {
-  if (!(x > -2147483649.0 && x < 2147483648.0)) return INT32_MIN;
-  return (int32_t)x;
-}
-static int64_t f2i64(double x) {
-  if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return INT64_MIN;
-  return (int64_t)x;
-}
+/* float -> int and int narrowing: the IR's conversion rules, the helpers
+ * generated kernels use (src/ir/scalar.inc): truncation, NaN and
+ * out-of-range give the minimum, narrowing wraps. */
+static int32_t f2i32(double x) { return kf2i32(x); }
+static int64_t f2i64(double x) { return kf2i64(x); }
 
 double kiln_ref_get_f(const kiln_ref_val *v, int64_t i) {
   switch (v->dtype) {
@@ -55,7 +51,7 @@ void kiln_ref_set_i(kiln_ref_val *v, int64_t i, int64_t x) {
     case KILN_F32: ((float *)v->data)[i] = (float)x; break;
     case KILN_F64: ((double *)v->data)[i] = (double)x; break;
     /* narrowing wraps modulo 2^32 (spelled through unsigned: no UB) */
-    case KILN_I32: ((int32_t *)v->data)[i] = (int32_t)(uint32_t)(uint64_t)x; break;
+    case KILN_I32: ((int32_t *)v->data)[i] = ki2i32(x); break;
     case KILN_I64: ((int64_t *)v->data)[i] = x; break;
     default: ((uint8_t *)v->data)[i] = x != 0; break;
   }

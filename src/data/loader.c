@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "data/data_internal.h"
-#include "debug/metrics.h"
+#include "base/counters.h"
 #include "profiler/events.h"
 
 typedef struct slot {

@@ -11,7 +11,7 @@
 #include "debug/graphdiff.h"
 #include "debug/metrics.h"
 #include "debug/sites.h"
-#include "debug/text.h"
+#include "base/text.h"
 
 enum {
   KILN_AN_HISTORY = 16,      /* graphs remembered per cut site (most recent) */

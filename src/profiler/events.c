@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "debug/metrics.h"
+#include "base/clock.h"
 #include "kiln/profiler.h"
 
 #define MAX_DEPTH 64

@@ -32,7 +32,7 @@
 
 #include "base/fs.h"
 #include "base/hash.h"
-#include "debug/metrics.h"
+#include "base/counters.h"
 #include "profiler/events.h"
 #include "runtime/diskcache.h"
 #include "runtime/sharedobj.h"

@@ -19,7 +19,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/gemm.h"
 #include "codegen/codegen.h"
-#include "debug/metrics.h"
+#include "base/counters.h"
 #include "profiler/events.h"
 #include "runtime/compiler.h"
 #include "runtime/pool.h"

@@ -15,7 +15,7 @@
 
 #include "data/data_internal.h"
 #include "base/counters.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 
 typedef struct slot {
   float *x, *mask;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "base/counters.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 
 struct kiln_executor {
   kiln_backend *backend;

@@ -11,7 +11,7 @@
 #include "debug/analysis.h"
 #include "debug/metrics.h"
 #include "frontend/api.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 #include "profiler/server/server.h"
 
 static kiln_runtime *g_rt; /* the documented singleton */

@@ -10,7 +10,7 @@
 #include "debug/sites.h"
 #include "base/text.h"
 #include "passes/passes.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 #include "runtime/runtime.h"
 
 #define KILN_CUT_STACK 64

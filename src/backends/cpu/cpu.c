@@ -20,9 +20,9 @@
 #include "backends/cpu/gemm.h"
 #include "codegen/codegen.h"
 #include "base/counters.h"
-#include "profiler/events.h"
-#include "runtime/compiler.h"
-#include "runtime/pool.h"
+#include "base/spans.h"
+#include "toolchain/compiler.h"
+#include "base/pool.h"
 #include "schedule/schedule.h"
 
 typedef void (*kernel_fn)(void *const *args, int64_t begin, int64_t end);

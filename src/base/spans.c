@@ -7,7 +7,7 @@
  * need no matching pass.
  */
 #define _GNU_SOURCE
-#include "profiler/events.h"
+#include "base/spans.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-/* Sync points: cutting the graph, looking it up or compiling it, and
+/* The step driver: cutting the graph, looking it up or compiling it, and
  * enqueueing its execution; value reads; step markers. */
 #include <stdlib.h>
 #include <string.h>

@@ -95,122 +95,159 @@ static void loop_j(sb *o, int64_t L, int unroll, const char *text) {
   for (int64_t j = 0; j < L; j++) kiln_cg_sb_printf(o, "{\nconst int64_t j KU = %lldLL;\n%s}\n", (long long)j, text);
 }
 
+/* The identity of a max/min/sum reduction over the input dtype idt, as in
+ * ref (what an empty reduction gives). */
+static const char *reduce_init(int op, int idt) {
+  int fl = is_float(idt);
+  if (op == KILN_OP_REDUCE_MAX)
+    return fl ? "(-__builtin_inf())" : idt == KILN_I32 ? "INT32_MIN" : idt == KILN_I64 ? "INT64_MIN" : "0";
+  if (op == KILN_OP_REDUCE_MIN)
+    return fl ? "(__builtin_inf())" : idt == KILN_I32 ? "INT32_MAX" : idt == KILN_I64 ? "INT64_MAX" : "1";
+  return "0";
+}
+
+/* One reduction of a row kernel being generated (gen_reduce): its node m,
+ * the input's dtype, the input's value v at index j (after the statements
+ * ix, which define the inner-axis variables and f, and body), the
+ * accumulator type and identity, and the combining expressions. */
+typedef struct red {
+  int32_t m;
+  const kiln_gnode *nd;
+  int idt, fl;
+  const char *v, *ix, *body;
+  int suffix, unroll;
+  int64_t L;
+  const char *at, *init;
+  const char *cpart, *cacc, *cfin; /* p[u] (+) x, acc (+) p[u], acc (+) x */
+} red;
+
+static void gen_argmax(cg *c, sb *o, const red *r) {
+  kiln_cg_sb_printf(o, "int64_t bi = 0; %s best = 0;\n", cty(r->idt));
+  kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%s", (long long)r->L, r->ix, r->body);
+  kiln_cg_sb_printf(o, "const %s x = %s;\n", cty(r->idt), r->v);
+  kiln_cg_sb_printf(o, "if (j == 0 || (best == best && (x != x || x > best))) { best = x; bi = j; }\n}\n");
+  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "bi", KILN_I64, r->nd->dtype));
+}
+
+/* Too short for the partial accumulators (which would all stay at the
+ * identity): the same sequential order, without their setup. */
+static void gen_reduce_short(cg *c, sb *o, const red *r) {
+  kiln_cg_sb_printf(o, "%s acc = %s;\n", r->at, r->init);
+  loop_j(o, r->L, r->unroll, kiln_cg_sf(c, "%s%sconst %s x = %s;\nacc = %s;\n", r->ix, r->body, cty(r->idt), r->v, r->cfin));
+  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
+}
+
+/* Floats ask the C compiler for a vector reduction explicitly (`omp simd
+ * reduction`, honoured through -fopenmp-simd): gcc does not vectorize the
+ * 16 partial accumulators of integers when the body mixes dtypes or selects
+ * (a softmax backward ran at 10 ns an element that way, 1.3 ns this way).
+ * A sum accumulates in double; a max/min in the input's own type (exact), a
+ * NaN anywhere making the result NaN as ref's kmax/kmin do. The order is the
+ * vector lanes' (fixed for a given compiler and machine, the same on every
+ * thread). dl: nested_axis. */
+static void gen_reduce_float(cg *c, sb *o, const red *r, int dl) {
+  int sum = r->nd->op == KILN_OP_REDUCE_SUM, mx = r->nd->op == KILN_OP_REDUCE_MAX;
+  const char *ft = cty(r->idt), *clause, *step;
+  if (sum) {
+    kiln_cg_sb_printf(o, "double acc = 0;\n");
+    clause = "reduction(+:acc)";
+    step = "acc += (double)x;\n";
+  } else {
+    kiln_cg_sb_printf(o, "%s acc = (%s%s);\nint anynan = 0;\n", ft, mx ? "-" : "",
+                      r->idt == KILN_F32 ? "__builtin_inff()" : "__builtin_inf()");
+    clause = mx ? "reduction(max:acc) reduction(|:anynan)" : "reduction(min:acc) reduction(|:anynan)";
+    step = mx ? "anynan |= x != x;\nacc = x > acc ? x : acc;\n" : "anynan |= x != x;\nacc = x < acc ? x : acc;\n";
+  }
+  const char *ix = r->ix, *var = "j";
+  int64_t n = r->L;
+  sb ou = {0}, inr = {0};
+  if (dl >= 0) { /* outer inner axes from jo, the last one as q */
+    n = c->k->shape[dl];
+    nested_index(c, &ou, &inr, dl);
+    kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%s", (long long)(r->L / n), ou.p ? ou.p : "");
+    ix = inr.p ? inr.p : "";
+    var = "q";
+  }
+  kiln_cg_sb_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s}\n",
+                    clause, var, var, (long long)n, var, ix, r->body, ft, r->v, step);
+  if (dl >= 0) kiln_cg_sb_printf(o, "}\n");
+  if (ou.oom || inr.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  free(ou.p);
+  free(inr.p);
+  if (!sum) kiln_cg_sb_printf(o, "if (anynan) acc = (%s)__builtin_nan(\"\");\n", ft);
+  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", sum ? KILN_F64 : r->idt, r->nd->dtype));
+}
+
+/* Integers (exact in any order), nested loops: partial accumulator u takes
+ * the elements q = u (mod 16) of every run of the last inner axis dl; a
+ * fixed order either way. */
+static void gen_reduce_int_nested(cg *c, sb *o, const red *r, int dl) {
+  int64_t n = c->k->shape[dl], no = r->L / n;
+  sb ou = {0}, in = {0};
+  nested_index(c, &ou, &in, dl);
+  const char *ib = kiln_cg_sf(c, "%s%sconst %s x = %s;\n", in.p ? in.p : "", r->body, cty(r->idt), r->v);
+  kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\n", r->at, r->init, r->init);
+  kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%sint64_t q0 = 0;\n", (long long)no, ou.p ? ou.p : "");
+  kiln_cg_sb_printf(o, "for (; q0 + 16 <= %lldLL; q0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t q = q0 + u;\n%sp[u] = %s;\n}\n",
+                    (long long)n, ib, r->cpart);
+  kiln_cg_sb_printf(o, "for (int64_t q = q0; q < %lldLL; q++) {\n%s{\nconst int u = (int)(q - q0);\np[u] = %s;\n}\n}\n}\n",
+                    (long long)n, ib, r->cpart);
+  kiln_cg_sb_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", r->cacc);
+  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
+  if (ou.oom || in.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  free(ou.p);
+  free(in.p);
+}
+
+/* Integers over a flat j: 16 independent partial accumulators
+ * (vectorizable without reassociation flags, a fixed, thread-independent
+ * order), then the remainder sequentially. */
+static void gen_reduce_int_flat(cg *c, sb *o, const red *r) {
+  kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\nint64_t j0 = 0;\n", r->at, r->init,
+                    r->init);
+  kiln_cg_sb_printf(o, "for (; j0 + 16 <= %lldLL; j0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t j = j0 + u;\n",
+                    (long long)r->L);
+  kiln_cg_sb_printf(o, "%s%sconst %s x = %s;\np[u] = %s;\n}\n", r->ix, r->body, cty(r->idt), r->v, r->cpart);
+  kiln_cg_sb_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", r->cacc);
+  kiln_cg_sb_printf(o, "for (int64_t j = j0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\n}\n", (long long)r->L,
+                    r->ix, r->body, cty(r->idt), r->v, r->cfin);
+  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
+}
+
+/* Reduction m of a row kernel into the local r<m>: an argmax, or a sum,
+ * max or min of any type; those shorter than 16 run sequentially, longer
+ * float ones as vector reductions, longer integer ones with 16 partial
+ * accumulators. */
 static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L, int unroll) {
-  const kiln_gnode *nd = NODE(c, m);
+  red r = {.m = m, .nd = NODE(c, m), .suffix = suffix, .unroll = unroll, .L = L};
   int32_t in = INP(c, m, 0);
-  int idt = NODE(c, in)->dtype, fl = is_float(idt);
+  r.idt = NODE(c, in)->dtype;
+  r.fl = is_float(r.idt);
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
   sb body = {0};
   c->cur = &body;
-  const char *v = kiln_cg_ex(c, in, &c->fctx);
+  r.v = kiln_cg_ex(c, in, &c->fctx);
   flush_pre(c, o);
   sb idx = {0};
   inner_index(c, &idx, suffix, L);
-  kiln_cg_sb_printf(o, "%s r%d;\n{\n", cty(nd->dtype), m);
-  if (nd->op == KILN_OP_ARGMAX) {
-    kiln_cg_sb_printf(o, "int64_t bi = 0; %s best = 0;\n", cty(idt));
-    kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%s", (long long)L, idx.p ? idx.p : "", body.p ? body.p : "");
-    kiln_cg_sb_printf(o, "const %s x = %s;\n", cty(idt), v);
-    kiln_cg_sb_printf(o, "if (j == 0 || (best == best && (x != x || x > best))) { best = x; bi = j; }\n}\n");
-    kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "bi", KILN_I64, nd->dtype));
+  r.ix = idx.p ? idx.p : "";
+  r.body = body.p ? body.p : "";
+  kiln_cg_sb_printf(o, "%s r%d;\n{\n", cty(r.nd->dtype), m);
+  if (r.nd->op == KILN_OP_ARGMAX) {
+    gen_argmax(c, o, &r);
   } else {
-    /* Integer reductions: 16 independent partial accumulators (vectorizable
-     * without reassociation flags, a fixed, thread-independent order).
-     * Reductions shorter than 16, of any type, run sequentially (next);
-     * longer float ones as vector reductions (below). */
-    const char *at = fl ? "double" : "int64_t";
-    const char *init = "0";
-    /* identities of the input dtype, as in ref (what an empty reduction gives) */
-    if (nd->op == KILN_OP_REDUCE_MAX)
-      init = fl ? "(-__builtin_inf())" : idt == KILN_I32 ? "INT32_MIN" : idt == KILN_I64 ? "INT64_MIN" : "0";
-    if (nd->op == KILN_OP_REDUCE_MIN)
-      init = fl ? "(__builtin_inf())" : idt == KILN_I32 ? "INT32_MAX" : idt == KILN_I64 ? "INT64_MAX" : "1";
-    const char *xv = kiln_cg_sf(c, "((%s)x)", at);
-    const char *cpart = comb(c, nd->op, fl, "p[u]", xv), *cacc = comb(c, nd->op, fl, "acc", "p[u]");
-    const char *cfin = comb(c, nd->op, fl, "acc", xv);
-    if (L < 16) {
-      /* too short for the partial accumulators (which would all stay at the
-       * identity): the same sequential order, without their setup */
-      kiln_cg_sb_printf(o, "%s acc = %s;\n", at, init);
-      loop_j(o, L, unroll,
-             kiln_cg_sf(c, "%s%sconst %s x = %s;\nacc = %s;\n", idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, cfin));
-      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
-      goto done;
-    }
+    r.at = r.fl ? "double" : "int64_t";
+    r.init = reduce_init(r.nd->op, r.idt);
+    const char *xv = kiln_cg_sf(c, "((%s)x)", r.at);
+    r.cpart = comb(c, r.nd->op, r.fl, "p[u]", xv);
+    r.cacc = comb(c, r.nd->op, r.fl, "acc", "p[u]");
+    r.cfin = comb(c, r.nd->op, r.fl, "acc", xv);
     int dl = nested_axis(c->k, suffix);
-    if (fl) {
-      /* Floats ask the C compiler for a vector reduction explicitly (`omp
-       * simd reduction`, honoured through -fopenmp-simd): gcc does not
-       * vectorize the 16 partial accumulators below when the body mixes
-       * dtypes or selects (a softmax backward ran at 10 ns an element that
-       * way, 1.3 ns this way). A sum accumulates in double; a max/min in the
-       * input's own type (exact), a NaN anywhere making the result NaN as
-       * ref's kmax/kmin do. The order is the vector lanes' (fixed for a
-       * given compiler and machine, the same on every thread). */
-      int sum = nd->op == KILN_OP_REDUCE_SUM, mx = nd->op == KILN_OP_REDUCE_MAX;
-      const char *ft = cty(idt), *clause, *step;
-      if (sum) {
-        kiln_cg_sb_printf(o, "double acc = 0;\n");
-        clause = "reduction(+:acc)";
-        step = "acc += (double)x;\n";
-      } else {
-        kiln_cg_sb_printf(o, "%s acc = (%s%s);\nint anynan = 0;\n", ft, mx ? "-" : "",
-                          idt == KILN_F32 ? "__builtin_inff()" : "__builtin_inf()");
-        clause = mx ? "reduction(max:acc) reduction(|:anynan)" : "reduction(min:acc) reduction(|:anynan)";
-        step = mx ? "anynan |= x != x;\nacc = x > acc ? x : acc;\n" : "anynan |= x != x;\nacc = x < acc ? x : acc;\n";
-      }
-      const char *ix = idx.p ? idx.p : "", *var = "j";
-      int64_t n = L;
-      sb ou = {0}, inr = {0};
-      if (dl >= 0) { /* outer inner axes from jo, the last one as q */
-        n = c->k->shape[dl];
-        nested_index(c, &ou, &inr, dl);
-        kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%s", (long long)(L / n), ou.p ? ou.p : "");
-        ix = inr.p ? inr.p : "";
-        var = "q";
-      }
-      kiln_cg_sb_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s}\n",
-                        clause, var, var, (long long)n, var, ix, body.p ? body.p : "", ft, v, step);
-      if (dl >= 0) kiln_cg_sb_printf(o, "}\n");
-      if (ou.oom || inr.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
-      free(ou.p);
-      free(inr.p);
-      if (!sum) kiln_cg_sb_printf(o, "if (anynan) acc = (%s)__builtin_nan(\"\");\n", ft);
-      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", sum ? KILN_F64 : idt, nd->dtype));
-      goto done;
-    }
-    /* integers from here: exact in any order */
-    if (dl >= 0) {
-      /* nested: partial accumulator u takes the elements q = u (mod 16) of
-       * every run of the last inner axis; a fixed order either way */
-      int64_t n = c->k->shape[dl], no = L / n;
-      sb ou = {0}, in = {0};
-      nested_index(c, &ou, &in, dl);
-      const char *ib = kiln_cg_sf(c, "%s%sconst %s x = %s;\n", in.p ? in.p : "", body.p ? body.p : "", cty(idt), v);
-      kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\n", at, init, init);
-      kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%sint64_t q0 = 0;\n", (long long)no, ou.p ? ou.p : "");
-      kiln_cg_sb_printf(o, "for (; q0 + 16 <= %lldLL; q0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t q = q0 + u;\n%sp[u] = %s;\n}\n",
-                        (long long)n, ib, cpart);
-      kiln_cg_sb_printf(o, "for (int64_t q = q0; q < %lldLL; q++) {\n%s{\nconst int u = (int)(q - q0);\np[u] = %s;\n}\n}\n}\n",
-                        (long long)n, ib, cpart);
-      kiln_cg_sb_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", cacc);
-      kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
-      if (ou.oom || in.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
-      free(ou.p);
-      free(in.p);
-      goto done;
-    }
-    kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\nint64_t j0 = 0;\n", at, init, init);
-    kiln_cg_sb_printf(o, "for (; j0 + 16 <= %lldLL; j0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t j = j0 + u;\n",
-              (long long)L);
-    kiln_cg_sb_printf(o, "%s%sconst %s x = %s;\np[u] = %s;\n}\n", idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v,
-              cpart);
-    kiln_cg_sb_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", cacc);
-    kiln_cg_sb_printf(o, "for (int64_t j = j0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\n}\n", (long long)L,
-              idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, cfin);
-    kiln_cg_sb_printf(o, "r%d = %s;\n}\n", m, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
+    if (L < 16) gen_reduce_short(c, o, &r);
+    else if (r.fl) gen_reduce_float(c, o, &r, dl);
+    else if (dl >= 0) gen_reduce_int_nested(c, o, &r, dl);
+    else gen_reduce_int_flat(c, o, &r);
   }
-done:
   if (body.oom || idx.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(idx.p);
@@ -283,11 +320,7 @@ static void gen_col(cg *c, sb *o, int64_t rows, int64_t L) {
   const kiln_gnode *nd = NODE(c, m);
   int idt = NODE(c, in)->dtype, fl = is_float(idt);
   const char *at = fl ? "double" : "int64_t";
-  const char *init = "0";
-  if (nd->op == KILN_OP_REDUCE_MAX)
-    init = fl ? "(-__builtin_inf())" : idt == KILN_I32 ? "INT32_MIN" : idt == KILN_I64 ? "INT64_MIN" : "0";
-  if (nd->op == KILN_OP_REDUCE_MIN)
-    init = fl ? "(__builtin_inf())" : idt == KILN_I32 ? "INT32_MAX" : idt == KILN_I64 ? "INT64_MAX" : "1";
+  const char *init = reduce_init(nd->op, idt);
   sb body = {0};
   c->cur = &body;
   const char *v = kiln_cg_ex(c, in, &c->fctx);
@@ -336,6 +369,92 @@ static void gen_col(cg *c, sb *o, int64_t rows, int64_t L) {
   free(idx.p);
 }
 
+/* Column mode (gen_col): the inner axes are a prefix but not a suffix,
+ * there are at least 16 rows, and the kernel is one reduction (the seed, not
+ * an argmax) plus row-shaped members only. */
+static int col_mode(cg *c, int suffix, int prefix, int64_t rows) {
+  const kiln_skernel *k = c->k;
+  int colok = !suffix && prefix && rows >= 16 && NODE(c, k->members[0])->op != KILN_OP_ARGMAX;
+  for (int32_t j = 1; j < k->n_members && colok; j++)
+    colok = kiln_op_table[NODE(c, k->members[j])->op].kind != KILN_KIND_REDUCE &&
+            !kiln_sched_shape_is(c->g, k, k->members[j], KILN_SCTX_F);
+  return colok;
+}
+
+/* The opening of the loop over rows: the outer-axis variables and `row`.
+ * unrolled (dl: the last outer axis with more than one element): blocks of
+ * that axis, whose elements the inner `q` loop runs over (two braces to
+ * close); else one plain loop over rows (one brace). */
+static void row_loop_head(cg *c, sb *o, int unroll, int dl) {
+  const kiln_skernel *k = c->k;
+  int64_t st = 1;
+  if (!unroll) {
+    kiln_cg_sb_printf(o, "for (int64_t row = begin; row < end; row++) {\n");
+    for (int d = k->rank - 1; d >= 0; d--) {
+      if (k->mask >> d & 1) continue;
+      kiln_cg_sb_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+      st *= k->shape[d];
+    }
+    return;
+  }
+  int64_t n = k->shape[dl];
+  kiln_cg_sb_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
+  for (int d = k->rank - 1; d > dl; d--)
+    if (!(k->mask >> d & 1)) kiln_cg_sb_printf(o, "const int64_t i%d KU = 0;\n", d);
+  for (int d = dl - 1; d >= 0; d--) {
+    if (k->mask >> d & 1) continue;
+    kiln_cg_sb_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+    st *= k->shape[d];
+  }
+  kiln_cg_sb_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
+  kiln_cg_sb_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
+                    (long long)n, (long long)n);
+  kiln_cg_sb_printf(o, "#pragma omp simd\nfor (int64_t q = jb; q < je; q++) {\nconst int64_t i%d KU = q;\n", dl);
+  kiln_cg_sb_printf(o, "const int64_t row KU = r * %lldLL + q;\n", (long long)n);
+}
+
+/* The body of a row: its reductions, the F-shaped stores in a loop over
+ * the inner axes, then the row-shaped stores (after the F loop: an
+ * in-place (aliased) row value is read by the loops above before it is
+ * overwritten). */
+static void row_body(cg *c, sb *o, int suffix, int64_t L, int unroll) {
+  const kiln_skernel *k = c->k;
+  for (int32_t j = 0; j < k->n_members; j++) {
+    int32_t m = k->members[j];
+    if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L, unroll);
+  }
+  sb body = {0};
+  int any;
+  gen_f_stores(c, &body, &any);
+  flush_pre(c, o);
+  if (any) {
+    sb idx = {0};
+    inner_index(c, &idx, suffix, L);
+    loop_j(o, L, unroll, kiln_cg_sf(c, "%s%s", idx.p ? idx.p : "", body.p));
+    if (idx.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+    free(idx.p);
+  }
+  if (body.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  free(body.p);
+  sb tail = {0};
+  for (int32_t j = 0; j < k->n_stores; j++) {
+    int32_t m = k->stores[j];
+    int red = kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE;
+    if (!red && kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
+    const char *v = kiln_cg_ex(c, m, &c->rsctx);
+    int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
+    kiln_cg_sb_printf(&tail, "a%d[row] = %s;\n", a, v);
+  }
+  flush_pre(c, o);
+  if (tail.p) kiln_cg_sb_add(o, tail.p, tail.n);
+  if (tail.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  free(tail.p);
+}
+
+/* A row kernel: a column kernel when col_mode says so (*col = 1), else a
+ * loop over rows (items: the number of rows) computing the reductions over
+ * the inner axes (L elements) and the stores. suffix: the inner axes (those
+ * with more than one element) are the last ones, so f = row * L + j. */
 static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
   const kiln_skernel *k = c->k;
   int64_t rows = 1, L = 1;
@@ -357,12 +476,7 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
       rows *= k->shape[d];
   }
   *items = rows;
-  /* column mode: one reduction (the seed) plus row-shaped members only */
-  int colok = !suffix && prefix && rows >= 16 && NODE(c, k->members[0])->op != KILN_OP_ARGMAX;
-  for (int32_t j = 1; j < k->n_members && colok; j++)
-    colok = kiln_op_table[NODE(c, k->members[j])->op].kind != KILN_KIND_REDUCE &&
-            !kiln_sched_shape_is(c->g, k, k->members[j], KILN_SCTX_F);
-  if (colok) {
+  if (col_mode(c, suffix, prefix, rows)) {
     *col = 1;
     gen_col(c, o, rows, L);
     return;
@@ -375,62 +489,8 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
     if (!(k->mask >> d & 1) && k->shape[d] > 1) dl = d;
   if (dl < 0 || k->shape[dl] < 4) unroll = 0;
   for (int32_t j = 0; j < k->n_members && unroll; j++) unroll = NODE(c, k->members[j])->op != KILN_OP_ARGMAX;
-  int64_t st = 1;
-  if (unroll) {
-    int64_t n = k->shape[dl];
-    kiln_cg_sb_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
-    for (int d = k->rank - 1; d > dl; d--)
-      if (!(k->mask >> d & 1)) kiln_cg_sb_printf(o, "const int64_t i%d KU = 0;\n", d);
-    for (int d = dl - 1; d >= 0; d--) {
-      if (k->mask >> d & 1) continue;
-      kiln_cg_sb_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
-      st *= k->shape[d];
-    }
-    kiln_cg_sb_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
-    kiln_cg_sb_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
-                      (long long)n, (long long)n);
-    kiln_cg_sb_printf(o, "#pragma omp simd\nfor (int64_t q = jb; q < je; q++) {\nconst int64_t i%d KU = q;\n", dl);
-    kiln_cg_sb_printf(o, "const int64_t row KU = r * %lldLL + q;\n", (long long)n);
-  } else {
-    kiln_cg_sb_printf(o, "for (int64_t row = begin; row < end; row++) {\n");
-    for (int d = k->rank - 1; d >= 0; d--) {
-      if (k->mask >> d & 1) continue;
-      kiln_cg_sb_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
-      st *= k->shape[d];
-    }
-  }
-  for (int32_t j = 0; j < k->n_members; j++) {
-    int32_t m = k->members[j];
-    if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L, unroll);
-  }
-  sb body = {0};
-  int any;
-  gen_f_stores(c, &body, &any);
-  flush_pre(c, o);
-  if (any) {
-    sb idx = {0};
-    inner_index(c, &idx, suffix, L);
-    loop_j(o, L, unroll, kiln_cg_sf(c, "%s%s", idx.p ? idx.p : "", body.p));
-    if (idx.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
-    free(idx.p);
-  }
-  if (body.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
-  free(body.p);
-  /* row-shaped stores after the F loop: an in-place (aliased) row value is
-   * read by the loops above before it is overwritten */
-  sb tail = {0};
-  for (int32_t j = 0; j < k->n_stores; j++) {
-    int32_t m = k->stores[j];
-    int red = kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE;
-    if (!red && kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
-    const char *v = kiln_cg_ex(c, m, &c->rsctx);
-    int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
-    kiln_cg_sb_printf(&tail, "a%d[row] = %s;\n", a, v);
-  }
-  flush_pre(c, o);
-  if (tail.p) kiln_cg_sb_add(o, tail.p, tail.n);
-  if (tail.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
-  free(tail.p);
+  row_loop_head(c, o, unroll, dl);
+  row_body(c, o, suffix, L, unroll);
   kiln_cg_sb_printf(o, unroll ? "}\n}\n" : "}\n");
 }
 

@@ -84,21 +84,23 @@ void kiln_bucketer_free(kiln_bucketer *b) {
   free(b);
 }
 
-kiln_bucketer *kiln_bucketer_new_at(int64_t n, const int64_t *const *seqs, const int64_t *lens,
-                                    const kiln_bucket_options *o, kiln_loc loc) {
+/* The options and sequences are usable; *total: the tokens kept (each
+ * sequence cut at the largest bucket). 0 with the error recorded if not. */
+static int check_input(int64_t n, const int64_t *const *seqs, const int64_t *lens, const kiln_bucket_options *o,
+                       kiln_loc loc, int64_t *total) {
   if (!o || n < 0 || (n > 0 && (!seqs || !lens))) {
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: bad arguments (n = %lld, options %s)", (long long)n,
                o ? "set" : "NULL");
-    return NULL;
+    return 0;
   }
   if (o->n_boundaries < 1 || o->n_boundaries > KILN_MAX_BUCKETS || !o->boundaries) {
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: %d bucket boundaries (want 1..%d)", o->n_boundaries,
                KILN_MAX_BUCKETS);
-    return NULL;
+    return 0;
   }
   if (o->batch_size <= 0 || o->batch_size > ((int64_t)1 << 24)) {
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: batch_size %lld must be in 1..2^24", (long long)o->batch_size);
-    return NULL;
+    return 0;
   }
   for (int k = 0; k < o->n_boundaries; k++)
     if (o->boundaries[k] <= 0 || o->boundaries[k] > ((int64_t)1 << 24) ||
@@ -106,24 +108,72 @@ kiln_bucketer *kiln_bucketer_new_at(int64_t n, const int64_t *const *seqs, const
       kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                  "bucketer: boundary %d = %lld: boundaries must be strictly increasing and in 1..2^24", k,
                  (long long)o->boundaries[k]);
-      return NULL;
+      return 0;
     }
-  int nb = o->n_boundaries;
-  int64_t lmax = o->boundaries[nb - 1], total = 0;
+  int64_t lmax = o->boundaries[o->n_boundaries - 1];
+  *total = 0;
   for (int64_t i = 0; i < n; i++) {
     if (lens[i] < 0 || (lens[i] > 0 && !seqs[i])) {
       kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: sequence %lld has length %lld%s", (long long)i,
                  (long long)lens[i], lens[i] < 0 ? "" : " but no data");
-      return NULL;
+      return 0;
     }
     if (lens[i] > lmax && !o->truncate) {
       kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                  "bucketer: sequence %lld has length %lld, longer than the largest bucket %lld (set truncate to cut it)",
                  (long long)i, (long long)lens[i], (long long)lmax);
-      return NULL;
+      return 0;
     }
-    total += lens[i] < lmax ? lens[i] : lmax;
+    *total += lens[i] < lmax ? lens[i] : lmax;
   }
+  return 1;
+}
+
+/* Copy the sequences in (cut at lmax) and put each in its bucket. */
+static void fill_buckets(kiln_bucketer *b, const int64_t *const *seqs, const int64_t *lens, int64_t lmax) {
+  kiln_bucket_stats *st = &b->stats;
+  int64_t at = 0;
+  for (int64_t i = 0; i < b->n; i++) {
+    int64_t l = lens[i];
+    if (l > lmax) {
+      l = lmax;
+      st->truncated++;
+    }
+    if (l) memcpy(b->tokens + at, seqs[i], sizeof(int64_t) * (size_t)l);
+    b->off[i] = at;
+    b->len[i] = l;
+    at += l;
+    int k = 0;
+    while (b->bounds[k] < l) k++; /* l <= lmax, so this stops */
+    b->bucket_of[i] = k;
+    st->sequences[k]++;
+    st->tokens[k] += l;
+  }
+}
+
+/* Per-bucket member ranges, batch counts and padding statistics. */
+static void bucket_stats(kiln_bucketer *b) {
+  kiln_bucket_stats *st = &b->stats;
+  int64_t all_tok = 0, all_pos = 0, bs = b->opts.batch_size;
+  for (int k = 0; k < b->opts.n_boundaries; k++) {
+    b->mstart[k + 1] = b->mstart[k] + st->sequences[k];
+    st->length[k] = b->bounds[k];
+    st->batches[k] = (st->sequences[k] + bs - 1) / bs;
+    st->positions[k] = st->batches[k] * bs * b->bounds[k];
+    st->waste[k] = st->positions[k] ? 1.0 - (double)st->tokens[k] / (double)st->positions[k] : 0.0;
+    b->num_batches += st->batches[k];
+    all_tok += st->tokens[k];
+    all_pos += st->positions[k];
+  }
+  st->total_waste = all_pos ? 1.0 - (double)all_tok / (double)all_pos : 0.0;
+}
+
+kiln_bucketer *kiln_bucketer_new_at(int64_t n, const int64_t *const *seqs, const int64_t *lens,
+                                    const kiln_bucket_options *o, kiln_loc loc) {
+  int64_t total;
+  if (!check_input(n, seqs, lens, o, loc, &total)) return NULL;
+  int nb = o->n_boundaries;
+  int64_t lmax = o->boundaries[nb - 1];
   kiln_bucketer *b = calloc(1, sizeof *b);
   if (!b) goto oom;
   b->opts = *o;
@@ -143,37 +193,9 @@ kiln_bucketer *kiln_bucketer_new_at(int64_t n, const int64_t *const *seqs, const
   if (!b->off || !b->len || !b->tokens || !b->bucket_of || !b->members || !b->batches || !b->stage_tokens ||
       !b->stage_mask)
     goto oom;
-  kiln_bucket_stats *st = &b->stats;
-  st->n_buckets = nb;
-  int64_t at = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t l = lens[i];
-    if (l > lmax) {
-      l = lmax;
-      st->truncated++;
-    }
-    if (l) memcpy(b->tokens + at, seqs[i], sizeof(int64_t) * (size_t)l);
-    b->off[i] = at;
-    b->len[i] = l;
-    at += l;
-    int k = 0;
-    while (b->bounds[k] < l) k++; /* l <= lmax, so this stops */
-    b->bucket_of[i] = k;
-    st->sequences[k]++;
-    st->tokens[k] += l;
-  }
-  int64_t all_tok = 0, all_pos = 0;
-  for (int k = 0; k < nb; k++) {
-    b->mstart[k + 1] = b->mstart[k] + st->sequences[k];
-    st->length[k] = b->bounds[k];
-    st->batches[k] = (st->sequences[k] + o->batch_size - 1) / o->batch_size;
-    st->positions[k] = st->batches[k] * o->batch_size * b->bounds[k];
-    st->waste[k] = st->positions[k] ? 1.0 - (double)st->tokens[k] / (double)st->positions[k] : 0.0;
-    b->num_batches += st->batches[k];
-    all_tok += st->tokens[k];
-    all_pos += st->positions[k];
-  }
-  st->total_waste = all_pos ? 1.0 - (double)all_tok / (double)all_pos : 0.0;
+  b->stats.n_buckets = nb;
+  fill_buckets(b, seqs, lens, lmax);
+  bucket_stats(b);
   return b;
 oom:
   kiln_bucketer_free(b);

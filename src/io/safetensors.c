@@ -56,21 +56,93 @@ static int kiln_of_st(kiln_st_dt d) {
 
 /* ───────────── save ───────────── */
 
+/* The number of key/value pairs of a NULL-terminated metadata list, or -1
+ * (error recorded) when a key has no value. */
+static int count_metadata(const char *path, const char *const *metadata, kiln_loc loc) {
+  int n_meta = 0;
+  if (!metadata) return 0;
+  while (metadata[2 * n_meta]) {
+    if (!metadata[2 * n_meta + 1]) {
+      kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: metadata key \"%.200s\" has no value", path,
+                 metadata[2 * n_meta]);
+      return -1;
+    }
+    n_meta++;
+  }
+  return n_meta;
+}
+
+/* Header entries (names, dtypes, shapes) for the tensors, each checked. */
+static kiln_status fill_entries(kiln_st_header *h, const char *path, const char *const *names,
+                                const kiln_tensor *tensors, kiln_loc loc) {
+  for (int i = 0; i < h->n; i++) {
+    kiln_st_entry *e = &h->entries[i];
+    if (!names[i]) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: name #%d is NULL", path, i);
+    if (!strcmp(names[i], "__metadata__"))
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: \"__metadata__\" is reserved", path);
+    if (!kiln_is_valid(tensors[i]))
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                        "save_safetensors %s: tensor \"%.200s\" (#%d) is null, stale or poisoned; nothing written",
+                        path, names[i], i);
+    e->name = (char *)names[i];
+    e->dtype = st_of_kiln(kiln_dtype_of(tensors[i]));
+    e->rank = kiln_shape(tensors[i], e->shape);
+    if (e->dtype == KILN_ST_DTYPE_COUNT || e->rank < 0)
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: tensor \"%.200s\" has no saveable dtype",
+                        path, names[i]);
+  }
+  return KILN_OK;
+}
+
+/* Data layout: widest elements first, so with the 8-aligned header every
+ * tensor's data is aligned to its element size in the file (readers that
+ * map the file can use it in place). The header keeps the caller's order.
+ * Returns the data section's size. */
+static uint64_t lay_out_data(kiln_st_header *h, const kiln_tensor *tensors) {
+  uint64_t at = 0;
+  for (size_t width = 8; width >= 1; width /= 2) {
+    for (int i = 0; i < h->n; i++) {
+      kiln_st_entry *e = &h->entries[i];
+      if (kiln_st_dt_bytes(e->dtype) != width) continue;
+      e->begin = at;
+      e->end = at + (uint64_t)kiln_numel(tensors[i]) * width;
+      at = e->end;
+    }
+  }
+  return at;
+}
+
+/* The file's bytes: the header's length, the header, then each tensor's
+ * data read back from kiln. *file is malloc'd (NULL on error). */
+static kiln_status build_file(const kiln_st_header *h, const char *json, size_t json_n, uint64_t data_n,
+                              const char *path, const char *const *names, const kiln_tensor *tensors, kiln_loc loc,
+                              uint8_t **file, size_t *total) {
+  *total = 8 + json_n + (size_t)data_n;
+  uint8_t *f = *file = malloc(*total);
+  if (!f) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory for %zu bytes", path, *total);
+  for (int k = 0; k < 8; k++) f[k] = (uint8_t)((uint64_t)json_n >> (8 * k));
+  memcpy(f + 8, json, json_n);
+  for (int i = 0; i < h->n; i++) {
+    const kiln_st_entry *e = &h->entries[i];
+    size_t bytes = (size_t)(e->end - e->begin);
+    if (!bytes) continue;
+    kiln_status s = kiln_to_host_at(tensors[i], f + 8 + json_n + e->begin, bytes, loc);
+    if (s) {
+      kiln_error(s, loc, "save_safetensors %s: cannot read tensor \"%.200s\"; nothing written", path, names[i]);
+      return s;
+    }
+  }
+  return KILN_OK;
+}
+
 kiln_status kiln_save_safetensors_at(const char *path, int n, const char *const *names, const kiln_tensor *tensors,
                                      const char *const *metadata, kiln_loc loc) {
   if (!path || !*path) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors: path is NULL or empty");
   if (n < 0 || (n > 0 && (!names || !tensors)))
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: bad tensor list (n = %d%s)", path, n,
                       n > 0 ? ", names or tensors is NULL" : "");
-  int n_meta = 0;
-  if (metadata) {
-    while (metadata[2 * n_meta]) {
-      if (!metadata[2 * n_meta + 1])
-        return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: metadata key \"%.200s\" has no value",
-                          path, metadata[2 * n_meta]);
-      n_meta++;
-    }
-  }
+  int n_meta = count_metadata(path, metadata, loc);
+  if (n_meta < 0) return KILN_ERR_INVALID_ARGUMENT;
   kiln_st_header h = {0};
   h.n = n;
   h.n_meta = n_meta;
@@ -82,51 +154,12 @@ kiln_status kiln_save_safetensors_at(const char *path, int n, const char *const 
   char *json = NULL;
   uint8_t *file = NULL;
   kiln_st_header check = {0};
-  kiln_status s = KILN_OK;
-  if (!h.entries) {
-    s = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory", path);
-    goto out;
-  }
-  for (int i = 0; i < n; i++) {
-    kiln_st_entry *e = &h.entries[i];
-    if (!names[i]) {
-      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: name #%d is NULL", path, i);
-      goto out;
-    }
-    if (!strcmp(names[i], "__metadata__")) {
-      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: \"__metadata__\" is reserved", path);
-      goto out;
-    }
-    if (!kiln_is_valid(tensors[i])) {
-      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
-                     "save_safetensors %s: tensor \"%.200s\" (#%d) is null, stale or poisoned; nothing written",
-                     path, names[i], i);
-      goto out;
-    }
-    e->name = (char *)names[i];
-    e->dtype = st_of_kiln(kiln_dtype_of(tensors[i]));
-    e->rank = kiln_shape(tensors[i], e->shape);
-    if (e->dtype == KILN_ST_DTYPE_COUNT || e->rank < 0) {
-      s = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "save_safetensors %s: tensor \"%.200s\" has no saveable dtype",
-                     path, names[i]);
-      goto out;
-    }
-  }
-  /* Data layout: widest elements first, so with the 8-aligned header every
-   * tensor's data is aligned to its element size in the file (readers that
-   * map the file can use it in place). The header keeps the caller's order. */
-  uint64_t at = 0;
-  for (size_t width = 8; width >= 1; width /= 2) {
-    for (int i = 0; i < n; i++) {
-      kiln_st_entry *e = &h.entries[i];
-      if (kiln_st_dt_bytes(e->dtype) != width) continue;
-      e->begin = at;
-      e->end = at + (uint64_t)kiln_numel(tensors[i]) * width;
-      at = e->end;
-    }
-  }
-  size_t json_n;
+  size_t json_n, total;
   kiln_err err = {0};
+  kiln_status s = h.entries ? fill_entries(&h, path, names, tensors, loc)
+                            : kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory", path);
+  if (s) goto out;
+  uint64_t at = lay_out_data(&h, tensors);
   if ((s = kiln_st_header_encode(&h, &json, &json_n, &err))) {
     s = kiln_error(s, loc, "save_safetensors %s: %s", path, err.msg);
     goto out;
@@ -138,23 +171,7 @@ kiln_status kiln_save_safetensors_at(const char *path, int n, const char *const 
                    err.msg);
     goto out;
   }
-  size_t total = 8 + json_n + (size_t)at;
-  file = malloc(total);
-  if (!file) {
-    s = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory for %zu bytes", path, total);
-    goto out;
-  }
-  for (int k = 0; k < 8; k++) file[k] = (uint8_t)((uint64_t)json_n >> (8 * k));
-  memcpy(file + 8, json, json_n);
-  for (int i = 0; i < n; i++) {
-    const kiln_st_entry *e = &h.entries[i];
-    size_t bytes = (size_t)(e->end - e->begin);
-    if (!bytes) continue;
-    if ((s = kiln_to_host_at(tensors[i], file + 8 + json_n + e->begin, bytes, loc))) {
-      kiln_error(s, loc, "save_safetensors %s: cannot read tensor \"%.200s\"; nothing written", path, names[i]);
-      goto out;
-    }
-  }
+  if ((s = build_file(&h, json, json_n, at, path, names, tensors, loc, &file, &total))) goto out;
   /* A file-system failure is KILN_ERR_IO whatever the helper said (a path
    * too long is still the file system's refusal, not a bad tensor), and
    * the message names the checkpoint and the system's reason. */

@@ -62,7 +62,7 @@ typedef struct kiln_skernel {
   int32_t n_members, *members;  /* nodes computed here, increasing; reductions are locals */
   int32_t n_stores, *stores;    /* members written to their buffers */
   /* GEMM: node = the value written, mm = the MATMUL. They differ when an
-   * update is fused into the call (see "GEMM updates" in schedule.c):
+   * update is fused into the call (see "GEMM updates" in schedule_fuse.c):
    * node = alpha · (A·B) + beta · c_node, alpha = alpha_c times the float
    * SCALAR alpha_node's value at run time (when alpha_node >= 0). Plain:
    * node == mm, c_node == alpha_node == -1, alpha_c == 1, beta == 0. */

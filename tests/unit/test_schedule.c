@@ -560,7 +560,7 @@ KT_TEST(batched_matmul_with_broadcast_and_transpose) {
   kiln_graph_free(g);
 }
 
-/* GEMM updates (schedule.c): W - lr·(Xᵀ·D) with a run-time lr, in place;
+/* GEMM updates (schedule_fuse.c): W - lr·(Xᵀ·D) with a run-time lr, in place;
  * the same when W cannot be overwritten (its old value is also an output);
  * a batched f64 accumulation acc + 0.5·(A·B) written the other way round;
  * and a product read twice, which must stay a GEMM of its own. */

@@ -318,150 +318,201 @@ static const char *prof_name(const kiln_sched *s, int32_t ki, const step *sp) {
   return r ? r : sp->name;
 }
 
-static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_executable **out, kiln_err *err) {
-  cpu_backend *b = (cpu_backend *)kb;
-  *out = NULL;
-  uint64_t t0 = kiln_now_ns();
-  kiln_sched *s = NULL;
-  KILN_RETURN_IF_ERROR(err, kiln_sched_build(g, &s, err), "while scheduling a graph of %d nodes", g->n_nodes);
-  kiln_executable *e = calloc(1, sizeof *e);
-  kiln_kernel_src *srcs = calloc((size_t)s->n_kernels + 1, sizeof *srcs);
-  int32_t total_args = 0, total_sites = 0;
-  kiln_status st = (e && srcs) ? KILN_OK : kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
-  if (e) pthread_mutex_init(&e->mu, NULL);
+/* Compiling a graph, in stages: generate the C of each loop kernel
+ * (generate_kernels), compile the ones the kernel table lacks into one
+ * object through the compiler's cache and add them to the table
+ * (load_new_kernels), then bind each kernel of the schedule to a step of the
+ * plan (bind_steps). cpu_compile runs them and fills the executable's info. */
+
+/* A compile in progress: its schedule, kernel sources and timings. */
+typedef struct compile_job {
+  cpu_backend *b;
+  const kiln_sched *s;
+  kiln_kernel_src *srcs; /* per kernel; src NULL for non-loop or store-less kernels */
+  kiln_executable *e;
+  int32_t total_args, total_sites;
+  size_t code_bytes;
+  kiln_cc_result ccr;
+  kiln_err *err;
+} compile_job;
+
+static kiln_status compile_oom(kiln_err *err) {
+  return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+}
+
+/* The C source of every loop kernel that stores something. */
+static kiln_status generate_kernels(compile_job *j) {
+  const kiln_sched *s = j->s;
+  kiln_status st = KILN_OK;
   for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
     const kiln_skernel *k = &s->kernels[i];
     if (k->kind != KILN_SK_LOOP || k->n_stores == 0) continue;
-    st = kiln_codegen_kernel(s, i, &srcs[i], err);
-    total_args += srcs[i].n_args;
-    total_sites += srcs[i].n_sites;
-    if (srcs[i].n_args > e->max_args) e->max_args = srcs[i].n_args;
+    st = kiln_codegen_kernel(s, i, &j->srcs[i], j->err);
+    j->total_args += j->srcs[i].n_args;
+    j->total_sites += j->srcs[i].n_sites;
+    if (j->srcs[i].n_args > j->e->max_args) j->e->max_args = j->srcs[i].n_args;
   }
-  uint64_t t1 = kiln_now_ns();
-  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: schedule + codegen", -1);
-  kiln_cc_result ccr = {0};
-  size_t code_bytes = 0;
-  pthread_mutex_lock(&b->mu);
-  /* every kernel not yet loaded goes into one translation unit */
-  if (st == KILN_OK) {
-    size_t len = strlen(kiln_codegen_prelude());
-    int n_new = 0;
+  return st;
+}
+
+/* Kernel i has source, is not in the table and is not the same kernel as an
+ * earlier one of this graph. Under b->mu. */
+static int kernel_is_new(const compile_job *j, int32_t i) {
+  const kiln_kernel_src *srcs = j->srcs;
+  if (!srcs[i].src || tab_find(j->b, srcs[i].hash, srcs[i].src)) return 0;
+  for (int32_t k = 0; k < i; k++)
+    if (srcs[k].src && srcs[k].hash == srcs[i].hash) return 0;
+  return 1;
+}
+
+/* Take in a just-loaded object: a reference for it, and its kernels (those
+ * of this graph not yet in the table) into the table. Under b->mu. An
+ * object that could not be referenced is closed; once referenced, it stays
+ * (a missing symbol leaves the kernels found so far usable). */
+static kiln_status register_object(compile_job *j, kiln_so *so) {
+  cpu_backend *b = j->b;
+  const kiln_sched *s = j->s;
+  const kiln_kernel_src *srcs = j->srcs;
+  if (b->n_sos == b->cap_sos) {
+    size_t cap = b->cap_sos ? b->cap_sos * 2 : 16;
+    so_ref **v = realloc(b->sos, sizeof *v * cap);
+    if (!v) {
+      kiln_so_close(so);
+      return compile_oom(j->err);
+    }
+    b->sos = v;
+    b->cap_sos = cap;
+  }
+  so_ref *ref = calloc(1, sizeof *ref);
+  if (!ref) {
+    kiln_so_close(so);
+    return compile_oom(j->err);
+  }
+  ref->so = so;
+  b->sos[b->n_sos++] = ref;
+  for (int32_t i = 0; i < s->n_kernels; i++) {
+    if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
+    void *sym = kiln_so_symbol(so, srcs[i].name);
+    if (!sym)
+      return kiln_err_set(j->err, KILN_ERR_INTERNAL, "cpu compile: symbol %s missing in the kernels just loaded (%s)",
+                          srcs[i].name, kiln_cc_command(b->cc));
+    kernel_fn fn;
+    memcpy(&fn, &sym, sizeof fn);
+    if (tab_insert(b, srcs[i].hash, srcs[i].src, fn, ref)) return compile_oom(j->err);
+  }
+  return KILN_OK;
+}
+
+/* Every kernel not yet loaded goes into one translation unit (after the
+ * prelude), compiled or found in the cache, loaded and registered. Under
+ * b->mu. */
+static kiln_status load_new_kernels(compile_job *j) {
+  cpu_backend *b = j->b;
+  const kiln_sched *s = j->s;
+  const kiln_kernel_src *srcs = j->srcs;
+  size_t len = strlen(kiln_codegen_prelude());
+  int n_new = 0;
+  for (int32_t i = 0; i < s->n_kernels; i++) {
+    if (srcs[i].src) j->code_bytes += srcs[i].len;
+    if (!kernel_is_new(j, i)) continue;
+    len += srcs[i].len + 1;
+    n_new++;
+  }
+  if (!n_new) return KILN_OK;
+  char *unit = malloc(len + 1), *p = unit;
+  const char **names = malloc(sizeof *names * (size_t)n_new); /* checked before the object is cached */
+  int n_names = 0;
+  kiln_status st = KILN_OK;
+  if (!unit || !names) st = compile_oom(j->err);
+  if (unit && names) {
+    p += sprintf(p, "%s", kiln_codegen_prelude());
     for (int32_t i = 0; i < s->n_kernels; i++) {
-      if (!srcs[i].src) continue;
-      code_bytes += srcs[i].len;
-      if (tab_find(b, srcs[i].hash, srcs[i].src)) continue;
-      int dup = 0; /* the same kernel twice in this graph */
-      for (int32_t j = 0; j < i && !dup; j++) dup = srcs[j].src && srcs[j].hash == srcs[i].hash;
-      if (dup) continue;
-      len += srcs[i].len + 1;
-      n_new++;
+      if (!kernel_is_new(j, i)) continue;
+      names[n_names++] = srcs[i].name;
+      memcpy(p, srcs[i].src, srcs[i].len);
+      p += srcs[i].len;
+      *p++ = '\n';
     }
-    if (n_new) {
-      char *unit = malloc(len + 1), *p = unit;
-      const char **names = malloc(sizeof *names * (size_t)n_new); /* checked before the object is cached */
-      int n_names = 0;
-      if (!unit || !names) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
-      if (unit && names) {
-        p += sprintf(p, "%s", kiln_codegen_prelude());
-        for (int32_t i = 0; i < s->n_kernels; i++) {
-          if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
-          int dup = 0;
-          for (int32_t j = 0; j < i && !dup; j++) dup = srcs[j].src && srcs[j].hash == srcs[i].hash;
-          if (dup) continue;
-          names[n_names++] = srcs[i].name;
-          memcpy(p, srcs[i].src, srcs[i].len);
-          p += srcs[i].len;
-          *p++ = '\n';
-        }
-        *p = 0;
-        /* KILN_DUMP_CODE=1: show every new translation unit (debugging aid) */
-        if (b->dump_code) fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_new, unit);
-        kiln_so *so = NULL;
-        st = kiln_cc_build_checked(b->cc, unit, (size_t)(p - unit), names, n_names, &so, &ccr, err);
-        if (st == KILN_OK && b->n_sos == b->cap_sos) {
-          size_t cap = b->cap_sos ? b->cap_sos * 2 : 16;
-          so_ref **v = realloc(b->sos, sizeof *v * cap);
-          if (v) {
-            b->sos = v;
-            b->cap_sos = cap;
-          } else {
-            st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
-          }
-        }
-        so_ref *ref = st == KILN_OK ? calloc(1, sizeof *ref) : NULL;
-        if (st == KILN_OK && !ref) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
-        if (st == KILN_OK) {
-          ref->so = so;
-          b->sos[b->n_sos++] = ref;
-          for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
-            if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
-            void *sym = kiln_so_symbol(so, srcs[i].name);
-            if (!sym) {
-              st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu compile: symbol %s missing in the kernels just loaded (%s)",
-                                srcs[i].name, kiln_cc_command(b->cc));
-              break;
-            }
-            kernel_fn fn;
-            memcpy(&fn, &sym, sizeof fn);
-            if (tab_insert(b, srcs[i].hash, srcs[i].src, fn, ref))
-              st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
-          }
-        } else if (so) {
-          kiln_so_close(so);
-        }
-        kiln_counter_add("CpuKernelsCompiled", n_new);
-      }
-      free(unit);
-      free(names);
-    }
+    *p = 0;
+    /* KILN_DUMP_CODE=1: show every new translation unit (debugging aid) */
+    if (b->dump_code) fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_new, unit);
+    kiln_so *so = NULL;
+    st = kiln_cc_build_checked(b->cc, unit, (size_t)(p - unit), names, n_names, &so, &j->ccr, j->err);
+    if (st == KILN_OK) st = register_object(j, so);
+    else if (so) kiln_so_close(so);
+    kiln_counter_add("CpuKernelsCompiled", n_new);
   }
-  /* the plan */
-  if (st == KILN_OK) {
-    e->steps = calloc((size_t)s->n_kernels + 1, sizeof *e->steps);
-    e->arg_bufs = calloc((size_t)total_args + 1, sizeof *e->arg_bufs);
-    e->names = calloc((size_t)s->n_kernels + 1, 24);
-    e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
-    e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
-    e->sites = calloc((size_t)total_sites + 1, sizeof *e->sites);
-    e->uses = calloc((size_t)s->n_kernels + 1, sizeof *e->uses);
-    if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings || !e->sites || !e->uses)
-      st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+  free(unit);
+  free(names);
+  return st;
+}
+
+/* The step of loop kernel i: its function from the table (which holds a
+ * reference to its object for the executable), arguments and index-check
+ * sites. Under b->mu. */
+static void bind_loop_step(compile_job *j, int32_t i, step *sp, int32_t *argp, int32_t *sitep) {
+  const kiln_sched *s = j->s;
+  const kiln_kernel_src *src = &j->srcs[i];
+  kiln_executable *e = j->e;
+  kent *ke = tab_find(j->b, src->hash, src->src);
+  KILN_ASSERT(ke);
+  int32_t u = 0;
+  while (u < e->n_uses && e->uses[u] != ke->owner) u++;
+  if (u == e->n_uses) { /* a reference per object, held until exe_free */
+    e->uses[e->n_uses++] = ke->owner;
+    ke->owner->refs++;
   }
+  sp->kind = ST_LOOP;
+  sp->fn = ke->fn;
+  sp->items = src->items;
+  sp->grain = src->grain;
+  sp->n_args = src->n_args;
+  sp->arg_off = *argp;
+  for (int32_t a = 0; a < src->n_args; a++) {
+    e->arg_bufs[(*argp)++] = src->args[a];
+    if (src->args[a] != KILN_CG_ERR_ARG) sp->mem_bytes += (double)s->bufs[src->args[a]].bytes;
+  }
+  sp->n_sites = src->n_sites;
+  sp->site_off = *sitep;
+  for (int32_t q = 0; q < src->n_sites; q++) {
+    const kiln_graph *sg = s->g; /* the schedule's graph: sites are its node ids */
+    const kiln_gnode *nd = &sg->nodes[src->sites[q]];
+    int ax = (int)nd->iattr[0];
+    e->sites[(*sitep)++] = (isite){kiln_op_name(nd->op), ax, sg->nodes[kiln_gnode_inputs(sg, nd)[0]].shape[ax], nd->loc};
+  }
+  char *nm = e->names + 24 * (size_t)i;
+  memcpy(nm, src->name, sizeof src->name);
+  sp->name = nm;
+}
+
+/* The plan's arrays, sized for the schedule. */
+static kiln_status alloc_plan(compile_job *j) {
+  const kiln_sched *s = j->s;
+  kiln_executable *e = j->e;
+  e->steps = calloc((size_t)s->n_kernels + 1, sizeof *e->steps);
+  e->arg_bufs = calloc((size_t)j->total_args + 1, sizeof *e->arg_bufs);
+  e->names = calloc((size_t)s->n_kernels + 1, 24);
+  e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
+  e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
+  e->sites = calloc((size_t)j->total_sites + 1, sizeof *e->sites);
+  e->uses = calloc((size_t)s->n_kernels + 1, sizeof *e->uses);
+  if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings || !e->sites || !e->uses)
+    return compile_oom(j->err);
+  return KILN_OK;
+}
+
+/* A step per kernel of the schedule (loop kernels without stores have
+ * none), each checked against the planned buffer lifetimes. Under b->mu. */
+static kiln_status bind_steps(compile_job *j) {
+  const kiln_sched *s = j->s;
+  kiln_executable *e = j->e;
   int32_t argp = 0, sitep = 0;
-  for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++) {
+  for (int32_t i = 0; i < s->n_kernels; i++) {
     const kiln_skernel *k = &s->kernels[i];
     step *sp = &e->steps[e->n_steps];
     if (k->kind == KILN_SK_LOOP) {
-      if (!srcs[i].src) continue;
-      kent *ke = tab_find(b, srcs[i].hash, srcs[i].src);
-      KILN_ASSERT(ke);
-      int32_t u = 0;
-      while (u < e->n_uses && e->uses[u] != ke->owner) u++;
-      if (u == e->n_uses) { /* a reference per object, held until exe_free */
-        e->uses[e->n_uses++] = ke->owner;
-        ke->owner->refs++;
-      }
-      sp->kind = ST_LOOP;
-      sp->fn = ke->fn;
-      sp->items = srcs[i].items;
-      sp->grain = srcs[i].grain;
-      sp->n_args = srcs[i].n_args;
-      sp->arg_off = argp;
-      for (int32_t a = 0; a < srcs[i].n_args; a++) {
-        e->arg_bufs[argp++] = srcs[i].args[a];
-        if (srcs[i].args[a] != KILN_CG_ERR_ARG) sp->mem_bytes += (double)s->bufs[srcs[i].args[a]].bytes;
-      }
-      sp->n_sites = srcs[i].n_sites;
-      sp->site_off = sitep;
-      for (int32_t q = 0; q < srcs[i].n_sites; q++) {
-        const kiln_graph *sg = s->g; /* the schedule's graph: sites are its node ids */
-        const kiln_gnode *nd = &sg->nodes[srcs[i].sites[q]];
-        int ax = (int)nd->iattr[0];
-        e->sites[sitep++] = (isite){kiln_op_name(nd->op), ax, sg->nodes[kiln_gnode_inputs(sg, nd)[0]].shape[ax], nd->loc};
-      }
-      char *nm = e->names + 24 * (size_t)i;
-      memcpy(nm, srcs[i].name, sizeof srcs[i].name);
-      sp->name = nm;
+      if (!j->srcs[i].src) continue;
+      bind_loop_step(j, i, sp, &argp, &sitep);
     } else if (k->kind == KILN_SK_GEMM) {
       gemm_step(s, k, sp);
     } else {
@@ -472,44 +523,69 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
       sp->bytes = k->bytes;
       sp->mem_bytes = 2.0 * (double)sp->bytes;
     }
-    if (!step_buffers_live(s, i, sp, e->arg_bufs + sp->arg_off)) {
-      st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu compile: kernel %d (%s) uses a buffer outside its planned lifetime",
-                        (int)i, sp->name);
-      break;
-    }
+    if (!step_buffers_live(s, i, sp, e->arg_bufs + sp->arg_off))
+      return kiln_err_set(j->err, KILN_ERR_INTERNAL,
+                          "cpu compile: kernel %d (%s) uses a buffer outside its planned lifetime", (int)i, sp->name);
     sp->tag = (kiln_pool_tag){prof_name(s, i, sp), sp->flops, sp->mem_bytes};
     if (sp->kind == ST_GEMM) sp->name = sp->tag.name; /* a GEMM is named by its shape */
     e->n_steps++;
   }
+  return KILN_OK;
+}
+
+/* The schedule's buffers and the numbers of kiln_exec_info. */
+static void fill_info(const compile_job *j, const kiln_graph *g, uint64_t t0, uint64_t t1, uint64_t t2) {
+  const kiln_sched *s = j->s;
+  kiln_executable *e = j->e;
+  memcpy(e->bufs, s->bufs, sizeof *e->bufs * (size_t)s->n_bufs);
+  e->n_bufs = s->n_bufs;
+  e->scratch_bytes = s->scratch_bytes;
+  kiln_exec_info *in = &e->info;
+  in->n_kernels = s->n_loop_kernels;
+  in->n_gemm_calls = s->n_gemm_calls;
+  for (int32_t i = 0; i < s->n_bufs; i++)
+    if (s->bufs[i].kind == KILN_SBUF_INPUT) in->input_bytes += s->bufs[i].bytes;
+  for (int32_t o = 0; o < g->n_outputs; o++) in->output_bytes += kiln_gnode_bytes(&g->nodes[g->output_node[o]]);
+  in->aliased_bytes = s->aliased_bytes;
+  in->scratch_bytes = s->scratch_bytes;
+  in->code_bytes = j->code_bytes;
+  in->from_disk_cache = j->ccr.from_disk_cache;
+  in->codegen_ns = (double)(t1 - t0);
+  in->cc_ns = j->ccr.cc_ns;
+  in->load_ns = j->ccr.load_ns;
+  in->compile_ns = (double)(t2 - t0);
+}
+
+static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_executable **out, kiln_err *err) {
+  cpu_backend *b = (cpu_backend *)kb;
+  *out = NULL;
+  uint64_t t0 = kiln_now_ns();
+  kiln_sched *s = NULL;
+  KILN_RETURN_IF_ERROR(err, kiln_sched_build(g, &s, err), "while scheduling a graph of %d nodes", g->n_nodes);
+  compile_job j = {.b = b, .s = s, .err = err};
+  j.e = calloc(1, sizeof *j.e);
+  j.srcs = calloc((size_t)s->n_kernels + 1, sizeof *j.srcs);
+  kiln_status st = (j.e && j.srcs) ? KILN_OK : compile_oom(err);
+  if (j.e) pthread_mutex_init(&j.e->mu, NULL);
+  if (st == KILN_OK) st = generate_kernels(&j);
+  uint64_t t1 = kiln_now_ns();
+  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: schedule + codegen", -1);
+  pthread_mutex_lock(&b->mu);
+  if (st == KILN_OK) st = load_new_kernels(&j);
+  if (st == KILN_OK) st = alloc_plan(&j);
+  if (st == KILN_OK) st = bind_steps(&j);
   pthread_mutex_unlock(&b->mu);
   uint64_t t2 = kiln_now_ns();
-  if (st == KILN_OK) {
-    memcpy(e->bufs, s->bufs, sizeof *e->bufs * (size_t)s->n_bufs);
-    e->n_bufs = s->n_bufs;
-    e->scratch_bytes = s->scratch_bytes;
-    kiln_exec_info *in = &e->info;
-    in->n_kernels = s->n_loop_kernels;
-    in->n_gemm_calls = s->n_gemm_calls;
-    for (int32_t i = 0; i < s->n_bufs; i++)
-      if (s->bufs[i].kind == KILN_SBUF_INPUT) in->input_bytes += s->bufs[i].bytes;
-    for (int32_t o = 0; o < g->n_outputs; o++) in->output_bytes += kiln_gnode_bytes(&g->nodes[g->output_node[o]]);
-    in->aliased_bytes = s->aliased_bytes;
-    in->scratch_bytes = s->scratch_bytes;
-    in->code_bytes = code_bytes;
-    in->from_disk_cache = ccr.from_disk_cache;
-    in->codegen_ns = (double)(t1 - t0);
-    in->cc_ns = ccr.cc_ns;
-    in->load_ns = ccr.load_ns;
-    in->compile_ns = (double)(t2 - t0);
-  }
-  for (int32_t i = 0; i < s->n_kernels; i++) kiln_kernel_src_clear(&srcs[i]);
-  free(srcs);
+  if (st == KILN_OK) fill_info(&j, g, t0, t1, t2);
+  if (j.srcs)
+    for (int32_t i = 0; i < s->n_kernels; i++) kiln_kernel_src_clear(&j.srcs[i]);
+  free(j.srcs);
   kiln_sched_free(s);
   if (st != KILN_OK) {
-    if (e) exe_free(kb, e);
+    if (j.e) exe_free(kb, j.e);
     return st;
   }
-  *out = e;
+  *out = j.e;
   return KILN_OK;
 }
 

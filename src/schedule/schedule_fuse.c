@@ -1,0 +1,330 @@
+/* Fusion: the materialized nodes (schedule.c) grouped into kernels.
+ *
+ * Kernels are formed in node order. A materialized MATMUL, or a GEMM update
+ * absorbing one (below), is a GEMM kernel of its own. Any other
+ * materialized node seeds a LOOP kernel (a row kernel when it is a
+ * reduction) and later materialized nodes join it while they fit: same
+ * domain, and every value they read is at hand (walk). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/schedule_internal.h"
+
+static int ivec_push(ivec *a, int32_t x) {
+  if (a->n == a->cap) {
+    int32_t cap = a->cap ? a->cap * 2 : 8;
+    int32_t *v = realloc(a->v, sizeof *v * (size_t)cap);
+    if (!v) return -1;
+    a->v = v;
+    a->cap = cap;
+  }
+  a->v[a->n++] = x;
+  return 0;
+}
+
+/* Walk the inlined tree of n (evaluated in context c) on behalf of kernel
+ * b->kid, checking that members are read only where their value is at hand
+ * and that every other materialized node was computed before the kernel. */
+static void walk(bld *b, int32_t n, kiln_sctx c, int root) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  const kiln_skernel *k = &s->kernels[b->kid];
+  const kiln_gnode *x = N(g, n);
+  if (!b->ok) return;
+  if (!root) {
+    if (s->owner[n] == b->kid) {
+      b->touches = 1;
+      if (is_reduce(x->op) ? c != KILN_SCTX_RS : !kiln_sched_shape_is(g, k, n, c) || c == KILN_SCTX_OTHER) b->ok = 0;
+      return;
+    }
+    if (s->mat[n] || x->op == KILN_OP_LEAF || x->op == KILN_OP_SCALAR) {
+      if (x->op != KILN_OP_LEAF && x->op != KILN_OP_SCALAR && n >= b->seed) {
+        b->ok = 0;
+        return;
+      }
+      if (b->loads && (ivec_push(b->loads, n) || ivec_push(b->loads, (int32_t)c))) b->ok = 0;
+      return;
+    }
+  }
+  for (int i = 0; i < x->n_in; i++) walk(b, IN(g, n, i), kiln_sched_input_ctx(g, k, n, i, c), 0);
+}
+
+/* Walk a member root: a reduction's input in F, another node in its own ctx. */
+void kiln_sched_walk_member(bld *b, int32_t m) {
+  const kiln_skernel *k = &b->s->kernels[b->kid];
+  const kiln_gnode *x = N(b->g, m);
+  if (k->row && is_reduce(x->op)) {
+    walk(b, IN(b->g, m, 0), KILN_SCTX_F, 0);
+    return;
+  }
+  kiln_sctx c = kiln_sched_shape_is(b->g, k, m, KILN_SCTX_F) ? KILN_SCTX_F : KILN_SCTX_RS;
+  walk(b, m, c, 1);
+}
+
+static int kernel_add_member(kiln_skernel *k, int32_t m, int32_t *cap) {
+  if (k->n_members == *cap) {
+    *cap = *cap ? *cap * 2 : 4;
+    int32_t *v = realloc(k->members, sizeof *v * (size_t)*cap);
+    if (!v) return -1;
+    k->members = v;
+  }
+  k->members[k->n_members++] = m;
+  return 0;
+}
+
+/* Can candidate m join kernel kid (seeded at b->seed)? */
+static int candidate_fits(bld *b, int32_t m) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  kiln_skernel *k = &s->kernels[b->kid];
+  const kiln_gnode *x = N(g, m);
+  if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF || b->upd[m]) return 0;
+  if (k->row) {
+    if (is_reduce(x->op)) {
+      const kiln_gnode *in = N(g, IN(g, m, 0));
+      if (!same_shape(in->rank, in->shape, k->rank, k->shape) || reduce_mask(x) != k->mask) return 0;
+    } else if (!kiln_sched_shape_is(g, k, m, KILN_SCTX_F) && !kiln_sched_shape_is(g, k, m, KILN_SCTX_RS)) {
+      return 0;
+    }
+  } else if (is_reduce(x->op) || !kiln_sched_shape_is(g, k, m, KILN_SCTX_F)) {
+    return 0;
+  }
+  b->ok = 1;
+  b->touches = 0;
+  b->loads = NULL;
+  kiln_sched_walk_member(b, m);
+  return b->ok && (b->touches || !k->row);
+}
+
+/* Follow a MATMUL operand through a transpose of the last two axes and
+ * broadcasts of batch dims down to the node whose buffer the GEMM reads,
+ * and then through reshapes: a reshape is the same row-major bytes, so the
+ * GEMM reads its producer's buffer with the reshape's shape (an im2col
+ * stack [N, C, kh·kw, OH, OW] is read as [N, 1, C·kh·kw, OH·OW]) and the
+ * producer keeps its own loop shape, without index division. */
+void kiln_sched_gemm_operand(const kiln_graph *g, int32_t in, kiln_sgemm_operand *op) {
+  memset(op, 0, sizeof *op);
+  int32_t n = in, shape_node = -1;
+  for (;;) {
+    if (shape_node >= 0) {
+      if (N(g, n)->op != KILN_OP_RESHAPE) break;
+      n = IN(g, n, 0);
+      continue;
+    }
+    const kiln_gnode *x = N(g, n);
+    int r = x->rank;
+    if (x->op == KILN_OP_PERMUTE) {
+      int ok = x->iattr[r - 1] == r - 2 && x->iattr[r - 2] == r - 1;
+      for (int d = 0; d < r - 2 && ok; d++) ok = x->iattr[d] == d;
+      if (ok) {
+        op->trans ^= 1;
+        n = IN(g, n, 0);
+        continue;
+      }
+    } else if (x->op == KILN_OP_EXPAND) {
+      const kiln_gnode *y = N(g, IN(g, n, 0));
+      if (y->shape[r - 1] == x->shape[r - 1] && y->shape[r - 2] == x->shape[r - 2]) {
+        n = IN(g, n, 0);
+        continue;
+      }
+    } else if (x->op == KILN_OP_RESHAPE) {
+      shape_node = n;
+      n = IN(g, n, 0);
+      continue;
+    }
+    break;
+  }
+  op->node = n;
+  const kiln_gnode *base = N(g, shape_node >= 0 ? shape_node : n);
+  int64_t st = base->shape[base->rank - 1] * base->shape[base->rank - 2];
+  for (int d = base->rank - 3; d >= 0; d--) {
+    op->batch_stride[d] = base->shape[d] == 1 ? 0 : st;
+    st *= base->shape[d];
+  }
+}
+/* ───────────── GEMM updates ─────────────
+ *
+ * An optimizer step often reads a weight's gradient once, right after the
+ * GEMM that produced it: `W - lr·dW` (plain SGD), `acc + dW` (a gradient
+ * accumulated over micro-batches). Computed as written, the gradient makes
+ * a round trip through memory and the update is one more pass over the
+ * weight; the GEMM library's C = alpha·(A·B) + beta·C with beta = 1 does
+ * both in the GEMM's own stores, in place when the output is donated to L
+ * (kernel fields node, mm, c_node, alpha_c, alpha_node, beta). Recognized
+ * (n materialized, all of one float dtype and shape, no broadcast):
+ *   n = add(X, Y) | add(Y, X) | sub(X, Y)
+ *   X = L                                  L a graph input (LEAF)
+ *   Y = M | mul(M, s) | mul(s, M)          M a MATMUL read only here,
+ *                                          s a constant or a float SCALAR input
+ * The matmul and the factors are not materialized; the kernel reads L's
+ * buffer (copied first into n's buffer when n cannot live in L's). */
+
+/* s: a constant splat, or a float SCALAR input (*sn), possibly reshaped and
+ * broadcast. */
+static int scale_factor(const kiln_graph *g, int32_t n, double *v, int32_t *sn) {
+  while (N(g, n)->op == KILN_OP_EXPAND || N(g, n)->op == KILN_OP_RESHAPE) n = IN(g, n, 0);
+  const kiln_gnode *x = N(g, n);
+  *v = x->op == KILN_OP_CONST ? x->fattr : 1;
+  *sn = x->op == KILN_OP_SCALAR ? n : -1;
+  return x->op == KILN_OP_CONST || (x->op == KILN_OP_SCALAR && (x->dtype == KILN_F32 || x->dtype == KILN_F64));
+}
+
+static int same_node_shape(const kiln_graph *g, int32_t a, int32_t b) {
+  const kiln_gnode *x = N(g, a), *y = N(g, b);
+  return x->dtype == y->dtype && same_shape(x->rank, x->shape, y->rank, y->shape);
+}
+
+/* X = L, a graph input of n's shape and dtype. (A scaled L, as in a
+ * momentum buffer's 0.9·buf + dW, would be beta = 0.9: measured slower
+ * fused than not, since the library scales C in a pass of its own and the
+ * update that follows reads the buffer again anyway.) */
+static int leaf_term(const kiln_graph *g, int32_t n, int32_t x, int32_t *leaf) {
+  if (N(g, x)->op != KILN_OP_LEAF || !same_node_shape(g, n, x)) return 0;
+  *leaf = x;
+  return 1;
+}
+
+/* Y = M | M·s | s·M, with M and the product read only here */
+static int mm_term(const bld *b, int32_t n, int32_t y, int32_t *mm, double *alpha, int32_t *sn) {
+  const kiln_graph *g = b->g;
+  const kiln_gnode *yn = N(g, y);
+  if (!same_node_shape(g, n, y) || b->uses[y] != 1) return 0;
+  if (yn->op == KILN_OP_MATMUL) {
+    *mm = y;
+    *alpha = 1;
+    *sn = -1;
+    return 1;
+  }
+  if (yn->op != KILN_OP_MUL) return 0;
+  for (int i = 0; i < 2; i++) {
+    int32_t m = IN(g, y, i), f = IN(g, y, 1 - i);
+    if (N(g, m)->op == KILN_OP_MATMUL && b->uses[m] == 1 && same_node_shape(g, n, m) && scale_factor(g, f, alpha, sn)) {
+      *mm = m;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The GEMM update computing node n, into k's fields (k may be NULL); the
+ * MATMUL, or -1. */
+static int32_t gemm_update(const bld *b, int32_t n, kiln_skernel *k) {
+  const kiln_graph *g = b->g;
+  const kiln_gnode *x = N(g, n);
+  if ((x->op != KILN_OP_ADD && x->op != KILN_OP_SUB) || (x->dtype != KILN_F32 && x->dtype != KILN_F64)) return -1;
+  for (int i = 0; i < 2; i++) {
+    if (x->op == KILN_OP_SUB && i == 1) break; /* sub(X, Y) only: X - alpha·(A·B) */
+    int32_t xi = IN(g, n, i), yi = IN(g, n, 1 - i), leaf, mm, sn;
+    double alpha;
+    if (!leaf_term(g, n, xi, &leaf) || !mm_term(b, n, yi, &mm, &alpha, &sn)) continue;
+    if (!k) return mm;
+    k->c_node = leaf;
+    k->beta = 1;
+    k->alpha_c = x->op == KILN_OP_SUB ? -alpha : alpha;
+    k->alpha_node = sn;
+    return mm;
+  }
+  return -1;
+}
+
+/* Mark the GEMM updates among the materialized nodes: the matmul is
+ * computed by the update's kernel (its operands stay materialized). */
+static void find_gemm_updates(bld *b) {
+  const kiln_sched *s = b->s;
+  for (int32_t n = 0; n < b->g->n_nodes; n++) {
+    if (!b->live[n] || !s->mat[n]) continue;
+    int32_t mm = gemm_update(b, n, NULL);
+    if (mm >= 0 && !b->upd[mm]) {
+      b->upd[n] = mm + 1;
+      b->upd[mm] = -1; /* absorbed: no kernel of its own */
+    }
+  }
+}
+
+kiln_skernel *kiln_sched_new_kernel(bld *b) {
+  kiln_sched *s = b->s;
+  if (s->n_kernels == b->kcap) {
+    b->kcap = b->kcap ? b->kcap * 2 : 16;
+    kiln_skernel *v = realloc(s->kernels, sizeof *v * (size_t)b->kcap);
+    if (!v) return NULL;
+    s->kernels = v;
+  }
+  kiln_skernel *k = &s->kernels[s->n_kernels++];
+  memset(k, 0, sizeof *k);
+  return k;
+}
+
+/* Kernel k (number kid) computes MATMUL n, or the GEMM update n. */
+static void init_gemm_kernel(bld *b, kiln_skernel *k, int32_t kid, int32_t n) {
+  const kiln_graph *g = b->g;
+  k->kind = KILN_SK_GEMM;
+  k->node = n;
+  k->mm = n;
+  k->c_node = k->alpha_node = -1;
+  k->alpha_c = 1;
+  if (b->upd[n] > 0) {
+    k->mm = gemm_update(b, n, k);
+    b->s->owner[k->mm] = kid;
+  }
+  kiln_sched_gemm_operand(g, IN(g, k->mm, 0), &k->a);
+  kiln_sched_gemm_operand(g, IN(g, k->mm, 1), &k->b);
+  b->s->n_gemm_calls++;
+}
+
+/* Loop kernel kid, seeded by node n, takes in the later materialized nodes
+ * that fit, until 64 candidates in a row did not (or, for an elementwise
+ * kernel, it has 8 members). */
+static kiln_status fill_loop_kernel(bld *b, int32_t kid, int32_t n) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  kiln_skernel *k = &s->kernels[kid];
+  const kiln_gnode *x = N(g, n);
+  int32_t mcap = 0;
+  k->kind = KILN_SK_LOOP;
+  k->row = is_reduce(x->op);
+  const kiln_gnode *dom = k->row ? N(g, IN(g, n, 0)) : x;
+  k->rank = dom->rank;
+  memcpy(k->shape, dom->shape, sizeof k->shape);
+  k->mask = k->row ? reduce_mask(x) : 0;
+  if (kernel_add_member(k, n, &mcap)) return kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+  b->kid = kid;
+  b->seed = n;
+  for (int32_t m = n + 1, misses = 0; m < g->n_nodes && misses < 64; m++) {
+    if (!s->mat[m] || s->owner[m] >= 0) continue;
+    if (!k->row && k->n_members >= 8) break; /* many streams in one loop stop paying off */
+    if (candidate_fits(b, m)) {
+      s->owner[m] = kid;
+      if (kernel_add_member(&s->kernels[kid], m, &mcap))
+        return kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+      misses = 0;
+    } else {
+      misses++;
+    }
+    k = &s->kernels[kid];
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_sched_fuse(bld *b) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  find_gemm_updates(b);
+  /* form kernels in node order */
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    const kiln_gnode *x = N(g, n);
+    if (!s->mat[n] || s->owner[n] >= 0 || x->op == KILN_OP_LEAF) continue;
+    if (b->upd[n] < 0) continue; /* a matmul computed by a later update's kernel */
+    kiln_skernel *k = kiln_sched_new_kernel(b);
+    if (!k) return kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+    int32_t kid = s->n_kernels - 1;
+    k->seed = n;
+    s->owner[n] = kid;
+    if (x->op == KILN_OP_MATMUL || b->upd[n] > 0) {
+      init_gemm_kernel(b, k, kid, n);
+      continue;
+    }
+    kiln_status st = fill_loop_kernel(b, kid, n);
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}

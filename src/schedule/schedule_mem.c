@@ -1,0 +1,312 @@
+/* Memory planning for the fused kernels (schedule_fuse.c): what each kernel
+ * reads, a buffer for every node some kernel or output reads (an input's
+ * own, a donated input's when computing in place is safe, an output's, or
+ * scratch), the copies at the end of a step, the lifetime of each buffer in
+ * kernel positions, and the scratch arena.
+ *
+ * The lifetimes decide which scratch buffers may share arena bytes, so a
+ * read missed here is a wrong value, not a crash: every buffer a kernel
+ * reads must have last >= that kernel's position (see store_and_liveness). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/schedule_internal.h"
+
+static kiln_status oom(bld *b) { return kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory"); }
+
+static int32_t new_buf(bld *b, kiln_sbuf_kind kind, int32_t index, size_t bytes) {
+  kiln_sched *s = b->s;
+  if (s->n_bufs == b->bcap) {
+    b->bcap = b->bcap ? b->bcap * 2 : 16;
+    kiln_sbuf *v = realloc(s->bufs, sizeof *v * (size_t)b->bcap);
+    if (!v) return -1;
+    s->bufs = v;
+  }
+  kiln_sbuf *bf = &s->bufs[s->n_bufs];
+  memset(bf, 0, sizeof *bf);
+  bf->kind = kind;
+  bf->index = index;
+  bf->bytes = bytes;
+  bf->first = INT32_MAX;
+  bf->last = -1;
+  return s->n_bufs++;
+}
+
+/* What each kernel reads (b->loads_of); which nodes need a buffer (b->need). */
+static kiln_status collect_loads(bld *b) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  b->n_loads = s->n_kernels; /* copy steps come later and read no loads */
+  b->loads_of = calloc((size_t)b->n_loads + 1, sizeof *b->loads_of);
+  if (!b->loads_of) return oom(b);
+  kiln_status st = KILN_OK;
+  for (int32_t p = 0; p < s->n_kernels && st == KILN_OK; p++) {
+    kiln_skernel *k = &s->kernels[p];
+    if (k->kind == KILN_SK_GEMM) {
+      b->need[k->a.node] = b->need[k->b.node] = 1;
+      if (k->c_node >= 0) b->need[k->c_node] = 1;
+      continue;
+    }
+    b->kid = p;
+    b->seed = k->seed;
+    b->loads = &b->loads_of[p];
+    b->ok = 1;
+    for (int32_t j = 0; j < k->n_members; j++) kiln_sched_walk_member(b, k->members[j]);
+    if (!b->ok) st = kiln_err_set(b->err, KILN_ERR_INTERNAL, "schedule: kernel %d reads a value it cannot see", p);
+    for (int32_t j = 0; j < b->loads_of[p].n; j += 2) b->need[b->loads_of[p].v[j]] = 1;
+  }
+  b->loads = NULL;
+  for (int32_t o = 0; o < g->n_outputs; o++) b->need[g->output_node[o]] = 1;
+  return st;
+}
+
+/* Output o's node is safe to compute in place in input i's buffer: nothing
+ * reads input i after its kernel writes, and inside that kernel every read
+ * of input i is at the index being written. */
+static int alias_safe(bld *b, int32_t n, int32_t i) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  const ivec *loads = b->loads_of;
+  int32_t leaf = g->input_node[i];
+  const kiln_gnode *x = N(g, n), *l = N(g, leaf);
+  if (l->op != KILN_OP_LEAF || l->dtype != x->dtype || kiln_gnode_bytes(l) != kiln_gnode_bytes(x)) return 0;
+  int32_t w = s->owner[n];
+  const kiln_skernel *kw = &s->kernels[w];
+  /* a GEMM update reads L only as its C, element for element */
+  int gemm_in_place = kw->kind == KILN_SK_GEMM && kw->c_node == leaf && kw->a.node != leaf && kw->b.node != leaf;
+  if (kw->kind != KILN_SK_LOOP && !gemm_in_place) return 0;
+  kiln_sctx want = kw->kind == KILN_SK_LOOP && kiln_sched_shape_is(g, kw, n, KILN_SCTX_F) ? KILN_SCTX_F : KILN_SCTX_RS;
+  for (int32_t o = 0; o < g->n_outputs; o++)
+    if (g->output_node[o] == leaf) return 0; /* an end copy reads it */
+  for (int32_t p = 0; p < s->n_kernels; p++) {
+    const kiln_skernel *k = &s->kernels[p];
+    if (k->kind == KILN_SK_GEMM) {
+      if ((k->a.node == leaf || k->b.node == leaf) && p >= w) return 0;
+      if (k->c_node == leaf && p > w) return 0;
+      continue;
+    }
+    for (int32_t j = 0; j < loads[p].n; j += 2) {
+      if (loads[p].v[j] != leaf) continue;
+      if (p > w || (p == w && (kiln_sctx)loads[p].v[j + 1] != want)) return 0;
+    }
+  }
+  return 1;
+}
+
+/* A buffer per graph input: the tensor's bytes, or a SCALAR's 8-byte double. */
+static kiln_status place_inputs(bld *b) {
+  const kiln_graph *g = b->g;
+  for (int32_t i = 0; i < g->n_inputs; i++) {
+    int32_t ln = g->input_node[i];
+    size_t bytes = N(g, ln)->op == KILN_OP_LEAF ? kiln_gnode_bytes(N(g, ln)) : 8;
+    int32_t id = new_buf(b, KILN_SBUF_INPUT, i, bytes);
+    if (id < 0) return oom(b);
+    b->s->buf_of[ln] = b->s->input_buf[i] = id;
+  }
+  return KILN_OK;
+}
+
+/* The home of computed node n: a donated input's buffer when an aliased
+ * output computes in place safely, else an output's buffer, else scratch.
+ * done[o]: output o is in place (no end copy). -1 when out of memory. */
+static int32_t home_of(bld *b, int32_t n, uint8_t *done) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  const kiln_gnode *x = N(g, n);
+  int32_t home = -1;
+  for (int32_t o = 0; o < g->n_outputs; o++) {
+    int32_t a = g->output_alias[o];
+    if (g->output_node[o] != n || a < 0 || home >= 0) continue;
+    if (alias_safe(b, n, a)) {
+      home = s->buf_of[g->input_node[a]];
+      s->aliased_bytes += kiln_gnode_bytes(x);
+      done[o] = 1;
+    }
+  }
+  for (int32_t o = 0; o < g->n_outputs && home < 0; o++) {
+    if (g->output_node[o] != n || g->output_alias[o] >= 0) continue;
+    home = new_buf(b, KILN_SBUF_OUTPUT, o, kiln_gnode_bytes(x));
+    done[o] = 1;
+  }
+  if (home < 0) home = new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(x));
+  return home;
+}
+
+static kiln_status place_computed(bld *b, uint8_t *done) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    const kiln_gnode *x = N(g, n);
+    if (!b->need[n] || x->op == KILN_OP_LEAF) continue;
+    if (x->op == KILN_OP_SCALAR && !s->mat[n]) continue; /* only read: its input buffer */
+    s->buf_of[n] = home_of(b, n, done);
+    if (s->buf_of[n] < 0) return oom(b);
+  }
+  return KILN_OK;
+}
+
+/* The end copy of output o in pass `pass` (see add_end_copies), if any. */
+static kiln_status add_end_copy(bld *b, int pass, int32_t o, const uint8_t *done, int32_t *tmp_of) {
+  const kiln_graph *g = b->g;
+  kiln_sched *s = b->s;
+  int32_t n = g->output_node[o], a = g->output_alias[o];
+  int is_leaf = N(g, n)->op == KILN_OP_LEAF;
+  if (done[o] || is_leaf != (pass < 2)) return KILN_OK;
+  if (is_leaf && a >= 0 && g->input_node[a] == n) return KILN_OK; /* already there */
+  if (a >= 0 && s->bufs[s->buf_of[n]].kind == KILN_SBUF_INPUT && s->bufs[s->buf_of[n]].index == a) return KILN_OK;
+  if (pass == 1 && a < 0) return KILN_OK;
+  size_t bytes = kiln_gnode_bytes(N(g, n));
+  int32_t src = s->buf_of[n], dst;
+  if (pass == 1) {
+    src = tmp_of[o];
+    dst = s->input_buf[a];
+  } else if (a >= 0) {
+    dst = is_leaf ? new_buf(b, KILN_SBUF_SCRATCH, -1, bytes) : s->input_buf[a];
+    tmp_of[o] = dst;
+  } else {
+    dst = new_buf(b, KILN_SBUF_OUTPUT, o, bytes);
+  }
+  kiln_skernel *k = dst >= 0 ? kiln_sched_new_kernel(b) : NULL;
+  if (!k) return oom(b);
+  k->kind = KILN_SK_COPY;
+  k->seed = g->n_nodes;
+  k->src_buf = src;
+  k->dst_buf = dst;
+  k->bytes = bytes;
+  return KILN_OK;
+}
+
+/* End copies, in three passes so no copy reads an input another copy
+ * already overwrote: (0) inputs that are outputs into fresh outputs, and
+ * into a temporary when the destination is itself a donated input (a
+ * swap would otherwise lose data); (1) those temporaries into their
+ * donated inputs; (2) computed values not yet in place. */
+static kiln_status add_end_copies(bld *b, const uint8_t *done) {
+  const kiln_graph *g = b->g;
+  int32_t *tmp_of = calloc((size_t)g->n_outputs + 1, sizeof *tmp_of);
+  if (!tmp_of) return oom(b);
+  kiln_status st = KILN_OK;
+  for (int pass = 0; pass < 3 && st == KILN_OK; pass++)
+    for (int32_t o = 0; o < g->n_outputs && st == KILN_OK; o++) st = add_end_copy(b, pass, o, done, tmp_of);
+  free(tmp_of);
+  return st;
+}
+
+static void first_write(kiln_sbuf *bf, int32_t p) {
+  if (p < bf->first) bf->first = p;
+}
+static void last_read(kiln_sbuf *bf, int32_t p) {
+  if (p > bf->last) bf->last = p;
+}
+
+/* Loop kernel p: its stores (members with a buffer) and its buffers' lifetimes. */
+static kiln_status loop_liveness(bld *b, int32_t p) {
+  kiln_sched *s = b->s;
+  kiln_skernel *k = &s->kernels[p];
+  k->stores = malloc(sizeof *k->stores * (size_t)k->n_members);
+  if (!k->stores) return oom(b);
+  for (int32_t j = 0; j < k->n_members; j++) {
+    int32_t m = k->members[j];
+    if (s->buf_of[m] < 0) continue;
+    k->stores[k->n_stores++] = m;
+    first_write(&s->bufs[s->buf_of[m]], p);
+  }
+  if (k->n_stores) s->n_loop_kernels++;
+  const ivec *ld = &b->loads_of[p];
+  for (int32_t j = 0; j < ld->n; j += 2) last_read(&s->bufs[kiln_sched_read_buf(s, ld->v[j])], p);
+  return KILN_OK;
+}
+
+static void gemm_liveness(kiln_sched *s, int32_t p) {
+  const kiln_skernel *k = &s->kernels[p];
+  first_write(&s->bufs[s->buf_of[k->node]], p);
+  /* The operands are read from their own buffers (cpu's gemm_step): a
+   * float SCALAR operand is materialized into a buffer of its dtype,
+   * which must live until here, not only its input's double. Only the
+   * alpha factor is read as the input's double. */
+  int32_t rd[4] = {k->a.node, k->b.node, k->c_node, k->alpha_node};
+  for (int i = 0; i < 4; i++) {
+    if (rd[i] < 0) continue;
+    last_read(&s->bufs[i == 3 ? kiln_sched_read_buf(s, rd[i]) : s->buf_of[rd[i]]], p);
+  }
+}
+
+/* Stores of loop kernels; the first write and last read of every buffer.
+ * A buffer never written is live from 0; one never read until its write. */
+static kiln_status store_and_liveness(bld *b) {
+  kiln_sched *s = b->s;
+  for (int32_t p = 0; p < s->n_kernels; p++) {
+    kiln_skernel *k = &s->kernels[p];
+    if (k->kind == KILN_SK_LOOP) {
+      kiln_status st = loop_liveness(b, p);
+      if (st != KILN_OK) return st;
+    } else if (k->kind == KILN_SK_GEMM) {
+      gemm_liveness(s, p);
+    } else {
+      last_read(&s->bufs[k->src_buf], p);
+      first_write(&s->bufs[k->dst_buf], p);
+    }
+  }
+  for (int32_t i = 0; i < s->n_bufs; i++) {
+    kiln_sbuf *bf = &s->bufs[i];
+    if (bf->first == INT32_MAX) bf->first = 0;
+    if (bf->last < bf->first) bf->last = bf->first;
+  }
+  return KILN_OK;
+}
+/* Place scratch buffers in one arena: largest first, each at the lowest
+ * offset that does not overlap a placed buffer whose lifetime overlaps. */
+static size_t plan_arena(kiln_sched *s) {
+  int32_t nb = s->n_bufs, *ord = malloc(sizeof *ord * (size_t)(nb + 1)), n = 0;
+  if (!ord) return (size_t)-1;
+  for (int32_t i = 0; i < nb; i++)
+    if (s->bufs[i].kind == KILN_SBUF_SCRATCH) ord[n++] = i;
+  for (int32_t i = 1; i < n; i++) /* insertion sort by size, descending */
+    for (int32_t j = i; j > 0 && s->bufs[ord[j]].bytes > s->bufs[ord[j - 1]].bytes; j--) {
+      int32_t t = ord[j];
+      ord[j] = ord[j - 1];
+      ord[j - 1] = t;
+    }
+  size_t peak = 0;
+  for (int32_t i = 0; i < n; i++) {
+    kiln_sbuf *bf = &s->bufs[ord[i]];
+    size_t sz = (bf->bytes + 63) & ~(size_t)63, off = 0;
+    for (int moved = 1; moved;) {
+      moved = 0;
+      for (int32_t j = 0; j < i; j++) {
+        const kiln_sbuf *o = &s->bufs[ord[j]];
+        size_t osz = (o->bytes + 63) & ~(size_t)63;
+        if (o->last < bf->first || bf->last < o->first) continue; /* disjoint lifetimes */
+        if (off < o->offset + osz && o->offset < off + sz) {
+          off = o->offset + osz;
+          moved = 1;
+        }
+      }
+    }
+    bf->offset = off;
+    if (off + sz > peak) peak = off + sz;
+  }
+  free(ord);
+  return peak;
+}
+
+kiln_status kiln_sched_plan_memory(bld *b) {
+  kiln_status st = collect_loads(b);
+  /* buffers: inputs, then homes of computed nodes, then end copies */
+  if (st == KILN_OK) st = place_inputs(b);
+  uint8_t *done = st == KILN_OK ? calloc((size_t)b->g->n_outputs + 1, 1) : NULL;
+  if (st == KILN_OK && !done) st = oom(b);
+  if (st == KILN_OK) st = place_computed(b, done);
+  if (st == KILN_OK) st = add_end_copies(b, done);
+  free(done);
+  if (st == KILN_OK) st = store_and_liveness(b);
+  if (b->loads_of)
+    for (int32_t p = 0; p <= b->n_loads; p++) free(b->loads_of[p].v);
+  free(b->loads_of);
+  b->loads_of = NULL;
+  if (st != KILN_OK) return st;
+  size_t peak = plan_arena(b->s);
+  if (peak == (size_t)-1) return oom(b);
+  b->s->scratch_bytes = peak;
+  return KILN_OK;
+}

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 
+#include "base/config.h" /* kiln_cfg(): most code that reports errors reads a setting too */
 #include "kiln/kiln.h"
 
 /* Record an error in the sticky status (only the first one sticks; later

@@ -827,7 +827,7 @@ kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend
   if (!b) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu backend: out of memory");
   b->base.vt = &k_cpu_vtable;
   pthread_mutex_init(&b->mu, NULL);
-  const char *dump = getenv("KILN_DUMP_CODE");
+  const char *dump = kiln_cfg()->dump_code;
   b->dump_code = dump && *dump == '1';
   kiln_status st = kiln_pool_create(cfg ? cfg->num_threads : 0, &b->pool, err);
   if (st != KILN_OK) {

@@ -239,6 +239,7 @@ static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
   st->abuf = s->buf_of[k->a.node];
   st->bbuf = s->buf_of[k->b.node];
   st->cbuf = s->buf_of[k->node];
+  KILN_ASSERT(st->abuf >= 0 && st->bbuf >= 0 && st->cbuf >= 0); /* the schedule gives each a buffer */
   st->c0buf = k->c_node >= 0 ? kiln_sched_read_buf(s, k->c_node) : -1;
   st->alphabuf = k->alpha_node >= 0 ? kiln_sched_read_buf(s, k->alpha_node) : -1;
   st->alpha = k->alpha_c;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "runtime/compiler.h"
+#include "toolchain/compiler.h"
 
 enum { ROWS = 32, DIM = 64, BLOCKS = 20 };
 

@@ -23,7 +23,9 @@ ALLOWED = {
     "passes": {"ir", "base"},
     "schedule": {"ir", "base"},
     "codegen": {"schedule", "ir", "base"},
-    "backends": {"codegen", "schedule", "ir", "base"},
+    # the C compiler driver, the disk cache of objects, the shared-object loader
+    "toolchain": {"base"},
+    "backends": {"toolchain", "codegen", "schedule", "ir", "base"},
     "runtime": {"backends", "codegen", "schedule", "passes", "ir", "base"},
     "frontend": {"runtime", "ir", "base"},
     "autograd": {"frontend", "runtime", "ir", "base"},
@@ -37,33 +39,26 @@ ALLOWED = {
     # tools use the public API only
     "tools": {"tools"},
 }
+# kiln_init / kiln_shutdown (src/init/): the top, which assembles the layers
+# (starts the runtime, registers the observers of runtime/events.h); it may
+# include every folder of src/, and no folder may include it.
+ALLOWED["init"] = set(ALLOWED) - {"tools"}
 
 # Edges the code has today against the graph above, each with what removes
 # it (issue "One table says what every op means, and the layers call one
 # way", section 2). Remove an entry in the change that removes its edge.
 EXCEPTIONS = {
-    ("backends", "runtime"): "the cpu backend calls the compiler driver and the thread pool of runtime/: "
-                             "they move below the backends",
-    ("backends", "debug"): "counters (kiln_counter_add) live in debug/metrics: they move to base",
-    ("backends", "profiler"): "kernel timing tags and spans: reported through the runtime's event hooks",
-    ("runtime", "autograd"): "kiln_shutdown resets autograd's state by name: a reset hook",
-    ("runtime", "debug"): "the runtime calls the analysis, metrics and dumps by name: event hooks",
-    ("runtime", "frontend"): "the runtime owns the frontend's state and linearizes its trace: the frontend "
-                             "moves on top of the runtime",
-    ("runtime", "profiler"): "spans and records by name: event hooks",
-    ("frontend", "profiler"): "trace spans by name: event hooks",
-    ("debug", "frontend"): "the analysis reads tensor slots: records through the runtime",
-    ("debug", "passes"): "graph dumps re-run the passes: taken from hooks in the pipeline",
-    ("debug", "schedule"): "graph dumps re-run the scheduler: taken from hooks in the pipeline",
-    ("debug", "codegen"): "graph dumps re-run codegen: taken from hooks in the pipeline",
-    ("profiler", "debug"): "the profiler uses debug's text builder and metrics: one builder in base",
-    ("data", "debug"): "the loader's counters: counters move to base",
-    ("data", "profiler"): "the loader's spans: event hooks",
-    ("tools", "backends"): "kiln doctor reports the GEMM library: a public query",
-    ("tools", "base"): "tools use the internal status type: the public one",
+    ("runtime", "frontend"): "the runtime owns the frontend's state, linearizes its trace and writes its tensor "
+                             "slots: the frontend owns its state and hands the runtime a linearized graph",
+    ("debug", "passes"): "dot and c graph dumps run the passes on a copy of the graph: a compile observer in "
+                         "the backend interface (the cpu compile is being split on another branch)",
+    ("debug", "schedule"): "dot and c graph dumps run the scheduler: a compile observer in the backend interface",
+    ("debug", "codegen"): "c graph dumps run codegen: a compile observer in the backend interface",
+    ("tools", "backends"): "kiln doctor benchmarks the GEMM library: a public query",
+    ("tools", "base"): "tools use the internal kiln_err (also declared by kiln/profiler.h): a public error type",
     ("tools", "debug"): "kiln graph diff parses and diffs dumps with debug's code: a public graph-file API",
     ("tools", "profiler"): "kiln profile uses the server's request checks: the public profiler API",
-    ("tools", "runtime"): "kiln doctor probes the compiler driver: a public query",
+    ("tools", "toolchain"): "kiln doctor probes the compiler driver: a public query",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.M)
@@ -143,10 +138,12 @@ def self_test():
         msgs = []
         ok &= check(d, msgs.append) == 1 and any("base/ may not include runtime/" in m for m in msgs) \
             and any(re.search(r"src/base/f\d+\.c:2$", m) for m in msgs)
-    with tempfile.TemporaryDirectory() as d:
-        tree(d, drop=("data", "debug"))
-        msgs = []
-        ok &= check(d, msgs.append) == 1 and any("data -> debug no longer occurs" in m for m in msgs)
+    if EXCEPTIONS:
+        src, dst = sorted(EXCEPTIONS)[0]
+        with tempfile.TemporaryDirectory() as d:
+            tree(d, drop=(src, dst))
+            msgs = []
+            ok &= check(d, msgs.append) == 1 and any(f"{src} -> {dst} no longer occurs" in m for m in msgs)
     print("check_layers: self-test " + ("passed" if ok else "FAILED"))
     return 0 if ok else 1
 

@@ -25,7 +25,7 @@
 #include "base/status.h"
 #include "debug/metrics.h"
 #include "kiln/kiln.h"
-#include "runtime/compiler.h"
+#include "toolchain/compiler.h"
 #include "tools/graph.h"
 #include "tools/profile.h"
 #include "tools/train.h"

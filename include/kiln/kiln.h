@@ -184,72 +184,26 @@ kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc);
 
 /* ───────────── elementwise (NumPy broadcasting, dtype promotion
  * bool < i32 < i64 < f32 < f64) ───────────── */
-#define KILN_UNARY_OPS(X) \
-  X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(sigmoid) X(relu) \
-  X(gelu) X(gelu_tanh) X(logical_not)
-#define KILN_BINARY_OPS(X) \
-  X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) \
-  X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or)
-
-#define KILN_DECL_UNARY(name) kiln_tensor kiln_##name##_at(kiln_tensor x, kiln_loc loc);
-#define KILN_DECL_BINARY(name)                                                 \
-  kiln_tensor kiln_##name##_at(kiln_tensor a, kiln_tensor b, kiln_loc loc);  \
-  kiln_tensor kiln_##name##_s_at(kiln_tensor a, double s, kiln_loc loc);      \
-  kiln_tensor kiln_##name##_c_at(kiln_tensor a, double c, kiln_loc loc);
-KILN_UNARY_OPS(KILN_DECL_UNARY)
-KILN_BINARY_OPS(KILN_DECL_BINARY)
-#undef KILN_DECL_UNARY
-#undef KILN_DECL_BINARY
-/* Public spellings: kiln_exp(x), kiln_add(a, b); tensor–scalar forms
- * kiln_add_s(a, 0.5) (the scalar is a graph input: a new value never
- * recompiles) and kiln_add_c(a, 0.5) (a compile-time constant). */
-#define kiln_neg(x) kiln_neg_at((x), KILN_HERE)
-#define kiln_abs(x) kiln_abs_at((x), KILN_HERE)
-#define kiln_exp(x) kiln_exp_at((x), KILN_HERE)
-#define kiln_log(x) kiln_log_at((x), KILN_HERE)
-#define kiln_sqrt(x) kiln_sqrt_at((x), KILN_HERE)
-#define kiln_rsqrt(x) kiln_rsqrt_at((x), KILN_HERE)
-#define kiln_tanh(x) kiln_tanh_at((x), KILN_HERE)
-#define kiln_sigmoid(x) kiln_sigmoid_at((x), KILN_HERE)
-#define kiln_relu(x) kiln_relu_at((x), KILN_HERE)
-#define kiln_gelu(x) kiln_gelu_at((x), KILN_HERE)           /* erf form */
-#define kiln_gelu_tanh(x) kiln_gelu_tanh_at((x), KILN_HERE) /* tanh approximation */
-#define kiln_logical_not(x) kiln_logical_not_at((x), KILN_HERE)
-#define kiln_add(a, b) kiln_add_at((a), (b), KILN_HERE)
-#define kiln_sub(a, b) kiln_sub_at((a), (b), KILN_HERE)
-#define kiln_mul(a, b) kiln_mul_at((a), (b), KILN_HERE)
-#define kiln_div(a, b) kiln_div_at((a), (b), KILN_HERE)
-#define kiln_pow(a, b) kiln_pow_at((a), (b), KILN_HERE)
-#define kiln_maximum(a, b) kiln_maximum_at((a), (b), KILN_HERE)
-#define kiln_minimum(a, b) kiln_minimum_at((a), (b), KILN_HERE)
-#define kiln_eq(a, b) kiln_eq_at((a), (b), KILN_HERE)
-#define kiln_ne(a, b) kiln_ne_at((a), (b), KILN_HERE)
-#define kiln_lt(a, b) kiln_lt_at((a), (b), KILN_HERE)
-#define kiln_le(a, b) kiln_le_at((a), (b), KILN_HERE)
-#define kiln_gt(a, b) kiln_gt_at((a), (b), KILN_HERE)
-#define kiln_ge(a, b) kiln_ge_at((a), (b), KILN_HERE)
-#define kiln_logical_and(a, b) kiln_logical_and_at((a), (b), KILN_HERE)
-#define kiln_logical_or(a, b) kiln_logical_or_at((a), (b), KILN_HERE)
-#define kiln_add_s(a, s) kiln_add_s_at((a), (s), KILN_HERE)
-#define kiln_sub_s(a, s) kiln_sub_s_at((a), (s), KILN_HERE)
-#define kiln_mul_s(a, s) kiln_mul_s_at((a), (s), KILN_HERE)
-#define kiln_div_s(a, s) kiln_div_s_at((a), (s), KILN_HERE)
-#define kiln_pow_s(a, s) kiln_pow_s_at((a), (s), KILN_HERE)
-#define kiln_maximum_s(a, s) kiln_maximum_s_at((a), (s), KILN_HERE)
-#define kiln_minimum_s(a, s) kiln_minimum_s_at((a), (s), KILN_HERE)
-#define kiln_add_c(a, c) kiln_add_c_at((a), (c), KILN_HERE)
-#define kiln_sub_c(a, c) kiln_sub_c_at((a), (c), KILN_HERE)
-#define kiln_mul_c(a, c) kiln_mul_c_at((a), (c), KILN_HERE)
-#define kiln_div_c(a, c) kiln_div_c_at((a), (c), KILN_HERE)
-#define kiln_pow_c(a, c) kiln_pow_c_at((a), (c), KILN_HERE)
-#define kiln_maximum_c(a, c) kiln_maximum_c_at((a), (c), KILN_HERE)
-#define kiln_minimum_c(a, c) kiln_minimum_c_at((a), (c), KILN_HERE)
-#define kiln_gt_c(a, c) kiln_gt_c_at((a), (c), KILN_HERE)
-#define kiln_lt_c(a, c) kiln_lt_c_at((a), (c), KILN_HERE)
-#define kiln_eq_c(a, c) kiln_eq_c_at((a), (c), KILN_HERE)
-#define kiln_ne_c(a, c) kiln_ne_c_at((a), (c), KILN_HERE)
-#define kiln_ge_c(a, c) kiln_ge_c_at((a), (c), KILN_HERE)
-#define kiln_le_c(a, c) kiln_le_c_at((a), (c), KILN_HERE)
+/* The elementwise ops come from kiln's op table (kiln/ops.def, one row per
+ * op with its meaning): for each public row, kiln_<fn>_at(x, loc) (unary)
+ * or kiln_<fn>_at(a, b, loc) with the tensor–scalar forms
+ * kiln_<fn>_s_at(a, s, loc) (the scalar is a graph input: a new value never
+ * recompiles) and kiln_<fn>_c_at(a, c, loc) (a compile-time constant), and
+ * the spellings without _at that add the caller's file:line: kiln_exp(x),
+ * kiln_add(a, b), kiln_add_s(a, 0.5), kiln_add_c(a, 0.5). Integer and bool
+ * operands of exp, log, div, pow, ... are computed in f32 (as PyTorch). */
+#define KILN_PUB_NONE
+#define KILN_PUB_UNARY(fn) kiln_tensor kiln_##fn##_at(kiln_tensor x, kiln_loc loc);
+#define KILN_PUB_BINARY(fn)                                                \
+  kiln_tensor kiln_##fn##_at(kiln_tensor a, kiln_tensor b, kiln_loc loc); \
+  kiln_tensor kiln_##fn##_s_at(kiln_tensor a, double s, kiln_loc loc);    \
+  kiln_tensor kiln_##fn##_c_at(kiln_tensor a, double c, kiln_loc loc);
+#define KILN_OP(NAME, KIND, ARITY, STR, PUB, IN, OUT, FLAGS, COST, F32, F64, INT, VJP, DOC) PUB
+#include "kiln/ops.def"
+#undef KILN_OP
+#undef KILN_PUB_NONE
+#undef KILN_PUB_UNARY
+#undef KILN_PUB_BINARY
 
 /* where(cond, a, b): cond is bool (other dtypes: != 0). Broadcasts all three. */
 #define kiln_where(c, a, b) kiln_where_at((c), (a), (b), KILN_HERE)

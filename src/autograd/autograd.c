@@ -16,6 +16,7 @@
 
 #include "autograd/autograd_internal.h"
 #include "kiln/autograd.h"
+#include "runtime/events.h"
 
 typedef struct ag_entry {
   kiln_tensor t;    /* the requiring-grad tensor */
@@ -32,6 +33,13 @@ void kiln_autograd_reset(void) {
   free(g_ag.e);
   memset(&g_ag, 0, sizeof g_ag);
 }
+
+static void on_event(void *ctx, const kiln_event *ev) {
+  (void)ctx;
+  if (ev->kind == KILN_EV_STOP) kiln_autograd_reset();
+}
+
+void kiln_autograd_attach(void) { kiln_events_observe(on_event, NULL); }
 
 static int handle_live(kiln_frontend *fe, kiln_tensor t) {
   return t.gen && t.index < fe->n_slots && fe->slots[t.index].live && fe->slots[t.index].gen == t.gen;

@@ -10,6 +10,9 @@
 /* 1 if op has a VJP rule (for float nodes); 0 for ops that carry no
  * gradient (comparisons, logic, indices, sources). */
 int kiln_ag_differentiable(int op);
+/* NULL, or the message naming the op table gradient formula that does not
+ * parse (compiled once, at the first call). */
+const char *kiln_ag_formula_error(void);
 
 /* Build the gradients of node n's inputs given g, the gradient of n (a node
  * of n's dtype and shape). want[k] != 0 asks for input k; gin[k] receives
@@ -27,8 +30,12 @@ int kiln_ag_is_swap_last2(const kiln_node *n);
 kiln_node *kiln_ag_transposed_matmul(kiln_frontend *fe, kiln_node *mm, kiln_loc loc);
 
 /* Forget every requiring-grad record (their gradient tensors were released
- * with the runtime). kiln_shutdown must call it: slot numbers restart with a
- * new runtime, so stale records could match new tensors. */
+ * with the runtime). Slot numbers restart with a new runtime, so stale
+ * records could match new tensors: kiln_autograd_attach makes the runtime's
+ * stop (KILN_EV_STOP, runtime/events.h) call it. */
 void kiln_autograd_reset(void);
+/* Register that reset as an observer of the runtime's events. Idempotent;
+ * called by kiln_init before the runtime starts. */
+void kiln_autograd_attach(void);
 
 #endif

@@ -6,6 +6,10 @@
  * In the IR, elementwise inputs already have the output's shape (broadcasts
  * are explicit EXPAND nodes), so elementwise rules never sum over broadcast
  * dimensions: EXPAND's own rule does. */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/autograd_internal.h"
@@ -48,7 +52,6 @@ static kiln_node *sel(vctx *c, kiln_node *cond, kiln_node *a, kiln_node *b) {
   kiln_node *in[3] = {cond, a, b};
   return mk(c, KILN_OP_WHERE, (kiln_dtype)a->dtype, a->rank, a->shape, 3, in, 0, NULL, 0.0);
 }
-static kiln_node *mulc(vctx *c, kiln_node *a, double v) { return bin(c, KILN_OP_MUL, a, cst(c, a, v)); }
 static kiln_node *reshape(vctx *c, kiln_node *a, int rank, const int64_t *shape) {
   return kiln_api_reshape(c->fe, a, rank, shape, c->loc);
 }
@@ -138,44 +141,197 @@ kiln_node *kiln_ag_transposed_matmul(kiln_frontend *fe, kiln_node *mm, kiln_loc 
   return matmul(&c, swap_last2(&c, mm->in[1]), swap_last2(&c, mm->in[0]));
 }
 
-int kiln_ag_differentiable(int op) {
-  switch (op) {
-    case KILN_OP_NEG: case KILN_OP_ABS: case KILN_OP_EXP: case KILN_OP_LOG: case KILN_OP_SQRT:
-    case KILN_OP_RSQRT: case KILN_OP_TANH: case KILN_OP_SIGMOID: case KILN_OP_RELU: case KILN_OP_GELU:
-    case KILN_OP_GELU_TANH: case KILN_OP_CAST: case KILN_OP_ADD: case KILN_OP_SUB: case KILN_OP_MUL:
-    case KILN_OP_DIV: case KILN_OP_POW: case KILN_OP_MAX: case KILN_OP_MIN: case KILN_OP_WHERE:
-    case KILN_OP_REDUCE_SUM: case KILN_OP_REDUCE_MAX: case KILN_OP_REDUCE_MIN: case KILN_OP_RESHAPE:
-    case KILN_OP_PERMUTE: case KILN_OP_EXPAND: case KILN_OP_SLICE: case KILN_OP_CONCAT: case KILN_OP_PAD:
-    case KILN_OP_INDEX_SELECT: case KILN_OP_GATHER: case KILN_OP_MATMUL:
-      return 1;
-    default:
-      return 0;
+int kiln_ag_differentiable(int op) { return op >= 0 && op < KILN_OP_COUNT && kiln_op_table[op].vjp != NULL; }
+
+/* ───────────── the op table's gradient formulas ─────────────
+ *
+ * Each elementwise row of include/kiln/ops.def gives the gradient of each
+ * input as a formula (the grammar is in ops.def's header). The formulas are
+ * compiled once, at the first backward, into postfix code; a backward runs
+ * the code with builders of trace nodes, so a formula costs what the
+ * equivalent hand-written builder calls cost. */
+
+enum { F_X, F_Y, F_Z, F_OUT, F_G, F_NUM, F_OP };
+typedef struct finstr {
+  uint8_t kind, nargs;
+  int16_t op;
+  double v;
+} finstr;
+typedef struct fcode {
+  int start, len; /* in k_fpool; len 0: no gradient flows to this input */
+} fcode;
+
+#define F_POOL 4096
+static finstr k_fpool[F_POOL];
+static int k_fpool_n;
+static fcode k_fcode[KILN_OP_COUNT][3];
+static char k_ferr[256]; /* the first formula that does not parse */
+static pthread_once_t k_fonce = PTHREAD_ONCE_INIT;
+
+typedef struct fparse {
+  const char *p, *end;
+  int op; /* the row being compiled, for messages */
+  int bad;
+} fparse;
+
+static void fp_fail(fparse *f, const char *why) {
+  if (!f->bad && !k_ferr[0])
+    snprintf(k_ferr, sizeof k_ferr, "op table: the gradient formula of %s does not parse (%s at \"%.20s\")",
+             kiln_op_name(f->op), why, f->p);
+  f->bad = 1;
+}
+static void fp_emit(fparse *f, int kind, int nargs, int op, double v) {
+  if (f->bad) return;
+  if (k_fpool_n == F_POOL) return fp_fail(f, "the formula pool is full");
+  k_fpool[k_fpool_n++] = (finstr){(uint8_t)kind, (uint8_t)nargs, (int16_t)op, v};
+}
+static void fp_space(fparse *f) {
+  while (f->p < f->end && isspace((unsigned char)*f->p)) f->p++;
+}
+static int fp_peek(fparse *f) {
+  fp_space(f);
+  return f->p < f->end ? *f->p : 0;
+}
+static void fp_expr(fparse *f);
+static void fp_primary(fparse *f) {
+  int ch = fp_peek(f);
+  if (ch == '(') {
+    f->p++;
+    fp_expr(f);
+    if (fp_peek(f) != ')') return fp_fail(f, "')' expected");
+    f->p++;
+    return;
+  }
+  if (isdigit(ch) || ch == '.') {
+    char *e;
+    double v = strtod(f->p, &e);
+    if (e == f->p || e > f->end) return fp_fail(f, "bad number");
+    f->p = e;
+    return fp_emit(f, F_NUM, 0, 0, v);
+  }
+  const char *s = f->p;
+  while (f->p < f->end && (isalnum((unsigned char)*f->p) || *f->p == '_')) f->p++;
+  int len = (int)(f->p - s);
+  if (!len) return fp_fail(f, "operand expected");
+  static const char *const vars[] = {"x", "y", "z", "out", "g"};
+  for (int k = 0; k < 5; k++)
+    if ((int)strlen(vars[k]) == len && !memcmp(vars[k], s, (size_t)len)) return fp_emit(f, F_X + k, 0, 0, 0.0);
+  int op = kiln_op_by_name(s, len);
+  if (op < 0 || !kiln_op_is_elementwise(op) || op == KILN_OP_CAST) return fp_fail(f, "unknown name");
+  if (fp_peek(f) != '(') return fp_fail(f, "'(' expected");
+  f->p++;
+  int n = 0;
+  for (;;) {
+    fp_expr(f);
+    n++;
+    if (fp_peek(f) != ',') break;
+    f->p++;
+  }
+  if (fp_peek(f) != ')') return fp_fail(f, "')' expected");
+  f->p++;
+  if (n != kiln_op_table[op].arity) return fp_fail(f, "wrong number of arguments");
+  fp_emit(f, F_OP, n, op, 0.0);
+}
+static void fp_unary(fparse *f) {
+  if (fp_peek(f) == '-') {
+    f->p++;
+    int ch = fp_peek(f);
+    if (isdigit(ch) || ch == '.') { /* a negative number */
+      fp_primary(f);
+      if (!f->bad) k_fpool[k_fpool_n - 1].v = -k_fpool[k_fpool_n - 1].v;
+      return;
+    }
+    fp_unary(f);
+    return fp_emit(f, F_OP, 1, KILN_OP_NEG, 0.0);
+  }
+  fp_primary(f);
+}
+static void fp_term(fparse *f) {
+  fp_unary(f);
+  for (int ch; !f->bad && ((ch = fp_peek(f)) == '*' || ch == '/');) {
+    f->p++;
+    fp_unary(f);
+    fp_emit(f, F_OP, 2, ch == '*' ? KILN_OP_MUL : KILN_OP_DIV, 0.0);
+  }
+}
+static void fp_expr(fparse *f) {
+  fp_term(f);
+  for (int ch; !f->bad && ((ch = fp_peek(f)) == '+' || ch == '-');) {
+    f->p++;
+    fp_term(f);
+    fp_emit(f, F_OP, 2, ch == '+' ? KILN_OP_ADD : KILN_OP_SUB, 0.0);
   }
 }
 
-/* d/dx gelu(x) = Phi(x) + x phi(x). There is no erf op, so Phi(x) is read
- * back from the forward value: gelu(x) / x (Phi(0) = 1/2). The division is
- * exact to rounding because gelu(x) is computed as x * (...). */
-static kiln_node *gelu_grad(vctx *c, kiln_node *x, kiln_node *y, kiln_node *g) {
-  kiln_node *z = bin(c, KILN_OP_EQ, x, cst(c, x, 0.0));
-  kiln_node *phi_cdf = sel(c, z, cst(c, x, 0.5), bin(c, KILN_OP_DIV, y, sel(c, z, cst(c, x, 1.0), x)));
-  kiln_node *e = un(c, KILN_OP_EXP, mulc(c, bin(c, KILN_OP_MUL, x, x), -0.5));
-  kiln_node *pdf = mulc(c, e, 0.39894228040143267794); /* 1/sqrt(2 pi) */
-  return bin(c, KILN_OP_MUL, g, bin(c, KILN_OP_ADD, phi_cdf, bin(c, KILN_OP_MUL, x, pdf)));
+static void compile_formulas(void) {
+  for (int op = 0; op < KILN_OP_COUNT; op++) {
+    const char *v = kiln_op_table[op].vjp;
+    if (!v || !strcmp(v, "@")) continue;
+    for (int k = 0; k < 3 && *v; k++) {
+      const char *end = strchr(v, ';');
+      if (!end) end = v + strlen(v);
+      fparse f = {v, end, op, 0};
+      int start = k_fpool_n;
+      if (fp_peek(&f)) {
+        fp_expr(&f);
+        if (!f.bad && fp_peek(&f)) fp_fail(&f, "junk after the formula");
+      }
+      if (f.bad) k_fpool_n = start;
+      else k_fcode[op][k] = (fcode){start, k_fpool_n - start};
+      v = *end ? end + 1 : end;
+    }
+  }
 }
 
-/* y = 0.5 x (1 + t), t = tanh(u), u = k0 (x + k1 x^3):
- * dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k0 (1 + 3 k1 x^2). */
-static kiln_node *gelu_tanh_grad(vctx *c, kiln_node *x, kiln_node *g) {
-  const double k0 = 0.79788456080286535588, k1 = 0.044715;
-  kiln_node *x2 = bin(c, KILN_OP_MUL, x, x);
-  kiln_node *u = mulc(c, bin(c, KILN_OP_ADD, x, mulc(c, bin(c, KILN_OP_MUL, x2, x), k1)), k0);
-  kiln_node *t = un(c, KILN_OP_TANH, u);
-  kiln_node *a = mulc(c, bin(c, KILN_OP_ADD, t, cst(c, t, 1.0)), 0.5);
-  kiln_node *sech2 = bin(c, KILN_OP_SUB, cst(c, t, 1.0), bin(c, KILN_OP_MUL, t, t));
-  kiln_node *du = mulc(c, bin(c, KILN_OP_ADD, cst(c, x, 1.0), mulc(c, x2, 3.0 * k1)), 0.5 * k0);
-  kiln_node *b = bin(c, KILN_OP_MUL, bin(c, KILN_OP_MUL, x, sech2), du);
-  return bin(c, KILN_OP_MUL, g, bin(c, KILN_OP_ADD, a, b));
+const char *kiln_ag_formula_error(void) {
+  pthread_once(&k_fonce, compile_formulas);
+  return k_ferr[0] ? k_ferr : NULL;
+}
+
+/* A value on the evaluation stack: a node, or a number not yet given a
+ * dtype and shape. */
+typedef struct fval {
+  kiln_node *n;
+  double v;
+  int num;
+} fval;
+
+/* Run the code of input k's formula. */
+static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
+  fval st[64];
+  int sp = 0;
+  kiln_node *in3[3] = {n->n_in > 0 ? n->in[0] : NULL, n->n_in > 1 ? n->in[1] : NULL, n->n_in > 2 ? n->in[2] : NULL};
+  for (int i = 0; i < code.len; i++) {
+    const finstr *f = &k_fpool[code.start + i];
+    if (f->kind != F_OP) {
+      if (sp == 64) return NULL;
+      kiln_node *v = f->kind == F_OUT ? n : f->kind == F_G ? g : f->kind == F_NUM ? NULL : in3[f->kind - F_X];
+      if (f->kind != F_NUM && !v) return NULL;
+      st[sp++] = (fval){v, f->v, f->kind == F_NUM};
+      continue;
+    }
+    int k = f->nargs;
+    fval *a = &st[sp - k];
+    /* numbers take the dtype and shape of the first tensor among their
+     * siblings (for where, among the branches), else g's */
+    kiln_node *like = NULL;
+    for (int j = f->op == KILN_OP_WHERE ? 1 : 0; j < k && !like; j++)
+      if (!a[j].num) like = a[j].n;
+    if (!like) like = g;
+    for (int j = 0; j < k; j++)
+      if (a[j].num) a[j].n = cst(c, j == 0 && f->op == KILN_OP_WHERE ? g : like, a[j].v);
+    kiln_node *r;
+    if (f->op == KILN_OP_WHERE)
+      r = sel(c, a[0].n, a[1].n, a[2].n);
+    else if (k == 1)
+      r = un(c, f->op, a[0].n);
+    else
+      r = bin(c, f->op, a[0].n, a[1].n);
+    sp -= k;
+    st[sp++] = (fval){r, 0.0, 0};
+  }
+  if (sp != 1) return NULL;
+  return st[0].num ? cst(c, g, st[0].v) : st[0].n;
 }
 
 /* SLICE: scatter g back into zeros of x's shape. A step s > 1 on an axis is
@@ -299,71 +455,31 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
                 kiln_loc loc) {
   vctx cx = {fe, loc}, *c = &cx;
   for (int k = 0; k < n->n_in; k++) gin[k] = NULL;
+  const char *rule = kiln_op_table[n->op].vjp;
+  if (!rule) return 0; /* no gradient flows through this op */
+  if (strcmp(rule, "@")) { /* the op table's formulas */
+    const char *bad = kiln_ag_formula_error();
+    if (bad) {
+      kiln_error(KILN_ERR_INTERNAL, loc, "backward: %s", bad);
+      return -1;
+    }
+    for (int k = 0; k < n->n_in && k < 3; k++) {
+      if (!want[k] || !k_fcode[n->op][k].len) continue;
+      gin[k] = run_formula(c, k_fcode[n->op][k], n, g);
+      if (!gin[k]) {
+        if (kiln_last_status() == KILN_OK)
+          kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory building the gradient of %s",
+                     kiln_op_name(n->op));
+        return -1;
+      }
+    }
+    return 0;
+  }
   kiln_node *x = n->n_in > 0 ? n->in[0] : NULL, *y = n->n_in > 1 ? n->in[1] : NULL;
   kiln_node **g0 = &gin[0], **g1 = n->n_in > 1 ? &gin[1] : NULL;
   switch (n->op) {
-    case KILN_OP_NEG: *g0 = un(c, KILN_OP_NEG, g); break;
-    case KILN_OP_ABS: {
-      kiln_node *pos = bin(c, KILN_OP_GT, x, cst(c, x, 0.0)), *neg = bin(c, KILN_OP_LT, x, cst(c, x, 0.0));
-      *g0 = sel(c, pos, g, sel(c, neg, un(c, KILN_OP_NEG, g), cst(c, g, 0.0))); /* sign(0) = 0 */
-      break;
-    }
-    case KILN_OP_EXP: *g0 = bin(c, KILN_OP_MUL, g, n); break;
-    case KILN_OP_LOG: *g0 = bin(c, KILN_OP_DIV, g, x); break;
-    case KILN_OP_SQRT: *g0 = bin(c, KILN_OP_DIV, mulc(c, g, 0.5), n); break;
-    case KILN_OP_RSQRT: /* d x^-1/2 = -1/2 x^-3/2 = -1/2 y^3 */
-      *g0 = bin(c, KILN_OP_MUL, mulc(c, g, -0.5), bin(c, KILN_OP_MUL, n, bin(c, KILN_OP_MUL, n, n)));
-      break;
-    case KILN_OP_TANH:
-      *g0 = bin(c, KILN_OP_MUL, g, bin(c, KILN_OP_SUB, cst(c, n, 1.0), bin(c, KILN_OP_MUL, n, n)));
-      break;
-    case KILN_OP_SIGMOID:
-      *g0 = bin(c, KILN_OP_MUL, g, bin(c, KILN_OP_MUL, n, bin(c, KILN_OP_SUB, cst(c, n, 1.0), n)));
-      break;
-    case KILN_OP_RELU: *g0 = sel(c, bin(c, KILN_OP_GT, x, cst(c, x, 0.0)), g, cst(c, g, 0.0)); break;
-    case KILN_OP_GELU: *g0 = gelu_grad(c, x, n, g); break;
-    case KILN_OP_GELU_TANH: *g0 = gelu_tanh_grad(c, x, g); break;
     case KILN_OP_CAST:
       if (kiln_dtype_is_float((kiln_dtype)x->dtype)) *g0 = cast(c, g, (kiln_dtype)x->dtype);
-      break;
-    case KILN_OP_ADD:
-      *g0 = g;
-      *g1 = g;
-      break;
-    case KILN_OP_SUB:
-      *g0 = g;
-      if (want[1]) *g1 = un(c, KILN_OP_NEG, g);
-      break;
-    case KILN_OP_MUL:
-      if (want[0]) *g0 = bin(c, KILN_OP_MUL, g, y);
-      if (want[1]) *g1 = bin(c, KILN_OP_MUL, g, x);
-      break;
-    case KILN_OP_DIV:
-      if (want[0]) *g0 = bin(c, KILN_OP_DIV, g, y);
-      if (want[1]) *g1 = un(c, KILN_OP_NEG, bin(c, KILN_OP_DIV, bin(c, KILN_OP_MUL, g, n), y));
-      break;
-    case KILN_OP_POW: /* as PyTorch: no gradient through b == 0 (for a) or a == 0 (for b) */
-      if (want[0]) {
-        kiln_node *d = bin(c, KILN_OP_MUL, y, bin(c, KILN_OP_POW, x, bin(c, KILN_OP_SUB, y, cst(c, y, 1.0))));
-        *g0 = sel(c, bin(c, KILN_OP_EQ, y, cst(c, y, 0.0)), cst(c, g, 0.0), bin(c, KILN_OP_MUL, g, d));
-      }
-      if (want[1]) {
-        kiln_node *d = bin(c, KILN_OP_MUL, n, un(c, KILN_OP_LOG, x));
-        *g1 = sel(c, bin(c, KILN_OP_EQ, x, cst(c, x, 0.0)), cst(c, g, 0.0), bin(c, KILN_OP_MUL, g, d));
-      }
-      break;
-    case KILN_OP_MAX:
-    case KILN_OP_MIN: { /* ties split the gradient evenly, as PyTorch does */
-      int wins = n->op == KILN_OP_MAX ? KILN_OP_GT : KILN_OP_LT;
-      kiln_node *share = sel(c, bin(c, wins, x, y), cst(c, g, 1.0),
-                             sel(c, bin(c, KILN_OP_EQ, x, y), cst(c, g, 0.5), cst(c, g, 0.0)));
-      if (want[0]) *g0 = bin(c, KILN_OP_MUL, g, share);
-      if (want[1]) *g1 = bin(c, KILN_OP_MUL, g, bin(c, KILN_OP_SUB, cst(c, g, 1.0), share));
-      break;
-    }
-    case KILN_OP_WHERE: /* the condition carries no gradient */
-      if (want[1]) gin[1] = sel(c, x, g, cst(c, g, 0.0));
-      if (want[2]) gin[2] = sel(c, x, cst(c, g, 0.0), g);
       break;
     case KILN_OP_REDUCE_SUM: *g0 = expand(c, g, x->rank, x->shape); break;
     case KILN_OP_REDUCE_MAX:
@@ -403,8 +519,7 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
   }
   for (int k = 0; k < n->n_in; k++) {
     if (!want[k]) gin[k] = NULL;
-    else if (!gin[k] && kiln_ag_differentiable(n->op) && !(n->op == KILN_OP_WHERE && k == 0) &&
-             !((n->op == KILN_OP_INDEX_SELECT || n->op == KILN_OP_GATHER) && k == 1)) {
+    else if (!gin[k] && !((n->op == KILN_OP_INDEX_SELECT || n->op == KILN_OP_GATHER) && k == 1)) {
       if (kiln_last_status() == KILN_OK)
         kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory building the gradient of %s",
                    kiln_op_name(n->op));

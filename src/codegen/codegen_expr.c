@@ -6,6 +6,7 @@
  * kernel's own canonical contexts (F: the loop index, RS: the row index)
  * every value is bound once to a local (`const T vN = ...;`), which gives
  * common subexpressions for free and keeps the loop bodies readable. */
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -509,76 +510,57 @@ static const char *load(cg *c, int32_t n, const ictx *x) {
   return kiln_cg_sf(c, "a%d[%s]", a, lin(c, x));
 }
 
-static const char *unary(cg *c, const kiln_gnode *nd, const char *a, int in_dt) {
-  int t = nd->dtype;
-  if (nd->op == KILN_OP_CAST) return kiln_cg_conv(c, a, in_dt, t);
-  if (is_float(t)) {
-    const char *f = t == KILN_F32 ? "f" : "";
-    const char *sx = t == KILN_F32 ? "f32" : "f64";
-    const char *one = t == KILN_F32 ? "1.0f" : "1.0";
-    switch (nd->op) {
-      case KILN_OP_NEG: return kiln_cg_sf(c, "(-(%s))", a);
-      case KILN_OP_ABS: return kiln_cg_sf(c, "fabs%s(%s)", f, a);
-      case KILN_OP_EXP: return t == KILN_F32 ? kiln_cg_sf(c, "kexpf(%s)", a) : kiln_cg_sf(c, "exp(%s)", a);
-      case KILN_OP_LOG: return kiln_cg_sf(c, "log%s(%s)", f, a);
-      case KILN_OP_SQRT: return kiln_cg_sf(c, "sqrt%s(%s)", f, a);
-      case KILN_OP_RSQRT: return kiln_cg_sf(c, "(%s / sqrt%s(%s))", one, f, a);
-      case KILN_OP_TANH: return kiln_cg_sf(c, "tanh%s(%s)", f, a);
-      case KILN_OP_SIGMOID:
-        return t == KILN_F32 ? kiln_cg_sf(c, "(1.0f / (1.0f + kexpf(-(%s))))", a) : kiln_cg_sf(c, "(1.0 / (1.0 + exp(-(%s))))", a);
-      case KILN_OP_RELU: return kiln_cg_sf(c, "krelu_%s(%s)", sx, a);
-      case KILN_OP_GELU: return kiln_cg_sf(c, "kgelu_%s(%s)", sx, a);
-      case KILN_OP_GELU_TANH: return kiln_cg_sf(c, "kgelut_%s(%s)", sx, a);
-      case KILN_OP_NOT: return kiln_cg_conv(c, kiln_cg_sf(c, "((%s) == 0)", a), KILN_I64, t);
-      default: break;
+/* The op table's C expression src with its operands a and b replaced by
+ * the C texts va and vb (identifiers "a" and "b"; numbers such as 1.0f or
+ * 1e-5 are copied whole). */
+static const char *paste(cg *c, const char *src, const char *va, const char *vb) {
+  sb out = {0};
+  kiln_cg_sb_printf(&out, "(");
+  for (const char *p = src; *p;) {
+    const char *q = p;
+    if (isalpha((unsigned char)*p) || *p == '_') {
+      while (isalnum((unsigned char)*q) || *q == '_') q++;
+      if (q - p == 1 && (*p == 'a' || *p == 'b'))
+        kiln_cg_sb_printf(&out, "(%s)", *p == 'a' ? va : vb);
+      else
+        kiln_cg_sb_printf(&out, "%.*s", (int)(q - p), p);
+    } else if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
+      while (isalnum((unsigned char)*q) || *q == '.' ||
+             ((*q == '+' || *q == '-') && (q[-1] == 'e' || q[-1] == 'E') && !isalpha((unsigned char)p[1])))
+        q++;
+      kiln_cg_sb_printf(&out, "%.*s", (int)(q - p), p);
+    } else {
+      q++;
+      kiln_cg_sb_printf(&out, "%c", *p);
     }
-    unsupported(c, "unary op", nd->op, t);
-    return "0";
+    p = q;
   }
-  const char *r;
-  switch (nd->op) {
-    case KILN_OP_NEG: r = kiln_cg_sf(c, "kneg_i(%s)", a); break;
-    case KILN_OP_ABS: r = kiln_cg_sf(c, "kabs_i(%s)", a); break;
-    case KILN_OP_RELU: r = kiln_cg_sf(c, "kmax_i(%s, 0)", a); break;
-    case KILN_OP_NOT: r = kiln_cg_sf(c, "((int64_t)((%s) == 0))", a); break;
-    default: r = a; break; /* float math on integers: identity, as in ref */
-  }
-  return kiln_cg_conv(c, r, KILN_I64, t);
+  kiln_cg_sb_printf(&out, ")");
+  const char *r = "0";
+  if (out.oom || !out.p)
+    c->st = KILN_ERR_OUT_OF_MEMORY;
+  else
+    r = kiln_cg_sf(c, "%s", out.p);
+  free(out.p);
+  return r;
 }
 
-static const char *binary(cg *c, const kiln_gnode *nd, const char *a, const char *b) {
-  int t = nd->dtype, op = nd->op;
-  static const char *cmp[] = {"==", "!=", "<", "<=", ">", ">="};
-  if (op >= KILN_OP_EQ && op <= KILN_OP_GE) return kiln_cg_sf(c, "((int32_t)((%s) %s (%s)))", a, cmp[op - KILN_OP_EQ], b);
-  if (op == KILN_OP_AND || op == KILN_OP_OR)
-    return kiln_cg_sf(c, "((int32_t)(((%s) != 0) %s ((%s) != 0)))", a, op == KILN_OP_AND ? "&&" : "||", b);
-  if (is_float(t)) {
-    const char *sx = t == KILN_F32 ? "f32" : "f64";
-    switch (op) {
-      case KILN_OP_ADD: return kiln_cg_sf(c, "((%s) + (%s))", a, b);
-      case KILN_OP_SUB: return kiln_cg_sf(c, "((%s) - (%s))", a, b);
-      case KILN_OP_MUL: return kiln_cg_sf(c, "((%s) * (%s))", a, b);
-      case KILN_OP_DIV: return kiln_cg_sf(c, "((%s) / (%s))", a, b);
-      case KILN_OP_POW: return kiln_cg_sf(c, "pow%s(%s, %s)", t == KILN_F32 ? "f" : "", a, b);
-      case KILN_OP_MAX: return kiln_cg_sf(c, "kmax_%s(%s, %s)", sx, a, b);
-      case KILN_OP_MIN: return kiln_cg_sf(c, "kmin_%s(%s, %s)", sx, a, b);
-      default: break;
-    }
-    unsupported(c, "binary op", op, t);
+/* An elementwise op given by the op table's scalar semantics: the F32, F64
+ * or INT expression of its row (the text ref and constant folding compile),
+ * on operands of dtype in_dt, converted to the node's dtype. */
+static const char *scalar_op(cg *c, const kiln_gnode *nd, int in_dt, const char *a, const char *b) {
+  const kiln_op_info *t = &kiln_op_table[nd->op];
+  int fl = is_float(in_dt);
+  if (!kiln_op_scalar_defined(nd->op, fl)) {
+    unsupported(c, "elementwise op", nd->op, in_dt);
     return "0";
   }
-  const char *fn;
-  switch (op) {
-    case KILN_OP_ADD: fn = "kadd_i"; break;
-    case KILN_OP_SUB: fn = "ksub_i"; break;
-    case KILN_OP_MUL: fn = "kmul_i"; break;
-    case KILN_OP_DIV: fn = "kdiv_i"; break;
-    case KILN_OP_POW: fn = "kpow_i"; break;
-    case KILN_OP_MAX: fn = "kmax_i"; break;
-    case KILN_OP_MIN: fn = "kmin_i"; break;
-    default: unsupported(c, "binary op", op, t); return "0";
+  if (fl) {
+    const char *e = paste(c, in_dt == KILN_F32 ? t->f32_src : t->f64_src, a, b ? b : a);
+    return nd->dtype == KILN_BOOL ? kiln_cg_sf(c, "((int32_t)%s)", e) : e;
   }
-  return kiln_cg_conv(c, kiln_cg_sf(c, "%s((int64_t)(%s), (int64_t)(%s))", fn, a, b), KILN_I64, t);
+  const char *ia = kiln_cg_sf(c, "(int64_t)(%s)", a), *ib = b ? kiln_cg_sf(c, "(int64_t)(%s)", b) : ia;
+  return kiln_cg_conv(c, paste(c, t->int_src, ia, ib), KILN_I64, nd->dtype);
 }
 
 /* Index context of input k of move node n, given the node's context x. */
@@ -736,10 +718,14 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
         default: break;
       }
       break;
-    case KILN_KIND_UNARY: return unary(c, nd, kiln_cg_ex(c, in[0], x), NODE(c, in[0])->dtype);
+    case KILN_KIND_UNARY: {
+      const char *a = kiln_cg_ex(c, in[0], x);
+      if (nd->op == KILN_OP_CAST) return kiln_cg_conv(c, a, NODE(c, in[0])->dtype, nd->dtype);
+      return scalar_op(c, nd, NODE(c, in[0])->dtype, a, NULL);
+    }
     case KILN_KIND_BINARY: {
       const char *a = kiln_cg_ex(c, in[0], x), *b = kiln_cg_ex(c, in[1], x);
-      return binary(c, nd, a, b);
+      return scalar_op(c, nd, NODE(c, in[0])->dtype, a, b);
     }
     case KILN_KIND_TERNARY: {
       const char *cd = kiln_cg_ex(c, in[0], x), *a = kiln_cg_ex(c, in[1], x), *b = kiln_cg_ex(c, in[2], x);

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "data/data_internal.h"
-#include "debug/metrics.h"
-#include "profiler/events.h"
+#include "base/counters.h"
+#include "base/spans.h"
 
 typedef struct slot {
   float *x, *mask;

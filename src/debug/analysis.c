@@ -11,7 +11,7 @@
 #include "debug/graphdiff.h"
 #include "debug/metrics.h"
 #include "debug/sites.h"
-#include "debug/text.h"
+#include "base/text.h"
 
 enum {
   KILN_AN_HISTORY = 16,      /* graphs remembered per cut site (most recent) */
@@ -51,18 +51,6 @@ struct kiln_analysis {
   int summary_done;
   char *explain;
 };
-
-static const char *const g_reason_names[KILN_CUT_REASON_COUNT] = {"step marker", "value read", "data-dependent op",
-                                                                    "explicit compile"};
-
-const char *kiln_cut_cause_str(const kiln_cut_cause *c, char *buf, size_t cap) {
-  const char *r = (unsigned)c->why < KILN_CUT_REASON_COUNT ? g_reason_names[c->why] : "cut";
-  if (c->api)
-    snprintf(buf, cap, "%s at %s:%d (%s)", r, kiln_fmt_file(c->loc.file), c->loc.line, c->api);
-  else
-    snprintf(buf, cap, "%s at %s:%d", r, kiln_fmt_file(c->loc.file), c->loc.line);
-  return buf;
-}
 
 kiln_analysis *kiln_analysis_create(void) {
   kiln_analysis *a = calloc(1, sizeof *a);

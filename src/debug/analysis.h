@@ -42,7 +42,4 @@ const char *kiln_analysis_explain(kiln_analysis *a, kiln_runtime *rt);
  * process exit while the runtime lives). */
 void kiln_analysis_exit_summary(kiln_analysis *a, kiln_runtime *rt);
 
-/* "step marker at train.c:80", "value read at model.c:57 (kiln_item_f64)". */
-const char *kiln_cut_cause_str(const kiln_cut_cause *c, char *buf, size_t cap);
-
 #endif

@@ -1,20 +1,13 @@
-/* Internal side of the metrics registry (public side in kiln.h).
- * Thread-safe and cheap: a counter bump is one hash lookup of a string
- * literal (cached by pointer) plus an atomic add. */
+/* The metrics reports (public side in kiln.h and kiln/debug.h). The
+ * registry they print, and kiln_counter_add / kiln_metric_record, are the
+ * primitive in base/counters.h. */
 #ifndef KILN_DEBUG_METRICS_H
 #define KILN_DEBUG_METRICS_H
 
-#include "base/clock.h"
-#include <stdint.h>
+#include "base/counters.h"
+#include "base/text.h"
 
-#include "debug/text.h"
-
-void kiln_counter_add(const char *name, int64_t delta);
-/* Record one sample of a metric. Timed metrics are in nanoseconds and their
- * name ends in "Time". */
-void kiln_metric_record(const char *name, double value);
-/* Monotonic clock in nanoseconds. */
-/* Called once at runtime start: sets up KILN_METRICS=1 report at exit. */
+/* Called once at start: sets up the KILN_METRICS=1 report at exit. */
 void kiln_metrics_install_exit_report(void);
 /* Append the short report (kiln_metrics_report_short's text) to t. */
 void kiln_metrics_format_short(kiln_text *t);

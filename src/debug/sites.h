@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "debug/text.h"
+#include "base/text.h"
 #include "kiln/kiln.h"
 
 /* Add one event at loc: bytes and ns (reads: wait + copy; cuts: host time),

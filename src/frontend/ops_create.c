@@ -5,12 +5,6 @@
 
 #include "frontend/api.h"
 
-static const char *const k_dtype_names[KILN_DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "bool"};
-static const size_t k_dtype_sizes[KILN_DTYPE_COUNT] = {4, 8, 4, 8, 1};
-
-const char *kiln_dtype_name(kiln_dtype dt) { return (unsigned)dt < KILN_DTYPE_COUNT ? k_dtype_names[dt] : "?"; }
-size_t kiln_dtype_size(kiln_dtype dt) { return (unsigned)dt < KILN_DTYPE_COUNT ? k_dtype_sizes[dt] : 0; }
-
 static int check_shape(kiln_frontend *fe, const char *op, int rank, const int64_t *shape, kiln_loc loc) {
   if (rank < 0 || rank > KILN_MAX_RANK || (rank && !shape)) {
     kiln_api_fail(fe, loc, "%s: rank %d is out of range [0,%d]", op, rank, KILN_MAX_RANK);

@@ -118,38 +118,17 @@ static kiln_tensor unary(int op, kiln_tensor x, kiln_loc loc) {
   kiln_node *n;
   int r = kiln_api_input(fe, x, name, loc, NULL, &n);
   if (r) return kiln_fe_poison(fe, loc);
+  /* the op table's dtype rule: logical ops take bool, OPF_PROMOTE ops
+   * compute integers in f32 (as PyTorch), the rest must accept the dtype */
+  const kiln_op_info *t = &kiln_op_table[op];
   kiln_dtype dt = (kiln_dtype)n->dtype;
-  switch (op) {
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_RELU:
-      if (dt == KILN_BOOL) return kiln_api_fail(fe, loc, "%s: not defined for bool tensors", name);
-      break;
-    case KILN_OP_NOT:
-      dt = KILN_BOOL;
-      break;
-    default: /* transcendental: integers are computed in f32, as PyTorch does */
-      if (!kiln_dtype_is_float(dt)) dt = KILN_F32;
-  }
+  if (t->flags & OPF_LOGICAL) dt = KILN_BOOL;
+  if ((t->flags & OPF_PROMOTE) && !kiln_dtype_is_float(dt)) dt = KILN_F32;
+  if (!(t->in >> dt & 1u)) return kiln_api_fail(fe, loc, "%s: not defined for %s tensors", name, kiln_dtype_name(dt));
   n = kiln_api_cast(fe, n, dt, loc);
   n = n ? kiln_fe_node(fe, op, dt, n->rank, n->shape, 1, &n, 0, NULL, 0.0, loc) : NULL;
   return kiln_fe_tensor(fe, n, loc);
 }
-
-#define KILN_DEF_UNARY(fn, OP) \
-  kiln_tensor kiln_##fn##_at(kiln_tensor x, kiln_loc loc) { return unary(KILN_OP_##OP, x, loc); }
-KILN_DEF_UNARY(neg, NEG)
-KILN_DEF_UNARY(abs, ABS)
-KILN_DEF_UNARY(exp, EXP)
-KILN_DEF_UNARY(log, LOG)
-KILN_DEF_UNARY(sqrt, SQRT)
-KILN_DEF_UNARY(rsqrt, RSQRT)
-KILN_DEF_UNARY(tanh, TANH)
-KILN_DEF_UNARY(sigmoid, SIGMOID)
-KILN_DEF_UNARY(relu, RELU)
-KILN_DEF_UNARY(gelu, GELU)
-KILN_DEF_UNARY(gelu_tanh, GELU_TANH)
-KILN_DEF_UNARY(logical_not, NOT)
 
 kiln_tensor kiln_cast_at(kiln_tensor x, kiln_dtype dt, kiln_loc loc) {
   kiln_frontend *fe = kiln_api_frontend_at(loc);
@@ -166,9 +145,10 @@ kiln_tensor kiln_cast_at(kiln_tensor x, kiln_dtype dt, kiln_loc loc) {
 static int category(kiln_dtype d) { return d == KILN_BOOL ? 0 : kiln_dtype_is_float(d) ? 2 : 1; }
 
 static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_node *b, kiln_loc loc) {
-  /* fast path, the common case: same dtype, same shape, arithmetic */
-  if (a->dtype == b->dtype && a->rank == b->rank && a->dtype != KILN_BOOL && op <= KILN_OP_MIN && op != KILN_OP_POW &&
-      (op != KILN_OP_DIV || kiln_dtype_is_float((kiln_dtype)a->dtype))) {
+  const kiln_op_info *t = &kiln_op_table[op];
+  /* fast path, the common case: same dtype, same shape, no conversion */
+  if (a->dtype == b->dtype && a->rank == b->rank && t->out == KILN_OUT_SAME && (t->in >> a->dtype & 1u) &&
+      !(t->flags & OPF_LOGICAL) && (!(t->flags & OPF_PROMOTE) || kiln_dtype_is_float((kiln_dtype)a->dtype))) {
     int same = 1;
     for (int i = 0; same && i < a->rank; i++) same = a->shape[i] == b->shape[i];
     if (same) {
@@ -184,11 +164,11 @@ static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_no
   int ca = category((kiln_dtype)a->dtype), cb = category((kiln_dtype)b->dtype);
   if (a->rank == 0 && b->rank > 0 && ca == cb) dt = (kiln_dtype)b->dtype;
   if (b->rank == 0 && a->rank > 0 && ca == cb) dt = (kiln_dtype)a->dtype;
-  if (op == KILN_OP_AND || op == KILN_OP_OR) dt = KILN_BOOL;
-  if ((op == KILN_OP_SUB || op == KILN_OP_DIV || op == KILN_OP_POW) && dt == KILN_BOOL)
-    return kiln_api_fail(fe, loc, "%s: not defined for bool tensors", name);
-  /* integer / and pow are true (float) division and power, as PyTorch's */
-  if ((op == KILN_OP_POW || op == KILN_OP_DIV) && !kiln_dtype_is_float(dt)) dt = KILN_F32;
+  /* the op table's dtype rule (as for unary ops): integer / and pow are
+   * true (float) division and power, as PyTorch's */
+  if (t->flags & OPF_LOGICAL) dt = KILN_BOOL;
+  if ((t->flags & OPF_PROMOTE) && !kiln_dtype_is_float(dt)) dt = KILN_F32;
+  if (!(t->in >> dt & 1u)) return kiln_api_fail(fe, loc, "%s: not defined for %s tensors", name, kiln_dtype_name(dt));
   int rank, bad;
   int64_t shape[KILN_MAX_RANK];
   if (kiln_api_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape, &bad)) {
@@ -237,31 +217,29 @@ static kiln_tensor binary_scalar(int op, kiln_tensor a, double v, int constant, 
   return binary_nodes(fe, op, na, s, loc);
 }
 
-#define KILN_DEF_BINARY(fn, OP)                                                     \
+/* The public builders of the op table's rows (KILN_PUB_UNARY and
+ * KILN_PUB_BINARY in kiln/ops.def). */
+#define KILN_FE_DEF_NONE(NAME, fn)
+#define KILN_FE_DEF_UNARY(NAME, fn) \
+  kiln_tensor kiln_##fn##_at(kiln_tensor x, kiln_loc loc) { return unary(KILN_OP_##NAME, x, loc); }
+#define KILN_FE_DEF_BINARY(NAME, fn)                                                \
   kiln_tensor kiln_##fn##_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {          \
-    return binary(KILN_OP_##OP, a, b, loc);                                         \
+    return binary(KILN_OP_##NAME, a, b, loc);                                       \
   }                                                                                 \
   kiln_tensor kiln_##fn##_s_at(kiln_tensor a, double s, kiln_loc loc) {             \
-    return binary_scalar(KILN_OP_##OP, a, s, 0, loc);                               \
+    return binary_scalar(KILN_OP_##NAME, a, s, 0, loc);                             \
   }                                                                                 \
   kiln_tensor kiln_##fn##_c_at(kiln_tensor a, double c, kiln_loc loc) {             \
-    return binary_scalar(KILN_OP_##OP, a, c, 1, loc);                               \
+    return binary_scalar(KILN_OP_##NAME, a, c, 1, loc);                             \
   }
-KILN_DEF_BINARY(add, ADD)
-KILN_DEF_BINARY(sub, SUB)
-KILN_DEF_BINARY(mul, MUL)
-KILN_DEF_BINARY(div, DIV)
-KILN_DEF_BINARY(pow, POW)
-KILN_DEF_BINARY(maximum, MAX)
-KILN_DEF_BINARY(minimum, MIN)
-KILN_DEF_BINARY(eq, EQ)
-KILN_DEF_BINARY(ne, NE)
-KILN_DEF_BINARY(lt, LT)
-KILN_DEF_BINARY(le, LE)
-KILN_DEF_BINARY(gt, GT)
-KILN_DEF_BINARY(ge, GE)
-KILN_DEF_BINARY(logical_and, AND)
-KILN_DEF_BINARY(logical_or, OR)
+#define KILN_PUB_NONE KILN_FE_DEF_NONE, none
+#define KILN_PUB_UNARY(fn) KILN_FE_DEF_UNARY, fn
+#define KILN_PUB_BINARY(fn) KILN_FE_DEF_BINARY, fn
+#define KILN_FE_APPLY2(NAME, DEF, fn) DEF(NAME, fn)
+#define KILN_FE_APPLY(NAME, ...) KILN_FE_APPLY2(NAME, __VA_ARGS__)
+#define KILN_OP(NAME, KIND, ARITY, STR, PUB, ...) KILN_FE_APPLY(NAME, PUB)
+#include "kiln/ops.def"
+#undef KILN_OP
 
 kiln_tensor kiln_where_at(kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   kiln_frontend *fe = kiln_api_frontend_at(loc);

@@ -6,7 +6,7 @@
 #include "base/hash.h"
 #include "frontend/api.h"
 #include "frontend/trace.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 
 #define KILN_CONS_INIT 4096u
 

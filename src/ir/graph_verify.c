@@ -155,29 +155,23 @@ static int check_source(vctx *c, int32_t i) {
   }
 }
 
+/* Elementwise ops: the IN and OUT columns of the op table. */
 static int check_elementwise(vctx *c, int32_t i) {
   const kiln_gnode *n = &c->g->nodes[i];
+  const kiln_op_info *t = &kiln_op_table[n->op];
   const kiln_gnode *a = &c->g->nodes[kiln_gnode_inputs(c->g, n)[0]];
-  switch (n->op) {
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_RELU: return check_dtype(c, i, n->dtype, DT_NUM, "the output") || input_like(c, i, 0, n->dtype);
-    case KILN_OP_NOT: return check_dtype(c, i, n->dtype, DT_BOOL, "the output") || input_like(c, i, 0, KILN_BOOL);
-    case KILN_OP_CAST: return input_like(c, i, 0, -1);
-    case KILN_OP_WHERE:
-      return input_like(c, i, 0, KILN_BOOL) || input_like(c, i, 1, n->dtype) || input_like(c, i, 2, n->dtype);
-    default: break;
-  }
-  if (kiln_op_table[n->op].kind == KILN_KIND_UNARY) /* transcendental */
-    return check_dtype(c, i, n->dtype, DT_FLOAT, "the output") || input_like(c, i, 0, n->dtype);
-  /* binary: both inputs of one dtype */
-  if (input_like(c, i, 0, -1) || input_like(c, i, 1, a->dtype)) return -1;
-  if (kiln_op_is_predicate(n->op)) return check_dtype(c, i, n->dtype, DT_BOOL, "the output");
-  if (n->dtype != a->dtype)
-    return node_fail(c, i, "output dtype differs from the inputs' %s", dt_name((int)a->dtype));
-  /* bool add/mul/max/min are or/and/or/and (results stay 0/1) */
-  if (n->op == KILN_OP_ADD || n->op == KILN_OP_MUL || n->op == KILN_OP_MAX || n->op == KILN_OP_MIN) return 0;
-  return check_dtype(c, i, n->dtype, DT_NUM, "the output");
+  if (n->op == KILN_OP_CAST) return input_like(c, i, 0, -1);
+  if (n->op == KILN_OP_WHERE)
+    return input_like(c, i, 0, KILN_BOOL) || input_like(c, i, 1, n->dtype) || input_like(c, i, 2, n->dtype);
+  /* the data inputs share one dtype, which the op must accept */
+  for (int k = 0; k < n->n_in; k++)
+    if (input_like(c, i, k, k ? a->dtype : -1)) return -1;
+  if (check_dtype(c, i, a->dtype, t->in, "the input")) return -1;
+  int want = t->out == KILN_OUT_BOOL ? KILN_BOOL : a->dtype;
+  if (n->dtype != want)
+    return node_fail(c, i, "output dtype %s, expected %s (inputs %s)", dt_name((int)n->dtype), dt_name(want),
+                     dt_name((int)a->dtype));
+  return 0;
 }
 
 static int check_reduce(vctx *c, int32_t i) {
@@ -199,7 +193,7 @@ static int check_reduce(vctx *c, int32_t i) {
   if (n->rank < 64 && (mask >> n->rank) != 0)
     return node_fail(c, i, "axis mask 0x%llx names axes beyond rank %d", (unsigned long long)mask, n->rank);
   if (n->dtype != x->dtype) return node_fail(c, i, "output dtype differs from the input's");
-  if (check_dtype(c, i, n->dtype, n->op == KILN_OP_REDUCE_SUM ? DT_NUM : DT_ANY, "the input")) return -1;
+  if (check_dtype(c, i, n->dtype, kiln_op_table[n->op].in, "the input")) return -1;
   for (int d = 0; d < n->rank; d++) {
     int64_t want = (mask >> d) & 1 ? 1 : x->shape[d];
     if (n->shape[d] != want)

@@ -1,5 +1,7 @@
 #include "passes/pass_const.h"
 
+#include "ir/scalar.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -98,44 +100,12 @@ static int float_result(int dt, double v, kiln_cval *r) {
   return 1;
 }
 
-/* Elementwise unary on a float dtype: computed in float for F32 so the
- * result is the one a backend's float code gives (these ops are exact or
- * correctly rounded in IEEE 754). */
-static int unary_float(int op, int dt, double a, kiln_cval *r) {
-  float af = (float)a;
-  switch (op) {
-    case KILN_OP_NEG:
-      return float_result(dt, dt == KILN_F32 ? (double)-af : -a, r);
-    case KILN_OP_ABS:
-      return float_result(dt, dt == KILN_F32 ? (double)fabsf(af) : fabs(a), r);
-    case KILN_OP_SQRT:
-      return float_result(dt, dt == KILN_F32 ? (double)sqrtf(af) : sqrt(a), r);
-    case KILN_OP_RELU:
-      /* relu(NaN) and relu(-0) depend on how a backend writes max(x, 0). */
-      if (isnan(a) || a == 0.0) return 0;
-      return float_result(dt, a > 0 ? a : 0.0, r);
-    default:
-      return 0; /* libm-dependent (exp, log, tanh, ...) or not defined on floats */
-  }
-}
-
-static int unary_int(int op, int dt, int64_t a, kiln_cval *r) {
-  if (dt == KILN_BOOL) {
-    if (op != KILN_OP_NOT) return 0;
-    memset(r, 0, sizeof *r);
-    r->i = !a;
-    return 1;
-  }
-  switch (op) {
-    case KILN_OP_NEG:
-      return int_result(dt, -(__int128)a, r);
-    case KILN_OP_ABS:
-      return int_result(dt, a < 0 ? -(__int128)a : (__int128)a, r);
-    case KILN_OP_RELU:
-      return int_result(dt, a > 0 ? a : 0, r);
-    default:
-      return 0;
-  }
+/* A result of the op table's scalar function, stored in dtype dt with the
+ * IR's conversion rules (i32 wraps modulo 2^32, bool is != 0). */
+static int store_int(int dt, int64_t v, kiln_cval *r) {
+  memset(r, 0, sizeof *r);
+  r->i = dt == KILN_I32 ? (int64_t)ki2i32(v) : dt == KILN_BOOL ? v != 0 : v;
+  return 1;
 }
 
 static int cast(int in_dt, int out_dt, kiln_cval a, kiln_cval *r) {
@@ -152,79 +122,33 @@ static int cast(int in_dt, int out_dt, kiln_cval a, kiln_cval *r) {
       r->f = out_dt == KILN_F32 ? (double)(float)a.i : (double)a.i;
     return 1;
   }
-  if (is_float(in_dt)) return trunc_to_int(out_dt, a.f, &r->i);
-  return int_result(out_dt, a.i, r); /* narrowing i64 -> i32 out of range: refused */
+  /* float -> int: the IR's conversion (NaN and out of range give the
+   * minimum, as kernels compute it), one helper for every stage */
+  if (is_float(in_dt)) return store_int(out_dt, out_dt == KILN_I32 ? kf2i32(a.f) : kf2i64(a.f), r);
+  return store_int(out_dt, a.i, r); /* narrowing wraps */
+}
+
+/* The op's scalar function from the op table, where the table says it is
+ * exact for the operands' dtype class. */
+static int table_fn(int op, int in_dt, int out_dt, kiln_cval a, kiln_cval b, kiln_cval *r) {
+  const kiln_op_info *t = &kiln_op_table[op];
+  int fl = is_float(in_dt);
+  if (!kiln_op_scalar_defined(op, fl) || !(t->flags & (fl ? OPF_FOLD_FLOAT : OPF_FOLD_INT))) return 0;
+  if (!fl) return store_int(out_dt, t->i64(a.i, b.i), r);
+  double v = in_dt == KILN_F32 ? (double)t->f32((float)a.f, (float)b.f) : t->f64(a.f, b.f);
+  if (!is_float(out_dt)) return store_int(out_dt, v != 0, r);
+  return float_result(out_dt, v, r);
 }
 
 int kiln_cval_unary(int op, int in_dt, int out_dt, kiln_cval a, kiln_cval *r) {
   if (op == KILN_OP_CAST) return cast(in_dt, out_dt, a, r);
-  if (in_dt != out_dt) return 0;
-  return is_float(in_dt) ? unary_float(op, in_dt, a.f, r) : unary_int(op, in_dt, a.i, r);
-}
-
-static int compare(int op, int c, kiln_cval *r) {
-  /* c: -1 less, 0 equal, 1 greater, 2 unordered (NaN). */
-  int v;
-  switch (op) {
-    case KILN_OP_EQ: v = c == 0; break;
-    case KILN_OP_NE: v = c != 0; break;
-    case KILN_OP_LT: v = c == -1; break;
-    case KILN_OP_LE: v = c == -1 || c == 0; break;
-    case KILN_OP_GT: v = c == 1; break;
-    case KILN_OP_GE: v = c == 1 || c == 0; break;
-    default: return 0;
-  }
-  memset(r, 0, sizeof *r);
-  r->i = v;
-  return 1;
-}
-
-static int binary_float(int op, int dt, double a, double b, kiln_cval *r) {
-  float af = (float)a, bf = (float)b;
-  int f32 = dt == KILN_F32;
-  switch (op) {
-    case KILN_OP_ADD: return float_result(dt, f32 ? (double)(af + bf) : a + b, r);
-    case KILN_OP_SUB: return float_result(dt, f32 ? (double)(af - bf) : a - b, r);
-    case KILN_OP_MUL: return float_result(dt, f32 ? (double)(af * bf) : a * b, r);
-    case KILN_OP_DIV: return float_result(dt, f32 ? (double)(af / bf) : a / b, r);
-    case KILN_OP_MAX:
-    case KILN_OP_MIN:
-      /* NaN and signed zeros: backends differ (fmax vs a > b ? a : b). */
-      if (isnan(a) || isnan(b) || (a == b && signbit(a) != signbit(b))) return 0;
-      return float_result(dt, (op == KILN_OP_MAX) == (a > b) ? a : b, r);
-    default:
-      if (op >= KILN_OP_EQ && op <= KILN_OP_GE)
-        return compare(op, isnan(a) || isnan(b) ? 2 : a < b ? -1 : a > b ? 1 : 0, r);
-      return 0; /* POW (libm), AND/OR (bool only) */
-  }
-}
-
-static int binary_int(int op, int dt, int64_t a, int64_t b, kiln_cval *r) {
-  if (op >= KILN_OP_EQ && op <= KILN_OP_GE) return compare(op, a < b ? -1 : a > b ? 1 : 0, r);
-  if (dt == KILN_BOOL) {
-    memset(r, 0, sizeof *r);
-    /* bool add/max are "or", mul/min are "and" (graph_verify's rule). */
-    if (op == KILN_OP_AND || op == KILN_OP_MUL || op == KILN_OP_MIN) r->i = a && b;
-    else if (op == KILN_OP_OR || op == KILN_OP_ADD || op == KILN_OP_MAX) r->i = a || b;
-    else return 0; /* no other arithmetic is defined on bool */
-    return 1;
-  }
-  switch (op) {
-    case KILN_OP_ADD: return int_result(dt, (__int128)a + b, r);
-    case KILN_OP_SUB: return int_result(dt, (__int128)a - b, r);
-    case KILN_OP_MUL: return int_result(dt, (__int128)a * b, r);
-    case KILN_OP_DIV:
-      /* ops.def: integer division truncates toward zero, x / 0 == 0. */
-      if (b == 0) return int_result(dt, 0, r);
-      return int_result(dt, (__int128)a / b, r); /* MIN / -1 overflows: refused */
-    case KILN_OP_MAX: return int_result(dt, a > b ? a : b, r);
-    case KILN_OP_MIN: return int_result(dt, a < b ? a : b, r);
-    default: return 0; /* POW (backends may use libm), AND/OR on integers */
-  }
+  if (kiln_op_table[op].kind != KILN_KIND_UNARY) return 0;
+  return table_fn(op, in_dt, out_dt, a, a, r);
 }
 
 int kiln_cval_binary(int op, int in_dt, kiln_cval a, kiln_cval b, kiln_cval *r) {
-  return is_float(in_dt) ? binary_float(op, in_dt, a.f, b.f, r) : binary_int(op, in_dt, a.i, b.i, r);
+  if (kiln_op_table[op].kind != KILN_KIND_BINARY) return 0;
+  return table_fn(op, in_dt, kiln_op_is_predicate(op) ? KILN_BOOL : in_dt, a, b, r);
 }
 
 int kiln_cval_sum(int dt, kiln_cval v, int64_t n, kiln_cval *r) {

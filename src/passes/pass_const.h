@@ -1,15 +1,15 @@
 /* Internal to src/passes: exact compile-time evaluation of elementwise ops on
  * typed scalar constants, for constant folding.
  *
- * The rule is "fold only what every backend computes bit for bit": values
- * are computed in the node dtype exactly as C computes them (f32 ops in
- * float, integer division truncating, division by zero giving 0 for
- * integers). Everything whose result a backend may legitimately compute
- * differently is refused (return 0) and left to the backend: libm functions
- * (exp, log, tanh, pow, ...), integer overflow (undefined in C),
- * float->int conversion out of range or of NaN, maximum/minimum/relu of NaN
- * or of zeros of different sign, and constants whose fattr does not hold an
- * exact value of their dtype.
+ * The rule is "fold only what every backend computes bit for bit". The
+ * values come from the op table's scalar functions (include/kiln/ops.def),
+ * the same C the ref backend runs and every generated kernel inlines, and
+ * only for the ops and dtype classes the table marks exact (OPF_FOLD_FLOAT,
+ * OPF_FOLD_INT): IEEE-rounded arithmetic, comparisons, maximum/minimum/relu
+ * with their NaN and signed-zero rules, wrapping integer arithmetic.
+ * Refused (return 0, left to the backend): libm functions (exp, log, tanh,
+ * float pow, ...: another backend's libm may round differently), and
+ * constants whose fattr does not hold an exact value of their dtype.
  *
  * Pure functions: thread-safe.
  */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 
 typedef struct kiln_prof_capture {
   uint64_t start_ns, end_ns; /* kiln_now_ns clock */

@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "debug/metrics.h"
+#include "base/counters.h"
 
 typedef struct slot {
   size_t bytes;

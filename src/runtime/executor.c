@@ -3,8 +3,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "debug/metrics.h"
-#include "profiler/events.h"
+#include "base/counters.h"
+#include "base/spans.h"
 
 struct kiln_executor {
   kiln_backend *backend;

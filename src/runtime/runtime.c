@@ -7,12 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "autograd/autograd_internal.h"
-#include "debug/analysis.h"
-#include "debug/metrics.h"
+#include "base/counters.h"
+#include "base/spans.h"
+#include "base/text.h"
 #include "frontend/api.h"
-#include "profiler/events.h"
-#include "profiler/server/server.h"
+#include "runtime/events.h"
 
 static kiln_runtime *g_rt; /* the documented singleton */
 /* Above every tensor generation of the runtimes already shut down: a new
@@ -80,16 +79,7 @@ static void resolve_cache_dir(char *out, size_t len, const kiln_options *o) {
   if (home && *home) snprintf(out, len, "%s/.cache/kiln", home);
 }
 
-/* KILN_DEBUG's summary at exit, for programs that never call kiln_shutdown
- * (kiln_shutdown prints it itself). */
-static void exit_summary(void) {
-  if (g_rt) kiln_analysis_exit_summary(g_rt->an, g_rt);
-}
-static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
-static void exit_summary_install(void) { atexit(exit_summary); }
-static void install_exit_summary(void) { pthread_once(&g_exit_once, exit_summary_install); }
-
-kiln_status kiln_init(const kiln_options *opts) {
+kiln_status kiln_runtime_start(const kiln_options *opts) {
   if (g_rt) return kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0}, "kiln_init: the runtime is already started");
   kiln_config_load(); /* the environment, read once per runtime start */
   kiln_options o = opts ? *opts : (kiln_options){0};
@@ -142,16 +132,16 @@ kiln_status kiln_init(const kiln_options *opts) {
     free(rt);
     return kiln_error(s ? s : KILN_ERR_OUT_OF_MEMORY, (kiln_loc){0, 0}, "kiln_init: cannot start the runtime");
   }
-  rt->an = kiln_analysis_create(); /* NULL (out of memory): run without the analysis */
-  kiln_metrics_install_exit_report();
-  install_exit_summary();
   g_rt = rt;
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_START, .rt = rt});
   return KILN_OK;
 }
 
 kiln_runtime *kiln_runtime_peek(void) { return g_rt; }
 
 kiln_runtime *kiln_runtime_get(void) {
+  /* the lazy start goes through the public entry point (src/init/), which
+   * registers the observers before it starts the runtime */
   if (!g_rt && kiln_init(NULL) != KILN_OK) return NULL;
   return g_rt;
 }
@@ -200,19 +190,13 @@ const char *kiln_backend_name(void) {
   return rt ? rt->backend_name : "none";
 }
 
-void kiln_shutdown(void) {
-  /* "stop the threads" (kiln.h) includes the profiler server's and gRPC's,
-   * even when the runtime never started (a capture client): threads still
-   * running when the process exits crash LeakSanitizer's check. */
-  kiln_profsrv_stop();
+void kiln_runtime_stop(void) {
   kiln_runtime *rt = g_rt;
   if (!rt) return;
   kiln_executor_wait_all(rt->exec);
-  /* before the cache: the analysis points at its entries */
-  kiln_analysis_destroy(rt->an, rt);
-  rt->an = NULL;
+  /* before the cache: the debug analysis points at its entries */
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_STOP, .rt = rt});
   kiln_executor_destroy(rt->exec);
-  kiln_autograd_reset(); /* its records name tensor slots, which restart with a new runtime */
   uint32_t top = kiln_fe_max_gen(&rt->fe);
   if (top >= g_gen_base) g_gen_base = top + 1 ? top + 1 : 1; /* wraps after 2^32 restarts' worth of slots */
   kiln_frontend_destroy(&rt->fe);

@@ -3,7 +3,8 @@
  * It owns the backend, the frontend (tensor table and trace), the graph
  * cache (graph hash -> compiled executable, every hit verified
  * structurally), and the executor. Created by kiln_init() or lazily on first
- * use; destroyed by kiln_shutdown(). Used from the tracing thread only. */
+ * use; destroyed by kiln_shutdown() (both in src/init/, which register the
+ * observers of runtime/events.h). Used from the tracing thread only. */
 #ifndef KILN_RUNTIME_RUNTIME_H
 #define KILN_RUNTIME_RUNTIME_H
 
@@ -47,7 +48,9 @@ typedef struct kiln_cut_cause {
   const char *api;
 } kiln_cut_cause;
 
-struct kiln_analysis; /* debug/analysis.h */
+/* "step marker at train.c:80", "value read at model.c:57 (kiln_item_f64)"
+ * (runtime/events.c). */
+const char *kiln_cut_cause_str(const kiln_cut_cause *c, char *buf, size_t cap);
 
 typedef struct kiln_runtime {
   char backend_name[16];
@@ -77,7 +80,6 @@ typedef struct kiln_runtime {
   const char *trace_owner_file;
   int trace_owner_line;
   int n_compiles;              /* graphs compiled (numbering of compile records) */
-  struct kiln_analysis *an;    /* KILN_DEBUG analysis, compile history */
   int full_graph_depth;        /* > 0 inside kiln_full_graph_begin/end */
   kiln_loc full_graph_loc;     /* where the outermost region was opened */
   char tag[32];                /* kiln_graph_tag ("" none) */
@@ -85,6 +87,12 @@ typedef struct kiln_runtime {
   uint64_t test_force_key;
 } kiln_runtime;
 
+/* Start the singleton (kiln_init's work once the observers are registered,
+ * src/init/): emits KILN_EV_START. Errors as kiln_init. */
+kiln_status kiln_runtime_start(const kiln_options *opts);
+/* Stop and free the singleton if started (kiln_shutdown's work): drains the
+ * executor, emits KILN_EV_STOP, then frees everything. */
+void kiln_runtime_stop(void);
 /* The singleton, started with defaults if needed; NULL if it cannot start. */
 kiln_runtime *kiln_runtime_get(void);
 /* kiln_runtime_get for a tracing call (an op, a read, a step marker): NULL,

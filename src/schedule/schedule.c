@@ -77,16 +77,8 @@ static kiln_status mark_uses(bld *b) {
   return KILN_OK;
 }
 
-static int32_t node_cost(const kiln_graph *g, int32_t n) {
-  switch (N(g, n)->op) {
-    case KILN_OP_LEAF: case KILN_OP_SCALAR: case KILN_OP_CONST: case KILN_OP_IOTA: return 0;
-    case KILN_OP_RANDOM: return 20;
-    case KILN_OP_EXP: case KILN_OP_LOG: case KILN_OP_TANH: case KILN_OP_SIGMOID: case KILN_OP_GELU:
-    case KILN_OP_GELU_TANH: case KILN_OP_POW: case KILN_OP_SQRT: case KILN_OP_RSQRT: case KILN_OP_DIV: return 4;
-    case KILN_OP_RESHAPE: case KILN_OP_PERMUTE: case KILN_OP_EXPAND: case KILN_OP_SLICE: return 0;
-    default: return 1;
-  }
-}
+/* The op table's COST column: what recomputing one element costs. */
+static int32_t node_cost(const kiln_graph *g, int32_t n) { return kiln_op_table[N(g, n)->op].cost; }
 
 /* spread[n]: n is read through a broadcast that repeats each element
  * (an EXPAND, possibly behind reshapes and permutes), e.g. a pooling

@@ -19,6 +19,26 @@
 
 #include "kiln/kiln.h"
 
+/* The public elementwise builders, from the op table (kiln/ops.def). */
+static const struct {
+  const char *name;
+  kiln_tensor (*un)(kiln_tensor, kiln_loc);
+  kiln_tensor (*bin)(kiln_tensor, kiln_tensor, kiln_loc);
+} k_elementwise[] = {
+#define D_NONE(fn)
+#define D_UNARY(fn) {#fn, kiln_##fn##_at, NULL},
+#define D_BINARY(fn) {#fn, NULL, kiln_##fn##_at},
+#define KILN_PUB_NONE D_NONE(none)
+#define KILN_PUB_UNARY(fn) D_UNARY(fn)
+#define KILN_PUB_BINARY(fn) D_BINARY(fn)
+#define KILN_OP(NAME, KIND, ARITY, STR, PUB, ...) PUB
+#include "kiln/ops.def"
+#undef KILN_OP
+#undef KILN_PUB_NONE
+#undef KILN_PUB_UNARY
+#undef KILN_PUB_BINARY
+};
+
 #define MAX_TOK 16384
 #define MAX_IDS 4096
 
@@ -89,12 +109,11 @@ static kiln_tensor run_op(char **tok, int nt) {
     ii[i] = (int)at[i];
   }
   kiln_tensor x = in[0], y = in[1];
-#define U(nm)                                                                      \
-  if (!strcmp(name, #nm)) return kiln_##nm(x);
-  U(neg) U(abs) U(exp) U(log) U(sqrt) U(tanh) U(sigmoid) U(relu) U(gelu)
-#define B(nm)                                                                      \
-  if (!strcmp(name, #nm)) return kiln_##nm(x, y);
-  B(add) B(sub) B(mul) B(div) B(maximum) B(minimum) B(gt) B(lt)
+  /* every public elementwise op of the op table, by its public name */
+  for (size_t k = 0; k < sizeof k_elementwise / sizeof k_elementwise[0]; k++) {
+    if (strcmp(name, k_elementwise[k].name)) continue;
+    return k_elementwise[k].un ? k_elementwise[k].un(x, KILN_HERE) : k_elementwise[k].bin(x, y, KILN_HERE);
+  }
   if (!strcmp(name, "add_c")) return kiln_add_c(x, at[0]);
   if (!strcmp(name, "mul_c")) return kiln_mul_c(x, at[0]);
   if (!strcmp(name, "add_s")) return kiln_add_s(x, at[0]);

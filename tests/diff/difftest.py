@@ -64,6 +64,9 @@ UNARY = {
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "relu": lambda x: np.maximum(x, 0),
     "gelu": gelu,
+    "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "sin": np.sin,
+    "cos": np.cos,
 }
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
@@ -407,7 +410,7 @@ class Gen:
         dt, s = self.info[x]
         k = r.random()
         if k < 0.14:
-            name = r.choice(["neg", "abs", "exp", "tanh", "sigmoid", "relu", "gelu"])
+            name = r.choice(["neg", "abs", "exp", "tanh", "sigmoid", "relu", "gelu", "erf", "sin", "cos"])
             if name == "exp":
                 x = self.op("tanh", [x], [], dt, s)
             return self.op(name, [x], [], dt, s)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/diskcache.h"
+#include "toolchain/diskcache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* An exact-size copy, so any over-read hits ASan's redzone. */

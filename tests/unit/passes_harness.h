@@ -74,7 +74,7 @@ static int tb_cast(tb *b, int a, int dt) {
 static int tb_bin(tb *b, int op, int a, int c) {
   const kiln_gnode *x = tb_at(b, a);
   int32_t in[2] = {a, c};
-  int dt = (op >= KILN_OP_EQ && op <= KILN_OP_OR) ? KILN_BOOL : x->dtype;
+  int dt = (kiln_op_is_predicate(op) || (kiln_op_table[op].flags & OPF_LOGICAL)) ? KILN_BOOL : x->dtype;
   return tb_node(b, op, dt, x->rank, x->shape, in, 2, NULL, 0, 0);
 }
 static int tb_where(tb *b, int c, int x, int y) {

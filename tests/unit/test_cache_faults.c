@@ -18,8 +18,8 @@
 #include "base/fs.h"
 #include "kiln/kiln.h"
 #include "kt.h"
-#include "runtime/compiler.h"
-#include "runtime/diskcache.h"
+#include "toolchain/compiler.h"
+#include "toolchain/diskcache.h"
 
 static const char k_src[] = "int kk_answer(void) { return 6 * 7; }\n";
 

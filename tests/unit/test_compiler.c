@@ -14,8 +14,8 @@
 #include "base/fs.h"
 #include "kiln/kiln.h"
 #include "kt.h"
-#include "runtime/compiler.h"
-#include "runtime/diskcache.h"
+#include "toolchain/compiler.h"
+#include "toolchain/diskcache.h"
 
 /* A fresh private directory for one test, under $KILN_CACHE_DIR (set by
  * ctest) or $TMPDIR. The name contains a space on purpose: paths are

@@ -14,7 +14,7 @@
 
 #include "base/fs.h"
 #include "kt.h"
-#include "runtime/diskcache.h"
+#include "toolchain/diskcache.h"
 
 static const char k_src[] = "int f(void) { return 1; }\n";
 static const uint8_t k_so[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0xff, 0x80};

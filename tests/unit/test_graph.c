@@ -116,7 +116,7 @@ KT_TEST(verify_rejects_bad_graphs) {
   b = gb_new();
   x = leaf(&b, KILN_F32, SH(4));
   nd(&b, KILN_OP_LT, KILN_F32, SH(4), IN(x, x), AT0, 0);
-  BAD("lt does not accept");
+  BAD("output dtype f32, expected bool");
   /* where needs a bool condition */
   b = gb_new();
   x = leaf(&b, KILN_F32, SH(4));

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "kt.h"
-#include "runtime/pool.h"
+#include "base/pool.h"
 
 typedef struct count_ctx {
   int *hits; /* one slot per item: written by exactly one task */

@@ -17,7 +17,7 @@
 #include "base/fs.h"
 #include "kt.h"
 #include "profiler/capture.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 #include "xplane.pb-c.h"
 
 static void sleep_ms(int ms) {

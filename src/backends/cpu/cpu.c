@@ -19,10 +19,10 @@
 #include "backends/backend.h"
 #include "backends/cpu/gemm.h"
 #include "codegen/codegen.h"
-#include "debug/metrics.h"
-#include "profiler/events.h"
-#include "runtime/compiler.h"
-#include "runtime/pool.h"
+#include "base/counters.h"
+#include "base/spans.h"
+#include "toolchain/compiler.h"
+#include "base/pool.h"
 #include "schedule/schedule.h"
 
 typedef void (*kernel_fn)(void *const *args, int64_t begin, int64_t end);

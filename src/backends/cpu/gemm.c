@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/compiler.h" /* kiln_cpu_features */
+#include "toolchain/compiler.h" /* kiln_cpu_features */
 
 typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
                              int64_t, float, float *, int64_t);

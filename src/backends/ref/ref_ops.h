@@ -5,7 +5,7 @@
  * favours obviously-correct over fast: each node is evaluated into its own
  * freshly allocated buffer, one element at a time, with no threads.
  *
- * Numeric rules (the precise reading of src/ir/ops.def, also written down in
+ * Numeric rules (the precise reading of include/kiln/ops.def, also written down in
  * docs/testing.md so compiled backends can match them):
  *   - float elementwise math is done in the node's dtype (expf for f32);
  *   - integer arithmetic wraps (two's complement), integer division by zero

@@ -2,7 +2,7 @@
  * bytes before dlopen, loading from a path or from memory, and the symbol
  * check. See sharedobj.h and docs/cache.md. */
 #define _GNU_SOURCE
-#include "runtime/sharedobj.h"
+#include "toolchain/sharedobj.h"
 
 #include <dlfcn.h>
 #include <elf.h>

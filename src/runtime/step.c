@@ -1,31 +1,20 @@
-/* Sync points: cutting the graph, looking it up or compiling it, and
+/* The step driver: cutting the graph, looking it up or compiling it, and
  * enqueueing its execution; value reads; step markers. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/counters.h"
 #include "base/hash.h"
-#include "debug/analysis.h"
-#include "debug/dump.h"
-#include "debug/metrics.h"
-#include "debug/sites.h"
-#include "debug/text.h"
+#include "base/spans.h"
+#include "base/text.h"
 #include "passes/passes.h"
-#include "profiler/events.h"
+#include "runtime/events.h"
 #include "runtime/runtime.h"
 
 #define KILN_CUT_STACK 64
 
 static const char *const g_cut_counters[KILN_CUT_REASON_COUNT] = {"StepMarkerCut", "ValueReadCut",
                                                                    "DataDependentCut", "ExplicitCompileCut"};
-
-static kiln_site_kind site_kind_of(kiln_cut_reason why) {
-  switch (why) {
-    case KILN_CUT_VALUE_READ: return KILN_SITE_CUT_VALUE_READ;
-    case KILN_CUT_DATA_DEPENDENT: return KILN_SITE_CUT_DATA_DEPENDENT;
-    case KILN_CUT_EXPLICIT_COMPILE: return KILN_SITE_CUT_EXPLICIT_COMPILE;
-    default: return KILN_SITE_CUT_STEP_MARKER;
-  }
-}
 
 /* The passes and the backend's compile of a traced graph (kept). */
 static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, kiln_executable **exe, kiln_err *err) {
@@ -103,10 +92,8 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
   kiln_metric_record("GraphNodes", (double)g->n_nodes);
   kiln_counter_add("UncachedCompile", 1);
   rt->n_compiles++;
-  kiln_sites_record_compile(site_kind_of(cause->why), loc, ns);
-  char cs[256];
-  kiln_dump_graph(g, key, kiln_cut_cause_str(cause, cs, sizeof cs), e->compile_no);
-  kiln_analysis_compiled(rt->an, rt, cause, e);
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILED, .rt = rt, .cause = cause, .entry = e, .graph = g,
+                                 .key = key, .ns = ns});
   kiln_cache_loaded(rt, e, 1);
   *out = e;
   return KILN_OK;
@@ -229,8 +216,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
   }
   if (why == KILN_CUT_EXPLICIT_COMPILE) { /* compiled and cached: the slots stay pending */
     double ns = (double)(kiln_now_ns() - t_cut);
-    kiln_sites_record(KILN_SITE_CUT_EXPLICIT_COMPILE, loc, 0, ns, 0);
-    kiln_analysis_cut_done(rt->an, rt, &cause, e, hit, ns);
+    kiln_event_emit(&(kiln_event){.kind = KILN_EV_CUT, .rt = rt, .cause = &cause, .entry = e, .hit = hit, .ns = ns});
     goto cleanup;
   }
   /* the job: inputs (LEAF buffers, SCALAR values), outputs */
@@ -294,8 +280,7 @@ kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **slots, k
   e->execs++;
   {
     double ns = (double)(kiln_now_ns() - t_cut);
-    kiln_sites_record(site_kind_of(why), loc, 0, ns, 0);
-    kiln_analysis_cut_done(rt->an, rt, &cause, e, hit, ns);
+    kiln_event_emit(&(kiln_event){.kind = KILN_EV_CUT, .rt = rt, .cause = &cause, .entry = e, .hit = hit, .ns = ns});
   }
 done:
   if (st != KILN_OK)
@@ -336,7 +321,7 @@ kiln_status kiln_mark_step_at(kiln_loc loc) {
   kiln_fe_end_step(fe);
   kiln_counter_add("MarkStep", 1);
   rt->step++;
-  kiln_analysis_step(rt->an, rt);
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_STEP, .rt = rt});
   kiln_prof_span_end(tm, KILN_PROF_DISPATCH, "StepMarker", (int64_t)rt->step);
   kiln_runtime_trace_release(rt);
   return kiln_last_status();
@@ -371,8 +356,8 @@ static kiln_status read_value(kiln_tensor t, void *dst, size_t bytes, const char
   if (kiln_prof_on()) kiln_prof_record(KILN_PROF_TRANSFER, "transfer to host", t1, t2, (int64_t)need, 0, 0);
   kiln_metric_record("TransferFromDeviceTime", (double)(t2 - t1));
   kiln_metric_record("DeviceWaitTime", (double)(t1 - t0));
-  kiln_sites_record(KILN_SITE_READ, loc, (int64_t)need, (double)(t2 - t0), (double)(t1 - t0));
-  kiln_analysis_read(rt->an);
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_READ, .rt = rt, .loc = loc, .bytes = (int64_t)need,
+                                 .ns = (double)(t2 - t0), .wait_ns = (double)(t1 - t0)});
   return KILN_OK;
 }
 

@@ -1,19 +1,14 @@
-/* The remedies of include/kiln/debug.h: explicit compile, discarding a
- * step, full-graph regions, graph tags, and kiln_explain. Tracing-thread
- * calls, like the rest of the tracing API. */
+/* The runtime's controls of include/kiln/debug.h (the remedies that
+ * debugging.md prescribes): explicit compile, discarding a step,
+ * full-graph regions, graph tags. Tracing-thread calls, like the rest of
+ * the tracing API. (kiln_explain, the report, is debug/observe.c.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "debug/analysis.h"
-#include "debug/metrics.h"
+#include "base/counters.h"
 #include "frontend/api.h"
 #include "runtime/runtime.h"
-
-const char *kiln_explain(void) {
-  kiln_runtime *rt = kiln_runtime_peek();
-  return rt ? kiln_analysis_explain(rt->an, rt) : "";
-}
 
 kiln_status kiln_compile_at(int n, const kiln_tensor *tensors, kiln_loc loc) {
   kiln_runtime *rt = kiln_runtime_get();

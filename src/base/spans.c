@@ -7,7 +7,7 @@
  * need no matching pass.
  */
 #define _GNU_SOURCE
-#include "profiler/events.h"
+#include "base/spans.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "debug/metrics.h"
+#include "base/clock.h"
 #include "kiln/profiler.h"
 
 #define MAX_DEPTH 64

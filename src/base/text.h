@@ -4,8 +4,8 @@
  * built in a kiln_text and formats durations and sizes the same way, so the
  * figures read alike wherever they appear. Not thread-safe per buffer: each
  * buffer belongs to the call that builds it. */
-#ifndef KILN_DEBUG_TEXT_H
-#define KILN_DEBUG_TEXT_H
+#ifndef KILN_BASE_TEXT_H
+#define KILN_BASE_TEXT_H
 
 #include <stddef.h>
 

@@ -1,5 +1,5 @@
 /* Growable text buffers and report number formats (see text.h). */
-#include "debug/text.h"
+#include "base/text.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -4,8 +4,8 @@
  * truncated object would map pages past the end of its file, and touching
  * them is SIGBUS, not an error), and the kernels it must define are checked
  * after. Thread safety: each function on its own arguments. */
-#ifndef KILN_RUNTIME_SHAREDOBJ_H
-#define KILN_RUNTIME_SHAREDOBJ_H
+#ifndef KILN_TOOLCHAIN_SHAREDOBJ_H
+#define KILN_TOOLCHAIN_SHAREDOBJ_H
 
 #include <stddef.h>
 #include <stdint.h>

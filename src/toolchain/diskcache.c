@@ -1,4 +1,4 @@
-#include "runtime/diskcache.h"
+#include "toolchain/diskcache.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -12,8 +12,8 @@
  * (another caller, or a nested call from inside a loop body) runs inline on
  * the calling thread, which is always correct, just not parallel.
  */
-#ifndef KILN_RUNTIME_POOL_H
-#define KILN_RUNTIME_POOL_H
+#ifndef KILN_BASE_POOL_H
+#define KILN_BASE_POOL_H
 
 #include <stdint.h>
 

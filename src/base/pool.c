@@ -1,4 +1,4 @@
-#include "runtime/pool.h"
+#include "base/pool.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 
 /* One parallel loop. Lives on the caller's stack for the duration of the
  * call; workers reach it only through pool->job while they are registered

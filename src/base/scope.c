@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/hash.h"
-#include "profiler/events.h"
+#include "base/spans.h"
 
 #define MAX_STRINGS 65536
 #define MAX_SCOPES 65536

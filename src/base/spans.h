@@ -1,5 +1,11 @@
-/* Profiler events: what the runtime stages record, and the per-thread
- * bounded buffers that hold them during a capture.
+/* The span recorder: timed events (spans) that every layer records, the
+ * user's annotation regions and scopes, and the per-thread bounded buffers
+ * that hold them during a capture. It is a primitive like the clock and the
+ * counters (base/counters.h): the thread pool records kernel spans on its
+ * workers, the compiler driver its phases, the frontend reads the current
+ * annotation scope for every traced node, so it lives below all of them.
+ * The profiler (src/profiler/: captures, exporters, summary, server) starts
+ * and ends sessions and reads what was recorded.
  *
  * Recording is one relaxed atomic load when no capture runs
  * (kiln_prof_on()). During a capture each thread appends complete events
@@ -15,8 +21,8 @@
  * Thread-safety: every function may be called from any thread; the
  * session (kiln_prof_session_*) is a documented process-wide singleton.
  */
-#ifndef KILN_PROFILER_EVENTS_H
-#define KILN_PROFILER_EVENTS_H
+#ifndef KILN_BASE_SPANS_H
+#define KILN_BASE_SPANS_H
 
 #include <stddef.h>
 #include <stdint.h>

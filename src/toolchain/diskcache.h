@@ -31,8 +31,8 @@
  * processes may share one directory: writers never modify a visible file,
  * they rename complete new ones over it.
  */
-#ifndef KILN_RUNTIME_DISKCACHE_H
-#define KILN_RUNTIME_DISKCACHE_H
+#ifndef KILN_TOOLCHAIN_DISKCACHE_H
+#define KILN_TOOLCHAIN_DISKCACHE_H
 
 #include <stddef.h>
 #include <stdint.h>

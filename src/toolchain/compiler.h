@@ -12,8 +12,8 @@
  * Thread-safety: all functions may be called from any thread; the
  * kiln_cc handle serializes its own state.
  */
-#ifndef KILN_RUNTIME_COMPILER_H
-#define KILN_RUNTIME_COMPILER_H
+#ifndef KILN_TOOLCHAIN_COMPILER_H
+#define KILN_TOOLCHAIN_COMPILER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +21,7 @@
 #include "base/status.h"
 
 typedef struct kiln_cc kiln_cc;   /* compiler + cache configuration */
-#include "runtime/sharedobj.h" /* kiln_so: a loaded shared object */
+#include "toolchain/sharedobj.h" /* kiln_so: a loaded shared object */
 
 typedef struct kiln_cc_config {
   const char *cc;        /* NULL: $KILN_CC or "cc" */

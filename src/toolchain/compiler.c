@@ -8,7 +8,7 @@
  * (same file system, known to be ours) and in $TMPDIR otherwise.
  */
 #define _GNU_SOURCE
-#include "runtime/compiler.h"
+#include "toolchain/compiler.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,10 +32,10 @@
 
 #include "base/fs.h"
 #include "base/hash.h"
-#include "debug/metrics.h"
-#include "profiler/events.h"
-#include "runtime/diskcache.h"
-#include "runtime/sharedobj.h"
+#include "base/counters.h"
+#include "base/spans.h"
+#include "toolchain/diskcache.h"
+#include "toolchain/sharedobj.h"
 
 extern char **environ;
 

@@ -1,0 +1,34 @@
+/* kiln_init and kiln_shutdown: the public entry points that assemble the
+ * layers. The runtime drives the pipeline and emits events
+ * (runtime/events.h); the observers live above it (debug's analysis, line
+ * tables and dumps; autograd's reset) and cannot be named by it, so the
+ * one place that knows all of them registers them here, before the
+ * runtime starts. The runtime's lazy start (the first call that needs it)
+ * comes through kiln_init too. This folder may include any other
+ * (docs/architecture.md, "Layers"); nothing includes it. */
+#include <pthread.h>
+
+#include "autograd/autograd_internal.h"
+#include "debug/observe.h"
+#include "kiln/kiln.h"
+#include "profiler/server/server.h"
+#include "runtime/runtime.h"
+
+static pthread_once_t g_observers_once = PTHREAD_ONCE_INIT;
+static void observers_register(void) {
+  kiln_debug_attach();
+  kiln_autograd_attach();
+}
+
+kiln_status kiln_init(const kiln_options *opts) {
+  pthread_once(&g_observers_once, observers_register);
+  return kiln_runtime_start(opts);
+}
+
+void kiln_shutdown(void) {
+  /* "stop the threads" (kiln.h) includes the profiler server's and gRPC's,
+   * even when the runtime never started (a capture client): threads still
+   * running when the process exits crash LeakSanitizer's check. */
+  kiln_profsrv_stop();
+  kiln_runtime_stop();
+}

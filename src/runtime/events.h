@@ -1,0 +1,62 @@
+/* The runtime's events: how observers (the debug analysis, the per-line
+ * tables, graph dumps, autograd's reset) learn what the pipeline did,
+ * without the runtime calling them by name.
+ *
+ * An observer registers a function once (kiln_events_observe, at kiln_init
+ * in src/init/); the runtime calls every registered observer, in
+ * registration order, with an event of one of the fixed kinds below. With
+ * no observer an emit costs one load and a branch; events happen a few
+ * times per graph cut, never per traced op.
+ *
+ * Threads: every event is emitted on the thread that calls into the
+ * runtime (the tracing thread; for START and STOP the caller of kiln_init
+ * and kiln_shutdown), never on the executor or pool threads. The
+ * registry is a process-wide singleton that outlives runtime restarts;
+ * registration takes a mutex and is meant for start-up. */
+#ifndef KILN_RUNTIME_EVENTS_H
+#define KILN_RUNTIME_EVENTS_H
+
+#include <stdint.h>
+
+#include "runtime/runtime.h"
+
+typedef enum kiln_event_kind {
+  KILN_EV_START = 0, /* the runtime started (rt is usable) */
+  KILN_EV_COMPILED,  /* a graph was compiled on a cache miss: graph (as traced, before
+                      * the passes), key, cause, entry (in the cache, numbered), ns */
+  KILN_EV_CUT,       /* a cut finished: cause, entry, hit, ns = host time from the cut
+                      * to the enqueue (explicit compiles: to the end of the compile) */
+  KILN_EV_READ,      /* a device-to-host read: loc, bytes, ns = wait + copy, wait_ns */
+  KILN_EV_STEP,      /* a step marker finished (rt->step is the new step) */
+  KILN_EV_STOP,      /* kiln_shutdown: the executor is drained, the cache, the frontend
+                      * and the backend still exist; they are freed after the observers */
+  KILN_EV_KIND_COUNT
+} kiln_event_kind;
+
+typedef struct kiln_event {
+  kiln_event_kind kind;
+  kiln_runtime *rt;
+  const kiln_cut_cause *cause; /* COMPILED, CUT */
+  kiln_cache_entry *entry;     /* COMPILED, CUT */
+  const kiln_graph *graph;     /* COMPILED */
+  uint64_t key;                /* COMPILED */
+  int hit;                     /* CUT: found in the cache */
+  kiln_loc loc;                /* READ */
+  int64_t bytes;               /* READ */
+  double ns, wait_ns;          /* COMPILED, CUT, READ; READ */
+} kiln_event;
+
+typedef void (*kiln_event_fn)(void *ctx, const kiln_event *ev);
+
+/* Register an observer (the same fn and ctx twice: once). Returns 0, or -1
+ * when the table (16 observers) is full. */
+int kiln_events_observe(kiln_event_fn fn, void *ctx);
+
+/* Emit an event to every observer. */
+extern int kiln_events_n_; /* observers registered (read without a lock: set at start-up) */
+void kiln_events_emit_(const kiln_event *ev);
+static inline void kiln_event_emit(const kiln_event *ev) {
+  if (__atomic_load_n(&kiln_events_n_, __ATOMIC_ACQUIRE)) kiln_events_emit_(ev);
+}
+
+#endif

@@ -179,135 +179,158 @@ static int64_t numel(const kiln_node *n) {
   return e;
 }
 
-/* The reverse sweep proper; out and seed are resolved nodes. */
-static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *seed, kiln_loc loc) {
-  uint32_t n = fe->n_created; /* nodes made by this pass come later and are not visited */
-  kiln_node **created = fe->created;
-  posmap pm = {0};
-  uint8_t *needs = calloc(n ? n : 1, 1);
-  kiln_node **grads = calloc(n ? n : 1, sizeof *grads);
-  int64_t *epos = calloc(g_ag.n ? g_ag.n : 1, sizeof *epos);
-  kiln_status st = KILN_OK;
-  uint8_t wbuf[16];
-  kiln_node *gbuf[16];
-  if (!needs || !grads || !epos || posmap_build(&pm, created, n)) {
-    st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
-    goto done;
-  }
-  /* 1. which nodes depend on a requiring-grad tensor */
+/* The state of one reverse sweep over the nodes created so far. */
+typedef struct sweep {
+  kiln_frontend *fe;
+  uint32_t n;          /* nodes made by this pass come later and are not visited */
+  kiln_node **created; /* fe->created */
+  posmap pm;           /* node -> position in created */
+  uint8_t *needs;      /* per position: depends on a requiring-grad tensor */
+  kiln_node **grads;   /* per position: the gradient so far */
+  int64_t *epos;       /* per autograd entry: its node's position, or -1 */
+  kiln_loc loc;
+} sweep;
+
+/* 1. Which nodes depend on a requiring-grad tensor. */
+static void mark_needs(sweep *w) {
   for (uint32_t k = 0; k < g_ag.n; k++) {
-    kiln_tslot *s = &fe->slots[g_ag.e[k].t.index];
-    epos[k] = s->poisoned || !s->node ? -1 : posmap_get(&pm, s->node);
-    if (epos[k] >= 0) needs[epos[k]] = 1;
+    kiln_tslot *s = &w->fe->slots[g_ag.e[k].t.index];
+    w->epos[k] = s->poisoned || !s->node ? -1 : posmap_get(&w->pm, s->node);
+    if (w->epos[k] >= 0) w->needs[w->epos[k]] = 1;
   }
-  for (uint32_t i = 0; i < n; i++) {
-    kiln_node *x = created[i];
+  for (uint32_t i = 0; i < w->n; i++) {
+    kiln_node *x = w->created[i];
+    uint8_t *needs = w->needs;
     if (x->op == KILN_OP_LEAF && x->tape) { /* a value read this step stands for its tape */
-      int64_t p = posmap_get(&pm, x->tape);
+      int64_t p = posmap_get(&w->pm, x->tape);
       needs[i] = needs[i] || (p >= 0 && needs[p]);
       continue;
     }
     if (needs[i] || x->no_grad || !kiln_dtype_is_float((kiln_dtype)x->dtype) || !kiln_ag_differentiable(x->op))
       continue;
     for (int k = 0; k < x->n_in && !needs[i]; k++) {
-      int64_t p = posmap_get(&pm, x->in[k]);
+      int64_t p = posmap_get(&w->pm, x->in[k]);
       needs[i] = p >= 0 && needs[p];
     }
   }
-  int64_t po = posmap_get(&pm, out);
-  if (po < 0 || !needs[po]) {
+}
+
+/* Add gradient g into position p's (the first one is taken as is). 0, or -1
+ * when out of memory. */
+static int add_grad(sweep *w, int64_t p, kiln_node *g) {
+  if (!w->grads[p]) {
+    w->grads[p] = g;
+    return 0;
+  }
+  kiln_node *in2[2] = {w->grads[p], g};
+  w->grads[p] = kiln_fe_node(w->fe, KILN_OP_ADD, (kiln_dtype)g->dtype, g->rank, g->shape, 2, in2, 0, NULL, 0.0, w->loc);
+  return w->grads[p] ? 0 : -1;
+}
+
+/* Send gradient gk of x's input k on to that input. A matmul gradient
+ * headed for a transpose (a Linear layer's weight, used as x @ W^T) goes to
+ * the transposed tensor directly as one GEMM in its own layout: otherwise
+ * every consumer of the gradient (the optimizer update) would read it
+ * through a transpose, with strided loads. The chain rule is linear, so W's
+ * other contributions still arrive through the PERMUTE node. */
+static int send_input_grad(sweep *w, kiln_node *x, int k, kiln_node *gk) {
+  kiln_node *dst = x->in[k];
+  if (gk->op == KILN_OP_MATMUL && kiln_ag_is_swap_last2(dst)) {
+    int64_t pw = posmap_get(&w->pm, dst->in[0]);
+    if (pw >= 0 && w->needs[pw]) {
+      kiln_node *t = kiln_ag_transposed_matmul(w->fe, gk, w->loc);
+      if (t) {
+        dst = dst->in[0];
+        gk = t;
+      }
+    }
+  }
+  return add_grad(w, posmap_get(&w->pm, dst), gk);
+}
+
+/* x's vector-Jacobian product with its gradient g, sent to the inputs that
+ * need one. 0, or -1 (an error is recorded, or it was out of memory). */
+static int backprop_node(sweep *w, kiln_node *x, kiln_node *g) {
+  uint8_t wbuf[16];
+  kiln_node *gbuf[16];
+  uint8_t *want = x->n_in <= 16 ? wbuf : malloc(x->n_in);
+  kiln_node **gin = x->n_in <= 16 ? gbuf : malloc(sizeof *gin * x->n_in);
+  int any = 0, rc = -1;
+  if (want && gin) {
+    for (int k = 0; k < x->n_in; k++) {
+      int64_t p = posmap_get(&w->pm, x->in[k]);
+      want[k] = p >= 0 && w->needs[p];
+      any |= want[k];
+    }
+    rc = any ? kiln_ag_vjp(w->fe, x, g, want, gin, w->loc) : 0;
+    for (int k = 0; any && !rc && k < x->n_in; k++)
+      if (gin[k]) rc = send_input_grad(w, x, k, gin[k]);
+  }
+  if (want != wbuf) free(want);
+  if (gin != gbuf) free(gin);
+  return rc;
+}
+
+/* 2. The reverse sweep from position po. */
+static kiln_status reverse_sweep(sweep *w, int64_t po) {
+  for (int64_t i = po; i >= 0; i--) {
+    kiln_node *x = w->created[i], *g = w->grads[i];
+    if (g && x->op == KILN_OP_LEAF && x->tape) { /* on to the node the read computed (made earlier) */
+      int64_t p = posmap_get(&w->pm, x->tape);
+      if (p >= 0 && w->needs[p] && add_grad(w, p, g))
+        return kiln_error(KILN_ERR_OUT_OF_MEMORY, w->loc, "backward: out of memory");
+      continue;
+    }
+    if (!g || x->no_grad || !kiln_ag_differentiable(x->op)) continue;
+    if (backprop_node(w, x, g))
+      return kiln_last_status() != KILN_OK ? kiln_last_status()
+                                           : kiln_error(KILN_ERR_OUT_OF_MEMORY, w->loc, "backward: out of memory");
+  }
+  return KILN_OK;
+}
+
+/* 3. Accumulate into the gradient tensors. */
+static void accumulate_grads(sweep *w) {
+  for (uint32_t k = 0; k < g_ag.n; k++) {
+    if (w->epos[k] < 0 || !w->grads[w->epos[k]]) continue;
+    ag_entry *e = &g_ag.e[k];
+    kiln_tensor g = kiln_fe_tensor(w->fe, w->grads[w->epos[k]], w->loc);
+    if (handle_live(w->fe, e->grad)) {
+      kiln_assign_at(e->grad, kiln_add_at(e->grad, g, w->loc), w->loc);
+    } else {
+      e->grad = kiln_keep(g);
+    }
+  }
+}
+
+/* The reverse sweep proper; out and seed are resolved nodes. */
+static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *seed, kiln_loc loc) {
+  sweep w = {.fe = fe, .n = fe->n_created, .created = fe->created, .loc = loc};
+  w.needs = calloc(w.n ? w.n : 1, 1);
+  w.grads = calloc(w.n ? w.n : 1, sizeof *w.grads);
+  w.epos = calloc(g_ag.n ? g_ag.n : 1, sizeof *w.epos);
+  kiln_status st = KILN_OK;
+  if (!w.needs || !w.grads || !w.epos || posmap_build(&w.pm, w.created, w.n)) {
+    st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
+    goto done;
+  }
+  mark_needs(&w);
+  int64_t po = posmap_get(&w.pm, out);
+  if (po < 0 || !w.needs[po]) {
     st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                     "backward: the output does not depend on any tensor that requires grad (mark parameters with "
                     "kiln_requires_grad; no gradient flows through no-grad regions, integer tensors or comparisons)");
     goto done;
   }
-  grads[po] = seed;
-  /* 2. reverse sweep */
-  for (int64_t i = po; i >= 0; i--) {
-    kiln_node *x = created[i], *g = grads[i];
-    if (g && x->op == KILN_OP_LEAF && x->tape) { /* on to the node the read computed (made earlier) */
-      int64_t p = posmap_get(&pm, x->tape);
-      if (p >= 0 && needs[p]) {
-        if (!grads[p]) {
-          grads[p] = g;
-        } else {
-          kiln_node *in2[2] = {grads[p], g};
-          grads[p] = kiln_fe_node(fe, KILN_OP_ADD, (kiln_dtype)g->dtype, g->rank, g->shape, 2, in2, 0, NULL, 0.0, loc);
-          if (!grads[p]) {
-            st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
-            goto done;
-          }
-        }
-      }
-      continue;
-    }
-    if (!g || x->no_grad || !kiln_ag_differentiable(x->op)) continue;
-    uint8_t *want = x->n_in <= 16 ? wbuf : malloc(x->n_in);
-    kiln_node **gin = x->n_in <= 16 ? gbuf : malloc(sizeof *gin * x->n_in);
-    int any = 0, rc = -1;
-    if (want && gin) {
-      for (int k = 0; k < x->n_in; k++) {
-        int64_t p = posmap_get(&pm, x->in[k]);
-        want[k] = p >= 0 && needs[p];
-        any |= want[k];
-      }
-      rc = any ? kiln_ag_vjp(fe, x, g, want, gin, loc) : 0;
-      for (int k = 0; any && !rc && k < x->n_in; k++) {
-        if (!gin[k]) continue;
-        kiln_node *dst = x->in[k], *gk = gin[k];
-        /* A matmul gradient headed for a transpose (a Linear layer's weight,
-         * used as x @ W^T) goes to the transposed tensor directly as one GEMM
-         * in its own layout: otherwise every consumer of the gradient (the
-         * optimizer update) would read it through a transpose, with strided
-         * loads. The chain rule is linear, so W's other contributions still
-         * arrive through the PERMUTE node. */
-        if (gk->op == KILN_OP_MATMUL && kiln_ag_is_swap_last2(dst)) {
-          int64_t pw = posmap_get(&pm, dst->in[0]);
-          if (pw >= 0 && needs[pw]) {
-            kiln_node *t = kiln_ag_transposed_matmul(fe, gk, loc);
-            if (t) {
-              dst = dst->in[0];
-              gk = t;
-            }
-          }
-        }
-        int64_t p = posmap_get(&pm, dst);
-        gin[k] = gk;
-        if (!grads[p]) {
-          grads[p] = gin[k];
-        } else {
-          kiln_node *in2[2] = {grads[p], gin[k]};
-          grads[p] = kiln_fe_node(fe, KILN_OP_ADD, (kiln_dtype)gin[k]->dtype, gin[k]->rank, gin[k]->shape, 2, in2,
-                                  0, NULL, 0.0, loc);
-          if (!grads[p]) rc = -1;
-        }
-      }
-    }
-    if (want != wbuf) free(want);
-    if (gin != gbuf) free(gin);
-    if (rc) {
-      st = kiln_last_status() != KILN_OK ? kiln_last_status()
-                                         : kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
-      goto done;
-    }
-  }
-  /* 3. accumulate into the gradient tensors */
-  for (uint32_t k = 0; k < g_ag.n; k++) {
-    if (epos[k] < 0 || !grads[epos[k]]) continue;
-    ag_entry *e = &g_ag.e[k];
-    kiln_tensor g = kiln_fe_tensor(fe, grads[epos[k]], loc);
-    if (handle_live(fe, e->grad)) {
-      kiln_assign_at(e->grad, kiln_add_at(e->grad, g, loc), loc);
-    } else {
-      e->grad = kiln_keep(g);
-    }
-  }
+  w.grads[po] = seed;
+  st = reverse_sweep(&w, po);
+  if (st == KILN_OK) accumulate_grads(&w);
 done:
-  free(pm.key);
-  free(pm.val);
-  free(needs);
-  free(grads);
-  free(epos);
+  free(w.pm.key);
+  free(w.pm.val);
+  free(w.needs);
+  free(w.grads);
+  free(w.epos);
   return st;
 }
 

@@ -246,7 +246,7 @@ kiln_status kiln_fs_read_fd(int fd, size_t max_bytes, uint8_t **out, size_t *out
 
 kiln_status kiln_fs_mkdtemp(const char *base, const char *prefix, char *out, size_t cap, kiln_err *err) {
   if (!base || !*base) {
-    base = getenv("TMPDIR");
+    base = kiln_cfg()->tmpdir;
     if (!base || !*base) base = "/tmp";
   }
   int len = snprintf(out, cap, "%s/%sXXXXXX", base, prefix ? prefix : "kiln-");

@@ -136,7 +136,7 @@ static void *worker_main(void *arg) {
 }
 
 static int threads_from_env(void) {
-  const char *s = getenv("KILN_NUM_THREADS");
+  const char *s = kiln_cfg()->num_threads;
   if (s && *s) {
     long v = strtol(s, NULL, 10);
     if (v >= 1 && v <= 1024) return (int)v;
@@ -153,7 +153,7 @@ kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err) {
   if (!p) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
   p->n_threads = num_threads;
   p->spin_ns = 200000;
-  const char *spin = getenv("KILN_POOL_SPIN_US");
+  const char *spin = kiln_cfg()->pool_spin_us;
   if (spin && *spin) {
     long v = strtol(spin, NULL, 10);
     if (v >= 0 && v <= 1000000) p->spin_ns = (int64_t)v * 1000;

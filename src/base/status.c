@@ -45,7 +45,7 @@ kiln_status kiln_error(kiln_status s, kiln_loc loc, const char *fmt, ...) {
       snprintf(g_msg, sizeof g_msg, "%s: %s", kiln_status_name(s), body);
   }
   pthread_mutex_unlock(&g_mu);
-  if (getenv("KILN_LOG_ERRORS")) fprintf(stderr, "kiln: %s:%d: %s\n", loc.file ? loc.file : "?", loc.line, body);
+  if (kiln_cfg()->log_errors) fprintf(stderr, "kiln: %s:%d: %s\n", loc.file ? loc.file : "?", loc.line, body);
   return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 
+#include "base/config.h" /* kiln_cfg(): most code that reports errors reads a setting too */
 #include "kiln/kiln.h"
 
 /* Record an error in the sticky status (only the first one sticks; later
@@ -30,7 +31,14 @@ void kiln_err_context(kiln_err *e, const char *fmt, ...) __attribute__((format(p
     }                                               \
   } while (0)
 
-/* For kiln's own invariants only: never reachable from user input. */
+/* KILN_ASSERT(cond): an invariant of kiln's own code, never anything a
+ * caller can cause (a caller's mistake is an error status and a poisoned
+ * tensor, never an assertion). A failure prints "kiln: internal error at
+ * <file>:<line>: <cond> (this is a kiln bug)" to stderr and aborts, in
+ * every build type: the code after the check would read or write memory on
+ * the broken assumption, a wrong value at best, so release builds keep it.
+ * Used on compile and setup paths, not in per-step or per-element loops, so
+ * it costs nothing measurable. (docs/architecture.md, "Errors".) */
 #define KILN_ASSERT(cond)                                                          \
   do {                                                                             \
     if (!(cond)) kiln_internal_abort(__FILE__, __LINE__, #cond);                   \

@@ -267,6 +267,7 @@ static void gen_f_stores(cg *c, sb *body, int *any) {
     if (!kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
     if (k->row && kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) continue;
     const char *v = kiln_cg_ex(c, m, &c->fctx);
+    KILN_ASSERT(c->s->buf_of[m] >= 0); /* a store has a buffer (schedule_mem.c) */
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
     kiln_cg_sb_printf(&stores, "a%d[f] = %s;\n", a, v);
     *any = 1;
@@ -442,6 +443,7 @@ static void row_body(cg *c, sb *o, int suffix, int64_t L, int unroll) {
     int red = kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE;
     if (!red && kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
     const char *v = kiln_cg_ex(c, m, &c->rsctx);
+    KILN_ASSERT(c->s->buf_of[m] >= 0);
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
     kiln_cg_sb_printf(&tail, "a%d[row] = %s;\n", a, v);
   }

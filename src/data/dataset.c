@@ -64,7 +64,7 @@ static kiln_status load_one(const char *dir, const char *base, kiln_idx **out, k
 }
 
 kiln_dataset *kiln_dataset_fashion_mnist_at(const char *dir, int train, kiln_loc loc) {
-  if (!dir || !*dir) dir = getenv("KILN_FASHION_MNIST_DIR");
+  if (!dir || !*dir) dir = kiln_cfg()->fashion_mnist_dir;
   if (!dir || !*dir) dir = "/usr/share/datasets/fashion-mnist";
   const char *pre = train ? "train" : "t10k";
   char img_name[64], lab_name[64];

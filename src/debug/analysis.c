@@ -56,14 +56,14 @@ kiln_analysis *kiln_analysis_create(void) {
   kiln_analysis *a = calloc(1, sizeof *a);
   if (!a) return NULL;
   pthread_mutex_init(&a->mu, NULL);
-  const char *lv = getenv("KILN_DEBUG");
+  const char *lv = kiln_cfg()->debug;
   a->level = lv && *lv ? atoi(lv) : 0;
   if (a->level < 0) a->level = 0;
-  const char *wu = getenv("KILN_DEBUG_WARMUP");
+  const char *wu = kiln_cfg()->debug_warmup;
   a->warmup = wu && *wu ? atoll(wu) : 5;
   if (a->warmup < 0) a->warmup = 0;
   a->out = stderr;
-  const char *file = getenv("KILN_DEBUG_FILE");
+  const char *file = kiln_cfg()->debug_file;
   if (a->level > 0 && file && *file) {
     FILE *f = fopen(file, "a");
     if (f) {

@@ -218,9 +218,9 @@ static void report_once(const char *fmt, const char *a, const char *b) {
 }
 
 void kiln_dump_graph(const kiln_graph *g, uint64_t key, const char *cause, int seq) {
-  const char *dir = getenv("KILN_SAVE_GRAPHS");
+  const char *dir = kiln_cfg()->save_graphs;
   if (!dir || !*dir || !g) return;
-  const char *fs = getenv("KILN_SAVE_GRAPHS_FMT");
+  const char *fs = kiln_cfg()->save_graphs_fmt;
   kiln_dump_format fmt;
   if (kiln_dump_format_parse(fs, &fmt)) report_once("KILN_SAVE_GRAPHS_FMT=%s is not text, dot or c%s; writing text", fs, "");
   kiln_err err = {0};

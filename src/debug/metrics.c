@@ -237,8 +237,8 @@ static void kiln_metrics_exit_path(const char *tmpl, char *out, size_t cap) {
 }
 
 static void kiln_metrics_exit_report(void) {
-  const char *on = getenv("KILN_METRICS");
-  const char *file = getenv("KILN_METRICS_FILE");
+  const char *on = kiln_cfg()->metrics;
+  const char *file = kiln_cfg()->metrics_file;
   int to_stderr = on && on[0] && strcmp(on, "0") != 0;
   int to_file = file && file[0];
   if (!to_stderr && !to_file) return;

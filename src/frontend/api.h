@@ -40,7 +40,15 @@ static inline int64_t kiln_api_i64(double v) {
 }
 /* Normalize an axis (negative from the end) against rank; -1 if out of range. */
 int kiln_api_axis(int axis, int rank);
-/* Record a shape error: "<op>: <what> (shapes [..] and [..])". Returns a poisoned tensor. */
+/* The fail-and-poison helper for code that holds no frontend (layers,
+ * losses, optimizers, loaders): the runtime's frontend (started if need be;
+ * when it cannot start, or another thread is tracing, the null tensor, with
+ * that error recorded instead), then error s recorded at loc with the
+ * formatted message and a poisoned tensor returned. */
+kiln_tensor kiln_api_fail_at(kiln_status s, kiln_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same for the op builders, which hold fe: records an
+ * INVALID_ARGUMENT error ("<op>: <what> (shapes [..] and [..])"). Returns a
+ * poisoned tensor. */
 kiln_tensor kiln_api_fail(kiln_frontend *fe, kiln_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

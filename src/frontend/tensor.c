@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "frontend/api.h"
 #include "frontend/trace.h"
 #include "base/spans.h"
 
@@ -145,6 +146,18 @@ kiln_tensor kiln_fe_poison(kiln_frontend *fe, kiln_loc loc) {
   kiln_tslot *s = slot_new(fe, loc, &t);
   if (s) s->poisoned = 1;
   return t;
+}
+
+kiln_tensor kiln_api_fail_at(kiln_status s, kiln_loc loc, const char *fmt, ...) {
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
+  if (!fe) return (kiln_tensor){0, 0};
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  kiln_error(s, loc, "%s", msg);
+  return kiln_fe_poison(fe, loc);
 }
 
 kiln_tensor kiln_fe_tensor(kiln_frontend *fe, kiln_node *node, kiln_loc loc) {

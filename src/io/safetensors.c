@@ -26,11 +26,6 @@ struct kiln_st_file {
   kiln_st_header h;
 };
 
-static kiln_tensor poisoned(kiln_loc loc) {
-  kiln_frontend *fe = kiln_api_frontend_at(loc);
-  return fe ? kiln_fe_poison(fe, loc) : (kiln_tensor){0, 0};
-}
-
 static kiln_st_dt st_of_kiln(kiln_dtype d) {
   switch (d) {
     case KILN_F32: return KILN_ST_F32;
@@ -119,7 +114,8 @@ static kiln_status build_file(const kiln_st_header *h, const char *json, size_t 
                               uint8_t **file, size_t *total) {
   *total = 8 + json_n + (size_t)data_n;
   uint8_t *f = *file = malloc(*total);
-  if (!f) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory for %zu bytes", path, *total);
+  if (!f)
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "save_safetensors %s: out of memory for %zu bytes", path, *total);
   for (int k = 0; k < 8; k++) f[k] = (uint8_t)((uint64_t)json_n >> (8 * k));
   memcpy(f + 8, json, json_n);
   for (int i = 0; i < h->n; i++) {
@@ -348,22 +344,17 @@ static void convert(kiln_st_dt d, const uint8_t *src, void *dst, size_t numel) {
 }
 
 kiln_tensor kiln_st_tensor_at(kiln_st_file *f, const char *name, kiln_loc loc) {
-  if (!f || !name) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_tensor: file or name is NULL");
-    return poisoned(loc);
-  }
+  if (!f || !name) return kiln_api_fail_at(KILN_ERR_INVALID_ARGUMENT, loc, "st_tensor: file or name is NULL");
   int i = kiln_st_header_find(&f->h, name);
-  if (i < 0) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "safetensors file %s: no tensor named \"%.200s\"", f->path, name);
-    return poisoned(loc);
-  }
+  if (i < 0)
+    return kiln_api_fail_at(KILN_ERR_INVALID_ARGUMENT, loc, "safetensors file %s: no tensor named \"%.200s\"", f->path,
+                            name);
   const kiln_st_entry *e = &f->h.entries[i];
   int kd = kiln_of_st(e->dtype);
-  if (kd < 0) {
-    kiln_error(KILN_ERR_UNSUPPORTED, loc, "safetensors file %s: tensor \"%.200s\" has dtype %s, which kiln cannot load",
-               f->path, name, kiln_st_dt_name(e->dtype));
-    return poisoned(loc);
-  }
+  if (kd < 0)
+    return kiln_api_fail_at(KILN_ERR_UNSUPPORTED, loc,
+                            "safetensors file %s: tensor \"%.200s\" has dtype %s, which kiln cannot load", f->path,
+                            name, kiln_st_dt_name(e->dtype));
   size_t bytes = (size_t)(e->end - e->begin), numel = bytes / kiln_st_dt_bytes(e->dtype);
   int needs_convert = kiln_st_dt_bytes(e->dtype) != kiln_dtype_size((kiln_dtype)kd) || e->dtype == KILN_ST_BF16 ||
                       e->dtype == KILN_ST_F16;
@@ -371,17 +362,15 @@ kiln_tensor kiln_st_tensor_at(kiln_st_file *f, const char *name, kiln_loc loc) {
   void *conv = needs_convert ? malloc(numel ? numel * kiln_dtype_size((kiln_dtype)kd) : 1) : NULL;
   kiln_tensor t;
   if (!raw || (needs_convert && !conv)) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "safetensors file %s: out of memory for tensor \"%.200s\"", f->path,
-               name);
-    t = poisoned(loc);
+    t = kiln_api_fail_at(KILN_ERR_OUT_OF_MEMORY, loc, "safetensors file %s: out of memory for tensor \"%.200s\"",
+                         f->path, name);
     goto out;
   }
   ssize_t r = pread_all(f->fd, raw, bytes, f->data_start + e->begin);
   if (r < 0 || (size_t)r != bytes) {
-    kiln_error(r < 0 ? KILN_ERR_IO : KILN_ERR_CORRUPT, loc,
-               "safetensors file %s: cannot read tensor \"%.200s\" (%s)", f->path, name,
-               r < 0 ? strerror(errno) : "file shorter than when it was opened");
-    t = poisoned(loc);
+    t = kiln_api_fail_at(r < 0 ? KILN_ERR_IO : KILN_ERR_CORRUPT, loc,
+                         "safetensors file %s: cannot read tensor \"%.200s\" (%s)", f->path, name,
+                         r < 0 ? strerror(errno) : "file shorter than when it was opened");
     goto out;
   }
   if (e->dtype == KILN_ST_BOOL)

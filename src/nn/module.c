@@ -7,17 +7,6 @@
 #include "frontend/api.h"
 #include "nn/nn_internal.h"
 
-kiln_tensor kiln_nn_fail(kiln_loc loc, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  kiln_frontend *fe = kiln_api_frontend_at(loc);
-  if (!fe) return (kiln_tensor){0, 0};
-  return kiln_api_fail(fe, loc, "%s", msg);
-}
-
 void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer) {
   /* The layers add a fixed, small number of entries: overflow is a kiln bug. */
   if (m->n >= KILN_MODULE_MAX_ENTRIES) return;

@@ -2,11 +2,14 @@
 #ifndef KILN_NN_INTERNAL_H
 #define KILN_NN_INTERNAL_H
 
+#include "frontend/api.h"
 #include "kiln/nn.h"
 
-/* Record an error at loc and return a poisoned tensor (the null tensor if
- * the runtime cannot start). */
-kiln_tensor kiln_nn_fail(kiln_loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Record an INVALID_ARGUMENT error at loc and return a poisoned tensor (the
+ * null tensor if the runtime cannot start): kiln_api_fail_at, the
+ * fail-and-poison helper of code that holds no frontend. */
+#define kiln_nn_fail(loc, ...) kiln_api_fail_at(KILN_ERR_INVALID_ARGUMENT, (loc), __VA_ARGS__)
+
 /* Append a named tensor to m (names are truncated to fit). */
 void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer);
 /* Append every entry of sub with "prefix." prepended. */

@@ -20,7 +20,7 @@ static int verify_enabled(void) {
 #ifndef NDEBUG
   return 1;
 #else
-  const char *v = getenv("KILN_VERIFY");
+  const char *v = kiln_cfg()->verify;
   return v && v[0] == '1' && v[1] == 0;
 #endif
 }

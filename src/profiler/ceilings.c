@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/config.h"
 
 static double now_s(void) { return (double)kiln_now_ns() * 1e-9; }
 
@@ -157,7 +158,7 @@ static kiln_prof_ceilings g_ceil;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void measure(void) {
-  const char *ef = getenv("KILN_PEAK_GFLOPS"), *eb = getenv("KILN_PEAK_GBPS");
+  const char *ef = kiln_cfg()->peak_gflops, *eb = kiln_cfg()->peak_gbps;
   double f = ef ? strtod(ef, NULL) : 0, b = eb ? strtod(eb, NULL) : 0;
   g_ceil.from_env = (f > 0) && (b > 0);
   long nc = sysconf(_SC_NPROCESSORS_ONLN);

@@ -31,7 +31,7 @@ kiln_buf *kiln_runtime_buffer(kiln_runtime *rt, size_t bytes) {
 
 /* KILN_BUFFER_CACHE_MB, default 2048: bytes of freed buffers kept for reuse. */
 static size_t buffer_cache_cap(void) {
-  const char *e = getenv("KILN_BUFFER_CACHE_MB");
+  const char *e = kiln_cfg()->buffer_cache_mb;
   long mb = e && *e ? atol(e) : 2048;
   return mb > 0 ? (size_t)mb << 20 : 0;
 }
@@ -39,7 +39,7 @@ static size_t buffer_cache_cap(void) {
 /* KILN_GRAPH_CACHE_SIZE, default 1024 (PyTorch/XLA's default for its
  * in-memory cache): executables held at once; 0 or less: no cap. */
 static uint32_t graph_cache_cap(void) {
-  const char *e = getenv("KILN_GRAPH_CACHE_SIZE");
+  const char *e = kiln_cfg()->graph_cache_size;
   long n = e && *e ? atol(e) : 1024;
   return n > 0 ? (uint32_t)(n < (long)UINT32_MAX ? n : (long)UINT32_MAX) : 0;
 }
@@ -63,32 +63,33 @@ static kiln_buf *upload(void *ctx, const void *host, size_t bytes, kiln_loc loc)
 
 static void resolve_cache_dir(char *out, size_t len, const kiln_options *o) {
   out[0] = 0;
-  const char *off = getenv("KILN_DISK_CACHE");
+  const char *off = kiln_cfg()->disk_cache;
   if (o->disk_cache < 0 || (o->disk_cache == 0 && off && !strcmp(off, "0"))) return;
-  const char *d = o->cache_dir ? o->cache_dir : getenv("KILN_CACHE_DIR");
+  const char *d = o->cache_dir ? o->cache_dir : kiln_cfg()->cache_dir;
   if (d && *d) {
     snprintf(out, len, "%s", d);
     return;
   }
-  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *xdg = kiln_cfg()->xdg_cache_home;
   if (xdg && *xdg) {
     snprintf(out, len, "%s/kiln", xdg);
     return;
   }
-  const char *home = getenv("HOME");
+  const char *home = kiln_cfg()->home;
   if (home && *home) snprintf(out, len, "%s/.cache/kiln", home);
 }
 
 kiln_status kiln_runtime_start(const kiln_options *opts) {
   if (g_rt) return kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0}, "kiln_init: the runtime is already started");
+  kiln_config_load(); /* the environment, read once per runtime start */
   kiln_options o = opts ? *opts : (kiln_options){0};
   kiln_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return KILN_ERR_OUT_OF_MEMORY;
-  const char *be = o.backend ? o.backend : getenv("KILN_BACKEND");
+  const char *be = o.backend ? o.backend : kiln_cfg()->backend;
   if (!be || !*be) be = "cpu";
   snprintf(rt->backend_name, sizeof rt->backend_name, "%s", be);
   int nt = o.num_threads;
-  const char *env_nt = getenv("KILN_NUM_THREADS");
+  const char *env_nt = kiln_cfg()->num_threads;
   if (nt <= 0 && env_nt) nt = atoi(env_nt);
   if (nt <= 0) nt = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (nt <= 0) nt = 1;
@@ -114,12 +115,12 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
     return kiln_error(s, (kiln_loc){0, 0}, "kiln_init: %s", err.msg);
   }
   rt->bufs = kiln_bufcache_create(rt->backend, buffer_cache_cap());
-  const char *sync = getenv("KILN_SYNC");
+  const char *sync = kiln_cfg()->sync;
   s = kiln_executor_create(rt->backend, sync && !strcmp(sync, "1"), &rt->exec);
   if (s == KILN_OK) s = kiln_frontend_init(&rt->fe, (kiln_device_hooks){rt, upload});
   if (s == KILN_OK) rt->fe.gen_base = g_gen_base;
   rt->cache_cap = graph_cache_cap();
-  const char *np = getenv("KILN_PASSES");
+  const char *np = kiln_cfg()->passes;
   rt->skip_passes = np && !strcmp(np, "0");
   rt->n_buckets = 256;
   rt->buckets = calloc(rt->n_buckets, sizeof *rt->buckets);

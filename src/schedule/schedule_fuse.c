@@ -264,6 +264,7 @@ static void init_gemm_kernel(bld *b, kiln_skernel *k, int32_t kid, int32_t n) {
   k->alpha_c = 1;
   if (b->upd[n] > 0) {
     k->mm = gemm_update(b, n, k);
+    KILN_ASSERT(k->mm == b->upd[n] - 1); /* the update find_gemm_updates recognized */
     b->s->owner[k->mm] = kid;
   }
   kiln_sched_gemm_operand(g, IN(g, k->mm, 0), &k->a);

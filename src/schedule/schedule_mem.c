@@ -208,17 +208,23 @@ static kiln_status loop_liveness(bld *b, int32_t p) {
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (s->buf_of[m] < 0) continue;
+    KILN_ASSERT(s->buf_of[m] < s->n_bufs);
     k->stores[k->n_stores++] = m;
     first_write(&s->bufs[s->buf_of[m]], p);
   }
   if (k->n_stores) s->n_loop_kernels++;
   const ivec *ld = &b->loads_of[p];
-  for (int32_t j = 0; j < ld->n; j += 2) last_read(&s->bufs[kiln_sched_read_buf(s, ld->v[j])], p);
+  for (int32_t j = 0; j < ld->n; j += 2) {
+    int32_t id = kiln_sched_read_buf(s, ld->v[j]);
+    KILN_ASSERT(id >= 0 && id < s->n_bufs); /* every node read has a buffer (collect_loads sets need) */
+    last_read(&s->bufs[id], p);
+  }
   return KILN_OK;
 }
 
 static void gemm_liveness(kiln_sched *s, int32_t p) {
   const kiln_skernel *k = &s->kernels[p];
+  KILN_ASSERT(s->buf_of[k->node] >= 0); /* a GEMM's result is always needed */
   first_write(&s->bufs[s->buf_of[k->node]], p);
   /* The operands are read from their own buffers (cpu's gemm_step): a
    * float SCALAR operand is materialized into a buffer of its dtype,
@@ -227,7 +233,9 @@ static void gemm_liveness(kiln_sched *s, int32_t p) {
   int32_t rd[4] = {k->a.node, k->b.node, k->c_node, k->alpha_node};
   for (int i = 0; i < 4; i++) {
     if (rd[i] < 0) continue;
-    last_read(&s->bufs[i == 3 ? kiln_sched_read_buf(s, rd[i]) : s->buf_of[rd[i]]], p);
+    int32_t id = i == 3 ? kiln_sched_read_buf(s, rd[i]) : s->buf_of[rd[i]];
+    KILN_ASSERT(id >= 0 && id < s->n_bufs); /* collect_loads needs every operand */
+    last_read(&s->bufs[id], p);
   }
 }
 
@@ -243,6 +251,7 @@ static kiln_status store_and_liveness(bld *b) {
     } else if (k->kind == KILN_SK_GEMM) {
       gemm_liveness(s, p);
     } else {
+      KILN_ASSERT(k->src_buf >= 0 && k->dst_buf >= 0);
       last_read(&s->bufs[k->src_buf], p);
       first_write(&s->bufs[k->dst_buf], p);
     }

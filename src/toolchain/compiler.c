@@ -172,7 +172,7 @@ const char *kiln_cpu_features(void) {
  * and the messages name. */
 static char *resolve_program(const char *name) {
   if (strchr(name, '/')) return access(name, X_OK) == 0 ? strdup(name) : NULL;
-  const char *path = getenv("PATH");
+  const char *path = kiln_cfg()->path;
   if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
   char buf[PATH_MAX];
   while (*path) {
@@ -336,14 +336,14 @@ kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *e
 
   /* KILN_CC_TIMEOUT: seconds a compiler run may take (default 300: a
    * thousand-kernel graph compiles in tens of seconds); 0 or less: none */
-  const char *to = getenv("KILN_CC_TIMEOUT");
+  const char *to = kiln_cfg()->cc_timeout;
   cc->timeout_s = 300;
   if (to && *to) {
     char *end = NULL;
     long v = strtol(to, &end, 10);
     if (end && !*end) cc->timeout_s = v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
   }
-  const char *name = cfg->cc && *cfg->cc ? cfg->cc : getenv("KILN_CC");
+  const char *name = cfg->cc && *cfg->cc ? cfg->cc : kiln_cfg()->cc;
   if (!name || !*name) name = "cc";
   cc->cc_path = resolve_program(name);
   if (!cc->cc_path) {
@@ -369,7 +369,7 @@ kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *e
   size_t l1 = strcspn(outbuf, "\n");
   cc->version = strndup(outbuf, l1);
 
-  const char *flags = cfg->cflags ? cfg->cflags : getenv("KILN_CFLAGS");
+  const char *flags = cfg->cflags ? cfg->cflags : kiln_cfg()->cflags;
   if (!flags) {
     /* `cc --version` of gcc does not say "gcc" on line 1; the FSF copyright
      * line does. */
@@ -459,7 +459,7 @@ static void first_lines(char *text, int max_lines) {
  * The cache is an optimisation: it never makes a program fail. */
 static int relocate_work(kiln_cc *cc, const char *why) {
   if (cc->relocated) return -1;
-  const char *tmp = getenv("TMPDIR");
+  const char *tmp = kiln_cfg()->tmpdir;
   const char *bases[] = {tmp && *tmp ? tmp : "/tmp", "/dev/shm", "/var/tmp"};
   char old[sizeof cc->work];
   snprintf(old, sizeof old, "%s", cc->work);

@@ -256,15 +256,23 @@ static int check_dot(const char *dot, char *why, size_t cap) {
   return clusters;
 }
 
+/* KILN_SAVE_GRAPHS and KILN_SAVE_GRAPHS_FMT as if set when the configuration
+ * was read (NULL: unset). */
+static void set_save_graphs(const char *dir, const char *fmt) {
+  kiln_config c = *kiln_cfg();
+  c.save_graphs = dir;
+  c.save_graphs_fmt = fmt;
+  kiln_config_set(&c);
+}
+
 KT_TEST(save_graphs_text_dot_c) {
   char base[512], dir[600], path[700];
   kiln_err err = {0};
   KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-dump-test-", base, sizeof base, &err) == KILN_OK);
   snprintf(dir, sizeof dir, "%s/new/dumps", base);
-  setenv("KILN_SAVE_GRAPHS", dir, 1);
   kiln_graph *g = fusable_graph();
 
-  unsetenv("KILN_SAVE_GRAPHS_FMT");
+  set_save_graphs(dir, NULL);
   kiln_dump_graph(g, 0xab, "step marker", 3);
   struct stat st;
   KT_CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
@@ -278,7 +286,7 @@ KT_TEST(save_graphs_text_dot_c) {
     kiln_graphtext_clear(&t);
   }
 
-  setenv("KILN_SAVE_GRAPHS_FMT", "dot", 1);
+  set_save_graphs(dir, "dot");
   kiln_dump_graph(g, 0xab, "step marker", 4);
   snprintf(path, sizeof path, "%s/graph-0004-00000000000000ab.dot", dir);
   char *dot = read_file(path);
@@ -299,7 +307,7 @@ KT_TEST(save_graphs_text_dot_c) {
     free(dot);
   }
 
-  setenv("KILN_SAVE_GRAPHS_FMT", "c", 1);
+  set_save_graphs(dir, "c");
   kiln_dump_graph(g, 0xab, "value read at a.c:1 */ oops", 5);
   snprintf(path, sizeof path, "%s/graph-0005-00000000000000ab.c", dir);
   char *c = read_file(path);
@@ -317,7 +325,7 @@ KT_TEST(save_graphs_text_dot_c) {
   }
 
   /* an unknown format still writes text (reported once on stderr) */
-  setenv("KILN_SAVE_GRAPHS_FMT", "svg", 1);
+  set_save_graphs(dir, "svg");
   kiln_dump_graph(g, 0xcd, NULL, 6);
   snprintf(path, sizeof path, "%s/graph-0006-00000000000000cd.txt", dir);
   KT_CHECK(access(path, R_OK) == 0);
@@ -328,10 +336,9 @@ KT_TEST(save_graphs_text_dot_c) {
   if (d) closedir(d);
   KT_EQ_INT(n, 4);
   /* an unusable directory does not fail the caller */
-  setenv("KILN_SAVE_GRAPHS", "/proc/kiln-cannot-create-this", 1);
+  set_save_graphs("/proc/kiln-cannot-create-this", "svg");
   kiln_dump_graph(g, 0xcd, NULL, 7);
-  unsetenv("KILN_SAVE_GRAPHS");
-  unsetenv("KILN_SAVE_GRAPHS_FMT");
+  set_save_graphs(NULL, NULL);
   kiln_dump_graph(g, 0xcd, NULL, 8); /* unset: nothing happens */
   kiln_graph_free(g);
   KT_EQ_INT(kiln_fs_remove_tree(base), 0);

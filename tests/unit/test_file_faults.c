@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/config.h"
 #include "base/fs.h"
 #include "debug/metrics.h"
 #include "io/tfevents.h"
@@ -274,6 +275,7 @@ static void metrics_at_exit(const char *path) {
   if (pid == 0) {
     setenv("KILN_METRICS_FILE", path, 1);
     unsetenv("KILN_METRICS");
+    kiln_config_load(); /* read again: the parent loaded it before the change */
     kiln_metrics_install_exit_report();
     exit(0);
   }

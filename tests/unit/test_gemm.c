@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/gemm.h"
+#include "base/config.h"
 #include "kt.h"
 
 #define SKIP_CODE 77
@@ -111,6 +112,7 @@ static void run_all_cases(void) {
  * that it really is unavailable), run every case. */
 static int child_run(const char *lib, const char *soname) {
   setenv("KILN_GEMM", lib, 1);
+  kiln_config_load(); /* read again: the parent may have loaded it before the change */
   kiln_gemm_init(2);
   const char *got = kiln_gemm_library();
   fprintf(stderr, "  [%s] kiln_gemm_library() = %s\n", lib, got);
@@ -148,6 +150,7 @@ KT_TEST(default_library_is_described) {
   pid_t pid = fork();
   if (pid == 0) {
     unsetenv("KILN_GEMM");
+    kiln_config_load();
     const char *d = kiln_gemm_library();
     fprintf(stderr, "  default: %s\n", d);
     int ok = d && (!strncmp(d, "onednn", 6) || !strncmp(d, "openblas", 8) || !strcmp(d, "naive"));

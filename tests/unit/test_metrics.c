@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/config.h"
 #include "debug/metrics.h"
 #include "kiln/kiln.h"
 #include "kt.h"
@@ -343,6 +344,7 @@ KT_TEST(exit_report_file) {
   if (pid == 0) {
     setenv("KILN_METRICS_FILE", tmpl, 1);
     unsetenv("KILN_METRICS");
+    kiln_config_load(); /* read again: the parent may have loaded it before the change */
     kiln_metrics_clear();
     kiln_metrics_install_exit_report();
     kiln_metrics_install_exit_report(); /* idempotent: one report, not two */

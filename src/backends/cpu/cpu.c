@@ -239,6 +239,7 @@ static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
   st->abuf = s->buf_of[k->a.node];
   st->bbuf = s->buf_of[k->b.node];
   st->cbuf = s->buf_of[k->node];
+  KILN_ASSERT(st->abuf >= 0 && st->bbuf >= 0 && st->cbuf >= 0); /* the schedule gives each a buffer */
   st->c0buf = k->c_node >= 0 ? kiln_sched_read_buf(s, k->c_node) : -1;
   st->alphabuf = k->alpha_node >= 0 ? kiln_sched_read_buf(s, k->alpha_node) : -1;
   st->alpha = k->alpha_c;
@@ -827,7 +828,7 @@ kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend
   if (!b) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu backend: out of memory");
   b->base.vt = &k_cpu_vtable;
   pthread_mutex_init(&b->mu, NULL);
-  const char *dump = getenv("KILN_DUMP_CODE");
+  const char *dump = kiln_cfg()->dump_code;
   b->dump_code = dump && *dump == '1';
   kiln_status st = kiln_pool_create(cfg ? cfg->num_threads : 0, &b->pool, err);
   if (st != KILN_OK) {

@@ -82,13 +82,14 @@ static int load_onednn(char *desc, size_t cap) {
  * (e.g. AMD Zen 4/5) for "Haswell" and runs AVX2 kernels at half speed; it
  * reads OPENBLAS_CORETYPE when it is loaded. On AVX-512 machines kiln sets
  * SkylakeX, which measured as fast as or faster than every other choice
- * (docs/gemm.md). A value the user set wins. Called from kiln_gemm_init,
- * i.e. at runtime start, because setenv is not safe once other threads may
- * call getenv. */
+ * (docs/gemm.md). A value the user set (in the environment when the
+ * configuration was read) wins. Called from kiln_gemm_init, i.e. at runtime
+ * start, because setenv is not safe once other threads may call getenv
+ * (OpenBLAS reads it when it is loaded; kiln reads kiln_cfg()). */
 static const char *g_oblas_core_how = "detected";
 static void prepare_openblas_env(void) {
   const char *f = kiln_cpu_features();
-  const char *user = getenv("OPENBLAS_CORETYPE");
+  const char *user = kiln_cfg()->openblas_coretype;
   if (user && *user) {
     g_oblas_core_how = "from OPENBLAS_CORETYPE";
   } else if (strstr(f, "avx512f") && strstr(f, "avx512bw") && strstr(f, "avx512vl") && strstr(f, "avx512dq")) {
@@ -131,7 +132,7 @@ int kiln_gemm_init(int num_threads) {
   pthread_mutex_lock(&g_mu);
   __atomic_store_n(&g_threads, num_threads, __ATOMIC_RELAXED);
   if (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) {
-    const char *want = getenv("KILN_GEMM");
+    const char *want = kiln_cfg()->gemm;
     if (want && *want && strcmp(want, "onednn") && strcmp(want, "openblas") && strcmp(want, "naive")) {
       fprintf(stderr, "kiln: KILN_GEMM=%s is not one of onednn, openblas, naive; using the default\n", want);
       want = NULL;

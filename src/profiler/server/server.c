@@ -72,7 +72,7 @@ static void load_module(void) {
 #ifdef KILN_GRPC_MODULE_FROM_LIB
   if (!module_beside_me(beside, sizeof beside)) beside[0] = '\0';
 #endif
-  const char *cands[4] = {getenv("KILN_PROFILER_SERVER_LIB"), beside, KILN_GRPC_MODULE_BUILD,
+  const char *cands[4] = {kiln_cfg()->profiler_server_lib, beside, KILN_GRPC_MODULE_BUILD,
                           KILN_GRPC_MODULE_INSTALLED};
   size_t n = 0;
   for (int i = 0; i < 4; i++) {
@@ -229,7 +229,7 @@ kiln_status kiln_profiler_server_start_at(int port, kiln_loc loc) {
   if (port < 0 || port > 65535)
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "kiln_profiler_server_start: port %d is outside 0..65535",
                       port);
-  const char *bind = getenv("KILN_PROFILER_BIND");
+  const char *bind = kiln_cfg()->profiler_bind;
   if (!bind || !*bind) bind = "127.0.0.1";
   if (strlen(bind) > 200)
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "KILN_PROFILER_BIND is too long (%zu bytes)", strlen(bind));

@@ -1,0 +1,70 @@
+#include "base/config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A published snapshot and its strings, in one allocation; the previous one
+ * is kept reachable (a reader may still hold it). */
+typedef struct snapshot {
+  kiln_config c;
+  struct snapshot *prev;
+  char text[];
+} snapshot;
+
+static snapshot *g_cur; /* atomic: read with __atomic_load_n */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static const kiln_config k_unset; /* every variable unset */
+
+/* A snapshot holding copies of src's strings; NULL when out of memory. */
+static snapshot *snapshot_new(const kiln_config *src) {
+  size_t len = 0;
+#define KILN_CONFIG_LEN(field, name) len += src->field ? strlen(src->field) + 1 : 0;
+  KILN_CONFIG_VARS(KILN_CONFIG_LEN)
+#undef KILN_CONFIG_LEN
+  snapshot *s = calloc(1, sizeof *s + len + 1);
+  if (!s) return NULL;
+  char *p = s->text;
+#define KILN_CONFIG_COPY(field, name)          \
+  if (src->field) {                            \
+    size_t n = strlen(src->field) + 1;         \
+    memcpy(p, src->field, n);                  \
+    s->c.field = p;                            \
+    p += n;                                    \
+  }
+  KILN_CONFIG_VARS(KILN_CONFIG_COPY)
+#undef KILN_CONFIG_COPY
+  return s;
+}
+
+static void publish(const kiln_config *c) {
+  snapshot *s = snapshot_new(c);
+  if (!s) return;
+  pthread_mutex_lock(&g_mu);
+  s->prev = g_cur;
+  __atomic_store_n(&g_cur, s, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void read_env(kiln_config *c) {
+#define KILN_CONFIG_GET(field, name) c->field = getenv(name);
+  KILN_CONFIG_VARS(KILN_CONFIG_GET)
+#undef KILN_CONFIG_GET
+}
+
+void kiln_config_load(void) {
+  kiln_config env;
+  read_env(&env);
+  publish(&env);
+}
+
+void kiln_config_set(const kiln_config *c) { publish(c ? c : &k_unset); }
+
+const kiln_config *kiln_cfg(void) {
+  snapshot *s = __atomic_load_n(&g_cur, __ATOMIC_ACQUIRE);
+  if (!s) { /* first use without a runtime; two threads may both load: same environment */
+    kiln_config_load();
+    s = __atomic_load_n(&g_cur, __ATOMIC_ACQUIRE);
+  }
+  return s ? &s->c : &k_unset;
+}

@@ -50,10 +50,6 @@ ALLOWED["init"] = set(ALLOWED) - {"tools"}
 EXCEPTIONS = {
     ("runtime", "frontend"): "the runtime owns the frontend's state, linearizes its trace and writes its tensor "
                              "slots: the frontend owns its state and hands the runtime a linearized graph",
-    ("debug", "passes"): "dot and c graph dumps run the passes on a copy of the graph: a compile observer in "
-                         "the backend interface (the cpu compile is being split on another branch)",
-    ("debug", "schedule"): "dot and c graph dumps run the scheduler: a compile observer in the backend interface",
-    ("debug", "codegen"): "c graph dumps run codegen: a compile observer in the backend interface",
     ("tools", "backends"): "kiln doctor benchmarks the GEMM library: a public query",
     ("tools", "base"): "tools use the internal kiln_err (also declared by kiln/profiler.h): a public error type",
     ("tools", "debug"): "kiln graph diff parses and diffs dumps with debug's code: a public graph-file API",

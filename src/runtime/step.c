@@ -9,7 +9,7 @@
 #include "base/text.h"
 #include "passes/passes.h"
 #include "runtime/events.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
 
 #define KILN_CUT_STACK 64
 

@@ -37,7 +37,7 @@
 #include "bench_util.h"
 #include "machine.h"
 /* Internal, for the diagnostic per-kernel profile only (KILN_BENCH_TRAIN_PROFILE). */
-#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
 
 enum { WARMUP = 10, STEPS = 50, MAX_PARAMS = 32 };
 

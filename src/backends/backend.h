@@ -18,7 +18,7 @@
 #include "base/status.h"
 #include "ir/graph.h"
 
-#define KILN_BACKEND_API_VERSION 1
+#define KILN_BACKEND_API_VERSION 2
 
 typedef struct kiln_backend kiln_backend;
 typedef struct kiln_executable kiln_executable; /* backend-defined */
@@ -45,6 +45,47 @@ typedef struct kiln_kernel_timing {
   double flops, bytes;
 } kiln_kernel_timing;
 
+/* What a compile produced, for graph dumps (docs/graphs.md): the graph the
+ * backend compiled, its kernels and their generated C. Plain data: a reader
+ * needs neither the scheduler nor codegen. */
+typedef enum kiln_plan_kind {
+  KILN_PLAN_LOOP = 0,    /* a fused elementwise loop */
+  KILN_PLAN_ROW_LOOP,    /* a fused loop seeded by a reduction */
+  KILN_PLAN_GEMM,        /* a GEMM library call */
+  KILN_PLAN_GEMM_UPDATE, /* a GEMM call with an update fused in (alpha A B + beta C) */
+  KILN_PLAN_COPY         /* a buffer copy */
+} kiln_plan_kind;
+
+typedef struct kiln_plan_kernel {
+  kiln_plan_kind kind;
+  int32_t node;           /* the node it is named after: a GEMM's value, a loop's seed (-1: COPY) */
+  int32_t n_members;      /* loops: the nodes computed here, increasing */
+  const int32_t *members;
+  const char *src;        /* the generated C of a loop that stores something, else NULL */
+  int64_t items;          /* src: the loop's size */
+  size_t bytes;           /* COPY: bytes from buffer src_buf to dst_buf */
+  int32_t src_buf, dst_buf;
+} kiln_plan_kernel;
+
+typedef struct kiln_compile_plan {
+  const kiln_graph *graph;  /* the graph compiled (after the passes) */
+  const char *none;         /* NULL, or why there are no kernels (the fields below are then 0/NULL) */
+  int32_t n_kernels;
+  const kiln_plan_kernel *kernels;
+  const int32_t *owner;     /* per node of graph: the kernel computing it, -1 for inputs and inlined nodes */
+  int n_loop_kernels, n_gemm_calls;
+  const char *prelude;      /* the C the kernels' sources need before them */
+} kiln_compile_plan;
+
+/* Asked of a compile by passing it (NULL: nobody asks, and the compile does
+ * no extra work). The backend calls plan once, on the thread that called
+ * compile and before compile returns, after the compile succeeded; the plan
+ * and everything it points to is valid during the call only. */
+typedef struct kiln_compile_observer {
+  void (*plan)(void *ctx, const kiln_compile_plan *p);
+  void *ctx;
+} kiln_compile_observer;
+
 typedef struct kiln_backend_vtable {
   void (*destroy)(kiln_backend *b);
   int api_version; /* KILN_BACKEND_API_VERSION */
@@ -56,8 +97,10 @@ typedef struct kiln_backend_vtable {
   void (*copy_to_device)(kiln_backend *b, void *dst, const void *host_src, size_t bytes);
   void (*copy_to_host)(kiln_backend *b, void *host_dst, const void *src, size_t bytes);
   /* Compile g (already through the passes). On success *out is owned by the
-   * caller (free with executable_free). */
-  kiln_status (*compile)(kiln_backend *b, const kiln_graph *g, kiln_executable **out, kiln_err *err);
+   * caller (free with executable_free). obs: NULL, or who wants the plan
+   * (kiln_compile_observer). */
+  kiln_status (*compile)(kiln_backend *b, const kiln_graph *g, const kiln_compile_observer *obs,
+                         kiln_executable **out, kiln_err *err);
   /* Run: inputs[i] for graph input i (SCALAR inputs: an 8-byte buffer
    * holding a double for float dtypes, an int64 otherwise), outputs[o] for
    * output o, already allocated with the output's size. An aliased output

@@ -298,7 +298,7 @@ void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
               "kiln: warning: %" PRId64 " value reads and %u live tensors since the last kiln_mark_step() (latest: "
               "%s). A step's tensors are released only at its step marker: a loop that reads results must call "
               "kiln_mark_step() once per iteration, or its memory grows without bound.\n",
-              a->reads_this_step, rt->fe.n_step, kiln_cut_cause_str(cause, cs, sizeof cs));
+              a->reads_this_step, kiln_runtime_step_tensors(rt), kiln_cut_cause_str(cause, cs, sizeof cs));
       fflush(a->out);
       pthread_mutex_unlock(&a->mu);
     }
@@ -309,7 +309,7 @@ void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
   char cs[256], b1[32];
   pthread_mutex_lock(&a->mu);
   fprintf(a->out, "kiln: execute graph %016" PRIx64 " (compile #%d%s%s%s) step %" PRIu64 " cause: %s, host %s%s\n",
-          e->key, e->compile_no, e->tag[0] ? ", tag \"" : "", e->tag, e->tag[0] ? "\"" : "", rt->step,
+          e->key, e->compile_no, e->tag[0] ? ", tag \"" : "", e->tag, e->tag[0] ? "\"" : "", kiln_runtime_steps(rt),
           kiln_cut_cause_str(cause, cs, sizeof cs), kiln_fmt_duration(host_ns, b1, sizeof b1),
           hit ? "" : " (compiled now)");
   fflush(a->out);
@@ -362,7 +362,7 @@ void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt) {
 
 static void explain_build(kiln_analysis *a, kiln_runtime *rt, kiln_text *t) {
   char b1[32], b2[32], b3[32], cs[256];
-  int64_t steps = (int64_t)rt->step;
+  int64_t steps = (int64_t)kiln_runtime_steps(rt);
   int64_t execs = 0, from_disk = 0;
   uint64_t hits = 0;
   for (int i = 0; i < a->n_graphs; i++) {

@@ -9,10 +9,8 @@
 #include <string.h>
 
 #include "base/fs.h"
-#include "codegen/codegen.h"
 #include "debug/graphtext.h"
-#include "passes/passes.h"
-#include "schedule/schedule.h"
+#include "runtime/events.h"
 
 int kiln_dump_format_parse(const char *s, kiln_dump_format *fmt) {
   *fmt = KILN_DUMP_TEXT;
@@ -54,24 +52,28 @@ static void put_dot_string(FILE *f, const char *s) {
   }
 }
 
-/* The optimized graph and its schedule, as the cpu backend would build
- * them. On failure *why says what failed and the outputs are NULL. */
-static void plan(const kiln_graph *g, kiln_graph **opt, kiln_sched **s, kiln_err *why) {
-  *opt = NULL;
-  *s = NULL;
-  if (kiln_passes_run(g, opt, NULL, why) != KILN_OK) return;
-  if (kiln_sched_build(*opt, s, why) != KILN_OK) {
-    kiln_graph_free(*opt);
-    *opt = NULL;
+/* A kernel's kind as the dumps name it. */
+static const char *kernel_label(const kiln_plan_kernel *kn) {
+  switch (kn->kind) {
+    case KILN_PLAN_GEMM: return "gemm";
+    case KILN_PLAN_GEMM_UPDATE: return "gemm with update";
+    case KILN_PLAN_ROW_LOOP: return "row loop";
+    default: return "loop";
   }
 }
 
-static void write_dot(const kiln_graph *g0, uint64_t key, const char *cause, FILE *f) {
-  kiln_graph *opt;
-  kiln_sched *s;
-  kiln_err why = {0};
-  plan(g0, &opt, &s, &why);
-  const kiln_graph *g = opt ? opt : g0;
+static int is_gemm(const kiln_plan_kernel *kn) { return kn->kind == KILN_PLAN_GEMM || kn->kind == KILN_PLAN_GEMM_UPDATE; }
+
+/* The plan's kernels, or NULL with *why saying why there are none. */
+static const kiln_compile_plan *kernels_of(const kiln_compile_plan *p, const char **why) {
+  *why = !p ? "the backend reported no plan" : p->none ? p->none : NULL;
+  return *why ? NULL : p;
+}
+
+static void write_dot(const kiln_graph *g0, const kiln_compile_plan *plan, uint64_t key, const char *cause, FILE *f) {
+  const char *why;
+  const kiln_compile_plan *s = kernels_of(plan, &why);
+  const kiln_graph *g = plan && plan->graph ? plan->graph : g0;
   fprintf(f, "/* kiln graph dump (dot), key 0x%016" PRIx64 ", cause: ", key);
   put_comment_text(f, cause ? cause : "(not given)");
   fprintf(f, "\n * %d nodes before the passes, %d after; ", (int)g0->n_nodes, (int)g->n_nodes);
@@ -79,7 +81,7 @@ static void write_dot(const kiln_graph *g0, uint64_t key, const char *cause, FIL
     fprintf(f, "%d kernels (each fused kernel is a cluster) */\n", (int)s->n_kernels);
   } else {
     fputs("not fused (", f);
-    put_comment_text(f, why.msg);
+    put_comment_text(f, why);
     fputs(") */\n", f);
   }
   fputs("digraph kiln_graph {\n  node [shape=box, fontname=\"monospace\"];\n", f);
@@ -88,9 +90,9 @@ static void write_dot(const kiln_graph *g0, uint64_t key, const char *cause, FIL
   int32_t *cl = malloc(sizeof *cl * ((size_t)g->n_nodes + 1));
   for (int32_t i = 0; cl && i < g->n_nodes; i++) cl[i] = s ? s->owner[i] : -1;
   for (int32_t k = 0; cl && s && k < s->n_kernels; k++) {
-    const kiln_skernel *kn = &s->kernels[k];
-    if (kn->kind == KILN_SK_GEMM && cl[kn->node] < 0) cl[kn->node] = k;
-    if (kn->kind != KILN_SK_LOOP) continue;
+    const kiln_plan_kernel *kn = &s->kernels[k];
+    if (is_gemm(kn) && cl[kn->node] < 0) cl[kn->node] = k;
+    if (kn->kind != KILN_PLAN_LOOP && kn->kind != KILN_PLAN_ROW_LOOP) continue;
     for (int32_t j = 0; j < kn->n_members; j++)
       if (cl[kn->members[j]] < 0) cl[kn->members[j]] = k;
   }
@@ -112,11 +114,9 @@ static void write_dot(const kiln_graph *g0, uint64_t key, const char *cause, FIL
     for (int32_t i = 0; cl && i < g->n_nodes; i++) any |= cl[i] == k;
     if (k >= 0 && !any) continue;
     const char *ind = k >= 0 ? "    " : "  ";
-    if (k >= 0) {
-      const kiln_skernel *kn = &s->kernels[k];
+    if (k >= 0)
       fprintf(f, "  subgraph cluster_k%d {\n    label=\"kernel %d: %s\";\n    style=rounded;\n", (int)k, (int)k,
-              kn->kind == KILN_SK_GEMM ? (kn->c_node >= 0 ? "gemm with update" : "gemm") : kn->row ? "row loop" : "loop");
-    }
+              kernel_label(&s->kernels[k]));
     for (int32_t i = 0; i < g->n_nodes; i++) {
       if ((cl ? cl[i] : -1) != k) continue;
       const kiln_gnode *n = &g->nodes[i];
@@ -140,66 +140,50 @@ static void write_dot(const kiln_graph *g0, uint64_t key, const char *cause, FIL
             (int)g->output_node[o], (int)o);
   fputs("}\n", f);
   free(cl);
-  kiln_sched_free(s);
-  kiln_graph_free(opt);
 }
 
-static void write_c(const kiln_graph *g0, uint64_t key, const char *cause, FILE *f) {
-  kiln_graph *opt;
-  kiln_sched *s;
-  kiln_err why = {0};
-  plan(g0, &opt, &s, &why);
+static void write_c(const kiln_graph *g0, const kiln_compile_plan *plan, uint64_t key, const char *cause, FILE *f) {
+  const char *why;
+  const kiln_compile_plan *s = kernels_of(plan, &why);
   fprintf(f, "/* kiln graph dump (generated C), key 0x%016" PRIx64 "\n * cause: ", key);
   put_comment_text(f, cause ? cause : "(not given)");
   if (!s) {
     fputs("\n * no code: ", f);
-    put_comment_text(f, why.msg);
+    put_comment_text(f, why);
     fputs("\n */\n", f);
     return;
   }
+  const kiln_graph *opt = s->graph;
   fprintf(f, "\n * %d nodes before the passes, %d after; %d kernels (%d loops, %d GEMM calls).\n"
              " * Each k_<hash> function computes items [begin, end) of one fused kernel;\n"
              " * GEMM kernels call the GEMM library and have no source here.\n */\n",
           (int)g0->n_nodes, (int)opt->n_nodes, (int)s->n_kernels, s->n_loop_kernels, s->n_gemm_calls);
-  fputs(kiln_codegen_prelude(), f);
+  fputs(s->prelude ? s->prelude : "", f);
   for (int32_t k = 0; k < s->n_kernels; k++) {
-    const kiln_skernel *kn = &s->kernels[k];
-    const kiln_gnode *seed = &opt->nodes[kn->kind == KILN_SK_GEMM ? kn->node : kn->seed];
+    const kiln_plan_kernel *kn = &s->kernels[k];
     fprintf(f, "\n/* kernel %d: ", (int)k);
-    if (kn->kind == KILN_SK_COPY) {
+    if (kn->kind == KILN_PLAN_COPY) {
       fprintf(f, "copy %zu bytes (buffer %d -> %d) */\n", kn->bytes, (int)kn->src_buf, (int)kn->dst_buf);
       continue;
     }
-    fprintf(f, "%s, %s at ",
-            kn->kind == KILN_SK_GEMM ? (kn->c_node >= 0 ? "gemm with update" : "gemm") : kn->row ? "row loop" : "loop",
-            kiln_op_name(seed->op));
+    const kiln_gnode *seed = &opt->nodes[kn->node];
+    fprintf(f, "%s, %s at ", kernel_label(kn), kiln_op_name(seed->op));
     put_comment_text(f, seed->loc.file ? base_name(seed->loc.file) : "?");
     fprintf(f, ":%d", seed->loc.line);
-    if (kn->kind == KILN_SK_GEMM || kn->n_stores == 0) {
+    if (is_gemm(kn) || !kn->src) {
       fputs(" (no generated source) */\n", f);
       continue;
     }
-    kiln_kernel_src src = {0};
-    kiln_err err = {0};
-    if (kiln_codegen_kernel(s, k, &src, &err) != KILN_OK) {
-      fputs(": codegen failed: ", f);
-      put_comment_text(f, err.msg);
-      fputs(" */\n", f);
-      continue;
-    }
-    fprintf(f, ", %" PRId64 " items */\n%s\n", src.items, src.src);
-    kiln_kernel_src_clear(&src);
+    fprintf(f, ", %" PRId64 " items */\n%s\n", kn->items, kn->src);
   }
-  kiln_sched_free(s);
-  kiln_graph_free(opt);
 }
 
-kiln_status kiln_dump_write(const kiln_graph *g, uint64_t key, const char *cause, kiln_dump_format fmt, FILE *f,
-                            kiln_err *err) {
+kiln_status kiln_dump_write(const kiln_graph *g, const kiln_compile_plan *plan, uint64_t key, const char *cause,
+                            kiln_dump_format fmt, FILE *f, kiln_err *err) {
   if (fmt == KILN_DUMP_DOT)
-    write_dot(g, key, cause, f);
+    write_dot(g, plan, key, cause, f);
   else if (fmt == KILN_DUMP_C)
-    write_c(g, key, cause, f);
+    write_c(g, plan, key, cause, f);
   else
     kiln_graphtext_write(g, key, cause, f);
   if (fflush(f) || ferror(f)) return kiln_err_set(err, KILN_ERR_IO, "writing the graph dump failed: %s", strerror(errno));
@@ -217,7 +201,13 @@ static void report_once(const char *fmt, const char *a, const char *b) {
   fprintf(stderr, " (further problems with graph dumps are not reported)\n");
 }
 
-void kiln_dump_graph(const kiln_graph *g, uint64_t key, const char *cause, int seq) {
+int kiln_dump_wants_plan(void) {
+  const char *dir = kiln_cfg()->save_graphs;
+  kiln_dump_format fmt;
+  return dir && *dir && !kiln_dump_format_parse(kiln_cfg()->save_graphs_fmt, &fmt) && fmt != KILN_DUMP_TEXT;
+}
+
+void kiln_dump_graph(const kiln_graph *g, const kiln_compile_plan *plan, uint64_t key, const char *cause, int seq) {
   const char *dir = kiln_cfg()->save_graphs;
   if (!dir || !*dir || !g) return;
   const char *fs = kiln_cfg()->save_graphs_fmt;
@@ -235,7 +225,7 @@ void kiln_dump_graph(const kiln_graph *g, uint64_t key, const char *cause, int s
     report_once("out of memory writing a dump into %s%s", dir, "");
     return;
   }
-  kiln_status st = kiln_dump_write(g, key, cause, fmt, mf, &err);
+  kiln_status st = kiln_dump_write(g, plan, key, cause, fmt, mf, &err);
   fclose(mf);
   if (st == KILN_OK) {
     size_t plen = strlen(dir) + 64;

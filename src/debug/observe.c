@@ -16,6 +16,10 @@
  * kiln_explain and the exit summary, whose analysis calls take its mutex. */
 static kiln_analysis *g_an;
 
+/* 1 when this compile's plan was dumped (KILN_EV_COMPILE_PLAN): a compile
+ * emits COMPILE_BEGIN, COMPILE_PLAN and COMPILED on one thread, in order. */
+static _Thread_local int g_planned;
+
 static kiln_site_kind site_kind_of(kiln_cut_reason why) {
   switch (why) {
     case KILN_CUT_VALUE_READ: return KILN_SITE_CUT_VALUE_READ;
@@ -32,10 +36,21 @@ static void on_event(void *ctx, const kiln_event *ev) {
     case KILN_EV_START:
       __atomic_store_n(&g_an, kiln_analysis_create(), __ATOMIC_RELEASE);
       break;
+    case KILN_EV_COMPILE_BEGIN: /* dot and c dumps are drawn from the compile's plan */
+      g_planned = 0;
+      if (kiln_dump_wants_plan()) *ev->want_plan = 1;
+      break;
+    case KILN_EV_COMPILE_PLAN: {
+      char cs[256];
+      kiln_dump_graph(ev->graph, ev->plan, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->compile_no);
+      g_planned = 1;
+      break;
+    }
     case KILN_EV_COMPILED: {
       kiln_sites_record_compile(site_kind_of(ev->cause->why), ev->cause->loc, ev->ns);
       char cs[256];
-      kiln_dump_graph(ev->graph, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->entry->compile_no);
+      if (!g_planned) /* text dumps; dot and c when the backend reported no plan */
+        kiln_dump_graph(ev->graph, NULL, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->entry->compile_no);
       kiln_analysis_compiled(an, ev->rt, ev->cause, ev->entry);
       break;
     }

@@ -8,7 +8,7 @@
 
 #include "base/counters.h"
 #include "frontend/api.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
 
 kiln_status kiln_compile_at(int n, const kiln_tensor *tensors, kiln_loc loc) {
   kiln_runtime *rt = kiln_runtime_get();

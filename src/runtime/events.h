@@ -22,6 +22,12 @@
 
 typedef enum kiln_event_kind {
   KILN_EV_START = 0, /* the runtime started (rt is usable) */
+  KILN_EV_COMPILE_BEGIN, /* a cache miss is about to compile: graph (as traced), key, cause,
+                          * compile_no; an observer that wants the compile's plan (the graph
+                          * after the passes, the kernels, their C) sets *want_plan = 1 */
+  KILN_EV_COMPILE_PLAN,  /* what the compile produced, when an observer asked at COMPILE_BEGIN
+                          * and the compile succeeded: graph, key, cause, compile_no, plan
+                          * (valid during the call only; emitted before COMPILED) */
   KILN_EV_COMPILED,  /* a graph was compiled on a cache miss: graph (as traced, before
                       * the passes), key, cause, entry (in the cache, numbered), ns */
   KILN_EV_CUT,       /* a cut finished: cause, entry, hit, ns = host time from the cut
@@ -38,8 +44,11 @@ typedef struct kiln_event {
   kiln_runtime *rt;
   const kiln_cut_cause *cause; /* COMPILED, CUT */
   kiln_cache_entry *entry;     /* COMPILED, CUT */
-  const kiln_graph *graph;     /* COMPILED */
-  uint64_t key;                /* COMPILED */
+  const kiln_graph *graph;     /* COMPILE_BEGIN, COMPILE_PLAN, COMPILED */
+  uint64_t key;                /* COMPILE_BEGIN, COMPILE_PLAN, COMPILED */
+  int compile_no;              /* COMPILE_BEGIN, COMPILE_PLAN: the entry's compile_no to be */
+  int *want_plan;              /* COMPILE_BEGIN */
+  const kiln_compile_plan *plan; /* COMPILE_PLAN (backends/backend.h) */
   int hit;                     /* CUT: found in the cache */
   kiln_loc loc;                /* READ */
   int64_t bytes;               /* READ */

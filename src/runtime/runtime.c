@@ -1,5 +1,5 @@
 /* The runtime singleton: start, stop, buffers, graph cache. */
-#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -138,6 +138,10 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
 }
 
 kiln_runtime *kiln_runtime_peek(void) { return g_rt; }
+
+uint64_t kiln_runtime_steps(const kiln_runtime *rt) { return rt->step; }
+
+uint32_t kiln_runtime_step_tensors(const kiln_runtime *rt) { return rt->fe.n_step; }
 
 kiln_runtime *kiln_runtime_get(void) {
   /* the lazy start goes through the public entry point (src/init/), which

@@ -9,15 +9,17 @@
 #include "base/text.h"
 #include "passes/passes.h"
 #include "runtime/events.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h"
 
 #define KILN_CUT_STACK 64
 
 static const char *const g_cut_counters[KILN_CUT_REASON_COUNT] = {"StepMarkerCut", "ValueReadCut",
                                                                    "DataDependentCut", "ExplicitCompileCut"};
 
-/* The passes and the backend's compile of a traced graph (kept). */
-static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, kiln_executable **exe, kiln_err *err) {
+/* The passes and the backend's compile of a traced graph (kept); obs:
+ * NULL, or who wants the compile's plan. */
+static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_compile_observer *obs,
+                             kiln_executable **exe, kiln_err *err) {
   kiln_graph *opt = NULL;
   kiln_status s = KILN_OK;
   *exe = NULL;
@@ -30,7 +32,7 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, kiln_executa
     s = kiln_passes_run(g, &opt, &ps, err);
     kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
   }
-  if (s == KILN_OK) s = rt->backend->vt->compile(rt->backend, opt, exe, err);
+  if (s == KILN_OK) s = rt->backend->vt->compile(rt->backend, opt, obs, exe, err);
   kiln_graph_free(opt);
   return s;
 }
@@ -41,7 +43,7 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, kiln_executa
 static kiln_status reload_entry(kiln_runtime *rt, kiln_cache_entry *e, kiln_loc loc) {
   uint64_t t0 = kiln_now_ns();
   kiln_err err = {0};
-  kiln_status s = build_exe(rt, e->graph, &e->exe, &err);
+  kiln_status s = build_exe(rt, e->graph, NULL, &e->exe, &err);
   if (s != KILN_OK)
     return kiln_error(s, loc, "while rebuilding an evicted graph of %d nodes: %s", e->graph->n_nodes, err.msg);
   double ns = (double)(kiln_now_ns() - t0);
@@ -50,6 +52,20 @@ static kiln_status reload_entry(kiln_runtime *rt, kiln_cache_entry *e, kiln_loc 
   if (kiln_prof_on()) kiln_prof_record(KILN_PROF_COMPILE, "rebuild evicted graph", t0, t0 + (uint64_t)ns, e->graph->n_nodes, 0, 0);
   kiln_cache_loaded(rt, e, 1);
   return KILN_OK;
+}
+
+/* A compile's plan, forwarded to the observers as KILN_EV_COMPILE_PLAN. */
+typedef struct plan_fwd {
+  kiln_runtime *rt;
+  const kiln_cut_cause *cause;
+  const kiln_graph *g;
+  uint64_t key;
+} plan_fwd;
+
+static void forward_plan(void *ctx, const kiln_compile_plan *p) {
+  const plan_fwd *f = ctx;
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILE_PLAN, .rt = f->rt, .cause = f->cause, .graph = f->g,
+                                 .key = f->key, .compile_no = f->rt->n_compiles + 1, .plan = p});
 }
 
 /* Compile the linearized graph (cache miss). */
@@ -61,7 +77,13 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, int n_out, kiln
   if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory building the graph");
   kiln_err err = {0};
   kiln_executable *exe = NULL;
-  kiln_status s = build_exe(rt, g, &exe, &err);
+  /* the plan is made only for an observer that asks (graph dumps) */
+  int want_plan = 0;
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILE_BEGIN, .rt = rt, .cause = cause, .graph = g, .key = key,
+                                 .compile_no = rt->n_compiles + 1, .want_plan = &want_plan});
+  plan_fwd fwd = {rt, cause, g, key};
+  const kiln_compile_observer obs = {forward_plan, &fwd};
+  kiln_status s = build_exe(rt, g, want_plan ? &obs : NULL, &exe, &err);
   if (s != KILN_OK) {
     int nodes = g->n_nodes;
     kiln_graph_free(g);

@@ -20,7 +20,7 @@ static kiln_status run(kiln_graph *g, void *const *inputs, void *const *outputs,
   kiln_status s = kiln_backend_ref_create(&(kiln_backend_config){0}, &be, &err);
   if (s != KILN_OK) return s;
   kiln_executable *e = NULL;
-  s = be->vt->compile(be, g, &e, &err);
+  s = be->vt->compile(be, g, NULL, &e, &err);
   if (s == KILN_OK) s = be->vt->execute(be, e, inputs, outputs, &err);
   if (msg) strcpy(msg, s == KILN_OK ? "" : err.msg);
   if (e) be->vt->executable_free(be, e);

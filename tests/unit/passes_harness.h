@@ -193,7 +193,7 @@ static void **ref_run(const kiln_graph *g, uint64_t seed) {
     KT_FAIL("ref backend: %s", err.msg);
     return NULL;
   }
-  if (be->vt->compile(be, g, &ex, &err) != KILN_OK) {
+  if (be->vt->compile(be, g, NULL, &ex, &err) != KILN_OK) {
     KT_FAIL("ref compile: %s", err.msg);
     be->vt->destroy(be);
     return NULL;

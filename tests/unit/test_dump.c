@@ -2,7 +2,10 @@
  * text round-trips exactly (kiln_graph_equal plus locations), parse errors
  * name file:line, KILN_SAVE_GRAPHS writes the promised files, DOT is
  * structurally valid with one cluster per fused kernel (and accepted by
- * `dot` when installed), and the C dump compiles. */
+ * `dot` when installed), and the C dump compiles. dot and c are drawn from
+ * the plan a backend reports from inside its compile (as the runtime
+ * forwards it): the cpu backend's kernels and code, the ref backend's
+ * "none", or no plan at all. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <math.h>
@@ -12,12 +15,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "base/fs.h"
 #include "debug/dump.h"
 #include "debug/graphtext.h"
 #include "kt.h"
 
 #include "backend/graph_builder.h"
+#include "passes/passes.h"
 
 /* Every op kind and attribute form, plus awkward values. */
 static kiln_graph *rich_graph(void) {
@@ -265,15 +270,50 @@ static void set_save_graphs(const char *dir, const char *fmt) {
   kiln_config_set(&c);
 }
 
+/* Dump g (seq, key, cause) from inside backend be's compile of g after
+ * the passes, as the runtime does for KILN_EV_COMPILE_PLAN. */
+typedef struct dump_req {
+  const kiln_graph *g;
+  uint64_t key;
+  const char *cause;
+  int seq, calls;
+} dump_req;
+
+static void dump_from_plan(void *ctx, const kiln_compile_plan *p) {
+  dump_req *r = ctx;
+  r->calls++;
+  kiln_dump_graph(r->g, p, r->key, r->cause, r->seq);
+}
+
+static void dump_compiled(kiln_backend *be, const kiln_graph *g, uint64_t key, const char *cause, int seq) {
+  kiln_graph *opt = NULL;
+  kiln_err err = {0};
+  KT_CHECK_MSG(kiln_passes_run(g, &opt, NULL, &err) == KILN_OK, "%s", err.msg);
+  if (!opt) return;
+  dump_req r = {g, key, cause, seq, 0};
+  const kiln_compile_observer obs = {dump_from_plan, &r};
+  kiln_executable *e = NULL;
+  KT_CHECK_MSG(be->vt->compile(be, opt, &obs, &e, &err) == KILN_OK, "%s", err.msg);
+  KT_EQ_INT(r.calls, 1);
+  if (e) be->vt->executable_free(be, e);
+  kiln_graph_free(opt);
+}
+
 KT_TEST(save_graphs_text_dot_c) {
   char base[512], dir[600], path[700];
   kiln_err err = {0};
   KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-dump-test-", base, sizeof base, &err) == KILN_OK);
   snprintf(dir, sizeof dir, "%s/new/dumps", base);
   kiln_graph *g = fusable_graph();
+  kiln_backend *cpu = NULL, *ref = NULL;
+  kiln_backend_config cfg = {.num_threads = 1, .cache_dir = NULL};
+  KT_CHECK_MSG(kiln_backend_cpu_create(&cfg, &cpu, &err) == KILN_OK, "%s", err.msg);
+  KT_CHECK_MSG(kiln_backend_ref_create(&cfg, &ref, &err) == KILN_OK, "%s", err.msg);
+  if (!cpu || !ref) return;
 
   set_save_graphs(dir, NULL);
-  kiln_dump_graph(g, 0xab, "step marker", 3);
+  KT_EQ_INT(kiln_dump_wants_plan(), 0);
+  kiln_dump_graph(g, NULL, 0xab, "step marker", 3);
   struct stat st;
   KT_CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
   snprintf(path, sizeof path, "%s/graph-0003-00000000000000ab.txt", dir);
@@ -287,7 +327,8 @@ KT_TEST(save_graphs_text_dot_c) {
   }
 
   set_save_graphs(dir, "dot");
-  kiln_dump_graph(g, 0xab, "step marker", 4);
+  KT_EQ_INT(kiln_dump_wants_plan(), 1);
+  dump_compiled(cpu, g, 0xab, "step marker", 4);
   snprintf(path, sizeof path, "%s/graph-0004-00000000000000ab.dot", dir);
   char *dot = read_file(path);
   KT_CHECK_MSG(dot != NULL, "no %s", path);
@@ -308,7 +349,8 @@ KT_TEST(save_graphs_text_dot_c) {
   }
 
   set_save_graphs(dir, "c");
-  kiln_dump_graph(g, 0xab, "value read at a.c:1 */ oops", 5);
+  KT_EQ_INT(kiln_dump_wants_plan(), 1);
+  dump_compiled(cpu, g, 0xab, "value read at a.c:1 */ oops", 5);
   snprintf(path, sizeof path, "%s/graph-0005-00000000000000ab.c", dir);
   char *c = read_file(path);
   KT_CHECK_MSG(c != NULL, "no %s", path);
@@ -324,9 +366,36 @@ KT_TEST(save_graphs_text_dot_c) {
     }
   }
 
+  /* the ref backend has no kernels and no code: the dumps say so */
+  dump_compiled(ref, g, 0xab, "step marker", 9);
+  snprintf(path, sizeof path, "%s/graph-0009-00000000000000ab.c", dir);
+  c = read_file(path);
+  KT_CHECK_MSG(c != NULL, "no %s", path);
+  if (c) KT_STR_CONTAINS(c, "\n * no code: the ref backend runs the graph node by node");
+  free(c);
+  set_save_graphs(dir, "dot");
+  dump_compiled(ref, g, 0xab, "step marker", 10);
+  snprintf(path, sizeof path, "%s/graph-0010-00000000000000ab.dot", dir);
+  dot = read_file(path);
+  KT_CHECK_MSG(dot != NULL, "no %s", path);
+  if (dot) {
+    char why[1024] = "";
+    KT_CHECK_MSG(check_dot(dot, why, sizeof why) == 0, "dot check: %s\n%s", why, dot);
+    KT_STR_CONTAINS(dot, "after; not fused (the ref backend runs the graph node by node");
+    free(dot);
+  }
+  /* no plan at all (a backend that reports none): the graph as traced, unfused */
+  kiln_dump_graph(g, NULL, 0xab, "step marker", 11);
+  snprintf(path, sizeof path, "%s/graph-0011-00000000000000ab.dot", dir);
+  dot = read_file(path);
+  KT_CHECK_MSG(dot != NULL, "no %s", path);
+  if (dot) KT_STR_CONTAINS(dot, "not fused (the backend reported no plan)");
+  free(dot);
+
   /* an unknown format still writes text (reported once on stderr) */
   set_save_graphs(dir, "svg");
-  kiln_dump_graph(g, 0xcd, NULL, 6);
+  KT_EQ_INT(kiln_dump_wants_plan(), 0);
+  kiln_dump_graph(g, NULL, 0xcd, NULL, 6);
   snprintf(path, sizeof path, "%s/graph-0006-00000000000000cd.txt", dir);
   KT_CHECK(access(path, R_OK) == 0);
   /* no temp files left behind */
@@ -334,13 +403,16 @@ KT_TEST(save_graphs_text_dot_c) {
   int n = 0;
   for (struct dirent *de; d && (de = readdir(d));) n += de->d_name[0] != '.';
   if (d) closedir(d);
-  KT_EQ_INT(n, 4);
+  KT_EQ_INT(n, 7);
   /* an unusable directory does not fail the caller */
   set_save_graphs("/proc/kiln-cannot-create-this", "svg");
-  kiln_dump_graph(g, 0xcd, NULL, 7);
+  kiln_dump_graph(g, NULL, 0xcd, NULL, 7);
   set_save_graphs(NULL, NULL);
-  kiln_dump_graph(g, 0xcd, NULL, 8); /* unset: nothing happens */
+  KT_EQ_INT(kiln_dump_wants_plan(), 0);
+  kiln_dump_graph(g, NULL, 0xcd, NULL, 8); /* unset: nothing happens */
   kiln_graph_free(g);
+  cpu->vt->destroy(cpu);
+  ref->vt->destroy(ref);
   KT_EQ_INT(kiln_fs_remove_tree(base), 0);
 }
 

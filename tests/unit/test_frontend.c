@@ -5,7 +5,7 @@
 #include <kiln/kiln.h>
 
 #include "kt.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_internal.h" /* the frontend state the runtime holds */
 
 static void start(void) {
   kiln_shutdown();

@@ -113,7 +113,7 @@ static kiln_exec_info run(kiln_graph *g, void *const *in, void *const *out) {
   kiln_executable *e = NULL;
   kiln_err err = {0};
   kiln_exec_info info = {0};
-  kiln_status st = be->vt->compile(be, g, &e, &err);
+  kiln_status st = be->vt->compile(be, g, NULL, &e, &err);
   KT_CHECK_MSG(st == KILN_OK, "compile: %s", err.msg);
   if (g_prev) be->vt->executable_free(be, g_prev);
   g_prev = NULL;

@@ -212,10 +212,10 @@ static void check_graph(kiln_backend *cpu, kiln_backend *ref, kiln_graph *g, int
   }
   kiln_err err = {0};
   kiln_executable *er = NULL, *ec = NULL;
-  kiln_status st = ref->vt->compile(ref, g, &er, &err);
+  kiln_status st = ref->vt->compile(ref, g, NULL, &er, &err);
   if (st == KILN_OK) st = ref->vt->execute(ref, er, rin, out_ref, &err);
   KT_CHECK_MSG(st == KILN_OK, "graph %d ref: %s", gi, err.msg);
-  st = cpu->vt->compile(cpu, g, &ec, &err);
+  st = cpu->vt->compile(cpu, g, NULL, &ec, &err);
   if (st == KILN_OK) st = cpu->vt->execute(cpu, ec, in, out_cpu, &err);
   KT_CHECK_MSG(st == KILN_OK, "graph %d cpu: %s", gi, err.msg);
   int has_mm = 0;

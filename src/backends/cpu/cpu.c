@@ -557,7 +557,46 @@ static void fill_info(const compile_job *j, const kiln_graph *g, uint64_t t0, ui
   in->compile_ns = (double)(t2 - t0);
 }
 
-static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_executable **out, kiln_err *err) {
+/* The compile's plan for an observer (graph dumps): the schedule's kernels
+ * and the sources generate_kernels made. Out of memory: no call (the dump
+ * then says the backend reported no plan). */
+static void report_plan(const compile_job *j, const kiln_compile_observer *obs) {
+  const kiln_sched *s = j->s;
+  kiln_plan_kernel *pk = calloc((size_t)s->n_kernels + 1, sizeof *pk);
+  if (!pk) return;
+  for (int32_t i = 0; i < s->n_kernels; i++) {
+    const kiln_skernel *k = &s->kernels[i];
+    kiln_plan_kernel *p = &pk[i];
+    if (k->kind == KILN_SK_GEMM) {
+      p->kind = k->c_node >= 0 ? KILN_PLAN_GEMM_UPDATE : KILN_PLAN_GEMM;
+      p->node = k->node;
+    } else if (k->kind == KILN_SK_COPY) {
+      p->kind = KILN_PLAN_COPY;
+      p->node = -1;
+      p->bytes = k->bytes;
+      p->src_buf = k->src_buf;
+      p->dst_buf = k->dst_buf;
+    } else {
+      p->kind = k->row ? KILN_PLAN_ROW_LOOP : KILN_PLAN_LOOP;
+      p->node = k->seed;
+      p->n_members = k->n_members;
+      p->members = k->members;
+      p->src = j->srcs[i].src;
+      p->items = j->srcs[i].items;
+    }
+  }
+  obs->plan(obs->ctx, &(kiln_compile_plan){.graph = s->g,
+                                           .n_kernels = s->n_kernels,
+                                           .kernels = pk,
+                                           .owner = s->owner,
+                                           .n_loop_kernels = s->n_loop_kernels,
+                                           .n_gemm_calls = s->n_gemm_calls,
+                                           .prelude = kiln_codegen_prelude()});
+  free(pk);
+}
+
+static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs,
+                               kiln_executable **out, kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
   *out = NULL;
   uint64_t t0 = kiln_now_ns();
@@ -578,6 +617,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, kiln_execu
   pthread_mutex_unlock(&b->mu);
   uint64_t t2 = kiln_now_ns();
   if (st == KILN_OK) fill_info(&j, g, t0, t1, t2);
+  if (st == KILN_OK && obs && obs->plan) report_plan(&j, obs);
   if (j.srcs)
     for (int32_t i = 0; i < s->n_kernels; i++) kiln_kernel_src_clear(&j.srcs[i]);
   free(j.srcs);

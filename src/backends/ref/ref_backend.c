@@ -58,7 +58,8 @@ static void ref_copy(kiln_backend *b, void *dst, const void *src, size_t bytes) 
   if (bytes) memcpy(dst, src, bytes);
 }
 
-static kiln_status ref_compile(kiln_backend *b, const kiln_graph *g, kiln_executable **out, kiln_err *err) {
+static kiln_status ref_compile(kiln_backend *b, const kiln_graph *g, const kiln_compile_observer *obs,
+                               kiln_executable **out, kiln_err *err) {
   (void)b;
   *out = NULL;
   char msg[512];
@@ -73,6 +74,9 @@ static kiln_status ref_compile(kiln_backend *b, const kiln_graph *g, kiln_execut
                         (int)g->n_nodes);
   }
   pthread_mutex_init(&e->mu, NULL);
+  if (obs && obs->plan) /* no schedule, no code: the graph runs node by node */
+    obs->plan(obs->ctx, &(kiln_compile_plan){
+                            .graph = g, .none = "the ref backend runs the graph node by node, without kernels or code"});
   *out = e;
   return KILN_OK;
 }

@@ -316,89 +316,60 @@ static kiln_node *zero_product(kiln_frontend *fe, kiln_node *na, kiln_node *nb, 
   return kiln_api_broadcast(fe, z, rank, so, loc);
 }
 
-kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
-  FE_OR_NULL(fe);
-  kiln_node *na = NULL, *nb = NULL;
-  int r0 = kiln_api_input(fe, a, "matmul", loc, NULL, &na);
-  int r1 = kiln_api_input(fe, b, "matmul", loc, NULL, &nb);
-  if (r0 || r1) return kiln_fe_poison(fe, loc);
-  char sa[128], sb[128];
-  kiln_fe_shape_str(na->rank, na->shape, sa, sizeof sa);
-  kiln_fe_shape_str(nb->rank, nb->shape, sb, sizeof sb);
-  if (na->rank == 0 || nb->rank == 0) return kiln_api_fail(fe, loc, "matmul: scalar operand (shapes %s and %s)", sa, sb);
-  kiln_dtype dt = kiln_api_promote((kiln_dtype)na->dtype, (kiln_dtype)nb->dtype);
-  if (!kiln_dtype_is_float(dt))
-    return kiln_api_fail(fe, loc, "matmul: needs f32 or f64 operands, got %s and %s", kiln_dtype_name(na->dtype),
-                         kiln_dtype_name(nb->dtype));
-  na = kiln_api_cast(fe, na, dt, loc);
-  nb = kiln_api_cast(fe, nb, dt, loc);
-  if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc); /* a cast's bytes overflow: recorded */
-  int a1 = na->rank == 1, b1 = nb->rank == 1;
-  int64_t s[KILN_MAX_RANK];
-  if (a1) {
-    s[0] = 1;
-    s[1] = na->shape[0];
-    na = kiln_api_reshape(fe, na, 2, s, loc);
-  }
-  if (b1) {
-    s[0] = nb->shape[0];
-    s[1] = 1;
-    nb = kiln_api_reshape(fe, nb, 2, s, loc);
-  }
-  if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc);
-  int64_t M = na->shape[na->rank - 2], K = na->shape[na->rank - 1];
-  int64_t K2 = nb->shape[nb->rank - 2], N = nb->shape[nb->rank - 1];
-  if (K != K2) return kiln_api_fail(fe, loc, "matmul: inner dimensions differ (%lld vs %lld) for shapes %s and %s",
-                                    (long long)K, (long long)K2, sa, sb);
-  if (na->rank > 2 && nb->rank == 2) {
-    /* [..., M, K] @ [K, N]: the batch dims fold into M, so the product is
-     * one GEMM with M = batch·M (as PyTorch's matmul does), and the weight's
-     * gradient is one GEMM over all rows instead of a GEMM per batch entry
-     * followed by a sum over the batch. */
-    int64_t rows = 1;
-    for (int i = 0; i < na->rank - 1; i++) rows *= na->shape[i];
-    int64_t s2[2] = {rows, K}, os[KILN_MAX_RANK];
-    kiln_node *a2 = kiln_api_reshape(fe, na, 2, s2, loc);
-    if (!a2) return kiln_fe_tensor(fe, NULL, loc);
-    int64_t so2[2] = {rows, N};
-    kiln_node *in2[2] = {a2, nb};
-    kiln_node *r = kiln_fe_node(fe, KILN_OP_MATMUL, dt, 2, so2, 2, in2, 0, NULL, 0.0, loc);
-    int orank = na->rank - (b1 ? 1 : 0);
-    memcpy(os, na->shape, sizeof(int64_t) * (size_t)(na->rank - 1));
-    if (!b1) os[na->rank - 1] = N;
-    if (r) r = kiln_api_reshape(fe, r, orank, os, loc);
-    return kiln_fe_tensor(fe, r, loc);
-  }
-  if (na->rank == 2 && nb->rank > 2) {
-    /* [M, K] @ [..., K, N]: broadcasting a to the whole batch would compute
-     * B·M·K values (a [512, 512] times a [512, 512, 1]: 512 MiB for 1 MiB
-     * operands). When that is more than b and the result together, compute
-     * (bᵀ folded into rows) @ aᵀ and transpose back, as PyTorch's matmul
-     * does: memory bounded by the operands and the result. */
-    int r = nb->rank;
-    double B = 1;
-    for (int i = 0; i < r - 2; i++) B *= (double)nb->shape[i];
-    if (B * (double)M * (double)K > B * (double)N * ((double)K + (double)M)) {
-      int perm[KILN_MAX_RANK], p2[2] = {1, 0};
-      for (int i = 0; i < r; i++) perm[i] = i;
-      perm[r - 2] = r - 1, perm[r - 1] = r - 2;
-      int64_t rows = 1;
-      for (int i = 0; i < r - 2; i++) rows *= nb->shape[i];
-      rows *= N; /* the shape of b, already checked: no overflow */
-      int64_t s2[2] = {rows, K}, so2[2] = {rows, M}, os[KILN_MAX_RANK];
-      kiln_node *in2[2] = {kiln_api_reshape(fe, permute_node(fe, nb, perm, loc), 2, s2, loc),
-                           permute_node(fe, na, p2, loc)};
-      if (!in2[0] || !in2[1]) return kiln_fe_tensor(fe, NULL, loc);
-      kiln_node *t = kiln_fe_node(fe, KILN_OP_MATMUL, dt, 2, so2, 2, in2, 0, NULL, 0.0, loc);
-      memcpy(os, nb->shape, sizeof(int64_t) * (size_t)(r - 2));
-      os[r - 2] = N;
-      if (a1) /* [..., N, 1] is the result [..., N] */
-        return kiln_fe_tensor(fe, kiln_api_reshape(fe, t, r - 1, os, loc), loc);
-      os[r - 1] = M;
-      t = kiln_api_reshape(fe, t, r, os, loc);
-      return kiln_fe_tensor(fe, t ? permute_node(fe, t, perm, loc) : NULL, loc);
-    }
-  }
+/* [..., M, K] @ [K, N]: the batch dims fold into M, so the product is one
+ * GEMM with M = batch·M (as PyTorch's matmul does), and the weight's
+ * gradient is one GEMM over all rows instead of a GEMM per batch entry
+ * followed by a sum over the batch. b1: b was 1-D (N = 1 is dropped). */
+static kiln_tensor matmul_fold_batch(kiln_frontend *fe, kiln_node *na, kiln_node *nb, kiln_dtype dt, int b1,
+                                     kiln_loc loc) {
+  int64_t K = na->shape[na->rank - 1], N = nb->shape[nb->rank - 1];
+  int64_t rows = 1;
+  for (int i = 0; i < na->rank - 1; i++) rows *= na->shape[i];
+  int64_t s2[2] = {rows, K}, os[KILN_MAX_RANK];
+  kiln_node *a2 = kiln_api_reshape(fe, na, 2, s2, loc);
+  if (!a2) return kiln_fe_tensor(fe, NULL, loc);
+  int64_t so2[2] = {rows, N};
+  kiln_node *in2[2] = {a2, nb};
+  kiln_node *r = kiln_fe_node(fe, KILN_OP_MATMUL, dt, 2, so2, 2, in2, 0, NULL, 0.0, loc);
+  int orank = na->rank - (b1 ? 1 : 0);
+  memcpy(os, na->shape, sizeof(int64_t) * (size_t)(na->rank - 1));
+  if (!b1) os[na->rank - 1] = N;
+  if (r) r = kiln_api_reshape(fe, r, orank, os, loc);
+  return kiln_fe_tensor(fe, r, loc);
+}
+
+/* [M, K] @ [..., K, N] computed as (bᵀ folded into rows) @ aᵀ, transposed
+ * back (see kiln_matmul_at for when). a1: a was 1-D (M = 1 is dropped). */
+static kiln_tensor matmul_transposed(kiln_frontend *fe, kiln_node *na, kiln_node *nb, kiln_dtype dt, int a1,
+                                     kiln_loc loc) {
+  int r = nb->rank;
+  int64_t M = na->shape[0], K = na->shape[1], N = nb->shape[r - 1];
+  int perm[KILN_MAX_RANK], p2[2] = {1, 0};
+  for (int i = 0; i < r; i++) perm[i] = i;
+  perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+  int64_t rows = 1;
+  for (int i = 0; i < r - 2; i++) rows *= nb->shape[i];
+  rows *= N; /* the shape of b, already checked: no overflow */
+  int64_t s2[2] = {rows, K}, so2[2] = {rows, M}, os[KILN_MAX_RANK];
+  kiln_node *in2[2] = {kiln_api_reshape(fe, permute_node(fe, nb, perm, loc), 2, s2, loc),
+                       permute_node(fe, na, p2, loc)};
+  if (!in2[0] || !in2[1]) return kiln_fe_tensor(fe, NULL, loc);
+  kiln_node *t = kiln_fe_node(fe, KILN_OP_MATMUL, dt, 2, so2, 2, in2, 0, NULL, 0.0, loc);
+  memcpy(os, nb->shape, sizeof(int64_t) * (size_t)(r - 2));
+  os[r - 2] = N;
+  if (a1) /* [..., N, 1] is the result [..., N] */
+    return kiln_fe_tensor(fe, kiln_api_reshape(fe, t, r - 1, os, loc), loc);
+  os[r - 1] = M;
+  t = kiln_api_reshape(fe, t, r, os, loc);
+  return kiln_fe_tensor(fe, t ? permute_node(fe, t, perm, loc) : NULL, loc);
+}
+
+/* The general case: batch dims broadcast against each other; the dims
+ * added for 1-D operands (a1, b1) dropped from the result. sa, sb: the
+ * operands' shapes as the user gave them, for messages. */
+static kiln_tensor matmul_broadcast(kiln_frontend *fe, kiln_node *na, kiln_node *nb, kiln_dtype dt, int a1, int b1,
+                                    const char *sa, const char *sb, kiln_loc loc) {
+  int64_t M = na->shape[na->rank - 2], K = na->shape[na->rank - 1], N = nb->shape[nb->rank - 1];
   int br, bad;
   int64_t bs[KILN_MAX_RANK];
   if (kiln_api_broadcast_shape(na->rank - 2, na->shape, nb->rank - 2, nb->shape, &br, bs, &bad))
@@ -437,4 +408,53 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   if (!b1) fs[k++] = N;
   if (k != orank) r = kiln_api_reshape(fe, r, k, fs, loc);
   return kiln_fe_tensor(fe, r, loc);
+}
+
+kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
+  FE_OR_NULL(fe);
+  kiln_node *na = NULL, *nb = NULL;
+  int r0 = kiln_api_input(fe, a, "matmul", loc, NULL, &na);
+  int r1 = kiln_api_input(fe, b, "matmul", loc, NULL, &nb);
+  if (r0 || r1) return kiln_fe_poison(fe, loc);
+  char sa[128], sb[128];
+  kiln_fe_shape_str(na->rank, na->shape, sa, sizeof sa);
+  kiln_fe_shape_str(nb->rank, nb->shape, sb, sizeof sb);
+  if (na->rank == 0 || nb->rank == 0) return kiln_api_fail(fe, loc, "matmul: scalar operand (shapes %s and %s)", sa, sb);
+  kiln_dtype dt = kiln_api_promote((kiln_dtype)na->dtype, (kiln_dtype)nb->dtype);
+  if (!kiln_dtype_is_float(dt))
+    return kiln_api_fail(fe, loc, "matmul: needs f32 or f64 operands, got %s and %s", kiln_dtype_name(na->dtype),
+                         kiln_dtype_name(nb->dtype));
+  na = kiln_api_cast(fe, na, dt, loc);
+  nb = kiln_api_cast(fe, nb, dt, loc);
+  if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc); /* a cast's bytes overflow: recorded */
+  int a1 = na->rank == 1, b1 = nb->rank == 1;
+  int64_t s[KILN_MAX_RANK];
+  if (a1) {
+    s[0] = 1;
+    s[1] = na->shape[0];
+    na = kiln_api_reshape(fe, na, 2, s, loc);
+  }
+  if (b1) {
+    s[0] = nb->shape[0];
+    s[1] = 1;
+    nb = kiln_api_reshape(fe, nb, 2, s, loc);
+  }
+  if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc);
+  int64_t M = na->shape[na->rank - 2], K = na->shape[na->rank - 1];
+  int64_t K2 = nb->shape[nb->rank - 2], N = nb->shape[nb->rank - 1];
+  if (K != K2) return kiln_api_fail(fe, loc, "matmul: inner dimensions differ (%lld vs %lld) for shapes %s and %s",
+                                    (long long)K, (long long)K2, sa, sb);
+  if (na->rank > 2 && nb->rank == 2) return matmul_fold_batch(fe, na, nb, dt, b1, loc);
+  /* [M, K] @ [..., K, N]: broadcasting a to the whole batch would compute
+   * B·M·K values (a [512, 512] times a [512, 512, 1]: 512 MiB for 1 MiB
+   * operands). When that is more than b and the result together, compute
+   * (bᵀ folded into rows) @ aᵀ and transpose back, as PyTorch's matmul
+   * does: memory bounded by the operands and the result. */
+  if (na->rank == 2 && nb->rank > 2) {
+    double B = 1;
+    for (int i = 0; i < nb->rank - 2; i++) B *= (double)nb->shape[i];
+    if (B * (double)M * (double)K > B * (double)N * ((double)K + (double)M))
+      return matmul_transposed(fe, na, nb, dt, a1, loc);
+  }
+  return matmul_broadcast(fe, na, nb, dt, a1, b1, sa, sb, loc);
 }

@@ -33,6 +33,7 @@
 #include "base/fs.h"
 #include "debug/metrics.h"
 #include "io/tfevents.h"
+#include "profiler/summary.h"
 #include "kt.h"
 
 static char g_dir[256];
@@ -327,7 +328,7 @@ KT_TEST(fifo_and_directory_inputs_are_refused_without_blocking) {
   KT_STR_CONTAINS(kiln_last_error(), "FIFO");
   kiln_err err = {0};
   FILE *out = fopen("/dev/null", "w");
-  KT_EQ_INT(kiln_profiler_summary(fifo, out, &err), KILN_ERR_IO);
+  KT_EQ_INT(kiln_prof_summary_run(fifo, out, NULL, &err), KILN_ERR_IO);
   KT_STR_CONTAINS(err.msg, "FIFO");
   fclose(out);
   alarm(0);
@@ -426,7 +427,7 @@ KT_TEST(safetensors_header_memory_follows_its_size) {
 static int summarize(const char *path) {
   kiln_err err = {0};
   FILE *out = fopen("/dev/null", "w");
-  kiln_status s = kiln_profiler_summary(path, out, &err);
+  kiln_status s = kiln_prof_summary_run(path, out, NULL, &err);
   fclose(out);
   return s == KILN_ERR_CORRUPT && strstr(err.msg, "decoding would need") ? 0 : 1;
 }
@@ -471,10 +472,10 @@ KT_TEST(capture_of_empty_messages_is_refused_before_decoding) {
   snprintf(bad, sizeof bad, "%s/cut.xplane.pb", dir);
   KT_EQ_INT(kiln_fs_write_atomic(bad, img, 4096, &err), KILN_OK);
   FILE *out = fopen("/dev/null", "w");
-  KT_EQ_INT(kiln_profiler_summary(bad, out, &err), KILN_ERR_CORRUPT);
+  KT_EQ_INT(kiln_prof_summary_run(bad, out, NULL, &err), KILN_ERR_CORRUPT);
   KT_STR_CONTAINS(err.msg, "not an XSpace protobuf: byte");
   KT_EQ_INT(kiln_fs_write_atomic(bad, "hello, world\n", 13, &err), KILN_OK);
-  KT_EQ_INT(kiln_profiler_summary(bad, out, &err), KILN_ERR_CORRUPT);
+  KT_EQ_INT(kiln_prof_summary_run(bad, out, NULL, &err), KILN_ERR_CORRUPT);
   KT_STR_CONTAINS(err.msg, "first byte 0x68");
   fclose(out);
   free(img);

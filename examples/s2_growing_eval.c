@@ -70,7 +70,10 @@ int main(int argc, char **argv) {
   if (scn_init("s2_growing_eval")) return 1;
   const char *variant = a.fixed ? "fixed" : "slow";
 
-  model m = {kiln_linear_create(DIN, HID, 1, 1), kiln_linear_create(HID, HID, 1, 2), kiln_linear_create(HID, C, 1, 3)};
+  model m = {0};
+  kiln_linear_create(DIN, HID, true, 1, &m.l1);
+  kiln_linear_create(HID, HID, true, 2, &m.l2);
+  kiln_linear_create(HID, C, true, 3, &m.l3);
   kiln_tensor params[MAXP];
   int np = 0;
   np += kiln_module_params(&m.l1->m, NULL, params + np, MAXP - np);
@@ -146,9 +149,9 @@ int main(int argc, char **argv) {
   free(host_preds);
   kiln_release(loss_kept);
   kiln_optim_free(opt);
-  kiln_linear_free(m.l1);
-  kiln_linear_free(m.l2);
-  kiln_linear_free(m.l3);
+  kiln_linear_destroy(m.l1);
+  kiln_linear_destroy(m.l2);
+  kiln_linear_destroy(m.l3);
   kiln_shutdown();
   return rc;
 }

@@ -168,7 +168,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "s4_variable_length: out of memory\n");
     return 1;
   }
-  model md = {kiln_embedding_create(VOCAB, E, 1), kiln_linear_create(E, HID, 1, 2), kiln_linear_create(HID, 2, 1, 3)};
+  model md = {0};
+  kiln_embedding_create(VOCAB, E, 1, &md.emb);
+  kiln_linear_create(E, HID, true, 2, &md.l1);
+  kiln_linear_create(HID, 2, true, 3, &md.l2);
   kiln_tensor params[MAXP];
   int np = 0;
   np += kiln_module_params(&md.emb->m, NULL, params + np, MAXP - np);
@@ -285,9 +288,9 @@ int main(int argc, char **argv) {
   kiln_bucketer_free(bk);
   kiln_bucketer_free(ebk);
   kiln_optim_free(opt);
-  kiln_embedding_free(md.emb);
-  kiln_linear_free(md.l1);
-  kiln_linear_free(md.l2);
+  kiln_embedding_destroy(md.emb);
+  kiln_linear_destroy(md.l1);
+  kiln_linear_destroy(md.l2);
   free_corpus(&train);
   free_corpus(&eval);
   kiln_shutdown();

@@ -142,7 +142,8 @@ int main(int argc, char **argv) {
   int pr = parse_args(argc, argv, &a);
   if (pr) return pr > 0 ? 0 : 2;
 
-  kiln_model *m = kiln_model_create((kiln_model_kind)kiln_model_kind_parse(a.model), 10, 1);
+  kiln_model *m = NULL;
+  kiln_model_create((kiln_model_kind)kiln_model_kind_parse(a.model), 10, 1, &m);
   kiln_tensor params[MAX_PARAMS];
   int np = m ? kiln_model_params(m, NULL, params, MAX_PARAMS) : 0;
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
@@ -239,7 +240,7 @@ int main(int argc, char **argv) {
   kiln_profiler_server_stop();
   free(labels);
   kiln_optim_free(opt);
-  kiln_model_free(m);
+  kiln_model_destroy(m);
   kiln_shutdown();
   return rc;
 }

@@ -176,7 +176,8 @@ int kiln_cli_train(int argc, char **argv) {
   kiln_loader *loader = kiln_loader_new(train, &bo);
   kiln_batch_options to = {.batch_size = 1000, .shuffle = 0};
   kiln_batcher *tb = kiln_batcher_new(test, &to);
-  kiln_model *m = kiln_model_create((kiln_model_kind)kiln_model_kind_parse(o.model), 10, o.seed);
+  kiln_model *m = NULL;
+  kiln_model_create((kiln_model_kind)kiln_model_kind_parse(o.model), 10, o.seed, &m);
   if (!loader || !tb || !m) {
     fprintf(stderr, "kiln train: %s\n", kiln_last_error());
     return 1;
@@ -278,7 +279,7 @@ int kiln_cli_train(int argc, char **argv) {
   kiln_summary_close(sw);
   kiln_release(loss_kept);
   kiln_optim_free(opt);
-  kiln_model_free(m);
+  kiln_model_destroy(m);
   kiln_loader_free(loader);
   kiln_batcher_free(tb);
   kiln_dataset_free(train);

@@ -97,7 +97,7 @@ kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc)
   return t;
 }
 
-kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, int training, kiln_loc loc) {
+kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool training, kiln_loc loc) {
   if (!(p >= 0.0 && p < 1.0)) return kiln_nn_fail(loc, "dropout: p = %g is outside [0, 1)", p);
   if (!training || p == 0.0) return x;
   int64_t shape[KILN_MAX_RANK];

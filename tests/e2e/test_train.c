@@ -39,7 +39,8 @@ KT_TEST(mlp_trains_and_checkpoints) {
   if (!train || !test) return;
   kiln_batch_options bo = {.batch_size = 128, .shuffle = 1, .seed = 7};
   kiln_loader *loader = kiln_loader_new(train, &bo);
-  kiln_model *m = kiln_model_create(KILN_MODEL_MLP, 10, 3);
+  kiln_model *m = NULL;
+  kiln_model_create(KILN_MODEL_MLP, 10, 3, &m);
   kiln_tensor params[MAXP];
   int np = kiln_model_params(m, NULL, params, MAXP);
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
@@ -84,7 +85,8 @@ KT_TEST(mlp_trains_and_checkpoints) {
   kiln_tensor state[MAXP];
   int ns = kiln_model_state(m, names, state, MAXP);
   KT_CHECK(kiln_save_safetensors(path, ns, names, state, NULL) == KILN_OK);
-  kiln_model *m2 = kiln_model_create(KILN_MODEL_MLP, 10, 99);
+  kiln_model *m2 = NULL;
+  kiln_model_create(KILN_MODEL_MLP, 10, 99, &m2);
   kiln_mark_step();
   KT_CHECK(fabs(accuracy(m2, test, 4) - acc) > 0.2); /* untrained: different */
   kiln_st_file *f = NULL;
@@ -99,9 +101,9 @@ KT_TEST(mlp_trains_and_checkpoints) {
   unlink(path);
 
   kiln_release(loss_kept);
-  kiln_model_free(m2);
+  kiln_model_destroy(m2);
   kiln_optim_free(opt);
-  kiln_model_free(m);
+  kiln_model_destroy(m);
   kiln_loader_free(loader);
   kiln_dataset_free(train);
   kiln_dataset_free(test);

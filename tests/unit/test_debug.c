@@ -318,7 +318,8 @@ KT_TEST(compile_and_discard) {
  * step that follows finds its graph in the cache. */
 KT_TEST(warmup_training_step) {
   start(0);
-  kiln_linear *fc = kiln_linear_create(4, 3, 1, 7);
+  kiln_linear *fc = NULL;
+  kiln_linear_create(4, 3, 1, 7, &fc);
   KT_CHECK(fc != NULL);
   if (!fc) return;
   kiln_tensor params[2] = {fc->weight, fc->bias};
@@ -355,7 +356,7 @@ KT_TEST(warmup_training_step) {
   }
   KT_EQ_INT(kiln_last_status(), KILN_OK);
   kiln_optim_free(opt);
-  kiln_linear_free(fc);
+  kiln_linear_destroy(fc);
 }
 
 /* kiln_compile of named tensors: compiled, not computed, still readable. */

@@ -228,7 +228,11 @@ int main(void) {
   if (getenv("KILN_BENCH_TRAIN_MOMENTUM")) m.momentum = env_num("KILN_BENCH_TRAIN_MOMENTUM");
   kiln_sgd_opts so = {.lr = 0.01, .momentum = m.momentum};
   kiln_adamw_opts ao = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = m.adamw ? kiln_adamw_create(m.n_params, m.params, &ao) : kiln_sgd_create(m.n_params, m.params, &so);
+  kiln_optim *opt = NULL;
+  if (m.adamw)
+    kiln_optim_create_adamw(m.n_params, m.params, &ao, &opt);
+  else
+    kiln_optim_create_sgd(m.n_params, m.params, &so, &opt);
   if (!opt) {
     fprintf(stderr, "train_step: %s\n", kiln_last_error());
     return 1;
@@ -360,7 +364,7 @@ int main(void) {
   kb_emit(&(kb_result){name, per, "execs", "required", 1.0, "== 1 (metric and counters)", one});
 
   kiln_release(loss_keep);
-  kiln_optim_free(opt);
+  kiln_optim_destroy(opt);
   free_model(&m);
   free(xh);
   kiln_shutdown();

@@ -117,7 +117,8 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = kiln_adamw_create(np, params, &ao);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_adamw(np, params, &ao, &opt);
   kiln_tensor loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   kiln_mark_step(); /* materialize the initial weights */
 
@@ -144,7 +145,7 @@ int main(int argc, char **argv) {
   int rc = scn_check("s1_value_read");
 
   kiln_release(loss_kept);
-  kiln_optim_free(opt);
+  kiln_optim_destroy(opt);
   kiln_linear_destroy(m.proj);
   kiln_layernorm_destroy(m.norm);
   for (int i = 0; i < BLOCKS; i++) {

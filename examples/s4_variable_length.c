@@ -179,7 +179,8 @@ int main(int argc, char **argv) {
   np += kiln_module_params(&md.l2->m, NULL, params + np, MAXP - np);
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
-  kiln_optim *opt = kiln_adamw_create(np, params, &ao);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_adamw(np, params, &ao, &opt);
   kiln_tensor loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   kiln_mark_step();
   /* Evaluation hits. Made in a step of its own: two equal constants made in
@@ -287,7 +288,7 @@ int main(int argc, char **argv) {
   kiln_release(loss_kept);
   kiln_bucketer_free(bk);
   kiln_bucketer_free(ebk);
-  kiln_optim_free(opt);
+  kiln_optim_destroy(opt);
   kiln_embedding_destroy(md.emb);
   kiln_linear_destroy(md.l1);
   kiln_linear_destroy(md.l2);

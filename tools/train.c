@@ -187,7 +187,11 @@ int kiln_cli_train(int argc, char **argv) {
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_sgd_opts sgd = {.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay};
   kiln_adamw_opts adamw = {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = o.weight_decay};
-  kiln_optim *opt = !strcmp(o.optim, "sgd") ? kiln_sgd_create(np, params, &sgd) : kiln_adamw_create(np, params, &adamw);
+  kiln_optim *opt = NULL;
+  if (!strcmp(o.optim, "sgd"))
+    kiln_optim_create_sgd(np, params, &sgd, &opt);
+  else
+    kiln_optim_create_adamw(np, params, &adamw, &opt);
   if (!opt || kiln_mark_step() != KILN_OK) { /* materialize the initial parameters */
     fprintf(stderr, "kiln train: %s\n", kiln_last_error());
     return 1;
@@ -278,7 +282,7 @@ int kiln_cli_train(int argc, char **argv) {
          (long long)kiln_counter_value("TransferFromDevice"));
   kiln_summary_close(sw);
   kiln_release(loss_kept);
-  kiln_optim_free(opt);
+  kiln_optim_destroy(opt);
   kiln_model_destroy(m);
   kiln_loader_free(loader);
   kiln_batcher_free(tb);

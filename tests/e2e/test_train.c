@@ -45,7 +45,8 @@ KT_TEST(mlp_trains_and_checkpoints) {
   int np = kiln_model_params(m, NULL, params, MAXP);
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = kiln_adamw_create(np, params, &ao);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_adamw(np, params, &ao, &opt);
   kiln_mark_step();
   int64_t compiles0 = kiln_counter_value("UncachedCompile");
   kiln_metrics_clear();
@@ -102,7 +103,7 @@ KT_TEST(mlp_trains_and_checkpoints) {
 
   kiln_release(loss_kept);
   kiln_model_destroy(m2);
-  kiln_optim_free(opt);
+  kiln_optim_destroy(opt);
   kiln_model_destroy(m);
   kiln_loader_free(loader);
   kiln_dataset_free(train);

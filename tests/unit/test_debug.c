@@ -325,7 +325,8 @@ KT_TEST(warmup_training_step) {
   kiln_tensor params[2] = {fc->weight, fc->bias};
   for (int i = 0; i < 2; i++) kiln_requires_grad(params[i]);
   kiln_sgd_opts so = {.lr = 0.1, .momentum = 0.9};
-  kiln_optim *opt = kiln_sgd_create(2, params, &so);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_sgd(2, params, &so, &opt);
   kiln_mark_step(); /* materialize whatever the constructors left pending */
   float w0[12], w1[12];
   KT_EQ_INT(kiln_to_host(fc->weight, w0, sizeof w0), KILN_OK);
@@ -355,7 +356,7 @@ KT_TEST(warmup_training_step) {
     }
   }
   KT_EQ_INT(kiln_last_status(), KILN_OK);
-  kiln_optim_free(opt);
+  kiln_optim_destroy(opt);
   kiln_linear_destroy(fc);
 }
 

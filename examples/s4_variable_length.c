@@ -151,9 +151,11 @@ static int64_t bucket_batch(kiln_bucketer *bk, const corpus *c, int64_t epoch, i
 }
 
 static kiln_bucketer *new_bucketer(const corpus *c) {
-  kiln_bucket_options bo = {.boundaries = k_buckets, .n_boundaries = N_BUCKETS, .batch_size = B, .truncate = 1,
-                            .pad_id = 0, .shuffle = 1, .seed = 11};
-  return kiln_bucketer_new(c->n, (const int64_t *const *)c->seqs, c->lens, &bo);
+  kiln_bucket_options bo = {.boundaries = k_buckets, .n_boundaries = N_BUCKETS, .batch_size = B, .truncate = true,
+                            .pad_id = 0, .shuffle = true, .seed = 11};
+  kiln_bucketer *b = NULL;
+  kiln_bucketer_create(c->n, (const int64_t *const *)c->seqs, c->lens, &bo, &b);
+  return b;
 }
 
 int main(int argc, char **argv) {
@@ -286,8 +288,8 @@ int main(int argc, char **argv) {
 
   kiln_release(correct);
   kiln_release(loss_kept);
-  kiln_bucketer_free(bk);
-  kiln_bucketer_free(ebk);
+  kiln_bucketer_destroy(bk);
+  kiln_bucketer_destroy(ebk);
   kiln_optim_destroy(opt);
   kiln_embedding_destroy(md.emb);
   kiln_linear_destroy(md.l1);

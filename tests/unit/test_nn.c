@@ -337,7 +337,7 @@ KT_TEST(encoder_layer_pre_and_post_norm) {
     float x[64], y[64], want[64], a[64], h[64], x1[64], f1[128], f2[64];
     fill(x, 64);
     int64_t xs[3] = {B, T, D};
-    kiln_attn_opts o = {.causal = 1, .training = 0};
+    kiln_attn_opts o = {.causal = true, .training = 0};
     read(kiln_encoder_layer_forward(l, host(x, 3, xs), &o), y, 64);
     /* p: 0 in_w 1 in_b 2 out_w 3 out_b 4 l1.w 5 l1.b 6 l2.w 7 l2.b 8 n1.w 9 n1.b 10 n2.w 11 n2.b */
     if (norm_first) {
@@ -640,7 +640,7 @@ KT_TEST(torch_reference_encoder_and_cross_entropy) {
       int r = kiln_shape(ps[i], s);
       if (e && e->n == kiln_numel(ps[i])) kiln_assign(ps[i], ref_tensor(e, r, s));
     }
-    kiln_attn_opts o = {.causal = 1, .key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms)};
+    kiln_attn_opts o = {.causal = true, .key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms)};
     float y[80];
     read(kiln_encoder_layer_forward(l, ref_tensor(x, 3, xs), &o), y, 80);
     char key[32];

@@ -222,7 +222,7 @@ static tp_result encoder_case(int k, const char *perturb, int report) {
   unsigned char mask[E_B * E_T] = {0};
   mask[E_T + 3] = mask[E_T + 4] = 1; /* batch 1: last two keys padded */
   kiln_attn_opts o = {0};
-  if (enc_variants[k].masked) o.causal = 1, o.key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms);
+  if (enc_variants[k].masked) o.causal = true, o.key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms);
   kiln_tensor y = kiln_keep(kiln_encoder_layer_forward(l, x, &o));
   kiln_tensor loss = kiln_keep(kiln_sum(kiln_mul(y, wl), 0, NULL, 0));
   KT_CHECK(kiln_backward(loss) == KILN_OK);

@@ -103,8 +103,8 @@ kiln_status kiln_profiler_stop_at(const char *logdir, char *out_dir, size_t out_
   kiln_profiler_capture_at((duration_ms), (session_dir), (host), KILN_HERE)
 kiln_status kiln_profiler_capture_at(uint32_t duration_ms, const char *session_dir, const char *host, kiln_loc loc);
 
-/* 1 while a capture is running. */
-int kiln_profiler_active(void);
+/* true while a capture is running. */
+bool kiln_profiler_active(void);
 /* Events per thread buffer for later captures (default 65536; clamped to
  * [16, 16M]). Takes effect at the next start. */
 void kiln_profiler_set_buffer_events(uint32_t n);

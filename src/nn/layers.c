@@ -61,7 +61,7 @@ kiln_status kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_embed
   e->num = num;
   e->dim = dim;
   int64_t s[2] = {num, dim};
-  e->weight = kiln_param(kiln_rand_at(1, KILN_F32, 2, s, kiln_nn_seed(seed, 0), loc));
+  e->weight = kiln_param(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, s, kiln_nn_seed(seed, 0), loc));
   kiln_nn_add(&e->m, "weight", e->weight, 0);
   *out = e;
   return KILN_OK;

@@ -106,7 +106,7 @@ kiln_status kiln_model_create_at(kiln_model_kind kind, int classes, uint64_t see
       first_error(&st, kiln_linear_create_at(28, TF_DIM, true, seed + 1, &m->embed, loc));
       int64_t ps[2] = {28, TF_DIM};
       /* position embedding ~ N(0, 0.02), as in BERT/GPT-style models */
-      m->pos = kiln_param(kiln_mul_c_at(kiln_rand_at(1, KILN_F32, 2, ps, seed + 2, loc), 0.02, loc));
+      m->pos = kiln_param(kiln_mul_c_at(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, ps, seed + 2, loc), 0.02, loc));
       for (int i = 0; i < TF_LAYERS; i++) {
         first_error(&st, kiln_encoder_layer_create_at(TF_DIM, 4, 128, 0.1, KILN_ACTIVATION_GELU, KILN_NORM_PRE, 1e-5,
                                                       seed + 10 + (uint64_t)i, &m->layers[i], loc));

@@ -79,7 +79,7 @@ uint64_t kiln_nn_seed(uint64_t seed, uint64_t k) {
 }
 
 kiln_tensor kiln_nn_uniform(int rank, const int64_t *shape, double bound, uint64_t seed, kiln_loc loc) {
-  kiln_tensor u = kiln_rand_at(0, KILN_F32, rank, shape, seed, loc);
+  kiln_tensor u = kiln_rand_at(KILN_RAND_UNIFORM, KILN_F32, rank, shape, seed, loc);
   /* u·2b − b: U(-b, b) */
   return kiln_param(kiln_sub_c_at(kiln_mul_c_at(u, 2.0 * bound, loc), bound, loc));
 }
@@ -106,7 +106,7 @@ kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool trainin
   kiln_dtype dt = kiln_dtype_of(x);
   if (dt != KILN_F32 && dt != KILN_F64) dt = KILN_F32;
   /* The seed is a graph input of the RANDOM node: a new one never recompiles. */
-  kiln_tensor keep = kiln_ge_c_at(kiln_rand_at(0, dt, rank, shape, seed, loc), p, loc);
+  kiln_tensor keep = kiln_ge_c_at(kiln_rand_at(KILN_RAND_UNIFORM, dt, rank, shape, seed, loc), p, loc);
   kiln_tensor zero = kiln_constant_at(dt, 0.0, loc);
   return kiln_where_at(keep, kiln_mul_c_at(x, 1.0 / (1.0 - p), loc), zero, loc);
 }

@@ -33,7 +33,7 @@ static void start(int level) {
     unsetenv("KILN_DEBUG_FILE");
   }
   setenv("KILN_DEBUG_WARMUP", "2", 1);
-  kiln_options o = {.backend = "ref", .disk_cache = -1};
+  kiln_options o = {.backend = "ref", .disk_cache = KILN_SWITCH_OFF};
   KT_EQ_INT(kiln_init(&o), KILN_OK);
 }
 

@@ -50,8 +50,10 @@ static double phase(int level, const float *xh, const int64_t *yh) {
     unsetenv("KILN_DEBUG_FILE");
   }
   KB_CHECK(kiln_init(NULL));
-  kiln_linear *fc[3] = {kiln_linear_create(IN, HID, 1, 1), kiln_linear_create(HID, HID, 1, 2),
-                        kiln_linear_create(HID, OUT, 1, 3)};
+  kiln_linear *fc[3] = {NULL, NULL, NULL};
+  kiln_linear_create(IN, HID, true, 1, &fc[0]);
+  kiln_linear_create(HID, HID, true, 2, &fc[1]);
+  kiln_linear_create(HID, OUT, true, 3, &fc[2]);
   kiln_tensor params[6];
   for (int i = 0; i < 3; i++) {
     if (!fc[i]) {
@@ -62,7 +64,8 @@ static double phase(int level, const float *xh, const int64_t *yh) {
   }
   for (int i = 0; i < 6; i++) kiln_requires_grad(params[i]);
   kiln_sgd_opts so = {.lr = 0.01};
-  kiln_optim *opt = kiln_sgd_create(6, params, &so);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_sgd(6, params, &so, &opt);
   double t[STEPS];
   int64_t xs[2] = {BATCH, IN}, ys[1] = {BATCH};
   for (int s = 0; s < WARMUP + STEPS; s++) {
@@ -78,8 +81,8 @@ static double phase(int level, const float *xh, const int64_t *yh) {
     KB_CHECK(kiln_wait());
     if (s >= WARMUP) t[s - WARMUP] = kb_now_s() - t0;
   }
-  kiln_optim_free(opt);
-  for (int i = 0; i < 3; i++) kiln_linear_free(fc[i]);
+  kiln_optim_destroy(opt);
+  for (int i = 0; i < 3; i++) kiln_linear_destroy(fc[i]);
   return kb_median(t, STEPS);
 }
 

@@ -96,9 +96,9 @@ static int setup(bench_model *m, const char *which) {
   memset(m, 0, sizeof *m);
   m->name = which;
   if (!strcmp(which, "mlp")) {
-    m->fc[0] = kiln_linear_create(784, 1024, 1, 1);
-    m->fc[1] = kiln_linear_create(1024, 1024, 1, 2);
-    m->fc[2] = kiln_linear_create(1024, 10, 1, 3);
+    kiln_linear_create(784, 1024, true, 1, &m->fc[0]);
+    kiln_linear_create(1024, 1024, true, 2, &m->fc[1]);
+    kiln_linear_create(1024, 10, true, 3, &m->fc[2]);
     for (int i = 0; i < 3; i++) {
       if (!m->fc[i]) return -1;
       m->params[m->n_params++] = m->fc[i]->weight;
@@ -108,7 +108,7 @@ static int setup(bench_model *m, const char *which) {
     m->has_target = 1, m->momentum = 0, m->bar = 0.8;
     m->macs_per_example = 784.0 * 1024 + 1024.0 * 1024 + 1024.0 * 10;
   } else if (!strcmp(which, "encoder")) {
-    m->enc = kiln_encoder_layer_create(256, 4, 1024, 0.1, 0, 0, 1e-5, 1);
+    kiln_encoder_layer_create(256, 4, 1024, 0.1, KILN_ACTIVATION_RELU, KILN_NORM_POST, 1e-5, 1, &m->enc);
     if (!m->enc) return -1;
     m->n_params = kiln_module_params(&m->enc->m, NULL, m->params, MAX_PARAMS);
     m->x_rank = 3, m->x_shape[0] = 16, m->x_shape[1] = 128, m->x_shape[2] = 256;
@@ -120,7 +120,7 @@ static int setup(bench_model *m, const char *which) {
     kiln_model_kind kind = !strcmp(which, "cnn")           ? KILN_MODEL_CNN
                            : !strcmp(which, "transformer") ? KILN_MODEL_TRANSFORMER
                                                            : KILN_MODEL_MLP;
-    m->demo = kiln_model_create(kind, 10, 1);
+    kiln_model_create(kind, 10, 1, &m->demo);
     if (!m->demo) return -1;
     m->n_params = kiln_model_params(m->demo, NULL, m->params, MAX_PARAMS);
     m->x_rank = 3, m->x_shape[0] = 128, m->x_shape[1] = 28, m->x_shape[2] = 28;
@@ -139,9 +139,9 @@ static int setup(bench_model *m, const char *which) {
 }
 
 static void free_model(bench_model *m) {
-  for (int i = 0; i < 3; i++) kiln_linear_free(m->fc[i]);
-  kiln_encoder_layer_free(m->enc);
-  kiln_model_free(m->demo);
+  for (int i = 0; i < 3; i++) kiln_linear_destroy(m->fc[i]);
+  kiln_encoder_layer_destroy(m->enc);
+  kiln_model_destroy(m->demo);
 }
 
 /* ── diagnostic per-kernel profile (KILN_BENCH_TRAIN_PROFILE=1) ──
@@ -228,7 +228,11 @@ int main(void) {
   if (getenv("KILN_BENCH_TRAIN_MOMENTUM")) m.momentum = env_num("KILN_BENCH_TRAIN_MOMENTUM");
   kiln_sgd_opts so = {.lr = 0.01, .momentum = m.momentum};
   kiln_adamw_opts ao = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = m.adamw ? kiln_adamw_create(m.n_params, m.params, &ao) : kiln_sgd_create(m.n_params, m.params, &so);
+  kiln_optim *opt = NULL;
+  if (m.adamw)
+    kiln_optim_create_adamw(m.n_params, m.params, &ao, &opt);
+  else
+    kiln_optim_create_sgd(m.n_params, m.params, &so, &opt);
   if (!opt) {
     fprintf(stderr, "train_step: %s\n", kiln_last_error());
     return 1;
@@ -360,7 +364,7 @@ int main(void) {
   kb_emit(&(kb_result){name, per, "execs", "required", 1.0, "== 1 (metric and counters)", one});
 
   kiln_release(loss_keep);
-  kiln_optim_free(opt);
+  kiln_optim_destroy(opt);
   free_model(&m);
   free(xh);
   kiln_shutdown();

@@ -56,16 +56,17 @@ static kiln_tensor attention(const attn *m, kiln_tensor query, kiln_tensor key, 
     k = kiln_slice(qkv, 2, D, 2 * D, 1);
     v = kiln_slice(qkv, 2, 2 * D, 3 * D, 1);
   } else {
-    q = kiln_linear_apply(query, kiln_slice(w, 0, 0, D, 1), kiln_slice(b, 0, 0, D, 1), KILN_HERE);
-    k = kiln_linear_apply(key, kiln_slice(w, 0, D, 2 * D, 1), kiln_slice(b, 0, D, 2 * D, 1), KILN_HERE);
-    v = kiln_linear_apply(value, kiln_slice(w, 0, 2 * D, 3 * D, 1), kiln_slice(b, 0, 2 * D, 3 * D, 1), KILN_HERE);
+    q = kiln_linear_apply(query, kiln_slice(w, 0, 0, D, 1), kiln_slice(b, 0, 0, D, 1));
+    k = kiln_linear_apply(key, kiln_slice(w, 0, D, 2 * D, 1), kiln_slice(b, 0, D, 2 * D, 1));
+    v = kiln_linear_apply(value, kiln_slice(w, 0, 2 * D, 3 * D, 1), kiln_slice(b, 0, 2 * D, 3 * D, 1));
   }
   int64_t split[4] = {B, T, H, D / H}, merged[3] = {B, T, D};
   int perm[4] = {0, 2, 1, 3};
   q = kiln_permute(kiln_reshape(q, 4, split), perm);
   k = kiln_permute(kiln_reshape(k, 4, split), perm);
   v = kiln_permute(kiln_reshape(v, 4, split), perm);
-  kiln_tensor o = kiln_sdpa(q, k, v, (kiln_tensor){0, 0}, 0.0, 0, 0, KILN_HERE);
+  kiln_tensor no_mask = {0, 0};
+  kiln_tensor o = kiln_sdpa(q, k, v, no_mask, 0.0, false, 0);
   o = kiln_reshape(kiln_permute(o, perm), 3, merged);
   return kiln_linear_forward(m->out_proj, o);
 }
@@ -99,23 +100,25 @@ int main(int argc, char **argv) {
   if (pr) return pr < 0 ? 2 : 0;
   if (scn_init("s1_value_read")) return 1;
 
-  model m = {.proj = kiln_linear_create(DIN, D, 1, 1),
-             .norm = kiln_layernorm_create(D, 1e-5, 1),
-             .head = kiln_linear_create(D, C, 1, 2)};
+  model m = {0};
+  kiln_linear_create(DIN, D, true, 1, &m.proj);
+  kiln_layernorm_create(D, 1e-5, true, &m.norm);
+  kiln_linear_create(D, C, true, 2, &m.head);
   kiln_tensor params[MAXP];
   int np = 0;
   np += kiln_module_params(&m.proj->m, NULL, params + np, MAXP - np);
   np += kiln_module_params(&m.norm->m, NULL, params + np, MAXP - np);
   np += kiln_module_params(&m.head->m, NULL, params + np, MAXP - np);
   for (int i = 0; i < BLOCKS; i++) {
-    m.blocks[i].in_proj = kiln_linear_create(D, 3 * D, 1, (uint64_t)(10 + i));
-    m.blocks[i].out_proj = kiln_linear_create(D, D, 1, (uint64_t)(20 + i));
+    kiln_linear_create(D, 3 * D, true, (uint64_t)(10 + i), &m.blocks[i].in_proj);
+    kiln_linear_create(D, D, true, (uint64_t)(20 + i), &m.blocks[i].out_proj);
     np += kiln_module_params(&m.blocks[i].in_proj->m, NULL, params + np, MAXP - np);
     np += kiln_module_params(&m.blocks[i].out_proj->m, NULL, params + np, MAXP - np);
   }
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = kiln_adamw_create(np, params, &ao);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_adamw(np, params, &ao, &opt);
   kiln_tensor loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   kiln_mark_step(); /* materialize the initial weights */
 
@@ -142,14 +145,14 @@ int main(int argc, char **argv) {
   int rc = scn_check("s1_value_read");
 
   kiln_release(loss_kept);
-  kiln_optim_free(opt);
-  kiln_linear_free(m.proj);
-  kiln_layernorm_free(m.norm);
+  kiln_optim_destroy(opt);
+  kiln_linear_destroy(m.proj);
+  kiln_layernorm_destroy(m.norm);
   for (int i = 0; i < BLOCKS; i++) {
-    kiln_linear_free(m.blocks[i].in_proj);
-    kiln_linear_free(m.blocks[i].out_proj);
+    kiln_linear_destroy(m.blocks[i].in_proj);
+    kiln_linear_destroy(m.blocks[i].out_proj);
   }
-  kiln_linear_free(m.head);
+  kiln_linear_destroy(m.head);
   kiln_shutdown();
   return rc;
 }

@@ -70,7 +70,10 @@ int main(int argc, char **argv) {
   if (scn_init("s2_growing_eval")) return 1;
   const char *variant = a.fixed ? "fixed" : "slow";
 
-  model m = {kiln_linear_create(DIN, HID, 1, 1), kiln_linear_create(HID, HID, 1, 2), kiln_linear_create(HID, C, 1, 3)};
+  model m = {0};
+  kiln_linear_create(DIN, HID, true, 1, &m.l1);
+  kiln_linear_create(HID, HID, true, 2, &m.l2);
+  kiln_linear_create(HID, C, true, 3, &m.l3);
   kiln_tensor params[MAXP];
   int np = 0;
   np += kiln_module_params(&m.l1->m, NULL, params + np, MAXP - np);
@@ -78,7 +81,8 @@ int main(int argc, char **argv) {
   np += kiln_module_params(&m.l3->m, NULL, params + np, MAXP - np);
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = kiln_adamw_create(np, params, &ao);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_adamw(np, params, &ao, &opt);
   kiln_tensor loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   kiln_mark_step();
 
@@ -145,10 +149,10 @@ int main(int argc, char **argv) {
   free(labels);
   free(host_preds);
   kiln_release(loss_kept);
-  kiln_optim_free(opt);
-  kiln_linear_free(m.l1);
-  kiln_linear_free(m.l2);
-  kiln_linear_free(m.l3);
+  kiln_optim_destroy(opt);
+  kiln_linear_destroy(m.l1);
+  kiln_linear_destroy(m.l2);
+  kiln_linear_destroy(m.l3);
   kiln_shutdown();
   return rc;
 }

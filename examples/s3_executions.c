@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
   const char *variant = a.fixed ? "fixed" : "slow";
 
   kiln_linear *layers[LAYERS];
-  for (int l = 0; l < LAYERS; l++) layers[l] = kiln_linear_create(W, W, 1, (uint64_t)(l + 1));
+  for (int l = 0; l < LAYERS; l++) kiln_linear_create(W, W, true, (uint64_t)(l + 1), &layers[l]);
   kiln_mark_step(); /* materialize the weights */
 
   static float x[B * W], acts[LAYERS][B * W];
@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
   printf("monitor checksum %.6f\n\n", checksum);
   printf("%s", kiln_explain());
   int rc = scn_check("s3_executions");
-  for (int l = 0; l < LAYERS; l++) kiln_linear_free(layers[l]);
+  for (int l = 0; l < LAYERS; l++) kiln_linear_destroy(layers[l]);
   kiln_shutdown();
   return rc;
 }

@@ -151,9 +151,11 @@ static int64_t bucket_batch(kiln_bucketer *bk, const corpus *c, int64_t epoch, i
 }
 
 static kiln_bucketer *new_bucketer(const corpus *c) {
-  kiln_bucket_options bo = {.boundaries = k_buckets, .n_boundaries = N_BUCKETS, .batch_size = B, .truncate = 1,
-                            .pad_id = 0, .shuffle = 1, .seed = 11};
-  return kiln_bucketer_new(c->n, (const int64_t *const *)c->seqs, c->lens, &bo);
+  kiln_bucket_options bo = {.boundaries = k_buckets, .n_boundaries = N_BUCKETS, .batch_size = B, .truncate = true,
+                            .pad_id = 0, .shuffle = true, .seed = 11};
+  kiln_bucketer *b = NULL;
+  kiln_bucketer_create(c->n, (const int64_t *const *)c->seqs, c->lens, &bo, &b);
+  return b;
 }
 
 int main(int argc, char **argv) {
@@ -168,7 +170,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "s4_variable_length: out of memory\n");
     return 1;
   }
-  model md = {kiln_embedding_create(VOCAB, E, 1), kiln_linear_create(E, HID, 1, 2), kiln_linear_create(HID, 2, 1, 3)};
+  model md = {0};
+  kiln_embedding_create(VOCAB, E, 1, &md.emb);
+  kiln_linear_create(E, HID, true, 2, &md.l1);
+  kiln_linear_create(HID, 2, true, 3, &md.l2);
   kiln_tensor params[MAXP];
   int np = 0;
   np += kiln_module_params(&md.emb->m, NULL, params + np, MAXP - np);
@@ -176,7 +181,8 @@ int main(int argc, char **argv) {
   np += kiln_module_params(&md.l2->m, NULL, params + np, MAXP - np);
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
-  kiln_optim *opt = kiln_adamw_create(np, params, &ao);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_adamw(np, params, &ao, &opt);
   kiln_tensor loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   kiln_mark_step();
   /* Evaluation hits. Made in a step of its own: two equal constants made in
@@ -282,12 +288,12 @@ int main(int argc, char **argv) {
 
   kiln_release(correct);
   kiln_release(loss_kept);
-  kiln_bucketer_free(bk);
-  kiln_bucketer_free(ebk);
-  kiln_optim_free(opt);
-  kiln_embedding_free(md.emb);
-  kiln_linear_free(md.l1);
-  kiln_linear_free(md.l2);
+  kiln_bucketer_destroy(bk);
+  kiln_bucketer_destroy(ebk);
+  kiln_optim_destroy(opt);
+  kiln_embedding_destroy(md.emb);
+  kiln_linear_destroy(md.l1);
+  kiln_linear_destroy(md.l2);
   free_corpus(&train);
   free_corpus(&eval);
   kiln_shutdown();

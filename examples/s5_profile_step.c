@@ -142,12 +142,14 @@ int main(int argc, char **argv) {
   int pr = parse_args(argc, argv, &a);
   if (pr) return pr > 0 ? 0 : 2;
 
-  kiln_model *m = kiln_model_create((kiln_model_kind)kiln_model_kind_parse(a.model), 10, 1);
+  kiln_model *m = NULL;
+  kiln_model_create((kiln_model_kind)kiln_model_kind_parse(a.model), 10, 1, &m);
   kiln_tensor params[MAX_PARAMS];
   int np = m ? kiln_model_params(m, NULL, params, MAX_PARAMS) : 0;
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = m ? kiln_adamw_create(np, params, &ao) : NULL;
+  kiln_optim *opt = NULL;
+  if (m) kiln_optim_create_adamw(np, params, &ao, &opt);
   if (!opt || kiln_mark_step() != KILN_OK) {
     fprintf(stderr, "s5_profile_step: %s\n", kiln_last_error());
     return 1;
@@ -238,8 +240,8 @@ int main(int argc, char **argv) {
   }
   kiln_profiler_server_stop();
   free(labels);
-  kiln_optim_free(opt);
-  kiln_model_free(m);
+  kiln_optim_destroy(opt);
+  kiln_model_destroy(m);
   kiln_shutdown();
   return rc;
 }

@@ -74,7 +74,7 @@ static int scn_parse(int argc, char **argv, const char *name, const char *what, 
  * compiles cost. */
 static int scn_init(const char *name) {
   kiln_options o = {0};
-  o.disk_cache = -1;
+  o.disk_cache = KILN_SWITCH_OFF;
   if (kiln_init(&o) != KILN_OK) {
     fprintf(stderr, "%s: %s\n", name, kiln_last_error());
     return -1;

@@ -21,6 +21,7 @@
 #include "kiln/profiler.h"
 #include "kiln/profiler_server.h"
 #include "profiler/server/request.h"
+#include "profiler/summary.h"
 #include "tools/profile.h"
 
 enum { PROFILE_OK = 0, PROFILE_PROBLEM = 1, PROFILE_USAGE = 2 };
@@ -132,7 +133,7 @@ static int profile_summary(int argc, char **argv) {
   }
   if (!path) return profile_bad("summary: PATH is required (a run directory, a logdir or a .xplane.pb)%s", "");
   kiln_err err = {0};
-  if (kiln_profiler_summary_ex(path, stdout, &opts, &err) != KILN_OK) {
+  if (kiln_prof_summary_run(path, stdout, &opts, &err) != KILN_OK) {
     fflush(stdout);
     fprintf(stderr, "kiln profile summary: %s\n", err.msg[0] ? err.msg : kiln_status_name(err.code));
     return PROFILE_PROBLEM;

@@ -167,16 +167,21 @@ int kiln_cli_train(int argc, char **argv) {
     fprintf(stderr, "kiln train: %s\n", kiln_last_error());
     return 1;
   }
-  kiln_dataset *train = kiln_dataset_fashion_mnist(o.data, 1), *test = kiln_dataset_fashion_mnist(o.data, 0);
+  kiln_dataset *train = NULL, *test = NULL;
+  if (kiln_dataset_create_fashion_mnist(o.data, true, &train) == KILN_OK)
+    kiln_dataset_create_fashion_mnist(o.data, false, &test);
   if (!train || !test) {
     fprintf(stderr, "kiln train: cannot load Fashion-MNIST: %s\n", kiln_last_error());
     return 1;
   }
-  kiln_batch_options bo = {.batch_size = o.batch, .shuffle = 1, .seed = o.seed, .drop_last = 0, .prefetch = 4};
-  kiln_loader *loader = kiln_loader_new(train, &bo);
-  kiln_batch_options to = {.batch_size = 1000, .shuffle = 0};
-  kiln_batcher *tb = kiln_batcher_new(test, &to);
-  kiln_model *m = kiln_model_create((kiln_model_kind)kiln_model_kind_parse(o.model), 10, o.seed);
+  kiln_batch_options bo = {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false, .prefetch = 4};
+  kiln_loader *loader = NULL;
+  kiln_loader_create(train, &bo, &loader);
+  kiln_batch_options to = {.batch_size = 1000, .shuffle = false};
+  kiln_batcher *tb = NULL;
+  kiln_batcher_create(test, &to, &tb);
+  kiln_model *m = NULL;
+  kiln_model_create((kiln_model_kind)kiln_model_kind_parse(o.model), 10, o.seed, &m);
   if (!loader || !tb || !m) {
     fprintf(stderr, "kiln train: %s\n", kiln_last_error());
     return 1;
@@ -186,12 +191,17 @@ int kiln_cli_train(int argc, char **argv) {
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_sgd_opts sgd = {.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay};
   kiln_adamw_opts adamw = {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = o.weight_decay};
-  kiln_optim *opt = !strcmp(o.optim, "sgd") ? kiln_sgd_create(np, params, &sgd) : kiln_adamw_create(np, params, &adamw);
+  kiln_optim *opt = NULL;
+  if (!strcmp(o.optim, "sgd"))
+    kiln_optim_create_sgd(np, params, &sgd, &opt);
+  else
+    kiln_optim_create_adamw(np, params, &adamw, &opt);
   if (!opt || kiln_mark_step() != KILN_OK) { /* materialize the initial parameters */
     fprintf(stderr, "kiln train: %s\n", kiln_last_error());
     return 1;
   }
-  kiln_summary_writer *sw = o.logdir ? kiln_summary_open(o.logdir) : NULL;
+  kiln_summary_writer *sw = NULL;
+  if (o.logdir) kiln_summary_writer_create(o.logdir, &sw);
   if (o.logdir && !sw) fprintf(stderr, "kiln train: no TensorBoard logs: %s\n", kiln_last_error());
 
   int64_t per_epoch = kiln_loader_num_batches(loader), total = per_epoch * o.epochs;
@@ -275,14 +285,14 @@ int kiln_cli_train(int argc, char **argv) {
   printf("  device busy          %.1f s of %.1f s\n", et.sum / 1e9, wall);
   printf("  transfers            %lld to the device, %lld from it\n", (long long)kiln_counter_value("TransferToDevice"),
          (long long)kiln_counter_value("TransferFromDevice"));
-  kiln_summary_close(sw);
+  kiln_summary_writer_destroy(sw);
   kiln_release(loss_kept);
-  kiln_optim_free(opt);
-  kiln_model_free(m);
-  kiln_loader_free(loader);
-  kiln_batcher_free(tb);
-  kiln_dataset_free(train);
-  kiln_dataset_free(test);
+  kiln_optim_destroy(opt);
+  kiln_model_destroy(m);
+  kiln_loader_destroy(loader);
+  kiln_batcher_destroy(tb);
+  kiln_dataset_destroy(train);
+  kiln_dataset_destroy(test);
   kiln_shutdown();
   return ok ? 0 : 1;
 }

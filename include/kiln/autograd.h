@@ -77,8 +77,8 @@ void kiln_zero_grad(kiln_tensor t);
 #define kiln_no_grad_end() kiln_no_grad_end_at(KILN_HERE)
 void kiln_no_grad_begin_at(kiln_loc loc);
 void kiln_no_grad_end_at(kiln_loc loc);
-/* 0 inside a no-grad region, else 1. */
-int kiln_grad_enabled(void);
+/* false inside a no-grad region, else true. */
+bool kiln_grad_enabled(void);
 
 #ifdef __cplusplus
 }

@@ -2,15 +2,16 @@
  * shuffled fixed-shape batching, an asynchronous loader and a bucketing
  * batcher for variable-length sequences.
  *
- * Ownership: every object returned by a *_new / *_load / kiln_dataset_*
- * constructor is owned by the caller and freed with the matching *_free
- * (free(NULL) is a no-op). Tensors in a kiln_batch / kiln_seq_batch are
+ * Ownership: every object made by a kiln_<type>_create* constructor is owned
+ * by the caller and freed with the matching kiln_<type>_destroy (NULL is a
+ * no-op). Tensors in a kiln_batch / kiln_seq_batch are
  * ordinary step tensors: the next kiln_mark_step() releases them unless the
  * caller keeps them.
  *
  * Errors: on bad input (missing or malformed file, bad argument) a
- * constructor returns NULL / a status and records the sticky status with the
- * caller's file:line and the file name (kiln_last_error()). Nothing aborts.
+ * constructor returns the error status with *out NULL and records the sticky
+ * status with the caller's file:line and the file name (kiln_last_error()).
+ * Nothing aborts.
  *
  * Threads: a dataset is immutable after construction and may be read from
  * any thread. Batchers, loaders and bucketers are used from the tracing
@@ -20,6 +21,7 @@
 #ifndef KILN_DATA_H
 #define KILN_DATA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,14 +56,14 @@ typedef struct kiln_idx {
 kiln_status kiln_idx_parse_at(const void *buf, size_t len, const char *name, kiln_idx *out, kiln_loc loc);
 
 /* Read and parse an IDX file (plain or gzip). On success *out is a new
- * kiln_idx owning its data (free with kiln_idx_free); on error *out is NULL
+ * kiln_idx owning its data (free with kiln_idx_destroy); on error *out is NULL
  * and the sticky status names the file. Errors: KILN_ERR_IO (cannot open or
  * read), KILN_ERR_CORRUPT, KILN_ERR_UNSUPPORTED (also: a .gz file in a build
  * without zlib), KILN_ERR_OUT_OF_MEMORY. Thread-safe. */
-#define kiln_idx_load(path, out) kiln_idx_load_at((path), (out), KILN_HERE)
-kiln_status kiln_idx_load_at(const char *path, kiln_idx **out, kiln_loc loc);
-/* Free a kiln_idx from kiln_idx_load. NULL is a no-op. */
-void kiln_idx_free(kiln_idx *idx);
+#define kiln_idx_create(path, out) kiln_idx_create_at((path), (out), KILN_HERE)
+kiln_status kiln_idx_create_at(const char *path, kiln_idx **out, kiln_loc loc);
+/* Free a kiln_idx from kiln_idx_create. NULL is a no-op. */
+void kiln_idx_destroy(kiln_idx *idx);
 
 /* ───────────── datasets ───────────── */
 /* N examples, each a f32 feature array of a fixed shape plus an i64 label. */
@@ -69,27 +71,29 @@ typedef struct kiln_dataset kiln_dataset;
 
 /* A dataset from host arrays: features f32 with shape[0] = N (rank >= 1;
  * rank 1 means one scalar feature per example), labels i64 [N]. Both are
- * copied: the caller keeps ownership. NULL on error (INVALID_ARGUMENT,
- * OUT_OF_MEMORY). */
-#define kiln_dataset_from_host(features, rank, shape, labels) \
-  kiln_dataset_from_host_at((features), (rank), (shape), (labels), KILN_HERE)
-kiln_dataset *kiln_dataset_from_host_at(const float *features, int rank, const int64_t *shape,
-                                        const int64_t *labels, kiln_loc loc);
+ * copied: the caller keeps ownership. Errors (*out NULL): INVALID_ARGUMENT,
+ * OUT_OF_MEMORY. */
+#define kiln_dataset_create_from_host(features, rank, shape, labels, out) \
+  kiln_dataset_create_from_host_at((features), (rank), (shape), (labels), (out), KILN_HERE)
+kiln_status kiln_dataset_create_from_host_at(const float *features, int rank, const int64_t *shape,
+                                             const int64_t *labels, kiln_dataset **out, kiln_loc loc);
 
 /* Normalization of Fashion-MNIST pixels: (x/255 - mean) / std. */
 #define KILN_FASHION_MNIST_MEAN 0.2860f
 #define KILN_FASHION_MNIST_STD 0.3530f
 /* Fashion-MNIST from dir (NULL: $KILN_FASHION_MNIST_DIR, else
- * /usr/share/datasets/fashion-mnist). train != 0: the 60000 training
+ * /usr/share/datasets/fashion-mnist). train true: the 60000 training
  * examples (train-*-ubyte[.gz]), else the 10000 test ones (t10k-*).
  * Features f32 [N, 28, 28] normalized as above, labels i64 in 0..9.
- * NULL on error (IO, CORRUPT: e.g. image/label counts differ or a label is
- * out of range; the message names the file). */
-#define kiln_dataset_fashion_mnist(dir, train) kiln_dataset_fashion_mnist_at((dir), (train), KILN_HERE)
-kiln_dataset *kiln_dataset_fashion_mnist_at(const char *dir, int train, kiln_loc loc);
+ * Errors (*out NULL): IO, CORRUPT (e.g. image/label counts differ or a
+ * label is out of range; the message names the file). */
+#define kiln_dataset_create_fashion_mnist(dir, train, out) \
+  kiln_dataset_create_fashion_mnist_at((dir), (train), (out), KILN_HERE)
+kiln_status kiln_dataset_create_fashion_mnist_at(const char *dir, bool train, kiln_dataset **out, kiln_loc loc);
 
-/* Free a dataset. Every batcher/loader over it must be freed first. */
-void kiln_dataset_free(kiln_dataset *ds);
+/* Free a dataset. Every batcher/loader over it must be destroyed first.
+ * NULL is a no-op. */
+void kiln_dataset_destroy(kiln_dataset *ds);
 /* Number of examples (0 for NULL). */
 int64_t kiln_dataset_size(const kiln_dataset *ds);
 /* Shape of one example's features into out[KILN_MAX_RANK]; returns its rank
@@ -103,9 +107,9 @@ const int64_t *kiln_dataset_labels(const kiln_dataset *ds);
 /* ───────────── batching ───────────── */
 typedef struct kiln_batch_options {
   int64_t batch_size; /* B > 0 */
-  int shuffle;        /* 0: dataset order every epoch */
+  bool shuffle;       /* false: dataset order every epoch */
   uint64_t seed;      /* epoch e is shuffled with seed + e */
-  int drop_last;      /* 1: drop the last partial batch; 0: pad it to B (mask 0) */
+  bool drop_last;     /* true: drop the last partial batch; false: pad it to B (mask 0) */
   int prefetch;       /* kiln_loader only: batches prepared ahead (<= 0: 2) */
 } kiln_batch_options;
 
@@ -122,15 +126,18 @@ typedef struct kiln_batch {
 
 /* The order of the examples in an epoch: perm[0..N) is a permutation of
  * 0..N-1 by Fisher–Yates driven by kiln's counter-based RNG with seed
- * (seed + epoch); identity when shuffle is 0. A pure function of
+ * (seed + epoch); identity when shuffle is false. A pure function of
  * (n, shuffle, seed, epoch). Thread-safe. */
-void kiln_data_permutation(int64_t n, int shuffle, uint64_t seed, int64_t epoch, int64_t *perm);
+void kiln_data_permutation(int64_t n, bool shuffle, uint64_t seed, int64_t epoch, int64_t *perm);
 
-/* A synchronous batcher. ds must outlive it. NULL on a bad option. */
+/* A synchronous batcher. ds must outlive it. INVALID_ARGUMENT (*out NULL)
+ * on a bad option. */
 typedef struct kiln_batcher kiln_batcher;
-#define kiln_batcher_new(ds, opts) kiln_batcher_new_at((ds), (opts), KILN_HERE)
-kiln_batcher *kiln_batcher_new_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_loc loc);
-void kiln_batcher_free(kiln_batcher *b);
+#define kiln_batcher_create(ds, opts, out) kiln_batcher_create_at((ds), (opts), (out), KILN_HERE)
+kiln_status kiln_batcher_create_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_batcher **out,
+                                   kiln_loc loc);
+/* NULL is a no-op. */
+void kiln_batcher_destroy(kiln_batcher *b);
 /* Batches per epoch: ceil(N / B), or floor(N / B) with drop_last. */
 int64_t kiln_batcher_num_batches(const kiln_batcher *b);
 /* Gather batch `index` of `epoch` into host memory: x holds B * example
@@ -156,10 +163,11 @@ int kiln_batcher_next_at(kiln_batcher *b, kiln_batch *out, kiln_loc loc);
  * handed out) and metric "LoaderWaitTime" (ns the tracing thread waited for
  * the background thread, one sample per kiln_loader_next call). */
 typedef struct kiln_loader kiln_loader;
-#define kiln_loader_new(ds, opts) kiln_loader_new_at((ds), (opts), KILN_HERE)
-kiln_loader *kiln_loader_new_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_loc loc);
+#define kiln_loader_create(ds, opts, out) kiln_loader_create_at((ds), (opts), (out), KILN_HERE)
+kiln_status kiln_loader_create_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_loader **out,
+                                  kiln_loc loc);
 /* Stops and joins the background thread, then frees. NULL is a no-op. */
-void kiln_loader_free(kiln_loader *l);
+void kiln_loader_destroy(kiln_loader *l);
 int64_t kiln_loader_num_batches(const kiln_loader *l);
 /* As kiln_batcher_next: 1 batch, 0 end of epoch, -1 error. */
 #define kiln_loader_next(l, out) kiln_loader_next_at((l), (out), KILN_HERE)
@@ -174,9 +182,9 @@ typedef struct kiln_bucket_options {
   const int64_t *boundaries; /* strictly increasing lengths > 0 (e.g. 64, 128, 256) */
   int n_boundaries;          /* 1..KILN_MAX_BUCKETS */
   int64_t batch_size;        /* B > 0; the last batch of a bucket is padded with empty rows */
-  int truncate;              /* 1: cut longer sequences to the largest bucket; 0: reject them */
+  bool truncate;             /* true: cut longer sequences to the largest bucket; false: reject them */
   int64_t pad_id;            /* token id written into padded positions */
-  int shuffle;               /* shuffle within buckets and the batch order (seed + epoch) */
+  bool shuffle;              /* shuffle within buckets and the batch order (seed + epoch) */
   uint64_t seed;
 } kiln_bucket_options;
 
@@ -208,13 +216,16 @@ typedef struct kiln_seq_batch {
 
 typedef struct kiln_bucketer kiln_bucketer;
 /* n sequences: seqs[i] points to lens[i] tokens. Copied (after truncation):
- * the caller keeps ownership. NULL on error (INVALID_ARGUMENT: bad options,
- * a negative length, a sequence too long with truncate 0 — the message
- * gives its index and length). Empty sequences are allowed. */
-#define kiln_bucketer_new(n, seqs, lens, opts) kiln_bucketer_new_at((n), (seqs), (lens), (opts), KILN_HERE)
-kiln_bucketer *kiln_bucketer_new_at(int64_t n, const int64_t *const *seqs, const int64_t *lens,
-                                    const kiln_bucket_options *opts, kiln_loc loc);
-void kiln_bucketer_free(kiln_bucketer *b);
+ * the caller keeps ownership. Errors (*out NULL): INVALID_ARGUMENT (bad
+ * options, a negative length, a sequence too long with truncate false — the
+ * message gives its index and length), OUT_OF_MEMORY. Empty sequences are
+ * allowed. */
+#define kiln_bucketer_create(n, seqs, lens, opts, out) \
+  kiln_bucketer_create_at((n), (seqs), (lens), (opts), (out), KILN_HERE)
+kiln_status kiln_bucketer_create_at(int64_t n, const int64_t *const *seqs, const int64_t *lens,
+                                    const kiln_bucket_options *opts, kiln_bucketer **out, kiln_loc loc);
+/* NULL is a no-op. */
+void kiln_bucketer_destroy(kiln_bucketer *b);
 int64_t kiln_bucketer_num_batches(const kiln_bucketer *b);
 /* Fill *out with the per-bucket counts and padding waste. */
 void kiln_bucketer_stats(const kiln_bucketer *b, kiln_bucket_stats *out);

@@ -48,17 +48,17 @@ kiln_status kiln_save_safetensors_at(const char *path, int n, const char *const 
 typedef struct kiln_st_file kiln_st_file;
 
 /* Open `path` and validate its header (the data is read lazily, per tensor).
- * On success *out is a new reader (free with kiln_st_close); on error *out
- * is NULL. Errors: KILN_ERR_IO (cannot open/read), KILN_ERR_CORRUPT (any
+ * On success *out is a new reader (free with kiln_st_file_destroy); on error
+ * *out is NULL. Errors: KILN_ERR_IO (cannot open/read), KILN_ERR_CORRUPT (any
  * malformed file: the message says what), KILN_ERR_UNSUPPORTED (a valid file
  * kiln cannot represent, e.g. rank > 8), KILN_ERR_INVALID_ARGUMENT. */
-#define kiln_st_open(path, out) kiln_st_open_at((path), (out), KILN_HERE)
-kiln_status kiln_st_open_at(const char *path, kiln_st_file **out, kiln_loc loc);
+#define kiln_st_file_create(path, out) kiln_st_file_create_at((path), (out), KILN_HERE)
+kiln_status kiln_st_file_create_at(const char *path, kiln_st_file **out, kiln_loc loc);
 
 /* Number of tensors in the file (0 for NULL). */
 int kiln_st_count(const kiln_st_file *f);
 /* Name of tensor i (header order), or NULL when i is out of range. Owned by
- * f, valid until kiln_st_close. */
+ * f, valid until kiln_st_file_destroy. */
 const char *kiln_st_name(const kiln_st_file *f, int i);
 /* Index of the tensor named `name`, or -1. */
 int kiln_st_find(const kiln_st_file *f, const char *name);
@@ -91,7 +91,7 @@ kiln_status kiln_st_load_into_at(kiln_st_file *f, const char *name, kiln_tensor 
 
 /* Close the file and free the reader. Tensors made from it stay valid.
  * NULL is a no-op. */
-void kiln_st_close(kiln_st_file *f);
+void kiln_st_file_destroy(kiln_st_file *f);
 
 #ifdef __cplusplus
 }

@@ -30,13 +30,55 @@
  * 6. Strings returned by kiln (kiln_status_message, ...) are owned by kiln
  *    and valid until the next call that may change them.
  *
- * ───────────────────────── Errors ─────────────────────────
- * A user mistake never aborts the process. Op builders check shapes and
- * dtypes at trace time; on error they return a poisoned tensor and record a
- * sticky status with the op, the shapes and the caller's file:line.
+ * ───────────────────────── Errors: one channel ─────────────────────────
+ * A user mistake never aborts the process. Every error is recorded in the
+ * sticky status: kiln_last_status() is the first error since the last
+ * kiln_clear_error(), kiln_last_error() its message, which names the op or
+ * the function, what was wrong (shapes, the file and the system's reason)
+ * and the caller's file:line. A function that can fail reports it in one of
+ * two ways, always together with that record:
+ *  - it returns a kiln_status: KILN_OK, or the error it just recorded
+ *    (constructors, file and I/O functions, sync points, autograd);
+ *  - it returns a value with a documented failure value: a poisoned tensor
+ *    (op builders: shapes and dtypes are checked at trace time), NaN or 0
+ *    (kiln_item_*), -1 (counts and indices), or NULL (accessors of a NULL
+ *    object).
  * Poisoned tensors propagate (an op on a poisoned input is poisoned too,
- * without a new message). Sync points return the sticky status;
- * kiln_last_error() returns its message and kiln_clear_error() resets it.
+ * without a new message). Sync points return the sticky status.
+ * Nothing in the public API reports through another channel (no errno, no
+ * out-parameter error struct). Two documented exceptions of form, not of
+ * channel: kiln_summary_writer_destroy returns a status (closing a file is
+ * its last write) and the profiler server's request handling never touches
+ * the calling program's sticky status (a remote client's bad request is not
+ * the program's error; it goes back to that client).
+ *
+ * ───────────────────────── API conventions (0.2) ─────────────────────────
+ * 1. Lifecycle: every heap object has one pair,
+ *        kiln_status kiln_<type>_create(..., kiln_<type> **out);
+ *        void        kiln_<type>_destroy(kiln_<type> *obj);   NULL is a no-op
+ *    (a type with several constructors: kiln_<type>_create_<variant>, e.g.
+ *    kiln_optim_create_adamw, kiln_dataset_create_fashion_mnist). On error
+ *    *out is NULL and the status is returned (and recorded, with the
+ *    caller's file:line). File readers are objects too (kiln_st_file_create,
+ *    kiln_idx_create). Not heap objects: kiln_tensor, a value handle (see
+ *    Ownership); the runtime, a process-wide singleton started and stopped
+ *    with kiln_init / kiln_shutdown (there is nothing to hold a pointer to,
+ *    and the first kiln call starts it implicitly); the profiler server and
+ *    profiler captures, also singletons (..._start / ..._stop).
+ * 2. Modes are enums (kiln_rand_kind, kiln_activation, kiln_norm_position,
+ *    kiln_pool_kind, kiln_switch, ...); plain yes/no options and answers are
+ *    bool (<stdbool.h>): keepdim, bias, training, shuffle, kiln_is_valid.
+ *    The enums keep the numeric values of the ints they replace.
+ * 3. Source locations: every function that takes a kiln_loc is named
+ *    kiln_<name>_at and has a macro kiln_<name>(...) with the same
+ *    arguments minus the last, which passes KILN_HERE (the caller's
+ *    file:line). Call the _at form to pass a location of your own (a
+ *    wrapper forwarding its caller's). A few macros are shorter conveniences
+ *    over an _at function (kiln_zeros, kiln_rand_uniform, kiln_max_pool2d,
+ *    kiln_conv2d_create with a square kernel).
+ * 4. Errors: the one channel above.
+ * 5. Public headers declare public types only: nothing from src/.
+ * The changes from 0.1 are listed in CHANGELOG.md.
  *
  * ───────────────────────── Threads ─────────────────────────
  * The tracing API (everything taking or returning kiln_tensor) is for one
@@ -49,6 +91,7 @@
 #ifndef KILN_KILN_H
 #define KILN_KILN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,9 +101,9 @@ extern "C" {
 
 /* ───────────── version ───────────── */
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_MINOR 2
 #define KILN_VERSION_PATCH 0
-#define KILN_VERSION_STRING "0.1.0"
+#define KILN_VERSION_STRING "0.2.0"
 /* The version of the library actually loaded (may differ from the header). */
 const char *kiln_version(void);
 
@@ -96,15 +139,20 @@ const char *kiln_last_error(void);
 void kiln_clear_error(void);
 
 /* ───────────── runtime ───────────── */
+/* A setting that is on, off, or left to its default (the environment). */
+typedef enum kiln_switch { KILN_SWITCH_OFF = -1, KILN_SWITCH_DEFAULT = 0, KILN_SWITCH_ON = 1 } kiln_switch;
+
 typedef struct kiln_options {
   const char *backend;   /* "cpu" (default) or "ref"; NULL: $KILN_BACKEND or "cpu" */
   int num_threads;       /* 0: $KILN_NUM_THREADS or all cores */
   const char *cache_dir; /* NULL: $KILN_CACHE_DIR or $XDG_CACHE_HOME/kiln or ~/.cache/kiln */
-  int disk_cache;        /* 0: default (on unless KILN_DISK_CACHE=0), 1 on, -1 off */
+  kiln_switch disk_cache; /* DEFAULT: on unless KILN_DISK_CACHE=0 */
 } kiln_options;
 
 /* Start the runtime explicitly. Optional: the first kiln call starts it with
- * defaults from the environment. Calling it while started is an error. */
+ * defaults from the environment. Calling it while started is an error.
+ * The runtime is a process-wide singleton, so its pair is kiln_init /
+ * kiln_shutdown rather than create/destroy (conventions, above). */
 kiln_status kiln_init(const kiln_options *opts);
 /* Wait for queued work, release every tensor and buffer, stop the threads
  * (the profiler server's and gRPC's too: kiln_profiler_server_stop).
@@ -140,8 +188,8 @@ int64_t kiln_numel(kiln_tensor t);
 kiln_dtype kiln_dtype_of(kiln_tensor t);
 /* Copies the shape into out[KILN_MAX_RANK]; returns the rank or -1. */
 int kiln_shape(kiln_tensor t, int64_t *out);
-/* 1 if t is a live, non-poisoned tensor. */
-int kiln_is_valid(kiln_tensor t);
+/* true if t is a live, non-poisoned tensor. */
+bool kiln_is_valid(kiln_tensor t);
 
 /* Keep t past the end of the step (it becomes a step output while it has
  * pending work). Returns t. */
@@ -160,8 +208,9 @@ void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc);
 #define kiln_zeros(dt, rank, shape) kiln_full_at((dt), (rank), (shape), 0.0, KILN_HERE)
 #define kiln_ones(dt, rank, shape) kiln_full_at((dt), (rank), (shape), 1.0, KILN_HERE)
 #define kiln_arange(dt, start, stop, step) kiln_arange_at((dt), (start), (stop), (step), KILN_HERE)
-#define kiln_rand_uniform(dt, rank, shape, seed) kiln_rand_at(0, (dt), (rank), (shape), (seed), KILN_HERE)
-#define kiln_rand_normal(dt, rank, shape, seed) kiln_rand_at(1, (dt), (rank), (shape), (seed), KILN_HERE)
+#define kiln_rand(kind, dt, rank, shape, seed) kiln_rand_at((kind), (dt), (rank), (shape), (seed), KILN_HERE)
+#define kiln_rand_uniform(dt, rank, shape, seed) kiln_rand_at(KILN_RAND_UNIFORM, (dt), (rank), (shape), (seed), KILN_HERE)
+#define kiln_rand_normal(dt, rank, shape, seed) kiln_rand_at(KILN_RAND_NORMAL, (dt), (rank), (shape), (seed), KILN_HERE)
 /* A scalar graph input: changing its value between steps never recompiles. */
 #define kiln_scalar(dt, v) kiln_scalar_at((dt), (v), KILN_HERE)
 /* A compile-time constant scalar (0-d): part of the graph. */
@@ -175,10 +224,16 @@ kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const i
 kiln_tensor kiln_full_at(kiln_dtype dt, int rank, const int64_t *shape, double v, kiln_loc loc);
 /* [start, stop) by step, 1-D. */
 kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step, kiln_loc loc);
-/* kind 0: uniform [0,1); kind 1: standard normal. The counter-based RNG runs
- * inside the graph; the seed is a graph input (a new seed never recompiles).
- * The same seed gives the same values on every backend. */
-kiln_tensor kiln_rand_at(int kind, kiln_dtype dt, int rank, const int64_t *shape, uint64_t seed, kiln_loc loc);
+/* The distribution of kiln_rand (values: the old int kind). */
+typedef enum kiln_rand_kind {
+  KILN_RAND_UNIFORM = 0, /* uniform [0,1) */
+  KILN_RAND_NORMAL = 1   /* standard normal */
+} kiln_rand_kind;
+/* The counter-based RNG runs inside the graph; the seed is a graph input (a
+ * new seed never recompiles). The same seed gives the same values on every
+ * backend. */
+kiln_tensor kiln_rand_at(kiln_rand_kind kind, kiln_dtype dt, int rank, const int64_t *shape, uint64_t seed,
+                         kiln_loc loc);
 kiln_tensor kiln_scalar_at(kiln_dtype dt, double v, kiln_loc loc);
 kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc);
 
@@ -213,18 +268,18 @@ kiln_tensor kiln_cast_at(kiln_tensor x, kiln_dtype dt, kiln_loc loc);
 
 /* ───────────── reductions ─────────────
  * axes: n_axes entries (negative count from the end); n_axes == 0 reduces
- * over all axes. keepdim keeps reduced axes with size 1. */
+ * over all axes. keepdim (a bool) keeps reduced axes with size 1. */
 #define kiln_sum(x, n, axes, keep) kiln_sum_at((x), (n), (axes), (keep), KILN_HERE)
 #define kiln_mean(x, n, axes, keep) kiln_mean_at((x), (n), (axes), (keep), KILN_HERE)
 #define kiln_max(x, n, axes, keep) kiln_max_at((x), (n), (axes), (keep), KILN_HERE)
 #define kiln_min(x, n, axes, keep) kiln_min_at((x), (n), (axes), (keep), KILN_HERE)
-kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
-kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
-kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
-kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc);
+kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
+kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
+kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
+kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
 /* Index of the first maximum along axis, as i64. */
 #define kiln_argmax(x, axis, keep) kiln_argmax_at((x), (axis), (keep), KILN_HERE)
-kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, int keepdim, kiln_loc loc);
+kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc);
 /* Numerically stable softmax / log_softmax along axis. */
 #define kiln_softmax(x, axis) kiln_softmax_at((x), (axis), KILN_HERE)
 #define kiln_log_softmax(x, axis) kiln_log_softmax_at((x), (axis), KILN_HERE)

@@ -3,25 +3,28 @@
  * Every layer is a composition of the ops in kiln.h: a forward call traces a
  * few nodes into the current step's graph; nothing runs until a sync point.
  *
- * Ownership: a layer is a heap struct made by kiln_<layer>_create and freed by
- * kiln_<layer>_free, which also releases its parameter tensors (kiln_param).
+ * Ownership: a layer is a heap struct made by kiln_<layer>_create(..., &out)
+ * and freed by kiln_<layer>_destroy (NULL is a no-op), which also releases
+ * its parameter tensors (kiln_param).
  * The parameter handles inside a layer are public fields: read them, pass
  * them to an optimizer, kiln_assign new values into them (checkpoint load).
- * Free layers before kiln_shutdown(): afterwards their handles are stale.
+ * Destroy layers before kiln_shutdown(): afterwards their handles are stale.
  *
  * Initialization follows PyTorch's defaults, drawn in-graph from an explicit
  * seed (kiln_rand_uniform/normal), so init is deterministic and identical on
  * every backend (but not bit-identical to torch's CPU generator).
  *
- * Errors: bad arguments record an error with the caller's file:line (all
- * functions take a kiln_loc through their macro) and return NULL (create) or a
- * poisoned tensor (forward). Shape mistakes are caught by the underlying ops.
+ * Errors: bad arguments record an error with the caller's file:line (every
+ * function taking a kiln_loc has a spelling without _at that passes it) and
+ * return the status with *out NULL (create) or a poisoned tensor (forward).
+ * Shape mistakes are caught by the underlying ops.
  *
  * Threads: like the rest of the tracing API, one tracing thread at a time.
  */
 #ifndef KILN_NN_H
 #define KILN_NN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kiln/kiln.h"
@@ -52,7 +55,7 @@ typedef struct kiln_module {
 int kiln_module_params(const kiln_module *m, const char **names, kiln_tensor *out, int max);
 /* Like kiln_module_params but lists parameters and buffers (a state dict). */
 int kiln_module_state(const kiln_module *m, const char **names, kiln_tensor *out, int max);
-/* Release every tensor of m and clear it (used by the _free functions). */
+/* Release every tensor of m and clear it (used by the _destroy functions). */
 void kiln_module_release(kiln_module *m);
 
 /* ───────────── activations and dropout (stateless) ───────────── */
@@ -62,11 +65,11 @@ void kiln_module_release(kiln_module *m);
 #define kiln_nn_sigmoid(x) kiln_sigmoid(x)
 
 /* Inverted dropout: in training, zero each element with probability p and
- * scale the others by 1/(1-p); in eval (training == 0) or p == 0, returns x.
+ * scale the others by 1/(1-p); in eval (training false) or p == 0, returns x.
  * The mask comes from the in-graph RNG with this seed, which is a graph
  * input: a new seed each step never recompiles. p in [0, 1). */
 #define kiln_dropout(x, p, seed, training) kiln_dropout_at((x), (p), (seed), (training), KILN_HERE)
-kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, int training, kiln_loc loc);
+kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool training, kiln_loc loc);
 
 /* A seed for sub-stream k of seed (a hash, so nearby seeds and nearby k give
  * unrelated streams). Layers use it to give each dropout site its own mask. */
@@ -80,14 +83,17 @@ typedef struct kiln_linear {
   kiln_tensor weight, bias; /* bias is the null tensor without bias */
   int in_features, out_features;
 } kiln_linear;
-#define kiln_linear_create(in, out, bias, seed) kiln_linear_create_at((in), (out), (bias), (seed), KILN_HERE)
-kiln_linear *kiln_linear_create_at(int in, int out, int bias, uint64_t seed, kiln_loc loc);
+#define kiln_linear_create(in_features, out_features, bias, seed, out) \
+  kiln_linear_create_at((in_features), (out_features), (bias), (seed), (out), KILN_HERE)
+kiln_status kiln_linear_create_at(int in_features, int out_features, bool bias, uint64_t seed, kiln_linear **out,
+                                  kiln_loc loc);
 /* x [..., in] -> [..., out]. */
 #define kiln_linear_forward(l, x) kiln_linear_forward_at((l), (x), KILN_HERE)
 kiln_tensor kiln_linear_forward_at(const kiln_linear *l, kiln_tensor x, kiln_loc loc);
-void kiln_linear_free(kiln_linear *l);
+void kiln_linear_destroy(kiln_linear *l);
 /* The same computation on given tensors (bias may be the null tensor). */
-kiln_tensor kiln_linear_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc);
+#define kiln_linear_apply(x, w, b) kiln_linear_apply_at((x), (w), (b), KILN_HERE)
+kiln_tensor kiln_linear_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc);
 
 /* ───────────── Embedding ───────────── */
 /* weight [num, dim] ~ N(0, 1); forward: ids (i32/i64, any shape) ->
@@ -99,11 +105,11 @@ typedef struct kiln_embedding {
   kiln_tensor weight;
   int num, dim;
 } kiln_embedding;
-#define kiln_embedding_create(num, dim, seed) kiln_embedding_create_at((num), (dim), (seed), KILN_HERE)
-kiln_embedding *kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_loc loc);
+#define kiln_embedding_create(num, dim, seed, out) kiln_embedding_create_at((num), (dim), (seed), (out), KILN_HERE)
+kiln_status kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_embedding **out, kiln_loc loc);
 #define kiln_embedding_forward(e, ids) kiln_embedding_forward_at((e), (ids), KILN_HERE)
 kiln_tensor kiln_embedding_forward_at(const kiln_embedding *e, kiln_tensor ids, kiln_loc loc);
-void kiln_embedding_free(kiln_embedding *e);
+void kiln_embedding_destroy(kiln_embedding *e);
 
 /* ───────────── LayerNorm ───────────── */
 /* Normalizes over the last dim (size dim) with biased variance and eps;
@@ -114,11 +120,11 @@ typedef struct kiln_layernorm {
   int dim;
   double eps;
 } kiln_layernorm;
-#define kiln_layernorm_create(dim, eps, affine) kiln_layernorm_create_at((dim), (eps), (affine), KILN_HERE)
-kiln_layernorm *kiln_layernorm_create_at(int dim, double eps, int affine, kiln_loc loc);
+#define kiln_layernorm_create(dim, eps, affine, out) kiln_layernorm_create_at((dim), (eps), (affine), (out), KILN_HERE)
+kiln_status kiln_layernorm_create_at(int dim, double eps, bool affine, kiln_layernorm **out, kiln_loc loc);
 #define kiln_layernorm_forward(n, x) kiln_layernorm_forward_at((n), (x), KILN_HERE)
 kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, kiln_loc loc);
-void kiln_layernorm_free(kiln_layernorm *n);
+void kiln_layernorm_destroy(kiln_layernorm *n);
 
 /* ───────────── multi-head attention ───────────── */
 /* torch.nn.MultiheadAttention(embed_dim, n_heads, batch_first=True) with
@@ -130,16 +136,17 @@ typedef struct kiln_mha {
   int dim, n_heads;
   double dropout; /* on the attention weights, in training */
 } kiln_mha;
-#define kiln_mha_create(dim, n_heads, dropout, seed) kiln_mha_create_at((dim), (n_heads), (dropout), (seed), KILN_HERE)
+#define kiln_mha_create(dim, n_heads, dropout, seed, out) \
+  kiln_mha_create_at((dim), (n_heads), (dropout), (seed), (out), KILN_HERE)
 /* dim must be divisible by n_heads. */
-kiln_mha *kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t seed, kiln_loc loc);
+kiln_status kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t seed, kiln_mha **out, kiln_loc loc);
 /* Options of one attention call. */
 typedef struct kiln_attn_opts {
-  int causal;                   /* mask keys after the query position */
+  bool causal;                  /* mask keys after the query position */
   kiln_tensor key_padding_mask; /* null, or [B, T]: bool (true = padding: ignore this
                                    key, as PyTorch's nn.MultiheadAttention) or f32
                                    (added to the scores as is); other dtypes: error */
-  int training;                 /* apply dropout */
+  bool training;                /* apply dropout */
   uint64_t seed;                /* dropout seed (graph input) */
 } kiln_attn_opts;
 /* Self-attention: x [B, T, D] -> [B, T, D]. opts may be NULL. Masked scores
@@ -147,7 +154,7 @@ typedef struct kiln_attn_opts {
  * where PyTorch gives NaN). */
 #define kiln_mha_forward(a, x, opts) kiln_mha_forward_at((a), (x), (opts), KILN_HERE)
 kiln_tensor kiln_mha_forward_at(const kiln_mha *a, kiln_tensor x, const kiln_attn_opts *opts, kiln_loc loc);
-void kiln_mha_free(kiln_mha *a);
+void kiln_mha_destroy(kiln_mha *a);
 /* Scaled dot-product attention on q, k, v [B, H, T, hd]: softmax(q k^T /
  * sqrt(hd) + mask) v. mask (null: none) broadcasts to [B, H, T, T] and follows
  * PyTorch's torch.nn.functional.scaled_dot_product_attention: bool means
@@ -156,10 +163,19 @@ void kiln_mha_free(kiln_mha *a);
  * scores. Integer masks are an error. Note the opposite sense of
  * kiln_attn_opts.key_padding_mask (true = padding, ignore), which follows
  * PyTorch's nn.MultiheadAttention. */
-kiln_tensor kiln_sdpa(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, int training,
-                      uint64_t seed, kiln_loc loc);
+#define kiln_sdpa(q, k, v, mask, dropout, training, seed) \
+  kiln_sdpa_at((q), (k), (v), (mask), (dropout), (training), (seed), KILN_HERE)
+kiln_tensor kiln_sdpa_at(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, bool training,
+                         uint64_t seed, kiln_loc loc);
 
 /* ───────────── Transformer encoder layer ───────────── */
+/* The feed-forward activation (values: the old 0/1 "gelu" flag). */
+typedef enum kiln_activation { KILN_ACTIVATION_RELU = 0, KILN_ACTIVATION_GELU = 1 /* erf form */ } kiln_activation;
+/* Where the LayerNorms sit (values: the old 0/1 "norm_first" flag). */
+typedef enum kiln_norm_position {
+  KILN_NORM_POST = 0, /* post-norm: x = norm(x + sublayer(x)) (PyTorch's default) */
+  KILN_NORM_PRE = 1   /* pre-norm: x = x + sublayer(norm(x)) (norm_first=True) */
+} kiln_norm_position;
 /* torch.nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
  * activation, layer_norm_eps, batch_first=True, norm_first). Parameter names
  * match its state_dict. */
@@ -169,19 +185,21 @@ typedef struct kiln_encoder_layer {
   kiln_linear *linear1, *linear2;
   kiln_layernorm *norm1, *norm2;
   double dropout;
-  int gelu;       /* 1: gelu (erf), 0: relu */
-  int norm_first; /* 1: pre-norm, 0: post-norm */
+  kiln_activation activation;
+  kiln_norm_position norm_position;
 } kiln_encoder_layer;
-#define kiln_encoder_layer_create(d, h, ff, dropout, gelu, norm_first, eps, seed) \
-  kiln_encoder_layer_create_at((d), (h), (ff), (dropout), (gelu), (norm_first), (eps), (seed), KILN_HERE)
-kiln_encoder_layer *kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, double dropout, int gelu,
-                                                 int norm_first, double eps, uint64_t seed, kiln_loc loc);
+#define kiln_encoder_layer_create(d, h, ff, dropout, activation, norm_position, eps, seed, out)                    \
+  kiln_encoder_layer_create_at((d), (h), (ff), (dropout), (activation), (norm_position), (eps), (seed), (out), \
+                               KILN_HERE)
+kiln_status kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, double dropout, kiln_activation activation,
+                                         kiln_norm_position norm_position, double eps, uint64_t seed,
+                                         kiln_encoder_layer **out, kiln_loc loc);
 /* x [B, T, D] -> [B, T, D]; opts as for attention (NULL: eval, no masks). */
 #define kiln_encoder_layer_forward(l, x, opts) kiln_encoder_layer_forward_at((l), (x), (opts), KILN_HERE)
 kiln_tensor kiln_encoder_layer_forward_at(const kiln_encoder_layer *l, kiln_tensor x, const kiln_attn_opts *opts,
                                           kiln_loc loc);
-/* Frees the sublayers and releases every parameter. */
-void kiln_encoder_layer_free(kiln_encoder_layer *l);
+/* Destroys the sublayers and releases every parameter. */
+void kiln_encoder_layer_destroy(kiln_encoder_layer *l);
 
 /* ───────────── Conv2d and pooling (NCHW) ───────────── */
 /* weight [out, in/groups, kh, kw], bias [out]; init U(-1/sqrt(fan_in), ..)
@@ -192,23 +210,28 @@ typedef struct kiln_conv2d {
   kiln_tensor weight, bias;
   int in_ch, out_ch, kh, kw, stride, padding, dilation, groups;
 } kiln_conv2d;
-#define kiln_conv2d_create(in, out, k, stride, pad, dil, groups, bias, seed) \
-  kiln_conv2d_create_at((in), (out), (k), (k), (stride), (pad), (dil), (groups), (bias), (seed), KILN_HERE)
-kiln_conv2d *kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int stride, int padding, int dilation,
-                                   int groups, int bias, uint64_t seed, kiln_loc loc);
+/* The short spelling takes one square kernel size k (kh = kw = k). */
+#define kiln_conv2d_create(in_ch, out_ch, k, stride, pad, dil, groups, bias, seed, out) \
+  kiln_conv2d_create_at((in_ch), (out_ch), (k), (k), (stride), (pad), (dil), (groups), (bias), (seed), (out), KILN_HERE)
+kiln_status kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int stride, int padding, int dilation,
+                                  int groups, bool bias, uint64_t seed, kiln_conv2d **out, kiln_loc loc);
 /* x [N, in, H, W] -> [N, out, OH, OW]. */
 #define kiln_conv2d_forward(c, x) kiln_conv2d_forward_at((c), (x), KILN_HERE)
 kiln_tensor kiln_conv2d_forward_at(const kiln_conv2d *c, kiln_tensor x, kiln_loc loc);
-void kiln_conv2d_free(kiln_conv2d *c);
+void kiln_conv2d_destroy(kiln_conv2d *c);
 /* Functional conv on given tensors (b may be null). */
-kiln_tensor kiln_conv2d_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, int stride, int padding, int dilation,
-                              int groups, kiln_loc loc);
+#define kiln_conv2d_apply(x, w, b, stride, padding, dilation, groups) \
+  kiln_conv2d_apply_at((x), (w), (b), (stride), (padding), (dilation), (groups), KILN_HERE)
+kiln_tensor kiln_conv2d_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, int stride, int padding, int dilation,
+                                 int groups, kiln_loc loc);
 
 /* Max / average pooling with a square window k, stride (0: k), padding.
  * Max pads with -inf; average counts padded zeros (count_include_pad). */
-#define kiln_max_pool2d(x, k, stride, pad) kiln_pool2d_at((x), 1, (k), (stride), (pad), KILN_HERE)
-#define kiln_avg_pool2d(x, k, stride, pad) kiln_pool2d_at((x), 0, (k), (stride), (pad), KILN_HERE)
-kiln_tensor kiln_pool2d_at(kiln_tensor x, int is_max, int k, int stride, int padding, kiln_loc loc);
+typedef enum kiln_pool_kind { KILN_POOL_AVG = 0, KILN_POOL_MAX = 1 } kiln_pool_kind;
+#define kiln_pool2d(x, kind, k, stride, pad) kiln_pool2d_at((x), (kind), (k), (stride), (pad), KILN_HERE)
+#define kiln_max_pool2d(x, k, stride, pad) kiln_pool2d_at((x), KILN_POOL_MAX, (k), (stride), (pad), KILN_HERE)
+#define kiln_avg_pool2d(x, k, stride, pad) kiln_pool2d_at((x), KILN_POOL_AVG, (k), (stride), (pad), KILN_HERE)
+kiln_tensor kiln_pool2d_at(kiln_tensor x, kiln_pool_kind kind, int k, int stride, int padding, kiln_loc loc);
 
 /* ───────────── BatchNorm2d ───────────── */
 /* weight ones, bias zeros [C]; buffers running_mean zeros, running_var ones.
@@ -221,11 +244,12 @@ typedef struct kiln_batchnorm2d {
   int ch;
   double eps, momentum;
 } kiln_batchnorm2d;
-#define kiln_batchnorm2d_create(ch, eps, momentum) kiln_batchnorm2d_create_at((ch), (eps), (momentum), KILN_HERE)
-kiln_batchnorm2d *kiln_batchnorm2d_create_at(int ch, double eps, double momentum, kiln_loc loc);
+#define kiln_batchnorm2d_create(ch, eps, momentum, out) \
+  kiln_batchnorm2d_create_at((ch), (eps), (momentum), (out), KILN_HERE)
+kiln_status kiln_batchnorm2d_create_at(int ch, double eps, double momentum, kiln_batchnorm2d **out, kiln_loc loc);
 #define kiln_batchnorm2d_forward(b, x, training) kiln_batchnorm2d_forward_at((b), (x), (training), KILN_HERE)
-kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x, int training, kiln_loc loc);
-void kiln_batchnorm2d_free(kiln_batchnorm2d *b);
+kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x, bool training, kiln_loc loc);
+void kiln_batchnorm2d_destroy(kiln_batchnorm2d *b);
 
 /* ───────────── losses ───────────── */
 /* Cross-entropy from logits [..., C] and integer targets [...] (class axis

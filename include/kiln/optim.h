@@ -13,18 +13,19 @@
  * each micro-batch (gradients accumulate), then call the optimizer step once
  * and kiln_zero_grad. Scale the loss by 1/micro_batches for a mean.
  *
- * Ownership: kiln_*_create copies the parameter handle array (the tensors
- * stay the caller's); kiln_optim_free releases only the optimizer's state
- * tensors. Free before kiln_shutdown().
+ * Ownership: kiln_optim_create_sgd/_adamw copy the parameter handle array
+ * (the tensors stay the caller's); kiln_optim_destroy releases only the
+ * optimizer's state tensors. Destroy before kiln_shutdown().
  *
  * Errors: bad arguments record an error at the caller's file:line and return
- * NULL / the error status; nothing aborts.
+ * the error status (a create leaves *out NULL); nothing aborts.
  *
  * Threads: one tracing thread at a time, like the rest of the tracing API.
  */
 #ifndef KILN_OPTIM_H
 #define KILN_OPTIM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kiln/kiln.h"
@@ -40,7 +41,7 @@ typedef struct kiln_sgd_opts {
   double momentum;     /* 0: plain SGD, no buffers */
   double dampening;
   double weight_decay; /* L2: added to the gradient */
-  int nesterov;        /* needs momentum > 0 and dampening == 0 */
+  bool nesterov;       /* needs momentum > 0 and dampening == 0 */
 } kiln_sgd_opts;
 
 /* torch.optim.AdamW options (amsgrad is not supported). */
@@ -54,14 +55,18 @@ typedef struct kiln_adamw_opts {
 /* An optimizer over a fixed list of parameters (opaque). */
 typedef struct kiln_optim kiln_optim;
 
-/* Create an optimizer for n parameters (kept f32/f64 tensors). Its state
- * tensors are zeros, kept, computed with the next step. NULL on error. */
-#define kiln_sgd_create(n, params, opts) kiln_sgd_create_at((n), (params), (opts), KILN_HERE)
-kiln_optim *kiln_sgd_create_at(int n, const kiln_tensor *params, const kiln_sgd_opts *opts, kiln_loc loc);
-#define kiln_adamw_create(n, params, opts) kiln_adamw_create_at((n), (params), (opts), KILN_HERE)
-kiln_optim *kiln_adamw_create_at(int n, const kiln_tensor *params, const kiln_adamw_opts *opts, kiln_loc loc);
+/* Create an optimizer for n parameters (kept f32/f64 tensors) into *out. Its
+ * state tensors are zeros, kept, computed with the next step. On error *out
+ * is NULL and the status is returned. */
+#define kiln_optim_create_sgd(n, params, opts, out) kiln_optim_create_sgd_at((n), (params), (opts), (out), KILN_HERE)
+kiln_status kiln_optim_create_sgd_at(int n, const kiln_tensor *params, const kiln_sgd_opts *opts, kiln_optim **out,
+                                     kiln_loc loc);
+#define kiln_optim_create_adamw(n, params, opts, out) \
+  kiln_optim_create_adamw_at((n), (params), (opts), (out), KILN_HERE)
+kiln_status kiln_optim_create_adamw_at(int n, const kiln_tensor *params, const kiln_adamw_opts *opts,
+                                       kiln_optim **out, kiln_loc loc);
 /* Release the state tensors and free o (NULL is a no-op). */
-void kiln_optim_free(kiln_optim *o);
+void kiln_optim_destroy(kiln_optim *o);
 
 /* The learning rate of the next steps (a graph input: never recompiles). */
 void kiln_optim_set_lr(kiln_optim *o, double lr);

@@ -30,13 +30,6 @@
 extern "C" {
 #endif
 
-/* An error with its message, for callers inside kiln (the profiler server,
- * the `kiln` tool), which keep it out of the sticky status. Its definition
- * is internal (src/base/status.h): a program passes NULL wherever a
- * function here takes a kiln_err *, and then reads a failure's message with
- * kiln_last_error() (the sticky status, kiln.h). */
-typedef struct kiln_err kiln_err;
-
 /* Open a region named `name` on the calling thread. `name` is borrowed: it
  * must stay valid until the capture that records it is written (a string
  * literal); use kiln_trace_begin_copy for built strings. Regions nest; more
@@ -104,16 +97,14 @@ kiln_status kiln_profiler_stop_at(const char *logdir, char *out_dir, size_t out_
  * and <host>.trace.json.gz (session_dir and its parents are created; host
  * NULL: this machine's name). Errors: KILN_ERR_INVALID_ARGUMENT if a
  * capture is already running or an argument is bad (duration 0 or over 10
- * minutes, host containing '/'), KILN_ERR_IO. The message goes to *err when
- * err is not NULL (the sticky status is left alone), else to the sticky
- * status (kiln_last_error()). */
-#define kiln_profiler_capture(duration_ms, session_dir, host, err) \
-  kiln_profiler_capture_at((duration_ms), (session_dir), (host), (err), KILN_HERE)
-kiln_status kiln_profiler_capture_at(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err,
-                                     kiln_loc loc);
+ * minutes, host containing '/'), KILN_ERR_IO, recorded in the sticky status
+ * (kiln_last_error()) with the caller's file:line. */
+#define kiln_profiler_capture(duration_ms, session_dir, host) \
+  kiln_profiler_capture_at((duration_ms), (session_dir), (host), KILN_HERE)
+kiln_status kiln_profiler_capture_at(uint32_t duration_ms, const char *session_dir, const char *host, kiln_loc loc);
 
-/* 1 while a capture is running. */
-int kiln_profiler_active(void);
+/* true while a capture is running. */
+bool kiln_profiler_active(void);
 /* Events per thread buffer for later captures (default 65536; clamped to
  * [16, 16M]). Takes effect at the next start. */
 void kiln_profiler_set_buffer_events(uint32_t n);
@@ -138,13 +129,11 @@ typedef struct kiln_profiler_summary_opts {
  * newest *.xplane.pb in it, or in its newest plugins/profile/<run>) or a
  * .xplane.pb file; opts may be NULL (defaults). Errors: KILN_ERR_IO,
  * KILN_ERR_CORRUPT (not an XSpace written by a profiler, or over the size
- * limits), KILN_ERR_INVALID_ARGUMENT (path or f NULL); the message goes to
- * *err when err is not NULL, else to the sticky status (kiln_last_error()).
+ * limits), KILN_ERR_INVALID_ARGUMENT (path or f NULL), recorded in the
+ * sticky status (kiln_last_error()) with the caller's file:line.
  * Thread-safe (reads only the file). */
-#define kiln_profiler_summary(path, f, err) kiln_profiler_summary_at((path), (f), NULL, (err), KILN_HERE)
-#define kiln_profiler_summary_ex(path, f, opts, err) kiln_profiler_summary_at((path), (f), (opts), (err), KILN_HERE)
-kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err,
-                                     kiln_loc loc);
+#define kiln_profiler_summary(path, f, opts) kiln_profiler_summary_at((path), (f), (opts), KILN_HERE)
+kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_loc loc);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@
  * reports KILN_ERR_IO, writes nothing more (a partly written record would
  * make the rest of the file unreadable) and answers every later call with
  * the same failure, so a training loop may choose to keep training without
- * its logs. It must still be closed.
+ * its logs. It must still be destroyed.
  *
  * Threads: a writer must not be used from two threads at once; distinct
  * writers are independent. None of these functions needs kiln_init().
@@ -35,12 +35,13 @@ typedef struct kiln_summary_writer kiln_summary_writer;
  * needed and start a new event file in it; the file-version record is
  * written and flushed at once, so TensorBoard lists the run immediately.
  * An existing event file is never overwritten (the name's last number is
- * bumped instead). Returns a new writer (free with kiln_summary_close) or,
- * on error, NULL with KILN_ERR_INVALID_ARGUMENT (NULL/empty logdir),
- * KILN_ERR_IO (cannot create the directory or the file: the message has the
- * path and the system's reason) or KILN_ERR_OUT_OF_MEMORY. */
-#define kiln_summary_open(logdir) kiln_summary_open_at((logdir), KILN_HERE)
-kiln_summary_writer *kiln_summary_open_at(const char *logdir, kiln_loc loc);
+ * bumped instead). On success *out is a new writer (free with
+ * kiln_summary_writer_destroy); on error *out is NULL and the status is
+ * KILN_ERR_INVALID_ARGUMENT (NULL/empty logdir), KILN_ERR_IO (cannot create
+ * the directory or the file: the message has the path and the system's
+ * reason) or KILN_ERR_OUT_OF_MEMORY. */
+#define kiln_summary_writer_create(logdir, out) kiln_summary_writer_create_at((logdir), (out), KILN_HERE)
+kiln_status kiln_summary_writer_create_at(const char *logdir, kiln_summary_writer **out, kiln_loc loc);
 
 /* Append the scalar `value` (stored as a 32-bit float, TensorBoard's
  * simple_value; NaN and infinities are kept) for `tag` at `step`, stamped
@@ -62,13 +63,15 @@ kiln_status kiln_summary_scalar_at(kiln_summary_writer *w, const char *tag, int6
 kiln_status kiln_summary_flush_at(kiln_summary_writer *w, kiln_loc loc);
 
 /* Flush, close the file and free the writer (always freed, even on error).
- * NULL is a no-op returning KILN_OK. Errors: KILN_ERR_IO when the final
- * flush or close failed (or an earlier write had failed). */
-#define kiln_summary_close(w) kiln_summary_close_at((w), KILN_HERE)
-kiln_status kiln_summary_close_at(kiln_summary_writer *w, kiln_loc loc);
+ * NULL is a no-op returning KILN_OK. The one destroy function that returns
+ * a status (kiln.h, "API conventions"): closing a file is its last write.
+ * Errors: KILN_ERR_IO when the final flush or close failed (or an earlier
+ * write had failed). */
+#define kiln_summary_writer_destroy(w) kiln_summary_writer_destroy_at((w), KILN_HERE)
+kiln_status kiln_summary_writer_destroy_at(kiln_summary_writer *w, kiln_loc loc);
 
 /* The event file's path ("<logdir>/events.out.tfevents...."), owned by the
- * writer and valid until kiln_summary_close; NULL for NULL. */
+ * writer and valid until kiln_summary_writer_destroy; NULL for NULL. */
 const char *kiln_summary_path(const kiln_summary_writer *w);
 
 #ifdef __cplusplus

@@ -126,7 +126,7 @@ void kiln_no_grad_end_at(kiln_loc loc) {
   fe->no_grad_depth--;
 }
 
-int kiln_grad_enabled(void) {
+bool kiln_grad_enabled(void) {
   kiln_frontend *fe = kiln_api_frontend_at((kiln_loc){0});
   return !fe || fe->no_grad_depth == 0;
 }

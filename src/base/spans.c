@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "base/spans.h"
+#include "kiln/profiler.h" /* kiln_profiler_active */
 
 #include <pthread.h>
 #include <sched.h>
@@ -338,7 +339,7 @@ void kiln_profiler_set_buffer_events(uint32_t n) {
   __atomic_store_n(&g.next_events, n, __ATOMIC_RELAXED);
 }
 uint32_t kiln_profiler_buffer_events(void) { return __atomic_load_n(&g.next_events, __ATOMIC_RELAXED); }
-int kiln_profiler_active(void) { return kiln_prof_on(); }
+bool kiln_profiler_active(void) { return kiln_prof_on(); }
 
 kiln_status kiln_prof_session_begin(uint32_t events_per_thread, uint64_t *start_ns) {
   pthread_mutex_lock(&g.mu);

@@ -22,6 +22,15 @@ kiln_status kiln_err_set(kiln_err *e, kiln_status s, const char *fmt, ...)
 /* Prepend context: "while compiling X: <old message>". */
 void kiln_err_context(kiln_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* First statement of a public constructor kiln_<type>_create(..., T **out,
+ * loc): refuses a NULL out (INVALID_ARGUMENT naming `op`), else sets *out
+ * to NULL so that every error return leaves it NULL. */
+#define KILN_CREATE_BEGIN(out, loc, op)                                                          \
+  do {                                                                                         \
+    if (!(out)) return kiln_error(KILN_ERR_INVALID_ARGUMENT, (loc), "%s: out is NULL", (op)); \
+    *(out) = NULL;                                                                             \
+  } while (0)
+
 #define KILN_RETURN_IF_ERROR(err, expr, ...)        \
   do {                                              \
     kiln_status s__ = (expr);                       \

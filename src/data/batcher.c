@@ -13,7 +13,7 @@ static int64_t draw_below(uint64_t seed, uint64_t k, int64_t bound) {
   return (int64_t)(((unsigned __int128)kiln_rng_bits(seed, k) * (uint64_t)bound) >> 64);
 }
 
-void kiln_data_permutation(int64_t n, int shuffle, uint64_t seed, int64_t epoch, int64_t *perm) {
+void kiln_data_permutation(int64_t n, bool shuffle, uint64_t seed, int64_t epoch, int64_t *perm) {
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   if (!shuffle) return;
   /* Fisher–Yates; step i uses counter i of stream (seed + epoch), so the
@@ -82,9 +82,12 @@ struct kiln_batcher {
   int64_t *y;
 };
 
-kiln_batcher *kiln_batcher_new_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_loc loc) {
+kiln_status kiln_batcher_create_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_batcher **out,
+                                   kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "batcher");
   kiln_batch_plan plan;
-  if (kiln_batch_plan_init(&plan, ds, opts, "batcher", loc) != KILN_OK) return NULL;
+  kiln_status s = kiln_batch_plan_init(&plan, ds, opts, "batcher", loc);
+  if (s != KILN_OK) return s;
   kiln_batcher *b = calloc(1, sizeof *b);
   if (!b) goto oom;
   b->plan = plan;
@@ -96,14 +99,14 @@ kiln_batcher *kiln_batcher_new_at(const kiln_dataset *ds, const kiln_batch_optio
   b->y = malloc(sizeof(int64_t) * (size_t)bs);
   b->mask = malloc(sizeof(float) * (size_t)bs);
   if (!b->perm || !b->x || !b->y || !b->mask) goto oom;
-  return b;
+  *out = b;
+  return KILN_OK;
 oom:
-  kiln_batcher_free(b);
-  kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "batcher: out of memory");
-  return NULL;
+  kiln_batcher_destroy(b);
+  return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "batcher: out of memory");
 }
 
-void kiln_batcher_free(kiln_batcher *b) {
+void kiln_batcher_destroy(kiln_batcher *b) {
   if (!b) return;
   free(b->perm);
   free(b->x);

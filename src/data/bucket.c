@@ -71,7 +71,7 @@ static void plan_epoch(kiln_bucketer *b, int64_t epoch) {
   b->plan_epoch = epoch;
 }
 
-void kiln_bucketer_free(kiln_bucketer *b) {
+void kiln_bucketer_destroy(kiln_bucketer *b) {
   if (!b) return;
   free(b->off);
   free(b->len);
@@ -85,48 +85,42 @@ void kiln_bucketer_free(kiln_bucketer *b) {
 }
 
 /* The options and sequences are usable; *total: the tokens kept (each
- * sequence cut at the largest bucket). 0 with the error recorded if not. */
-static int check_input(int64_t n, const int64_t *const *seqs, const int64_t *lens, const kiln_bucket_options *o,
+ * sequence cut at the largest bucket). KILN_OK, or the error recorded. */
+static kiln_status check_input(int64_t n, const int64_t *const *seqs, const int64_t *lens, const kiln_bucket_options *o,
                        kiln_loc loc, int64_t *total) {
   if (!o || n < 0 || (n > 0 && (!seqs || !lens))) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: bad arguments (n = %lld, options %s)", (long long)n,
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: bad arguments (n = %lld, options %s)", (long long)n,
                o ? "set" : "NULL");
-    return 0;
   }
   if (o->n_boundaries < 1 || o->n_boundaries > KILN_MAX_BUCKETS || !o->boundaries) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: %d bucket boundaries (want 1..%d)", o->n_boundaries,
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: %d bucket boundaries (want 1..%d)", o->n_boundaries,
                KILN_MAX_BUCKETS);
-    return 0;
   }
   if (o->batch_size <= 0 || o->batch_size > ((int64_t)1 << 24)) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: batch_size %lld must be in 1..2^24", (long long)o->batch_size);
-    return 0;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: batch_size %lld must be in 1..2^24", (long long)o->batch_size);
   }
   for (int k = 0; k < o->n_boundaries; k++)
     if (o->boundaries[k] <= 0 || o->boundaries[k] > ((int64_t)1 << 24) ||
         (k > 0 && o->boundaries[k] <= o->boundaries[k - 1])) {
-      kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                  "bucketer: boundary %d = %lld: boundaries must be strictly increasing and in 1..2^24", k,
                  (long long)o->boundaries[k]);
-      return 0;
     }
   int64_t lmax = o->boundaries[o->n_boundaries - 1];
   *total = 0;
   for (int64_t i = 0; i < n; i++) {
     if (lens[i] < 0 || (lens[i] > 0 && !seqs[i])) {
-      kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: sequence %lld has length %lld%s", (long long)i,
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bucketer: sequence %lld has length %lld%s", (long long)i,
                  (long long)lens[i], lens[i] < 0 ? "" : " but no data");
-      return 0;
     }
     if (lens[i] > lmax && !o->truncate) {
-      kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                  "bucketer: sequence %lld has length %lld, longer than the largest bucket %lld (set truncate to cut it)",
                  (long long)i, (long long)lens[i], (long long)lmax);
-      return 0;
     }
     *total += lens[i] < lmax ? lens[i] : lmax;
   }
-  return 1;
+  return KILN_OK;
 }
 
 /* Copy the sequences in (cut at lmax) and put each in its bucket. */
@@ -168,10 +162,12 @@ static void bucket_stats(kiln_bucketer *b) {
   st->total_waste = all_pos ? 1.0 - (double)all_tok / (double)all_pos : 0.0;
 }
 
-kiln_bucketer *kiln_bucketer_new_at(int64_t n, const int64_t *const *seqs, const int64_t *lens,
-                                    const kiln_bucket_options *o, kiln_loc loc) {
-  int64_t total;
-  if (!check_input(n, seqs, lens, o, loc, &total)) return NULL;
+kiln_status kiln_bucketer_create_at(int64_t n, const int64_t *const *seqs, const int64_t *lens,
+                                    const kiln_bucket_options *o, kiln_bucketer **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "bucketer");
+  int64_t total = 0;
+  kiln_status st = check_input(n, seqs, lens, o, loc, &total);
+  if (st != KILN_OK) return st;
   int nb = o->n_boundaries;
   int64_t lmax = o->boundaries[nb - 1];
   kiln_bucketer *b = calloc(1, sizeof *b);
@@ -196,11 +192,11 @@ kiln_bucketer *kiln_bucketer_new_at(int64_t n, const int64_t *const *seqs, const
   b->stats.n_buckets = nb;
   fill_buckets(b, seqs, lens, lmax);
   bucket_stats(b);
-  return b;
+  *out = b;
+  return KILN_OK;
 oom:
-  kiln_bucketer_free(b);
-  kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bucketer: out of memory");
-  return NULL;
+  kiln_bucketer_destroy(b);
+  return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bucketer: out of memory");
 }
 
 int64_t kiln_bucketer_num_batches(const kiln_bucketer *b) { return b ? b->num_batches : 0; }

@@ -6,7 +6,7 @@
 #include "kiln/data.h"
 
 /* IDX parse that reports into err instead of the sticky status: the fuzz
- * harness and kiln_idx_load use it. Same contract as kiln_idx_parse_at;
+ * harness and kiln_idx_create use it. Same contract as kiln_idx_parse_at;
  * every rejection is KILN_ERR_CORRUPT or KILN_ERR_UNSUPPORTED with a
  * message that starts with name. */
 kiln_status kiln_idx_parse_err(const uint8_t *buf, size_t len, const char *name, kiln_idx *out, kiln_err *err);

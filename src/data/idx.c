@@ -231,7 +231,7 @@ done:
   return st;
 }
 
-kiln_status kiln_idx_load_at(const char *path, kiln_idx **out, kiln_loc loc) {
+kiln_status kiln_idx_create_at(const char *path, kiln_idx **out, kiln_loc loc) {
   kiln_err err = {0};
   kiln_status s;
   if (!out) {
@@ -246,4 +246,4 @@ kiln_status kiln_idx_load_at(const char *path, kiln_idx **out, kiln_loc loc) {
   return s;
 }
 
-void kiln_idx_free(kiln_idx *idx) { free(idx); }
+void kiln_idx_destroy(kiln_idx *idx) { free(idx); }

@@ -68,7 +68,7 @@ static void *producer(void *arg) {
   }
 }
 
-void kiln_loader_free(kiln_loader *l) {
+void kiln_loader_destroy(kiln_loader *l) {
   if (!l) return;
   if (l->started) {
     pthread_mutex_lock(&l->mu);
@@ -91,9 +91,12 @@ void kiln_loader_free(kiln_loader *l) {
   free(l);
 }
 
-kiln_loader *kiln_loader_new_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_loc loc) {
+kiln_status kiln_loader_create_at(const kiln_dataset *ds, const kiln_batch_options *opts, kiln_loader **out,
+                                  kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "loader");
   kiln_batch_plan plan;
-  if (kiln_batch_plan_init(&plan, ds, opts, "loader", loc) != KILN_OK) return NULL;
+  kiln_status s = kiln_batch_plan_init(&plan, ds, opts, "loader", loc);
+  if (s != KILN_OK) return s;
   kiln_loader *l = calloc(1, sizeof *l);
   if (!l) goto oom;
   pthread_mutex_init(&l->mu, NULL);
@@ -115,16 +118,15 @@ kiln_loader *kiln_loader_new_at(const kiln_dataset *ds, const kiln_batch_options
     if (!l->slots[i].x || !l->slots[i].y || !l->slots[i].mask) goto oom;
   }
   if (pthread_create(&l->thread, NULL, producer, l) != 0) {
-    kiln_loader_free(l);
-    kiln_error(KILN_ERR_INTERNAL, loc, "loader: cannot start the background thread");
-    return NULL;
+    kiln_loader_destroy(l);
+    return kiln_error(KILN_ERR_INTERNAL, loc, "loader: cannot start the background thread");
   }
   l->started = 1;
-  return l;
+  *out = l;
+  return KILN_OK;
 oom:
-  kiln_loader_free(l);
-  kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "loader: out of memory");
-  return NULL;
+  kiln_loader_destroy(l);
+  return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "loader: out of memory");
 }
 
 int64_t kiln_loader_num_batches(const kiln_loader *l) { return l ? l->plan.num_batches : 0; }

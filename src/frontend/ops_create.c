@@ -76,11 +76,12 @@ kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step
   return kiln_fe_tensor(fe, r, loc);
 }
 
-kiln_tensor kiln_rand_at(int kind, kiln_dtype dt, int rank, const int64_t *shape, uint64_t seed, kiln_loc loc) {
+kiln_tensor kiln_rand_at(kiln_rand_kind kind, kiln_dtype dt, int rank, const int64_t *shape, uint64_t seed,
+                         kiln_loc loc) {
   kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   if (check_dtype(fe, "rand", dt, loc) || check_shape(fe, "rand", rank, shape, loc)) return kiln_fe_poison(fe, loc);
-  if (!kiln_dtype_is_float(dt) || (kind != 0 && kind != 1))
+  if (!kiln_dtype_is_float(dt) || (kind != KILN_RAND_UNIFORM && kind != KILN_RAND_NORMAL))
     return kiln_api_fail(fe, loc, "rand: needs a floating-point dtype (got %s) and kind 0 or 1", kiln_dtype_name(dt));
   kiln_node *s = kiln_fe_scalar_node(fe, KILN_I64, 0.0, (int64_t)seed, loc);
   int64_t k = kind;
@@ -112,7 +113,7 @@ static kiln_tslot *peek(kiln_tensor t) {
   return &fe->slots[t.index];
 }
 
-int kiln_is_valid(kiln_tensor t) {
+bool kiln_is_valid(kiln_tensor t) {
   kiln_tslot *s = peek(t);
   return s && !s->poisoned;
 }

@@ -84,19 +84,19 @@ static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, c
   return kiln_fe_tensor(fe, r, loc);
 }
 
-kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_REDUCE_SUM, "sum", x, n_axes, axes, keepdim, 0, loc);
 }
-kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_REDUCE_SUM, "mean", x, n_axes, axes, keepdim, 1, loc);
 }
-kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_REDUCE_MAX, "max", x, n_axes, axes, keepdim, 0, loc);
 }
-kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, int keepdim, kiln_loc loc) {
+kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_REDUCE_MIN, "min", x, n_axes, axes, keepdim, 0, loc);
 }
-kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, int keepdim, kiln_loc loc) {
+kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_ARGMAX, "argmax", x, 1, &axis, keepdim, 0, loc);
 }
 

@@ -198,7 +198,7 @@ static ssize_t pread_all(int fd, void *buf, size_t n, uint64_t off) {
   return (ssize_t)got;
 }
 
-kiln_status kiln_st_open_at(const char *path, kiln_st_file **out, kiln_loc loc) {
+kiln_status kiln_st_file_create_at(const char *path, kiln_st_file **out, kiln_loc loc) {
   if (out) *out = NULL;
   if (!path || !out) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_open: path or out is NULL");
   int fd;
@@ -415,7 +415,7 @@ kiln_status kiln_st_load_into_at(kiln_st_file *f, const char *name, kiln_tensor 
   return KILN_OK;
 }
 
-void kiln_st_close(kiln_st_file *f) {
+void kiln_st_file_destroy(kiln_st_file *f) {
   if (!f) return;
   close(f->fd);
   kiln_st_header_free(&f->h);

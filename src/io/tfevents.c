@@ -203,37 +203,41 @@ static void writer_free(kiln_summary_writer *w) {
   free(w);
 }
 
-/* Wrap an open fd (ownership passes here) into a writer and write the
- * file-version record; NULL (fd closed, path freed) on error. */
-static kiln_summary_writer *writer_start(int fd, char *path, kiln_loc loc) {
+/* Wrap an open fd (ownership passes here) into a writer *out and write the
+ * file-version record; on error *out stays NULL (fd closed, path freed). */
+static kiln_status writer_start(int fd, char *path, kiln_summary_writer **out, kiln_loc loc) {
   kiln_summary_writer *w = calloc(1, sizeof *w);
   if (!w) {
     close(fd);
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "summary writer for %s", path);
+    kiln_status s = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "summary writer for %s", path);
     free(path);
-    return NULL;
+    return s;
   }
   w->path = path;
   w->f = fdopen(fd, "wb");
   if (!w->f) {
     int e = errno;
     close(fd);
-    kiln_error(KILN_ERR_IO, loc, "summary file %s: fdopen: %s", path, strerror(e));
+    kiln_status s = kiln_error(KILN_ERR_IO, loc, "summary file %s: fdopen: %s", path, strerror(e));
     writer_free(w);
-    return NULL;
+    return s;
   }
   size_t n = kiln_tfevents_encode_version(NULL, 0, 0.0);
-  if (reserve(w, n, loc) != KILN_OK) {
+  kiln_status s = reserve(w, n, loc);
+  if (s != KILN_OK) {
     writer_free(w);
-    return NULL;
+    return s;
   }
   kiln_tfevents_encode_version(w->scratch, w->scratch_cap, now_seconds());
   /* Flushed at once: TensorBoard shows the run as soon as it starts. */
-  if (write_record(w, n, loc) != KILN_OK || kiln_summary_flush_at(w, loc) != KILN_OK) {
+  s = write_record(w, n, loc);
+  if (s == KILN_OK) s = kiln_summary_flush_at(w, loc);
+  if (s != KILN_OK) {
     writer_free(w);
-    return NULL;
+    return s;
   }
-  return w;
+  *out = w;
+  return KILN_OK;
 }
 
 kiln_summary_writer *kiln_tfevents_open_file(const char *path, kiln_loc loc) {
@@ -256,7 +260,9 @@ kiln_summary_writer *kiln_tfevents_open_file(const char *path, kiln_loc loc) {
     kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "summary writer for %s", path);
     return NULL;
   }
-  return writer_start(fd, copy, loc);
+  kiln_summary_writer *w = NULL;
+  writer_start(fd, copy, &w, loc);
+  return w;
 }
 
 /* mkdir -p with mode 0755; 0 or an errno, with the failing prefix in
@@ -297,20 +303,18 @@ static void host_name(char *out, size_t cap) {
  * writers started in the same second never collide (as in TensorFlow). */
 static atomic_uint g_writer_count;
 
-kiln_summary_writer *kiln_summary_open_at(const char *logdir, kiln_loc loc) {
+kiln_status kiln_summary_writer_create_at(const char *logdir, kiln_summary_writer **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "summary_writer");
   if (!logdir || !*logdir) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "summary log directory is %s", logdir ? "empty" : "NULL");
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "summary log directory is %s", logdir ? "empty" : "NULL");
   }
   char bad[4096];
   int err = mkdirs(logdir, bad, sizeof bad);
   if (err == ENOMEM) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "summary log directory %s", logdir);
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "summary log directory %s", logdir);
   }
   if (err) {
-    kiln_error(KILN_ERR_IO, loc, "cannot create summary log directory %s (at %s): %s", logdir, bad, strerror(err));
-    return NULL;
+    return kiln_error(KILN_ERR_IO, loc, "cannot create summary log directory %s (at %s): %s", logdir, bad, strerror(err));
   }
   char host[256];
   host_name(host, sizeof host);
@@ -324,22 +328,20 @@ kiln_summary_writer *kiln_summary_open_at(const char *logdir, kiln_loc loc) {
     int len = snprintf(NULL, 0, fmt, logdir, t, host, pid, uid);
     char *path = len < 0 ? NULL : malloc((size_t)len + 1);
     if (!path) {
-      kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "summary file name in %s", logdir);
-      return NULL;
+      return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "summary file name in %s", logdir);
     }
     snprintf(path, (size_t)len + 1, fmt, logdir, t, host, pid, uid);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) return writer_start(fd, path, loc);
+    if (fd >= 0) return writer_start(fd, path, out, loc);
     int e = errno;
     if (e != EEXIST) {
-      kiln_error(KILN_ERR_IO, loc, "cannot create summary file %s: %s", path, strerror(e));
+      kiln_status s = kiln_error(KILN_ERR_IO, loc, "cannot create summary file %s: %s", path, strerror(e));
       free(path);
-      return NULL;
+      return s;
     }
     free(path);
   }
-  kiln_error(KILN_ERR_IO, loc, "cannot create a summary file in %s: 1000 names already taken", logdir);
-  return NULL;
+  return kiln_error(KILN_ERR_IO, loc, "cannot create a summary file in %s: 1000 names already taken", logdir);
 }
 
 kiln_status kiln_summary_scalar_at(kiln_summary_writer *w, const char *tag, int64_t step, double value,
@@ -367,7 +369,7 @@ kiln_status kiln_summary_flush_at(kiln_summary_writer *w, kiln_loc loc) {
   return KILN_OK;
 }
 
-kiln_status kiln_summary_close_at(kiln_summary_writer *w, kiln_loc loc) {
+kiln_status kiln_summary_writer_destroy_at(kiln_summary_writer *w, kiln_loc loc) {
   if (!w) return KILN_OK;
   kiln_status s = kiln_summary_flush_at(w, loc);
   FILE *f = w->f;

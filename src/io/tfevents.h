@@ -45,7 +45,7 @@ int kiln_tfevents_utf8_valid(const char *s, size_t n);
 /* Open a writer on the exact file `path` (created or truncated, mode 0644)
  * instead of a fresh name in a log directory: for tests that need a
  * special file such as /dev/full. Same errors and ownership as
- * kiln_summary_open. */
+ * kiln_summary_writer_create. */
 kiln_summary_writer *kiln_tfevents_open_file(const char *path, kiln_loc loc);
 
 #endif

@@ -7,8 +7,8 @@
 
 static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
 
-kiln_tensor kiln_sdpa(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, int training,
-                      uint64_t seed, kiln_loc loc) {
+kiln_tensor kiln_sdpa_at(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, bool training,
+                         uint64_t seed, kiln_loc loc) {
   int r = kiln_rank(k);
   if (r < 2) return kiln_nn_fail(loc, "sdpa: q, k, v need rank >= 2 (k has rank %d)", r);
   double scale = 1.0 / sqrt((double)kiln_dim(q, -1));
@@ -37,16 +37,15 @@ kiln_tensor kiln_sdpa(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor m
   return kiln_matmul_at(p, v, loc);
 }
 
-kiln_mha *kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t seed, kiln_loc loc) {
+kiln_status kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t seed, kiln_mha **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "mha");
   if (dim <= 0 || n_heads <= 0 || dim % n_heads || !(dropout >= 0 && dropout < 1)) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                "mha: dim %d must be a positive multiple of n_heads %d, dropout %g in [0,1)", dim, n_heads, dropout);
-    return NULL;
   }
   kiln_mha *a = calloc(1, sizeof *a);
   if (!a) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "mha: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "mha: out of host memory");
   }
   a->dim = dim;
   a->n_heads = n_heads;
@@ -62,7 +61,8 @@ kiln_mha *kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t seed
   kiln_nn_add(&a->m, "in_proj_bias", a->in_proj_bias, 0);
   kiln_nn_add(&a->m, "out_proj.weight", a->out_weight, 0);
   kiln_nn_add(&a->m, "out_proj.bias", a->out_bias, 0);
-  return a;
+  *out = a;
+  return KILN_OK;
 }
 
 /* The additive mask [B|1, 1, T|1, T] of opts, or the null tensor. */
@@ -99,7 +99,7 @@ kiln_tensor kiln_mha_forward_at(const kiln_mha *a, kiln_tensor x, const kiln_att
   if (kiln_rank(x) != 3 || kiln_dim(x, 2) != a->dim)
     return kiln_nn_fail(loc, "mha: input must be [B, T, %d] (batch_first)", a->dim);
   int64_t B = kiln_dim(x, 0), T = kiln_dim(x, 1), H = a->n_heads, hd = a->dim / a->n_heads;
-  kiln_tensor qkv = kiln_linear_apply(x, a->in_proj_weight, a->in_proj_bias, loc); /* [B,T,3D] */
+  kiln_tensor qkv = kiln_linear_apply_at(x, a->in_proj_weight, a->in_proj_bias, loc); /* [B,T,3D] */
   int64_t s5[5] = {B, T, 3, H, hd};
   int perm5[5] = {2, 0, 3, 1, 4};
   qkv = kiln_permute_at(kiln_reshape_at(qkv, 5, s5, loc), perm5, loc); /* [3,B,H,T,hd] */
@@ -108,43 +108,44 @@ kiln_tensor kiln_mha_forward_at(const kiln_mha *a, kiln_tensor x, const kiln_att
   kiln_tensor k = kiln_reshape_at(kiln_slice_at(qkv, 0, 1, 2, 1, loc), 4, s4, loc);
   kiln_tensor v = kiln_reshape_at(kiln_slice_at(qkv, 0, 2, 3, 1, loc), 4, s4, loc);
   kiln_tensor mask = build_mask(opts, B, T, loc);
-  int training = opts ? opts->training : 0;
+  bool training = opts ? opts->training : false;
   uint64_t seed = opts ? opts->seed : 0;
-  kiln_tensor o = kiln_sdpa(q, k, v, mask, a->dropout, training, seed, loc); /* [B,H,T,hd] */
+  kiln_tensor o = kiln_sdpa_at(q, k, v, mask, a->dropout, training, seed, loc); /* [B,H,T,hd] */
   int perm4[4] = {0, 2, 1, 3};
   int64_t s3[3] = {B, T, a->dim};
   o = kiln_reshape_at(kiln_permute_at(o, perm4, loc), 3, s3, loc);
-  return kiln_linear_apply(o, a->out_weight, a->out_bias, loc);
+  return kiln_linear_apply_at(o, a->out_weight, a->out_bias, loc);
 }
 
-void kiln_mha_free(kiln_mha *a) {
+void kiln_mha_destroy(kiln_mha *a) {
   if (!a) return;
   kiln_module_release(&a->m);
   free(a);
 }
 
-kiln_encoder_layer *kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, double dropout, int gelu,
-                                                 int norm_first, double eps, uint64_t seed, kiln_loc loc) {
+kiln_status kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, double dropout, kiln_activation activation,
+                                         kiln_norm_position norm_position, double eps, uint64_t seed,
+                                         kiln_encoder_layer **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "encoder_layer");
   if (dim_ff <= 0) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "encoder_layer: dim_feedforward %d must be positive", dim_ff);
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "encoder_layer: dim_feedforward %d must be positive", dim_ff);
   }
   kiln_encoder_layer *l = calloc(1, sizeof *l);
   if (!l) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "encoder_layer: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "encoder_layer: out of host memory");
   }
   l->dropout = dropout;
-  l->gelu = gelu;
-  l->norm_first = norm_first;
-  l->self_attn = kiln_mha_create_at(d_model, n_heads, dropout, kiln_nn_seed(seed, 0), loc);
-  l->linear1 = kiln_linear_create_at(d_model, dim_ff, 1, kiln_nn_seed(seed, 1), loc);
-  l->linear2 = kiln_linear_create_at(dim_ff, d_model, 1, kiln_nn_seed(seed, 2), loc);
-  l->norm1 = kiln_layernorm_create_at(d_model, eps, 1, loc);
-  l->norm2 = kiln_layernorm_create_at(d_model, eps, 1, loc);
-  if (!l->self_attn || !l->linear1 || !l->linear2 || !l->norm1 || !l->norm2) {
-    kiln_encoder_layer_free(l);
-    return NULL;
+  l->activation = activation;
+  l->norm_position = norm_position;
+  kiln_status s = kiln_mha_create_at(d_model, n_heads, dropout, kiln_nn_seed(seed, 0), &l->self_attn, loc);
+  kiln_status s1 = kiln_linear_create_at(d_model, dim_ff, true, kiln_nn_seed(seed, 1), &l->linear1, loc);
+  kiln_status s2 = kiln_linear_create_at(dim_ff, d_model, true, kiln_nn_seed(seed, 2), &l->linear2, loc);
+  kiln_status s3 = kiln_layernorm_create_at(d_model, eps, true, &l->norm1, loc);
+  kiln_status s4 = kiln_layernorm_create_at(d_model, eps, true, &l->norm2, loc);
+  if (s == KILN_OK) s = s1 != KILN_OK ? s1 : s2 != KILN_OK ? s2 : s3 != KILN_OK ? s3 : s4;
+  if (s != KILN_OK) {
+    kiln_encoder_layer_destroy(l);
+    return s;
   }
   /* torch's state_dict order and names */
   kiln_nn_add_sub(&l->m, "self_attn", &l->self_attn->m);
@@ -152,7 +153,8 @@ kiln_encoder_layer *kiln_encoder_layer_create_at(int d_model, int n_heads, int d
   kiln_nn_add_sub(&l->m, "linear2", &l->linear2->m);
   kiln_nn_add_sub(&l->m, "norm1", &l->norm1->m);
   kiln_nn_add_sub(&l->m, "norm2", &l->norm2->m);
-  return l;
+  *out = l;
+  return KILN_OK;
 }
 
 kiln_tensor kiln_encoder_layer_forward_at(const kiln_encoder_layer *l, kiln_tensor x, const kiln_attn_opts *opts,
@@ -164,25 +166,25 @@ kiln_tensor kiln_encoder_layer_forward_at(const kiln_encoder_layer *l, kiln_tens
   int tr = o.training;
   double p = l->dropout;
   o.seed = kiln_nn_seed(seed, 0); /* attention-weight dropout */
-  kiln_tensor h = l->norm_first ? kiln_layernorm_forward_at(l->norm1, x, loc) : x;
+  kiln_tensor h = l->norm_position == KILN_NORM_PRE ? kiln_layernorm_forward_at(l->norm1, x, loc) : x;
   kiln_tensor sa = kiln_dropout_at(kiln_mha_forward_at(l->self_attn, h, &o, loc), p, kiln_nn_seed(seed, 1), tr, loc);
-  x = l->norm_first ? kiln_add_at(x, sa, loc) : kiln_layernorm_forward_at(l->norm1, kiln_add_at(x, sa, loc), loc);
-  h = l->norm_first ? kiln_layernorm_forward_at(l->norm2, x, loc) : x;
+  x = l->norm_position == KILN_NORM_PRE ? kiln_add_at(x, sa, loc) : kiln_layernorm_forward_at(l->norm1, kiln_add_at(x, sa, loc), loc);
+  h = l->norm_position == KILN_NORM_PRE ? kiln_layernorm_forward_at(l->norm2, x, loc) : x;
   kiln_tensor f = kiln_linear_forward_at(l->linear1, h, loc);
-  f = l->gelu ? kiln_gelu_at(f, loc) : kiln_relu_at(f, loc);
+  f = l->activation == KILN_ACTIVATION_GELU ? kiln_gelu_at(f, loc) : kiln_relu_at(f, loc);
   f = kiln_dropout_at(f, p, kiln_nn_seed(seed, 2), tr, loc);
   f = kiln_dropout_at(kiln_linear_forward_at(l->linear2, f, loc), p, kiln_nn_seed(seed, 3), tr, loc);
-  return l->norm_first ? kiln_add_at(x, f, loc) : kiln_layernorm_forward_at(l->norm2, kiln_add_at(x, f, loc), loc);
+  return l->norm_position == KILN_NORM_PRE ? kiln_add_at(x, f, loc) : kiln_layernorm_forward_at(l->norm2, kiln_add_at(x, f, loc), loc);
 }
 
-void kiln_encoder_layer_free(kiln_encoder_layer *l) {
+void kiln_encoder_layer_destroy(kiln_encoder_layer *l) {
   if (!l) return;
   /* the entries of l->m alias the sublayers' tensors: release them once */
   l->m.n = 0;
-  kiln_mha_free(l->self_attn);
-  kiln_linear_free(l->linear1);
-  kiln_linear_free(l->linear2);
-  kiln_layernorm_free(l->norm1);
-  kiln_layernorm_free(l->norm2);
+  kiln_mha_destroy(l->self_attn);
+  kiln_linear_destroy(l->linear1);
+  kiln_linear_destroy(l->linear2);
+  kiln_layernorm_destroy(l->norm1);
+  kiln_layernorm_destroy(l->norm2);
   free(l);
 }

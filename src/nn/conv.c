@@ -58,7 +58,7 @@ static kiln_tensor im2col(kiln_tensor x, int kh, int kw, int stride, int pad, in
   return cols;
 }
 
-kiln_tensor kiln_conv2d_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, int stride, int padding, int dilation,
+kiln_tensor kiln_conv2d_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, int stride, int padding, int dilation,
                               int groups, kiln_loc loc) {
   int64_t ws[KILN_MAX_RANK], xs[KILN_MAX_RANK];
   if (kiln_shape(w, ws) != 4 || kiln_shape(x, xs) != 4)
@@ -82,19 +82,18 @@ kiln_tensor kiln_conv2d_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, int s
   return y;
 }
 
-kiln_conv2d *kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int stride, int padding, int dilation,
-                                   int groups, int bias, uint64_t seed, kiln_loc loc) {
+kiln_status kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int stride, int padding, int dilation,
+                                  int groups, bool bias, uint64_t seed, kiln_conv2d **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "conv2d");
   if (in_ch <= 0 || out_ch <= 0 || kh <= 0 || kw <= 0 || stride <= 0 || padding < 0 || dilation <= 0 ||
       groups <= 0 || in_ch % groups || out_ch % groups) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                "conv2d: bad arguments in=%d out=%d kernel=%dx%d stride=%d padding=%d dilation=%d groups=%d", in_ch,
                out_ch, kh, kw, stride, padding, dilation, groups);
-    return NULL;
   }
   kiln_conv2d *c = calloc(1, sizeof *c);
   if (!c) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "conv2d: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "conv2d: out of host memory");
   }
   *c = (kiln_conv2d){.in_ch = in_ch, .out_ch = out_ch, .kh = kh, .kw = kw, .stride = stride, .padding = padding,
                      .dilation = dilation, .groups = groups};
@@ -106,21 +105,24 @@ kiln_conv2d *kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int st
     c->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
     kiln_nn_add(&c->m, "bias", c->bias, 0);
   }
-  return c;
+  *out = c;
+  return KILN_OK;
 }
 
 kiln_tensor kiln_conv2d_forward_at(const kiln_conv2d *c, kiln_tensor x, kiln_loc loc) {
   if (!c) return kiln_nn_fail(loc, "conv2d: layer is NULL");
-  return kiln_conv2d_apply(x, c->weight, c->bias, c->stride, c->padding, c->dilation, c->groups, loc);
+  return kiln_conv2d_apply_at(x, c->weight, c->bias, c->stride, c->padding, c->dilation, c->groups, loc);
 }
 
-void kiln_conv2d_free(kiln_conv2d *c) {
+void kiln_conv2d_destroy(kiln_conv2d *c) {
   if (!c) return;
   kiln_module_release(&c->m);
   free(c);
 }
 
-kiln_tensor kiln_pool2d_at(kiln_tensor x, int is_max, int k, int stride, int padding, kiln_loc loc) {
+kiln_tensor kiln_pool2d_at(kiln_tensor x, kiln_pool_kind kind, int k, int stride, int padding, kiln_loc loc) {
+  if (kind != KILN_POOL_AVG && kind != KILN_POOL_MAX) return kiln_nn_fail(loc, "pool2d: unknown pool kind %d", (int)kind);
+  bool is_max = kind == KILN_POOL_MAX;
   const char *op = is_max ? "max_pool2d" : "avg_pool2d";
   if (stride == 0) stride = k;
   if (padding < 0 || 2 * padding > k)
@@ -146,16 +148,15 @@ kiln_tensor kiln_pool2d_at(kiln_tensor x, int is_max, int k, int stride, int pad
   return kiln_reshape_at(y, 4, os, loc);
 }
 
-kiln_batchnorm2d *kiln_batchnorm2d_create_at(int ch, double eps, double momentum, kiln_loc loc) {
+kiln_status kiln_batchnorm2d_create_at(int ch, double eps, double momentum, kiln_batchnorm2d **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "batchnorm2d");
   if (ch <= 0 || !(eps >= 0) || !(momentum >= 0 && momentum <= 1)) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "batchnorm2d: bad channels %d, eps %g or momentum %g", ch, eps,
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "batchnorm2d: bad channels %d, eps %g or momentum %g", ch, eps,
                momentum);
-    return NULL;
   }
   kiln_batchnorm2d *b = calloc(1, sizeof *b);
   if (!b) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "batchnorm2d: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "batchnorm2d: out of host memory");
   }
   b->ch = ch;
   b->eps = eps;
@@ -169,10 +170,11 @@ kiln_batchnorm2d *kiln_batchnorm2d_create_at(int ch, double eps, double momentum
   kiln_nn_add(&b->m, "bias", b->bias, 0);
   kiln_nn_add(&b->m, "running_mean", b->running_mean, 1);
   kiln_nn_add(&b->m, "running_var", b->running_var, 1);
-  return b;
+  *out = b;
+  return KILN_OK;
 }
 
-kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x, int training, kiln_loc loc) {
+kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x, bool training, kiln_loc loc) {
   if (!b) return kiln_nn_fail(loc, "batchnorm2d: layer is NULL");
   int64_t s[KILN_MAX_RANK];
   if (kiln_shape(x, s) != 4 || s[1] != b->ch)
@@ -203,7 +205,7 @@ kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x
                      kiln_reshape_at(b->bias, 4, cs, loc), loc);
 }
 
-void kiln_batchnorm2d_free(kiln_batchnorm2d *b) {
+void kiln_batchnorm2d_destroy(kiln_batchnorm2d *b) {
   if (!b) return;
   kiln_module_release(&b->m);
   free(b);

@@ -7,63 +7,64 @@
 
 static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
 
-kiln_tensor kiln_linear_apply(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc) {
+kiln_tensor kiln_linear_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc) {
   /* x Wᵀ: matmul broadcasts W over x's batch dims. */
   kiln_tensor y = kiln_matmul_at(x, kiln_transpose_at(w, 0, 1, loc), loc);
   return is_null(b) ? y : kiln_add_at(y, b, loc);
 }
 
-kiln_linear *kiln_linear_create_at(int in, int out, int bias, uint64_t seed, kiln_loc loc) {
-  if (in <= 0 || out <= 0) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "linear: bad sizes in=%d out=%d", in, out);
-    return NULL;
+kiln_status kiln_linear_create_at(int in_features, int out_features, bool bias, uint64_t seed, kiln_linear **out,
+                                  kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "linear");
+  if (in_features <= 0 || out_features <= 0) {
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "linear: bad sizes in=%d out=%d", in_features, out_features);
   }
   kiln_linear *l = calloc(1, sizeof *l);
   if (!l) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "linear: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "linear: out of host memory");
   }
-  l->in_features = in;
-  l->out_features = out;
+  l->in_features = in_features;
+  l->out_features = out_features;
   /* kaiming_uniform(a=√5) reduces to U(±1/√fan_in); the bias uses the same bound. */
-  double bound = 1.0 / sqrt((double)in);
-  int64_t ws[2] = {out, in}, bs[1] = {out};
+  double bound = 1.0 / sqrt((double)in_features);
+  int64_t ws[2] = {out_features, in_features}, bs[1] = {out_features};
   l->weight = kiln_nn_uniform(2, ws, bound, kiln_nn_seed(seed, 0), loc);
   kiln_nn_add(&l->m, "weight", l->weight, 0);
   if (bias) {
     l->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
     kiln_nn_add(&l->m, "bias", l->bias, 0);
   }
-  return l;
+  *out = l;
+  return KILN_OK;
 }
 
 kiln_tensor kiln_linear_forward_at(const kiln_linear *l, kiln_tensor x, kiln_loc loc) {
   if (!l) return kiln_nn_fail(loc, "linear: layer is NULL");
-  return kiln_linear_apply(x, l->weight, l->bias, loc);
+  return kiln_linear_apply_at(x, l->weight, l->bias, loc);
 }
 
-void kiln_linear_free(kiln_linear *l) {
+void kiln_linear_destroy(kiln_linear *l) {
   if (!l) return;
   kiln_module_release(&l->m);
   free(l);
 }
 
-kiln_embedding *kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_loc loc) {
+kiln_status kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_embedding **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "embedding");
   if (num <= 0 || dim <= 0) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "embedding: bad sizes num=%d dim=%d", num, dim);
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "embedding: bad sizes num=%d dim=%d", num, dim);
   }
   kiln_embedding *e = calloc(1, sizeof *e);
   if (!e) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "embedding: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "embedding: out of host memory");
   }
   e->num = num;
   e->dim = dim;
   int64_t s[2] = {num, dim};
-  e->weight = kiln_param(kiln_rand_at(1, KILN_F32, 2, s, kiln_nn_seed(seed, 0), loc));
+  e->weight = kiln_param(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, s, kiln_nn_seed(seed, 0), loc));
   kiln_nn_add(&e->m, "weight", e->weight, 0);
-  return e;
+  *out = e;
+  return KILN_OK;
 }
 
 kiln_tensor kiln_embedding_forward_at(const kiln_embedding *e, kiln_tensor ids, kiln_loc loc) {
@@ -71,21 +72,20 @@ kiln_tensor kiln_embedding_forward_at(const kiln_embedding *e, kiln_tensor ids, 
   return kiln_index_select_at(e->weight, 0, ids, loc);
 }
 
-void kiln_embedding_free(kiln_embedding *e) {
+void kiln_embedding_destroy(kiln_embedding *e) {
   if (!e) return;
   kiln_module_release(&e->m);
   free(e);
 }
 
-kiln_layernorm *kiln_layernorm_create_at(int dim, double eps, int affine, kiln_loc loc) {
+kiln_status kiln_layernorm_create_at(int dim, double eps, bool affine, kiln_layernorm **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "layernorm");
   if (dim <= 0 || !(eps >= 0)) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "layernorm: bad dim=%d or eps=%g", dim, eps);
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "layernorm: bad dim=%d or eps=%g", dim, eps);
   }
   kiln_layernorm *n = calloc(1, sizeof *n);
   if (!n) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "layernorm: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "layernorm: out of host memory");
   }
   n->dim = dim;
   n->eps = eps;
@@ -96,7 +96,8 @@ kiln_layernorm *kiln_layernorm_create_at(int dim, double eps, int affine, kiln_l
     kiln_nn_add(&n->m, "weight", n->weight, 0);
     kiln_nn_add(&n->m, "bias", n->bias, 0);
   }
-  return n;
+  *out = n;
+  return KILN_OK;
 }
 
 kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, kiln_loc loc) {
@@ -113,7 +114,7 @@ kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, ki
   return y;
 }
 
-void kiln_layernorm_free(kiln_layernorm *n) {
+void kiln_layernorm_destroy(kiln_layernorm *n) {
   if (!n) return;
   kiln_module_release(&n->m);
   free(n);

@@ -58,26 +58,31 @@ static void add_tensor(kiln_model *m, const char *name, kiln_tensor t) {
   m->n++;
 }
 
-kiln_model *kiln_model_create_at(kiln_model_kind kind, int classes, uint64_t seed, kiln_loc loc) {
+/* The first failure among the statuses of a model's parts. */
+static void first_error(kiln_status *acc, kiln_status s) {
+  if (*acc == KILN_OK) *acc = s;
+}
+
+kiln_status kiln_model_create_at(kiln_model_kind kind, int classes, uint64_t seed, kiln_model **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "model_create");
   if ((unsigned)kind > KILN_MODEL_TRANSFORMER || classes < 1) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "model_create: unknown model kind %d or bad class count %d", (int)kind,
-               classes);
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "model_create: unknown model kind %d or bad class count %d",
+                      (int)kind, classes);
   }
   kiln_model *m = calloc(1, sizeof *m);
   if (!m) {
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "model_create: out of memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "model_create: out of memory");
   }
   m->kind = kind;
   m->classes = classes;
+  kiln_status st = KILN_OK;
   int ok = 1;
   switch (kind) {
     case KILN_MODEL_MLP:
-      m->fc1 = kiln_linear_create_at(784, 1024, 1, seed + 1, loc);
-      m->fc2 = kiln_linear_create_at(1024, 1024, 1, seed + 2, loc);
-      m->fc3 = kiln_linear_create_at(1024, classes, 1, seed + 3, loc);
-      ok = m->fc1 && m->fc2 && m->fc3;
+      first_error(&st, kiln_linear_create_at(784, 1024, true, seed + 1, &m->fc1, loc));
+      first_error(&st, kiln_linear_create_at(1024, 1024, true, seed + 2, &m->fc2, loc));
+      first_error(&st, kiln_linear_create_at(1024, classes, true, seed + 3, &m->fc3, loc));
+      ok = st == KILN_OK;
       if (ok) {
         add_module(m, "fc1", &m->fc1->m);
         add_module(m, "fc2", &m->fc2->m);
@@ -85,11 +90,11 @@ kiln_model *kiln_model_create_at(kiln_model_kind kind, int classes, uint64_t see
       }
       break;
     case KILN_MODEL_CNN:
-      m->conv1 = kiln_conv2d_create_at(1, 32, 3, 3, 1, 1, 1, 1, 1, seed + 1, loc);
-      m->conv2 = kiln_conv2d_create_at(32, 64, 3, 3, 1, 1, 1, 1, 1, seed + 2, loc);
-      m->fc1 = kiln_linear_create_at(64 * 7 * 7, 128, 1, seed + 3, loc);
-      m->fc2 = kiln_linear_create_at(128, classes, 1, seed + 4, loc);
-      ok = m->conv1 && m->conv2 && m->fc1 && m->fc2;
+      first_error(&st, kiln_conv2d_create_at(1, 32, 3, 3, 1, 1, 1, 1, true, seed + 1, &m->conv1, loc));
+      first_error(&st, kiln_conv2d_create_at(32, 64, 3, 3, 1, 1, 1, 1, true, seed + 2, &m->conv2, loc));
+      first_error(&st, kiln_linear_create_at(64 * 7 * 7, 128, true, seed + 3, &m->fc1, loc));
+      first_error(&st, kiln_linear_create_at(128, classes, true, seed + 4, &m->fc2, loc));
+      ok = st == KILN_OK;
       if (ok) {
         add_module(m, "conv1", &m->conv1->m);
         add_module(m, "conv2", &m->conv2->m);
@@ -98,17 +103,17 @@ kiln_model *kiln_model_create_at(kiln_model_kind kind, int classes, uint64_t see
       }
       break;
     case KILN_MODEL_TRANSFORMER: {
-      m->embed = kiln_linear_create_at(28, TF_DIM, 1, seed + 1, loc);
+      first_error(&st, kiln_linear_create_at(28, TF_DIM, true, seed + 1, &m->embed, loc));
       int64_t ps[2] = {28, TF_DIM};
       /* position embedding ~ N(0, 0.02), as in BERT/GPT-style models */
-      m->pos = kiln_param(kiln_mul_c_at(kiln_rand_at(1, KILN_F32, 2, ps, seed + 2, loc), 0.02, loc));
+      m->pos = kiln_param(kiln_mul_c_at(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, ps, seed + 2, loc), 0.02, loc));
       for (int i = 0; i < TF_LAYERS; i++) {
-        m->layers[i] = kiln_encoder_layer_create_at(TF_DIM, 4, 128, 0.1, 1, 1, 1e-5, seed + 10 + (uint64_t)i, loc);
-        ok &= m->layers[i] != NULL;
+        first_error(&st, kiln_encoder_layer_create_at(TF_DIM, 4, 128, 0.1, KILN_ACTIVATION_GELU, KILN_NORM_PRE, 1e-5,
+                                                      seed + 10 + (uint64_t)i, &m->layers[i], loc));
       }
-      m->norm = kiln_layernorm_create_at(TF_DIM, 1e-5, 1, loc);
-      m->fc1 = kiln_linear_create_at(TF_DIM, classes, 1, seed + 3, loc);
-      ok &= m->embed && m->norm && m->fc1 && kiln_is_valid(m->pos);
+      first_error(&st, kiln_layernorm_create_at(TF_DIM, 1e-5, true, &m->norm, loc));
+      first_error(&st, kiln_linear_create_at(TF_DIM, classes, true, seed + 3, &m->fc1, loc));
+      ok = st == KILN_OK && kiln_is_valid(m->pos);
       if (ok) {
         add_module(m, "embed", &m->embed->m);
         add_tensor(m, "pos", m->pos);
@@ -124,13 +129,15 @@ kiln_model *kiln_model_create_at(kiln_model_kind kind, int classes, uint64_t see
     }
   }
   if (!ok) {
-    kiln_model_free(m);
-    return NULL;
+    kiln_model_destroy(m);
+    /* A poisoned position embedding recorded its error in the sticky status. */
+    return st != KILN_OK ? st : kiln_last_status() != KILN_OK ? kiln_last_status() : KILN_ERR_INTERNAL;
   }
-  return m;
+  *out = m;
+  return KILN_OK;
 }
 
-kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, int training, uint64_t seed, kiln_loc loc) {
+kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, bool training, uint64_t seed, kiln_loc loc) {
   if (!m) {
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "model_forward: NULL model");
     return (kiln_tensor){0, 0};
@@ -147,8 +154,8 @@ kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, int training, ui
     case KILN_MODEL_CNN: {
       int64_t s4[4] = {b, 1, 28, 28}, s2[2] = {b, 64 * 7 * 7};
       kiln_tensor h = kiln_reshape_at(x, 4, s4, loc);
-      h = kiln_pool2d_at(kiln_relu_at(kiln_conv2d_forward_at(m->conv1, h, loc), loc), 1, 2, 2, 0, loc);
-      h = kiln_pool2d_at(kiln_relu_at(kiln_conv2d_forward_at(m->conv2, h, loc), loc), 1, 2, 2, 0, loc);
+      h = kiln_pool2d_at(kiln_relu_at(kiln_conv2d_forward_at(m->conv1, h, loc), loc), KILN_POOL_MAX, 2, 2, 0, loc);
+      h = kiln_pool2d_at(kiln_relu_at(kiln_conv2d_forward_at(m->conv2, h, loc), loc), KILN_POOL_MAX, 2, 2, 0, loc);
       h = kiln_relu_at(kiln_linear_forward_at(m->fc1, kiln_reshape_at(h, 2, s2, loc), loc), loc);
       h = kiln_dropout_at(h, 0.25, seed, training, loc);
       return kiln_linear_forward_at(m->fc2, h, loc);
@@ -156,7 +163,7 @@ kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, int training, ui
     case KILN_MODEL_TRANSFORMER: {
       kiln_tensor h = kiln_add_at(kiln_linear_forward_at(m->embed, x, loc), m->pos, loc);
       for (int i = 0; i < TF_LAYERS; i++) {
-        kiln_attn_opts o = {.causal = 0, .key_padding_mask = {0, 0}, .training = training, .seed = seed + (uint64_t)i};
+        kiln_attn_opts o = {.causal = false, .key_padding_mask = {0, 0}, .training = training, .seed = seed + (uint64_t)i};
         h = kiln_encoder_layer_forward_at(m->layers[i], h, &o, loc);
       }
       h = kiln_layernorm_forward_at(m->norm, h, loc);
@@ -204,16 +211,16 @@ double kiln_model_forward_flops(const kiln_model *m) {
   return 0;
 }
 
-void kiln_model_free(kiln_model *m) {
+void kiln_model_destroy(kiln_model *m) {
   if (!m) return;
-  kiln_linear_free(m->fc1);
-  kiln_linear_free(m->fc2);
-  kiln_linear_free(m->fc3);
-  kiln_conv2d_free(m->conv1);
-  kiln_conv2d_free(m->conv2);
-  kiln_linear_free(m->embed);
+  kiln_linear_destroy(m->fc1);
+  kiln_linear_destroy(m->fc2);
+  kiln_linear_destroy(m->fc3);
+  kiln_conv2d_destroy(m->conv1);
+  kiln_conv2d_destroy(m->conv2);
+  kiln_linear_destroy(m->embed);
   if (m->pos.gen) kiln_release(m->pos);
-  for (int i = 0; i < TF_LAYERS; i++) kiln_encoder_layer_free(m->layers[i]);
-  kiln_layernorm_free(m->norm);
+  for (int i = 0; i < TF_LAYERS; i++) kiln_encoder_layer_destroy(m->layers[i]);
+  kiln_layernorm_destroy(m->norm);
   free(m);
 }

@@ -68,7 +68,7 @@ uint64_t kiln_nn_seed(uint64_t seed, uint64_t k) {
 }
 
 kiln_tensor kiln_nn_uniform(int rank, const int64_t *shape, double bound, uint64_t seed, kiln_loc loc) {
-  kiln_tensor u = kiln_rand_at(0, KILN_F32, rank, shape, seed, loc);
+  kiln_tensor u = kiln_rand_at(KILN_RAND_UNIFORM, KILN_F32, rank, shape, seed, loc);
   /* u·2b − b: U(-b, b) */
   return kiln_param(kiln_sub_c_at(kiln_mul_c_at(u, 2.0 * bound, loc), bound, loc));
 }
@@ -86,7 +86,7 @@ kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc)
   return t;
 }
 
-kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, int training, kiln_loc loc) {
+kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool training, kiln_loc loc) {
   if (!(p >= 0.0 && p < 1.0)) return kiln_nn_fail(loc, "dropout: p = %g is outside [0, 1)", p);
   if (!training || p == 0.0) return x;
   int64_t shape[KILN_MAX_RANK];
@@ -95,7 +95,7 @@ kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, int training
   kiln_dtype dt = kiln_dtype_of(x);
   if (dt != KILN_F32 && dt != KILN_F64) dt = KILN_F32;
   /* The seed is a graph input of the RANDOM node: a new one never recompiles. */
-  kiln_tensor keep = kiln_ge_c_at(kiln_rand_at(0, dt, rank, shape, seed, loc), p, loc);
+  kiln_tensor keep = kiln_ge_c_at(kiln_rand_at(KILN_RAND_UNIFORM, dt, rank, shape, seed, loc), p, loc);
   kiln_tensor zero = kiln_constant_at(dt, 0.0, loc);
   return kiln_where_at(keep, kiln_mul_c_at(x, 1.0 / (1.0 - p), loc), zero, loc);
 }

@@ -42,16 +42,14 @@ static kiln_tensor zeros_like(kiln_tensor p, kiln_loc loc) {
   return t;
 }
 
-static kiln_optim *create(int kind, int n, const kiln_tensor *params, int nstate, kiln_loc loc) {
+static kiln_status create(int kind, int n, const kiln_tensor *params, int nstate, kiln_optim **out, kiln_loc loc) {
   if (n <= 0 || !params) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: need at least one parameter (n = %d)", n);
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: need at least one parameter (n = %d)", n);
   }
   for (int i = 0; i < n; i++) {
     kiln_dtype dt = kiln_dtype_of(params[i]);
     if (!kiln_is_valid(params[i]) || (dt != KILN_F32 && dt != KILN_F64)) {
-      kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: parameter %d is not a live f32/f64 tensor", i);
-      return NULL;
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: parameter %d is not a live f32/f64 tensor", i);
     }
   }
   kiln_optim *o = calloc(1, sizeof *o);
@@ -67,8 +65,7 @@ static kiln_optim *create(int kind, int n, const kiln_tensor *params, int nstate
       free(o->s2);
       free(o);
     }
-    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "optim: out of host memory");
-    return NULL;
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "optim: out of host memory");
   }
   o->kind = kind;
   o->n = n;
@@ -77,38 +74,46 @@ static kiln_optim *create(int kind, int n, const kiln_tensor *params, int nstate
     if (nstate >= 1) o->s1[i] = zeros_like(params[i], loc);
     if (nstate >= 2) o->s2[i] = zeros_like(params[i], loc);
   }
-  return o;
+  *out = o;
+  return KILN_OK;
 }
 
-kiln_optim *kiln_sgd_create_at(int n, const kiln_tensor *params, const kiln_sgd_opts *opts, kiln_loc loc) {
+kiln_status kiln_optim_create_sgd_at(int n, const kiln_tensor *params, const kiln_sgd_opts *opts, kiln_optim **out,
+                                     kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "sgd");
   if (!opts || !(opts->lr >= 0) || !(opts->momentum >= 0) || !(opts->weight_decay >= 0) ||
       (opts->nesterov && (opts->momentum <= 0 || opts->dampening != 0))) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
-               "sgd: bad options (lr, momentum and weight_decay must be >= 0; Nesterov needs momentum > 0 and "
-               "dampening 0)");
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "sgd: bad options (lr, momentum and weight_decay must be >= 0; Nesterov needs momentum > 0 and "
+                      "dampening 0)");
   }
-  kiln_optim *o = create(OPT_SGD, n, params, opts->momentum > 0 ? 1 : 0, loc);
-  if (!o) return NULL;
+  kiln_optim *o = NULL;
+  kiln_status s = create(OPT_SGD, n, params, opts->momentum > 0 ? 1 : 0, &o, loc);
+  if (s != KILN_OK) return s;
   o->sgd = *opts;
   o->lr = opts->lr;
-  return o;
+  *out = o;
+  return KILN_OK;
 }
 
-kiln_optim *kiln_adamw_create_at(int n, const kiln_tensor *params, const kiln_adamw_opts *opts, kiln_loc loc) {
+kiln_status kiln_optim_create_adamw_at(int n, const kiln_tensor *params, const kiln_adamw_opts *opts,
+                                       kiln_optim **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "adamw");
   if (!opts || !(opts->lr >= 0) || !(opts->beta1 >= 0 && opts->beta1 < 1) || !(opts->beta2 >= 0 && opts->beta2 < 1) ||
       !(opts->eps >= 0) || !(opts->weight_decay >= 0)) {
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "adamw: bad options (lr, eps, weight_decay >= 0; betas in [0, 1))");
-    return NULL;
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "adamw: bad options (lr, eps, weight_decay >= 0; betas in [0, 1))");
   }
-  kiln_optim *o = create(OPT_ADAMW, n, params, 2, loc);
-  if (!o) return NULL;
+  kiln_optim *o = NULL;
+  kiln_status s = create(OPT_ADAMW, n, params, 2, &o, loc);
+  if (s != KILN_OK) return s;
   o->adam = *opts;
   o->lr = opts->lr;
-  return o;
+  *out = o;
+  return KILN_OK;
 }
 
-void kiln_optim_free(kiln_optim *o) {
+void kiln_optim_destroy(kiln_optim *o) {
   if (!o) return;
   for (int i = 0; i < o->n; i++) {
     kiln_release(o->s1[i]);

@@ -113,17 +113,13 @@ kiln_status kiln_profiler_stop_at(const char *logdir, char *out_dir, size_t out_
   return KILN_OK;
 }
 
-static kiln_status timed_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err);
-
-kiln_status kiln_profiler_capture_at(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err,
-                                     kiln_loc loc) {
-  if (err) return timed_capture(duration_ms, session_dir, host, err);
+kiln_status kiln_profiler_capture_at(uint32_t duration_ms, const char *session_dir, const char *host, kiln_loc loc) {
   kiln_err e = {0};
-  kiln_status s = timed_capture(duration_ms, session_dir, host, &e);
+  kiln_status s = kiln_prof_timed_capture(duration_ms, session_dir, host, &e);
   return s == KILN_OK ? s : kiln_error(s, loc, "%s", e.msg);
 }
 
-static kiln_status timed_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err) {
+kiln_status kiln_prof_timed_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err) {
   if (!session_dir || !*session_dir)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profiler capture: the session directory is empty");
   if (duration_ms == 0 || duration_ms > 600000)

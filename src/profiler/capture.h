@@ -42,5 +42,8 @@ kiln_status kiln_prof_xspace_decode(const uint8_t *data, size_t n, const char *w
 
 /* Write <dir>/<host>.xplane.pb and <host>.trace.json.gz, creating dir. */
 kiln_status kiln_prof_write_run(const kiln_prof_capture *c, const char *dir, kiln_err *err);
+/* kiln_profiler_capture with the message in *err instead of the sticky
+ * status (the profiler server's requests leave the program's status alone). */
+kiln_status kiln_prof_timed_capture(uint32_t duration_ms, const char *session_dir, const char *host, kiln_err *err);
 
 #endif

@@ -355,17 +355,13 @@ static kiln_status find_xplane(const char *path, char *out, size_t cap, kiln_err
                       "profile summary: no *.xplane.pb in %s (nor in its newest plugins/profile/<run>)", path);
 }
 
-static kiln_status summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err);
-
-kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err,
-                                     kiln_loc loc) {
-  if (err) return summary_run(path, f, opts, err);
+kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_loc loc) {
   kiln_err e = {0};
-  kiln_status s = summary_run(path, f, opts, &e);
+  kiln_status s = kiln_prof_summary_run(path, f, opts, &e);
   return s == KILN_OK ? s : kiln_error(s, loc, "%s", e.msg);
 }
 
-static kiln_status summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err) {
+kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err) {
   if (!path || !f) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profile summary: path or stream is NULL");
   char file[4096];
   KILN_RETURN_IF_ERROR(err, find_xplane(path, file, sizeof file, err), "while looking for a capture");

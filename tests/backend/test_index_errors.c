@@ -125,7 +125,8 @@ KT_TEST(gather_out_of_range_is_an_error_in_a_fused_kernel) {
 KT_TEST(embedding_token_out_of_range_is_an_error) {
   for (int b = 0; b < 2; b++) {
     if (!start(k_backends[b])) continue;
-    kiln_embedding *e = kiln_embedding_create(6, 4, 7);
+    kiln_embedding *e = NULL;
+    kiln_embedding_create(6, 4, 7, &e);
     KT_CHECK(e != NULL);
     int64_t s1[1] = {3};
     const int32_t ids[3] = {0, 6, 5};
@@ -138,7 +139,7 @@ KT_TEST(embedding_token_out_of_range_is_an_error) {
     check_message(k_backends[b], "index_select", "index 6", "size 6", line);
     kiln_clear_error();
     kiln_mark_step();
-    kiln_embedding_free(e);
+    kiln_embedding_destroy(e);
     kiln_shutdown();
   }
 }

@@ -13,8 +13,9 @@
 
 /* Accuracy over the first `batches` test batches of 500. */
 static double accuracy(kiln_model *m, kiln_dataset *test, int batches) {
-  kiln_batch_options o = {.batch_size = 500, .shuffle = 0};
-  kiln_batcher *b = kiln_batcher_new(test, &o);
+  kiln_batch_options o = {.batch_size = 500, .shuffle = false};
+  kiln_batcher *b = NULL;
+  kiln_batcher_create(test, &o, &b);
   kiln_tensor correct = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   kiln_batch bt;
   int n = 0;
@@ -28,23 +29,28 @@ static double accuracy(kiln_model *m, kiln_dataset *test, int batches) {
   kiln_no_grad_end();
   double acc = kiln_item_f64(correct) / n;
   kiln_release(correct);
-  kiln_batcher_free(b);
+  kiln_batcher_destroy(b);
   return acc;
 }
 
 KT_TEST(mlp_trains_and_checkpoints) {
   KT_CHECK(kiln_init(NULL) == KILN_OK);
-  kiln_dataset *train = kiln_dataset_fashion_mnist(NULL, 1), *test = kiln_dataset_fashion_mnist(NULL, 0);
+  kiln_dataset *train = NULL, *test = NULL;
+  kiln_dataset_create_fashion_mnist(NULL, true, &train);
+  kiln_dataset_create_fashion_mnist(NULL, false, &test);
   KT_CHECK_MSG(train && test, "%s", kiln_last_error());
   if (!train || !test) return;
-  kiln_batch_options bo = {.batch_size = 128, .shuffle = 1, .seed = 7};
-  kiln_loader *loader = kiln_loader_new(train, &bo);
-  kiln_model *m = kiln_model_create(KILN_MODEL_MLP, 10, 3);
+  kiln_batch_options bo = {.batch_size = 128, .shuffle = true, .seed = 7};
+  kiln_loader *loader = NULL;
+  kiln_loader_create(train, &bo, &loader);
+  kiln_model *m = NULL;
+  kiln_model_create(KILN_MODEL_MLP, 10, 3, &m);
   kiln_tensor params[MAXP];
   int np = kiln_model_params(m, NULL, params, MAXP);
   for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
   kiln_adamw_opts ao = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-  kiln_optim *opt = kiln_adamw_create(np, params, &ao);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_adamw(np, params, &ao, &opt);
   kiln_mark_step();
   int64_t compiles0 = kiln_counter_value("UncachedCompile");
   kiln_metrics_clear();
@@ -84,27 +90,28 @@ KT_TEST(mlp_trains_and_checkpoints) {
   kiln_tensor state[MAXP];
   int ns = kiln_model_state(m, names, state, MAXP);
   KT_CHECK(kiln_save_safetensors(path, ns, names, state, NULL) == KILN_OK);
-  kiln_model *m2 = kiln_model_create(KILN_MODEL_MLP, 10, 99);
+  kiln_model *m2 = NULL;
+  kiln_model_create(KILN_MODEL_MLP, 10, 99, &m2);
   kiln_mark_step();
   KT_CHECK(fabs(accuracy(m2, test, 4) - acc) > 0.2); /* untrained: different */
   kiln_st_file *f = NULL;
-  KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   kiln_tensor state2[MAXP];
   const char *names2[MAXP];
   kiln_model_state(m2, names2, state2, MAXP);
   for (int i = 0; f && i < ns; i++) KT_CHECK(kiln_st_load_into(f, names2[i], state2[i]) == KILN_OK);
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   kiln_mark_step();
   KT_NEAR(accuracy(m2, test, 4), acc, 1e-9);
   unlink(path);
 
   kiln_release(loss_kept);
-  kiln_model_free(m2);
-  kiln_optim_free(opt);
-  kiln_model_free(m);
-  kiln_loader_free(loader);
-  kiln_dataset_free(train);
-  kiln_dataset_free(test);
+  kiln_model_destroy(m2);
+  kiln_optim_destroy(opt);
+  kiln_model_destroy(m);
+  kiln_loader_destroy(loader);
+  kiln_dataset_destroy(train);
+  kiln_dataset_destroy(test);
   kiln_shutdown();
 }
 

@@ -28,6 +28,11 @@ export KILN_CACHE_DIR=$tmp/cache
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pcflags=$(pkg-config --cflags --libs kiln)
 echo "pkg-config --cflags --libs kiln: $pcflags"
+# kiln.pc's version is the installed header's KILN_VERSION_STRING.
+hdr=$(find "$p2" -path '*/kiln/kiln.h' | head -1)
+hv=$(sed -n 's/^#define KILN_VERSION_STRING "\(.*\)"$/\1/p' "$hdr")
+pv=$(pkg-config --modversion kiln)
+[ -n "$hv" ] && [ "$pv" = "$hv" ] || fail "kiln.pc says version $pv, the installed kiln.h ${hv:-none}"
 for f in $pcflags; do
   case $f in
     -I* | -L*) d=$(cd "${f:2}" 2>/dev/null && pwd -P) || fail "$f: no such directory"

@@ -25,9 +25,14 @@ static int mapped(const char *path) {
 }
 
 int main(int argc, char **argv) {
+  /* The installed header and library are the same release. */
+  if (strcmp(kiln_version(), KILN_VERSION_STRING) != 0) {
+    fprintf(stderr, "prog: library %s, header %s\n", kiln_version(), KILN_VERSION_STRING);
+    return 1;
+  }
   kiln_tensor x = kiln_arange(KILN_F32, 1, 11, 1);
   int axis = 0;
-  double v = kiln_item_f64(kiln_sum(kiln_mul(x, x), 1, &axis, 0));
+  double v = kiln_item_f64(kiln_sum(kiln_mul(x, x), 1, &axis, false));
   if (kiln_last_status() != KILN_OK) {
     fprintf(stderr, "prog: %s\n", kiln_last_error());
     return 1;

@@ -131,21 +131,23 @@ KT_TEST(idx_load_file) {
   write_file(cut, buf, len - 5);
   write_file(trail, buf, len + 3);
   kiln_idx *idx = NULL;
-  KT_CHECK(kiln_idx_load(good, &idx) == KILN_OK);
+  KT_CHECK(kiln_idx_create(good, &idx) == KILN_OK);
   KT_CHECK(idx && idx->numel == 24 && idx->data[5] == 35 && idx->dims[1] == 3);
-  kiln_idx_free(idx);
-  KT_CHECK(kiln_idx_load(cut, &idx) == KILN_ERR_CORRUPT && idx == NULL);
+  kiln_idx_destroy(idx);
+  KT_CHECK(kiln_idx_create(cut, &idx) == KILN_ERR_CORRUPT && idx == NULL);
   KT_STR_CONTAINS(kiln_last_error(), cut);
   KT_STR_CONTAINS(kiln_last_error(), "truncated");
   kiln_clear_error();
-  KT_CHECK(kiln_idx_load(trail, &idx) == KILN_ERR_CORRUPT && idx == NULL);
+  KT_CHECK(kiln_idx_create(trail, &idx) == KILN_ERR_CORRUPT && idx == NULL);
   KT_STR_CONTAINS(kiln_last_error(), "trailing");
   kiln_clear_error();
-  KT_CHECK(kiln_idx_load(missing, &idx) == KILN_ERR_IO && idx == NULL);
+  KT_CHECK(kiln_idx_create(missing, &idx) == KILN_ERR_IO && idx == NULL);
   KT_STR_CONTAINS(kiln_last_error(), missing);
   kiln_clear_error();
   /* A dataset over a directory without the files: NULL with the path. */
-  KT_CHECK(kiln_dataset_fashion_mnist(dir, 1) == NULL);
+  kiln_dataset *none = (kiln_dataset *)&none; /* not NULL: a failed create must clear it */
+  KT_EQ_INT(kiln_dataset_create_fashion_mnist(dir, true, &none), KILN_ERR_IO);
+  KT_CHECK(none == NULL);
   KT_STR_CONTAINS(kiln_last_error(), "train-images-idx3-ubyte");
   kiln_clear_error();
   unlink(good), unlink(cut), unlink(trail);
@@ -179,7 +181,8 @@ KT_TEST(fashion_mnist_real) {
       {0, 10000, 573469082LL, 24390, {9, 2, 1, 1, 6}, {0, 0, 98, 136, 110}},
   };
   for (int w = 0; w < 2; w++) {
-    kiln_dataset *ds = kiln_dataset_fashion_mnist(dir, want[w].train);
+    kiln_dataset *ds = NULL;
+    kiln_dataset_create_fashion_mnist(dir, want[w].train, &ds);
     KT_CHECK_MSG(ds != NULL, "%s", kiln_last_error());
     if (!ds) return;
     KT_EQ_INT(kiln_dataset_size(ds), want[w].n);
@@ -210,21 +213,21 @@ KT_TEST(fashion_mnist_real) {
       float px = (float)want[w].px[c];
       KT_NEAR(x[14 * 28 + 10 + c], (px / 255.0f - 0.2860f) / 0.3530f, 1e-6);
     }
-    kiln_dataset_free(ds);
+    kiln_dataset_destroy(ds);
   }
   /* The raw loader reads the .gz directly, byte for byte. */
   char p[512];
   snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte.gz", dir);
   if (access(p, R_OK) != 0) snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte", dir);
   kiln_idx *idx = NULL;
-  KT_CHECK(kiln_idx_load(p, &idx) == KILN_OK);
+  KT_CHECK(kiln_idx_create(p, &idx) == KILN_OK);
   if (idx) {
     int64_t s = 0;
     for (int64_t i = 0; i < idx->numel; i++) s += idx->data[i];
     KT_EQ_INT(s, 573469082LL);
     KT_EQ_INT(idx->dims[0], 10000);
   }
-  kiln_idx_free(idx);
+  kiln_idx_destroy(idx);
   KT_EQ_INT(kiln_last_status(), KILN_OK);
 }
 
@@ -233,24 +236,31 @@ KT_TEST(dataset_from_host_errors) {
   float x[6] = {0};
   int64_t y[3] = {0};
   int64_t bad_shape[2] = {3, 0};
-  KT_CHECK(kiln_dataset_from_host(x, 2, bad_shape, y) == NULL);
+  kiln_dataset *bad = NULL;
+  KT_EQ_INT(kiln_dataset_create_from_host(x, 2, bad_shape, y, &bad), KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(bad == NULL);
   KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
   kiln_clear_error();
   int64_t shape[2] = {3, 2};
-  KT_CHECK(kiln_dataset_from_host(x, 2, shape, NULL) == NULL);
+  KT_CHECK(kiln_dataset_create_from_host(x, 2, shape, NULL, &bad) != KILN_OK && bad == NULL);
   KT_STR_CONTAINS(kiln_last_error(), "labels");
   kiln_clear_error();
-  kiln_dataset *ds = kiln_dataset_from_host(x, 2, shape, y);
+  kiln_dataset *ds = NULL;
+  kiln_dataset_create_from_host(x, 2, shape, y, &ds);
   KT_CHECK(ds != NULL);
   kiln_batch_options o = {.batch_size = 0};
-  KT_CHECK(kiln_batcher_new(ds, &o) == NULL);
+  kiln_batcher *no_batcher = NULL;
+  KT_EQ_INT(kiln_batcher_create(ds, &o, &no_batcher), KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(no_batcher == NULL);
   KT_STR_CONTAINS(kiln_last_error(), "batch_size");
   kiln_clear_error();
-  o = (kiln_batch_options){.batch_size = 4, .drop_last = 1};
-  KT_CHECK(kiln_loader_new(ds, &o) == NULL); /* no full batch to give */
+  o = (kiln_batch_options){.batch_size = 4, .drop_last = true};
+  kiln_loader *no_loader = NULL;
+  KT_EQ_INT(kiln_loader_create(ds, &o, &no_loader), KILN_ERR_INVALID_ARGUMENT); /* no full batch to give */
+  KT_CHECK(no_loader == NULL);
   KT_STR_CONTAINS(kiln_last_error(), "drop_last");
   kiln_clear_error();
-  kiln_dataset_free(ds);
+  kiln_dataset_destroy(ds);
 }
 
 KT_TEST(shuffle_is_a_seeded_permutation) {
@@ -291,7 +301,8 @@ static kiln_dataset *small_ds(int64_t n, int64_t f) {
     for (int64_t j = 0; j < f; j++) x[i * f + j] = (float)(i * 10 + j);
   }
   int64_t shape[2] = {n, f};
-  kiln_dataset *ds = kiln_dataset_from_host(x, 2, shape, y);
+  kiln_dataset *ds = NULL;
+  kiln_dataset_create_from_host(x, 2, shape, y, &ds);
   free(x);
   free(y);
   return ds;
@@ -301,8 +312,9 @@ KT_TEST(batches_pad_the_last_one) {
   kiln_clear_error();
   enum { N = 10, F = 3, B = 4 };
   kiln_dataset *ds = small_ds(N, F);
-  kiln_batch_options o = {.batch_size = B, .shuffle = 1, .seed = 5};
-  kiln_batcher *b = kiln_batcher_new(ds, &o);
+  kiln_batch_options o = {.batch_size = B, .shuffle = true, .seed = 5};
+  kiln_batcher *b = NULL;
+  kiln_batcher_create(ds, &o, &b);
   KT_CHECK(b != NULL);
   if (!b) return;
   KT_EQ_INT(kiln_batcher_num_batches(b), 3);
@@ -336,12 +348,12 @@ KT_TEST(batches_pad_the_last_one) {
   KT_EQ_INT(kiln_batcher_fill(b, 0, 3, x, y, mask), -1);
   KT_STR_CONTAINS(kiln_last_error(), "test_data.c"); /* the caller's line */
   kiln_clear_error();
-  kiln_batcher_free(b);
-  o.drop_last = 1;
-  b = kiln_batcher_new(ds, &o);
+  kiln_batcher_destroy(b);
+  o.drop_last = true;
+  kiln_batcher_create(ds, &o, &b);
   KT_EQ_INT(kiln_batcher_num_batches(b), 2);
-  kiln_batcher_free(b);
-  kiln_dataset_free(ds);
+  kiln_batcher_destroy(b);
+  kiln_dataset_destroy(ds);
 }
 
 /* A tiny masked training step over every batch of two epochs: all batches
@@ -351,8 +363,9 @@ KT_TEST(epoch_compiles_once) {
   start();
   enum { N = 10, F = 3, B = 4 };
   kiln_dataset *ds = small_ds(N, F);
-  kiln_batch_options o = {.batch_size = B, .shuffle = 1, .seed = 9};
-  kiln_batcher *b = kiln_batcher_new(ds, &o);
+  kiln_batch_options o = {.batch_size = B, .shuffle = true, .seed = 9};
+  kiln_batcher *b = NULL;
+  kiln_batcher_create(ds, &o, &b);
   int64_t ws[1] = {F};
   float w0[F] = {0.5f, -0.25f, 0.125f};
   kiln_tensor w = kiln_param(kiln_from_host(w0, KILN_F32, 1, ws));
@@ -376,9 +389,10 @@ KT_TEST(epoch_compiles_once) {
     KT_CHECK(kiln_to_host(loss, &got, sizeof got) == KILN_OK);
     float x[B * F], mask[B];
     int64_t y[B];
-    kiln_batcher *ref = kiln_batcher_new(ds, &o);
+    kiln_batcher *ref = NULL;
+    kiln_batcher_create(ds, &o, &ref);
     int64_t v = kiln_batcher_fill(ref, bt.epoch, bt.index, x, y, mask);
-    kiln_batcher_free(ref);
+    kiln_batcher_destroy(ref);
     KT_EQ_INT(v, bt.n_valid);
     double want = 0;
     for (int r2 = 0; r2 < B; r2++)
@@ -392,8 +406,8 @@ KT_TEST(epoch_compiles_once) {
   KT_EQ_INT(kiln_counter_value("CachedCompile"), 5);
   kiln_release(w);
   kiln_release(loss);
-  kiln_batcher_free(b);
-  kiln_dataset_free(ds);
+  kiln_batcher_destroy(b);
+  kiln_dataset_destroy(ds);
   kiln_shutdown();
 }
 
@@ -409,9 +423,11 @@ KT_TEST(loader_matches_batcher) {
   enum { N = 37, F = 5, B = 8 };
   kiln_dataset *ds = small_ds(N, F);
   for (int drop = 0; drop < 2; drop++) {
-    kiln_batch_options o = {.batch_size = B, .shuffle = 1, .seed = 11, .drop_last = drop, .prefetch = drop ? 1 : 3};
-    kiln_batcher *b = kiln_batcher_new(ds, &o);
-    kiln_loader *l = kiln_loader_new(ds, &o);
+    kiln_batch_options o = {.batch_size = B, .shuffle = true, .seed = 11, .drop_last = drop, .prefetch = drop ? 1 : 3};
+    kiln_batcher *b = NULL;
+    kiln_batcher_create(ds, &o, &b);
+    kiln_loader *l = NULL;
+    kiln_loader_create(ds, &o, &l);
     KT_CHECK(b && l);
     if (!b || !l) return;
     KT_EQ_INT(kiln_loader_num_batches(l), kiln_batcher_num_batches(b));
@@ -437,8 +453,8 @@ KT_TEST(loader_matches_batcher) {
       KT_CHECK(kiln_mark_step() == KILN_OK);
     }
     KT_EQ_INT(kiln_counter_value("LoaderBatches") - before, got_batches);
-    kiln_loader_free(l);
-    kiln_batcher_free(b);
+    kiln_loader_destroy(l);
+    kiln_batcher_destroy(b);
   }
   kiln_metric_stats st;
   KT_CHECK(kiln_metric_data("LoaderWaitTime", &st) == 0);
@@ -446,10 +462,11 @@ KT_TEST(loader_matches_batcher) {
   KT_STR_CONTAINS(kiln_metrics_report(), "LoaderBatches");
   /* Freeing a loader that is blocked on a full ring must not hang. */
   kiln_batch_options o = {.batch_size = 2, .prefetch = 1};
-  kiln_loader *l = kiln_loader_new(ds, &o);
+  kiln_loader *l = NULL;
+  kiln_loader_create(ds, &o, &l);
   usleep(2000);
-  kiln_loader_free(l);
-  kiln_dataset_free(ds);
+  kiln_loader_destroy(l);
+  kiln_dataset_destroy(ds);
   kiln_shutdown();
 }
 
@@ -465,13 +482,16 @@ KT_TEST(bucketing) {
     for (int j = 0; j < lens[i]; j++) data[i][j] = 1000 * i + j + 1;
     seqs[i] = data[i];
   }
-  kiln_bucket_options o = {.boundaries = bounds, .n_boundaries = 3, .batch_size = B, .truncate = 0, .pad_id = -7,
-                           .shuffle = 1, .seed = 3};
-  KT_CHECK(kiln_bucketer_new(NS, seqs, lens, &o) == NULL); /* too long, not truncating */
+  kiln_bucket_options o = {.boundaries = bounds, .n_boundaries = 3, .batch_size = B, .truncate = false, .pad_id = -7,
+                           .shuffle = true, .seed = 3};
+  kiln_bucketer *no_bucketer = NULL;
+  KT_EQ_INT(kiln_bucketer_create(NS, seqs, lens, &o, &no_bucketer), KILN_ERR_INVALID_ARGUMENT); /* too long */
+  KT_CHECK(no_bucketer == NULL);
   KT_STR_CONTAINS(kiln_last_error(), "longer than the largest bucket");
   kiln_clear_error();
-  o.truncate = 1;
-  kiln_bucketer *b = kiln_bucketer_new(NS, seqs, lens, &o);
+  o.truncate = true;
+  kiln_bucketer *b = NULL;
+  kiln_bucketer_create(NS, seqs, lens, &o, &b);
   KT_CHECK(b != NULL);
   if (!b) return;
   /* Expected stats, computed independently. */
@@ -548,7 +568,7 @@ KT_TEST(bucketing) {
   KT_CHECK(shapes_ok);
   KT_EQ_INT(n, nb);
   KT_CHECK(kiln_counter_value("UncachedCompile") <= 3);
-  kiln_bucketer_free(b);
+  kiln_bucketer_destroy(b);
   kiln_shutdown();
 }
 

@@ -33,7 +33,7 @@ static void start(int level) {
     unsetenv("KILN_DEBUG_FILE");
   }
   setenv("KILN_DEBUG_WARMUP", "2", 1);
-  kiln_options o = {.backend = "ref", .disk_cache = -1};
+  kiln_options o = {.backend = "ref", .disk_cache = KILN_SWITCH_OFF};
   KT_EQ_INT(kiln_init(&o), KILN_OK);
 }
 
@@ -318,13 +318,15 @@ KT_TEST(compile_and_discard) {
  * step that follows finds its graph in the cache. */
 KT_TEST(warmup_training_step) {
   start(0);
-  kiln_linear *fc = kiln_linear_create(4, 3, 1, 7);
+  kiln_linear *fc = NULL;
+  kiln_linear_create(4, 3, 1, 7, &fc);
   KT_CHECK(fc != NULL);
   if (!fc) return;
   kiln_tensor params[2] = {fc->weight, fc->bias};
   for (int i = 0; i < 2; i++) kiln_requires_grad(params[i]);
   kiln_sgd_opts so = {.lr = 0.1, .momentum = 0.9};
-  kiln_optim *opt = kiln_sgd_create(2, params, &so);
+  kiln_optim *opt = NULL;
+  kiln_optim_create_sgd(2, params, &so, &opt);
   kiln_mark_step(); /* materialize whatever the constructors left pending */
   float w0[12], w1[12];
   KT_EQ_INT(kiln_to_host(fc->weight, w0, sizeof w0), KILN_OK);
@@ -354,8 +356,8 @@ KT_TEST(warmup_training_step) {
     }
   }
   KT_EQ_INT(kiln_last_status(), KILN_OK);
-  kiln_optim_free(opt);
-  kiln_linear_free(fc);
+  kiln_optim_destroy(opt);
+  kiln_linear_destroy(fc);
 }
 
 /* kiln_compile of named tensors: compiled, not computed, still readable. */

@@ -34,6 +34,7 @@
 #include "base/fs.h"
 #include "debug/metrics.h"
 #include "io/tfevents.h"
+#include "profiler/summary.h"
 #include "kt.h"
 
 static char g_dir[256];
@@ -113,13 +114,13 @@ static kiln_status save_filled(const char *path, int64_t n, float v) {
 /* 1 if path holds "w" = [n] f32 with the values save_filled(v) wrote. */
 static int holds(const char *path, int64_t n, float v) {
   kiln_st_file *f = NULL;
-  if (kiln_st_open(path, &f) != KILN_OK) return 0;
+  if (kiln_st_file_create(path, &f) != KILN_OK) return 0;
   kiln_tensor t = kiln_st_tensor(f, "w");
   float *buf = malloc(sizeof(float) * (size_t)n);
   int ok = buf && kiln_to_host(t, buf, sizeof(float) * (size_t)n) == KILN_OK;
   for (int64_t i = 0; ok && i < n; i++) ok = buf[i] == v + (float)(i % 7);
   free(buf);
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   return ok;
 }
 
@@ -262,7 +263,7 @@ KT_TEST(checkpoint_onto_fifo_directory_or_device) {
   kiln_clear_error();
   kiln_summary_writer *w = kiln_tfevents_open_file("/dev/null", KILN_HERE);
   KT_CHECK(w != NULL);
-  KT_EQ_INT(kiln_summary_close(w), KILN_OK);
+  KT_EQ_INT(kiln_summary_writer_destroy(w), KILN_OK);
   KT_CHECK(lstat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
   alarm(0);
   kiln_clear_error();
@@ -318,18 +319,18 @@ KT_TEST(fifo_and_directory_inputs_are_refused_without_blocking) {
   alarm(120);
   kiln_st_file *f = NULL;
   kiln_clear_error();
-  KT_EQ_INT(kiln_st_open(fifo, &f), KILN_ERR_IO);
+  KT_EQ_INT(kiln_st_file_create(fifo, &f), KILN_ERR_IO);
   KT_STR_CONTAINS(kiln_last_error(), "FIFO");
   kiln_clear_error();
-  KT_EQ_INT(kiln_st_open(dir, &f), KILN_ERR_IO);
+  KT_EQ_INT(kiln_st_file_create(dir, &f), KILN_ERR_IO);
   KT_STR_CONTAINS(kiln_last_error(), "a directory");
   kiln_idx *idx = NULL;
   kiln_clear_error();
-  KT_EQ_INT(kiln_idx_load(fifo, &idx), KILN_ERR_IO);
+  KT_EQ_INT(kiln_idx_create(fifo, &idx), KILN_ERR_IO);
   KT_STR_CONTAINS(kiln_last_error(), "FIFO");
   kiln_err err = {0};
   FILE *out = fopen("/dev/null", "w");
-  KT_EQ_INT(kiln_profiler_summary(fifo, out, &err), KILN_ERR_IO);
+  KT_EQ_INT(kiln_prof_summary_run(fifo, out, NULL, &err), KILN_ERR_IO);
   KT_STR_CONTAINS(err.msg, "FIFO");
   fclose(out);
   alarm(0);
@@ -355,7 +356,7 @@ KT_TEST(gzip_crc_error_names_the_file) {
   start();
   kiln_idx *idx = NULL;
   kiln_clear_error();
-  KT_EQ_INT(kiln_idx_load(path, &idx), KILN_ERR_CORRUPT);
+  KT_EQ_INT(kiln_idx_create(path, &idx), KILN_ERR_CORRUPT);
   KT_STR_CONTAINS(kiln_last_error(), path);
   KT_STR_CONTAINS(kiln_last_error(), "gzip");
   KT_CHECK(strstr(kiln_last_error(), "<fd:") == NULL);
@@ -391,9 +392,9 @@ static long long child_peak(int (*fn)(const char *), const char *arg) {
 
 static int open_header(const char *path) {
   kiln_st_file *f = NULL;
-  kiln_status s = kiln_st_open(path, &f);
+  kiln_status s = kiln_st_file_create(path, &f);
   int ok = s == KILN_OK && kiln_st_count(f) == 0 && kiln_st_metadata(f, "a") && !strcmp(kiln_st_metadata(f, "a"), "b");
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   return ok ? 0 : 1;
 }
 
@@ -428,7 +429,7 @@ KT_TEST(safetensors_header_memory_follows_its_size) {
 static int summarize(const char *path) {
   kiln_err err = {0};
   FILE *out = fopen("/dev/null", "w");
-  kiln_status s = kiln_profiler_summary(path, out, &err);
+  kiln_status s = kiln_prof_summary_run(path, out, NULL, &err);
   fclose(out);
   return s == KILN_ERR_CORRUPT && strstr(err.msg, "decoding would need") ? 0 : 1;
 }
@@ -473,10 +474,10 @@ KT_TEST(capture_of_empty_messages_is_refused_before_decoding) {
   snprintf(bad, sizeof bad, "%s/cut.xplane.pb", dir);
   KT_EQ_INT(kiln_fs_write_atomic(bad, img, 4096, &err), KILN_OK);
   FILE *out = fopen("/dev/null", "w");
-  KT_EQ_INT(kiln_profiler_summary(bad, out, &err), KILN_ERR_CORRUPT);
+  KT_EQ_INT(kiln_prof_summary_run(bad, out, NULL, &err), KILN_ERR_CORRUPT);
   KT_STR_CONTAINS(err.msg, "not an XSpace protobuf: byte");
   KT_EQ_INT(kiln_fs_write_atomic(bad, "hello, world\n", 13, &err), KILN_OK);
-  KT_EQ_INT(kiln_profiler_summary(bad, out, &err), KILN_ERR_CORRUPT);
+  KT_EQ_INT(kiln_prof_summary_run(bad, out, NULL, &err), KILN_ERR_CORRUPT);
   KT_STR_CONTAINS(err.msg, "first byte 0x68");
   fclose(out);
   free(img);

@@ -167,7 +167,7 @@ KT_TEST(now_monotonic) {
 KT_TEST(report_parses) {
   kiln_shutdown();
   kiln_metrics_clear();
-  kiln_options o = {.backend = "ref", .disk_cache = -1};
+  kiln_options o = {.backend = "ref", .disk_cache = KILN_SWITCH_OFF};
   KT_EQ_INT(kiln_init(&o), KILN_OK);
   int64_t n = 4;
   float h[4] = {1, 2, 3, 4};

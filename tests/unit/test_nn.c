@@ -95,7 +95,8 @@ static void ref_mha(const float *x, int B, int T, int D, int H, const float *win
 
 KT_TEST(linear_forward_and_init) {
   start();
-  kiln_linear *l = kiln_linear_create(5, 3, 1, 7);
+  kiln_linear *l = NULL;
+  kiln_linear_create(5, 3, 1, 7, &l);
   KT_CHECK(l != NULL);
   const char *names[4];
   kiln_tensor ps[4];
@@ -120,19 +121,21 @@ KT_TEST(linear_forward_and_init) {
   for (int i = 0; i < 3; i++) KT_CHECK(fabs(b[i]) <= bound);
   KT_CHECK(distinct > 10);
   /* same seed, same init */
-  kiln_linear *l2 = kiln_linear_create(5, 3, 1, 7);
+  kiln_linear *l2 = NULL;
+  kiln_linear_create(5, 3, 1, 7, &l2);
   float w2[15];
   read(l2->weight, w2, 15);
   CHECK_ALL(w2, w, 15, 0);
-  kiln_linear_free(l);
-  kiln_linear_free(l2);
+  kiln_linear_destroy(l);
+  kiln_linear_destroy(l2);
   KT_CHECK(kiln_last_status() == KILN_OK);
   kiln_shutdown();
 }
 
 KT_TEST(embedding_lookup) {
   start();
-  kiln_embedding *e = kiln_embedding_create(6, 4, 3);
+  kiln_embedding *e = NULL;
+  kiln_embedding_create(6, 4, 3, &e);
   int64_t ids[5] = {0, 5, 2, 2, 1}, is[2] = {1, 5};
   float w[24], y[20];
   kiln_tensor out = kiln_embedding_forward(e, kiln_from_host(ids, KILN_I64, 2, is));
@@ -144,13 +147,14 @@ KT_TEST(embedding_lookup) {
   double m = 0, v = 0; /* N(0,1) init, loosely */
   for (int i = 0; i < 24; i++) m += w[i], v += w[i] * w[i];
   KT_CHECK(fabs(m / 24) < 0.6 && v / 24 > 0.3 && v / 24 < 3);
-  kiln_embedding_free(e);
+  kiln_embedding_destroy(e);
   kiln_shutdown();
 }
 
 KT_TEST(layernorm_forward) {
   start();
-  kiln_layernorm *n = kiln_layernorm_create(8, 1e-5, 1);
+  kiln_layernorm *n = NULL;
+  kiln_layernorm_create(8, 1e-5, 1, &n);
   float x[24], w[8], b[8], y[24], want[24];
   fill(x, 24);
   fill(w, 8);
@@ -168,7 +172,7 @@ KT_TEST(layernorm_forward) {
   KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
   KT_STR_CONTAINS(kiln_last_error(), "test_nn.c");
   kiln_clear_error();
-  kiln_layernorm_free(n);
+  kiln_layernorm_destroy(n);
   kiln_shutdown();
 }
 
@@ -207,7 +211,8 @@ KT_TEST(conv2d_matches_direct_loops) {
   start();
   for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
     int N = cs[t].N, C = cs[t].C, H = cs[t].H, W = cs[t].W, O = cs[t].O, k = cs[t].k;
-    kiln_conv2d *c = kiln_conv2d_create(C, O, k, cs[t].st, cs[t].pad, cs[t].dil, cs[t].g, cs[t].bias, 11 + t);
+    kiln_conv2d *c = NULL;
+    kiln_conv2d_create(C, O, k, cs[t].st, cs[t].pad, cs[t].dil, cs[t].g, cs[t].bias, 11 + t, &c);
     KT_CHECK(c != NULL);
     int64_t nx = (int64_t)N * C * H * W, nw = (int64_t)O * (C / cs[t].g) * k * k;
     float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw), b[16];
@@ -224,7 +229,7 @@ KT_TEST(conv2d_matches_direct_loops) {
     KT_EQ_INT(kiln_dim(ty, 3), ow);
     read(ty, y, (int64_t)N * O * oh * ow);
     CHECK_ALL(y, want, (int64_t)N * O * oh * ow, 1e-5);
-    kiln_conv2d_free(c);
+    kiln_conv2d_destroy(c);
     free(x), free(w), free(y), free(want);
   }
   KT_CHECK(kiln_last_status() == KILN_OK);
@@ -243,7 +248,7 @@ KT_TEST(pooling_max_and_avg) {
   for (int t = 0; t < 4; t++) {
     int k = ps[t].k, st = ps[t].st, pad = ps[t].pad;
     int oh = (H + 2 * pad - k) / st + 1, ow = (W + 2 * pad - k) / st + 1;
-    kiln_tensor ty = kiln_pool2d_at(host(x, 4, xs), ps[t].is_max, k, st, pad, KILN_HERE);
+    kiln_tensor ty = kiln_pool2d(host(x, 4, xs), ps[t].is_max ? KILN_POOL_MAX : KILN_POOL_AVG, k, st, pad);
     read(ty, y, (int64_t)N * C * oh * ow);
     float want[252];
     for (int nc = 0; nc < N * C; nc++)
@@ -269,7 +274,8 @@ KT_TEST(pooling_max_and_avg) {
 KT_TEST(attention_masks_match_direct) {
   start();
   int B = 2, T = 5, D = 8, H = 2;
-  kiln_mha *a = kiln_mha_create(D, H, 0.0, 5);
+  kiln_mha *a = NULL;
+  kiln_mha_create(D, H, 0.0, 5, &a);
   KT_CHECK(a != NULL);
   float win[192], bin[24], wo[64], bo[8], x[80], y[80], want[80];
   read(a->in_proj_weight, win, 192);
@@ -300,7 +306,7 @@ KT_TEST(attention_masks_match_direct) {
   const char *names[8];
   KT_EQ_INT(kiln_module_params(&a->m, names, NULL, 8), 4);
   KT_CHECK(strcmp(names[2], "out_proj.weight") == 0);
-  kiln_mha_free(a);
+  kiln_mha_destroy(a);
   KT_CHECK(kiln_last_status() == KILN_OK);
   kiln_shutdown();
 }
@@ -311,7 +317,9 @@ KT_TEST(encoder_layer_pre_and_post_norm) {
   start();
   int B = 2, T = 4, D = 8, H = 2, F = 16;
   for (int norm_first = 0; norm_first < 2; norm_first++) {
-    kiln_encoder_layer *l = kiln_encoder_layer_create(D, H, F, 0.1, norm_first, norm_first, 1e-5, 21);
+    kiln_encoder_layer *l = NULL;
+    kiln_encoder_layer_create(D, H, F, 0.1, norm_first ? KILN_ACTIVATION_GELU : KILN_ACTIVATION_RELU,
+                              norm_first ? KILN_NORM_PRE : KILN_NORM_POST, 1e-5, 21, &l);
     KT_CHECK(l != NULL);
     const char *names[16];
     kiln_tensor ps[16];
@@ -329,7 +337,7 @@ KT_TEST(encoder_layer_pre_and_post_norm) {
     float x[64], y[64], want[64], a[64], h[64], x1[64], f1[128], f2[64];
     fill(x, 64);
     int64_t xs[3] = {B, T, D};
-    kiln_attn_opts o = {.causal = 1, .training = 0};
+    kiln_attn_opts o = {.causal = true, .training = 0};
     read(kiln_encoder_layer_forward(l, host(x, 3, xs), &o), y, 64);
     /* p: 0 in_w 1 in_b 2 out_w 3 out_b 4 l1.w 5 l1.b 6 l2.w 7 l2.b 8 n1.w 9 n1.b 10 n2.w 11 n2.b */
     if (norm_first) {
@@ -359,7 +367,7 @@ KT_TEST(encoder_layer_pre_and_post_norm) {
     int diff = 0;
     for (int i = 0; i < 64; i++) diff += a[i] != y[i];
     KT_CHECK(diff > 0);
-    kiln_encoder_layer_free(l);
+    kiln_encoder_layer_destroy(l);
   }
   KT_CHECK(kiln_last_status() == KILN_OK);
   kiln_shutdown();
@@ -368,7 +376,8 @@ KT_TEST(encoder_layer_pre_and_post_norm) {
 KT_TEST(batchnorm_train_eval_running_stats) {
   start();
   int N = 3, C = 2, H = 2, W = 3, HW = 6;
-  kiln_batchnorm2d *bn = kiln_batchnorm2d_create(C, 1e-5, 0.1);
+  kiln_batchnorm2d *bn = NULL;
+  kiln_batchnorm2d_create(C, 1e-5, 0.1, &bn);
   float w[2] = {1.5f, -0.5f}, b[2] = {0.25f, 1.0f};
   set_param(bn->weight, w);
   set_param(bn->bias, b);
@@ -414,7 +423,7 @@ KT_TEST(batchnorm_train_eval_running_stats) {
   KT_EQ_INT(kiln_module_params(&bn->m, NULL, NULL, 0), 2);
   KT_EQ_INT(kiln_module_state(&bn->m, names, NULL, 4), 4);
   KT_CHECK(strcmp(names[3], "running_var") == 0);
-  kiln_batchnorm2d_free(bn);
+  kiln_batchnorm2d_destroy(bn);
   KT_CHECK(kiln_last_status() == KILN_OK);
   kiln_shutdown();
 }
@@ -497,12 +506,21 @@ KT_TEST(dropout_mean_and_new_seed_no_recompile) {
 
 KT_TEST(bad_arguments_are_errors) {
   start();
-  KT_CHECK(kiln_linear_create(0, 3, 1, 0) == NULL);
+  kiln_linear *l = (kiln_linear *)&l; /* not NULL: a failed create must clear it */
+  KT_EQ_INT(kiln_linear_create(0, 3, true, 0, &l), KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(l == NULL);
   KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "test_nn.c:"); /* the caller's line */
   kiln_clear_error();
-  KT_CHECK(kiln_mha_create(10, 3, 0, 0) == NULL);
+  kiln_mha *a = NULL;
+  KT_EQ_INT(kiln_mha_create(10, 3, 0, 0, &a), KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(a == NULL);
   kiln_clear_error();
-  KT_CHECK(kiln_conv2d_create(3, 4, 3, 1, 0, 1, 2, 1, 0) == NULL);
+  kiln_conv2d *c = NULL;
+  KT_EQ_INT(kiln_conv2d_create(3, 4, 3, 1, 0, 1, 2, true, 0, &c), KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(c == NULL);
+  kiln_clear_error();
+  KT_EQ_INT(kiln_linear_create(3, 4, true, 0, NULL), KILN_ERR_INVALID_ARGUMENT); /* no out parameter */
   kiln_clear_error();
   int64_t xs[4] = {1, 1, 2, 2};
   KT_CHECK(!kiln_is_valid(kiln_max_pool2d(kiln_zeros(KILN_F32, 4, xs), 3, 1, 0)));
@@ -515,9 +533,12 @@ KT_TEST(bad_arguments_are_errors) {
  * step compiles one graph once the parameters exist. */
 KT_TEST(cnn_step_compiles_once) {
   start();
-  kiln_conv2d *c = kiln_conv2d_create(1, 4, 3, 1, 1, 1, 1, 1, 1);
-  kiln_batchnorm2d *bn = kiln_batchnorm2d_create(4, 1e-5, 0.1);
-  kiln_linear *fc = kiln_linear_create(4 * 3 * 3, 5, 1, 2);
+  kiln_conv2d *c = NULL;
+  kiln_conv2d_create(1, 4, 3, 1, 1, 1, 1, 1, 1, &c);
+  kiln_batchnorm2d *bn = NULL;
+  kiln_batchnorm2d_create(4, 1e-5, 0.1, &bn);
+  kiln_linear *fc = NULL;
+  kiln_linear_create(4 * 3 * 3, 5, 1, 2, &fc);
   KT_CHECK(kiln_mark_step() == KILN_OK); /* materializes the initial parameters */
   kiln_metrics_clear();
   int64_t xs[4] = {2, 1, 6, 6}, ts[1] = {2}, fs[2] = {2, 36};
@@ -538,9 +559,9 @@ KT_TEST(cnn_step_compiles_once) {
     kiln_release(loss);
   }
   KT_EQ_INT(kiln_counter_value("UncachedCompile"), 1);
-  kiln_conv2d_free(c);
-  kiln_batchnorm2d_free(bn);
-  kiln_linear_free(fc);
+  kiln_conv2d_destroy(c);
+  kiln_batchnorm2d_destroy(bn);
+  kiln_linear_destroy(fc);
   KT_CHECK(kiln_last_status() == KILN_OK);
   kiln_shutdown();
 }
@@ -604,7 +625,9 @@ KT_TEST(torch_reference_encoder_and_cross_entropy) {
   unsigned char mask[10];
   for (int i = 0; i < 10; i++) mask[i] = kpm->v[i] != 0;
   for (int variant = 0; variant < 2; variant++) {
-    kiln_encoder_layer *l = kiln_encoder_layer_create(D, H, F, 0.0, variant, variant, 1e-5, 3);
+    kiln_encoder_layer *l = NULL;
+    kiln_encoder_layer_create(D, H, F, 0.0, variant ? KILN_ACTIVATION_GELU : KILN_ACTIVATION_RELU,
+                              variant ? KILN_NORM_PRE : KILN_NORM_POST, 1e-5, 3, &l);
     const char *names[16];
     kiln_tensor ps[16];
     int n = kiln_module_state(&l->m, names, ps, 16);
@@ -617,14 +640,14 @@ KT_TEST(torch_reference_encoder_and_cross_entropy) {
       int r = kiln_shape(ps[i], s);
       if (e && e->n == kiln_numel(ps[i])) kiln_assign(ps[i], ref_tensor(e, r, s));
     }
-    kiln_attn_opts o = {.causal = 1, .key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms)};
+    kiln_attn_opts o = {.causal = true, .key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms)};
     float y[80];
     read(kiln_encoder_layer_forward(l, ref_tensor(x, 3, xs), &o), y, 80);
     char key[32];
     snprintf(key, sizeof key, "enc%d.y", variant);
     const ref_entry *want = ref_get(key);
     if (want) CHECK_ALL(y, want->v, 80, 2e-4);
-    kiln_encoder_layer_free(l);
+    kiln_encoder_layer_destroy(l);
   }
   const ref_entry *lg = ref_get("ce.logits"), *tg = ref_get("ce.target"), *loss = ref_get("ce.loss");
   int64_t ls[2] = {7, 4}, ts[1] = {7}, t64[7];

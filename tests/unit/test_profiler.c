@@ -423,17 +423,17 @@ KT_TEST(scopes_do_not_change_graph_caching) {
 
 KT_TEST(timed_capture_rejects_bad_arguments_and_concurrent_runs) {
   kiln_err err = {0};
-  KT_CHECK(kiln_profiler_capture(0, "/tmp/x", NULL, &err) == KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_prof_timed_capture(0, "/tmp/x", NULL, &err) == KILN_ERR_INVALID_ARGUMENT);
   KT_STR_CONTAINS(err.msg, "out of range");
-  KT_CHECK(kiln_profiler_capture(10, "/tmp/x", "../evil", &err) == KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_prof_timed_capture(10, "/tmp/x", "../evil", &err) == KILN_ERR_INVALID_ARGUMENT);
   KT_CHECK(kiln_profiler_start() == KILN_OK);
-  KT_CHECK(kiln_profiler_capture(10, "/tmp/x", NULL, &err) == KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_prof_timed_capture(10, "/tmp/x", NULL, &err) == KILN_ERR_INVALID_ARGUMENT);
   KT_STR_CONTAINS(err.msg, "already running");
   char logdir[512], run[1024], p[2048];
   KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-prof-", logdir, sizeof logdir, &err) == KILN_OK);
   KT_CHECK(kiln_profiler_stop(logdir, run, sizeof run) == KILN_OK);
   snprintf(p, sizeof p, "%s/session", logdir);
-  KT_CHECK(kiln_profiler_capture(20, p, "myhost", &err) == KILN_OK);
+  KT_CHECK(kiln_prof_timed_capture(20, p, "myhost", &err) == KILN_OK);
   snprintf(p, sizeof p, "%s/session/myhost.xplane.pb", logdir);
   KT_CHECK(access(p, R_OK) == 0);
   snprintf(p, sizeof p, "%s/session/myhost.trace.json.gz", logdir);
@@ -517,7 +517,7 @@ KT_TEST(a_capture_from_another_thread_holds_regions_across_its_edges) {
   char dir[512], path[1024];
   kiln_err err = {0};
   KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-prof-", dir, sizeof dir, &err) == KILN_OK);
-  KT_CHECK(kiln_profiler_capture(200, dir, "edges", &err) == KILN_OK);
+  KT_CHECK(kiln_prof_timed_capture(200, dir, "edges", &err) == KILN_OK);
   __atomic_store_n(&step.stop, 1, __ATOMIC_RELEASE);
   __atomic_store_n(&blocked.stop, 1, __ATOMIC_RELEASE);
   __atomic_store_n(&spanning.stop, 1, __ATOMIC_RELEASE);
@@ -626,7 +626,7 @@ KT_TEST(programmatic_capture_of_queued_steps_has_kernel_lanes) {
 
 KT_TEST(timed_capture_with_null_err_reports_through_the_sticky_status) {
   kiln_clear_error();
-  KT_CHECK(kiln_profiler_capture(0, "/tmp/x", NULL, NULL) == KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_profiler_capture(0, "/tmp/x", NULL) == KILN_ERR_INVALID_ARGUMENT);
   KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
   KT_STR_CONTAINS(kiln_last_error(), "duration 0 ms is out of range");
   kiln_clear_error();

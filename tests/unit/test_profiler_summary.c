@@ -182,7 +182,7 @@ KT_TEST(summary_survives_the_xplane_round_trip_and_prints) {
   }
   free(buf);
   kiln_prof_capture_clear(&c);
-  KT_CHECK(kiln_profiler_summary("/nonexistent/kiln", stdout, &err) == KILN_ERR_IO);
+  KT_CHECK(kiln_prof_summary_run("/nonexistent/kiln", stdout, NULL, &err) == KILN_ERR_IO);
   KT_STR_CONTAINS(err.msg, "/nonexistent/kiln");
 }
 

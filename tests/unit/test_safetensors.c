@@ -60,7 +60,7 @@ KT_TEST(reads_reference_file_from_python) {
   char path[512];
   snprintf(path, sizeof path, "%s/reference.safetensors", dir ? dir : KILN_TEST_DATA_FALLBACK);
   kiln_st_file *f = NULL;
-  KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   if (!f) {
     KT_FAIL("%s", kiln_last_error());
     return;
@@ -131,7 +131,7 @@ KT_TEST(reads_reference_file_from_python) {
   KT_STR_CONTAINS(kiln_last_error(), "no tensor named \"nope\"");
   KT_STR_CONTAINS(kiln_last_error(), "reference.safetensors");
   KT_STR_CONTAINS(kiln_last_error(), "test_safetensors.c");
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   kiln_shutdown();
 }
 
@@ -178,7 +178,7 @@ KT_TEST(round_trip_every_dtype) {
   KT_CHECK(kiln_save_safetensors(path, N_KILN, names, t, k_meta) == KILN_OK);
   KT_EQ_INT(kiln_last_status(), KILN_OK);
   kiln_st_file *f = NULL;
-  KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   if (!f) {
     KT_FAIL("%s", kiln_last_error());
     return;
@@ -199,7 +199,7 @@ KT_TEST(round_trip_every_dtype) {
     KT_CHECK_MSG(!memcmp(x, y, bytes), "tensor %s differs after the round trip", names[i]);
   }
   for (int i = 0; i < N_KILN; i++) KT_CHECK(kiln_st_find(f, names[i]) == i);
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   kiln_shutdown();
 }
 
@@ -215,7 +215,7 @@ KT_TEST(load_into_a_parameter) {
   kiln_assign(w, kiln_zeros(KILN_F32, 2, s));
   kiln_mark_step();
   kiln_st_file *f = NULL;
-  KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   KT_CHECK(kiln_st_load_into(f, "layer.weight", w) == KILN_OK);
   kiln_mark_step();
   KT_CHECK(!read_back(w, out, sizeof out));
@@ -228,7 +228,7 @@ KT_TEST(load_into_a_parameter) {
   kiln_clear_error();
   kiln_tensor wrong_dt = kiln_param(kiln_zeros(KILN_F64, 2, s));
   KT_EQ_INT(kiln_st_load_into(f, "layer.weight", wrong_dt), KILN_ERR_INVALID_ARGUMENT);
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   kiln_shutdown();
 }
 
@@ -310,11 +310,11 @@ KT_TEST(failed_save_leaves_old_file_intact) {
   kiln_tensor nt = kiln_from_host(w, KILN_F32, 1, s2);
   KT_CHECK(kiln_save_safetensors(path, 1, names, &nt, NULL) == KILN_OK);
   kiln_st_file *f = NULL;
-  KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   int64_t shp[KILN_MAX_RANK];
   KT_EQ_INT(kiln_st_shape(f, 0, shp), 1);
   KT_EQ_INT(shp[0], 2);
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   KT_EQ_INT(count_temp_files(), 0);
   kiln_shutdown();
 }
@@ -394,11 +394,11 @@ KT_TEST(rejects_malformed_files) {
     write_image(path, sizeof path, name, strlen(cases[i].json), cases[i].json, cases[i].data_n);
     kiln_clear_error();
     kiln_st_file *f = (kiln_st_file *)1;
-    kiln_status s = kiln_st_open(path, &f);
+    kiln_status s = kiln_st_file_create(path, &f);
     KT_CHECK_MSG(s == cases[i].code && f == NULL, "case %zu (%s): status %s", i, cases[i].json, kiln_status_name(s));
     KT_STR_CONTAINS(kiln_last_error(), cases[i].want);
     KT_STR_CONTAINS(kiln_last_error(), name);
-    kiln_st_close(f == (kiln_st_file *)1 ? NULL : f);
+    kiln_st_file_destroy(f == (kiln_st_file *)1 ? NULL : f);
   }
   /* Length prefix problems: file too short, header longer than the file,
    * header over the 100 MB cap. */
@@ -414,7 +414,7 @@ KT_TEST(rejects_malformed_files) {
     if (pre[i].cut) KT_CHECK(truncate(path, 5) == 0);
     kiln_clear_error();
     kiln_st_file *f = NULL;
-    KT_EQ_INT(kiln_st_open(path, &f), KILN_ERR_CORRUPT);
+    KT_EQ_INT(kiln_st_file_create(path, &f), KILN_ERR_CORRUPT);
     KT_STR_CONTAINS(kiln_last_error(), pre[i].want);
   }
   kiln_clear_error();
@@ -443,7 +443,7 @@ KT_TEST(reads_bf16_and_padding) {
   fwrite(data, 1, sizeof data, fp);
   fclose(fp);
   kiln_st_file *f = NULL;
-  KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   float b[3], h[4];
   KT_CHECK(!read_back(kiln_st_tensor(f, "b"), b, sizeof b));
   KT_CHECK(b[0] == 1.5f && b[1] == -2.0f && isinf(b[2]) && b[2] > 0);
@@ -460,7 +460,7 @@ KT_TEST(reads_bf16_and_padding) {
   KT_EQ_INT(kiln_last_status(), KILN_ERR_CORRUPT);
   KT_STR_CONTAINS(kiln_last_error(), "file shorter than when it was opened");
   kiln_clear_error();
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
 
   /* BOOL bytes other than 0 load as 1. */
   {
@@ -472,10 +472,10 @@ KT_TEST(reads_bf16_and_padding) {
       fclose(bf);
     }
     uint8_t m[3];
-    KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+    KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
     KT_CHECK(!read_back(kiln_st_tensor(f, "m"), m, sizeof m));
     KT_CHECK(m[0] == 0 && m[1] == 1 && m[2] == 1);
-    kiln_st_close(f);
+    kiln_st_file_destroy(f);
   }
 
   /* Only metadata; no tensors: a valid file. */
@@ -483,24 +483,24 @@ KT_TEST(reads_bf16_and_padding) {
     const char *mj = "{\"__metadata__\":{\"k\":\"v\\u00e9\"}}";
     write_image(path, sizeof path, "meta.safetensors", strlen(mj), mj, 0);
   }
-  KT_CHECK(kiln_st_open(path, &f) == KILN_OK);
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   KT_EQ_INT(kiln_st_count(f), 0);
   KT_CHECK(kiln_st_metadata(f, "k") && !strcmp(kiln_st_metadata(f, "k"), "v\xc3\xa9"));
-  kiln_st_close(f);
+  kiln_st_file_destroy(f);
   kiln_shutdown();
 }
 
 KT_TEST(open_errors_name_the_file) {
   start();
   kiln_st_file *f = NULL;
-  KT_EQ_INT(kiln_st_open("/nonexistent/dir/x.safetensors", &f), KILN_ERR_IO);
+  KT_EQ_INT(kiln_st_file_create("/nonexistent/dir/x.safetensors", &f), KILN_ERR_IO);
   KT_STR_CONTAINS(kiln_last_error(), "/nonexistent/dir/x.safetensors: cannot open");
   kiln_clear_error();
-  KT_EQ_INT(kiln_st_open(g_dir, &f), KILN_ERR_IO); /* a directory */
+  KT_EQ_INT(kiln_st_file_create(g_dir, &f), KILN_ERR_IO); /* a directory */
   KT_STR_CONTAINS(kiln_last_error(), "not a regular file");
   kiln_clear_error();
   KT_CHECK(f == NULL);
-  kiln_st_close(NULL);
+  kiln_st_file_destroy(NULL);
   kiln_shutdown();
 }
 

@@ -67,7 +67,7 @@ KT_TEST(sdpa_bool_mask_is_true_means_attend) {
     for (int form = 0; form < 2; form++) {
       kiln_tensor m = form == 0 ? kiln_from_host(mb, KILN_BOOL, 2, sm) : kiln_from_host(mf, KILN_F32, 2, sm);
       float got[T * HD];
-      KT_CHECK(kiln_to_host(kiln_sdpa(Q, K, V, m, 0.0, 0, 0, KILN_HERE), got, sizeof got) == KILN_OK);
+      KT_CHECK(kiln_to_host(kiln_sdpa(Q, K, V, m, 0.0, false, 0), got, sizeof got) == KILN_OK);
       for (int i = 0; i < T; i++)
         for (int c = 0; c < HD; c++) {
           double w = want[i][c], g = got[i * HD + c];
@@ -79,7 +79,7 @@ KT_TEST(sdpa_bool_mask_is_true_means_attend) {
     }
     /* an integer mask has no agreed meaning: refused, naming the dtype */
     int32_t mi[T * T] = {0};
-    kiln_tensor r = kiln_sdpa(Q, K, V, kiln_from_host(mi, KILN_I32, 2, sm), 0.0, 0, 0, KILN_HERE);
+    kiln_tensor r = kiln_sdpa(Q, K, V, kiln_from_host(mi, KILN_I32, 2, sm), 0.0, false, 0);
     KT_CHECK(!kiln_is_valid(r));
     KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
     KT_STR_CONTAINS(kiln_last_error(), "sdpa: the mask is i32");
@@ -95,7 +95,8 @@ KT_TEST(sdpa_bool_mask_is_true_means_attend) {
  * value changes. */
 KT_TEST(mha_key_padding_mask_true_means_ignore) {
   start("cpu");
-  kiln_mha *a = kiln_mha_create(6, 2, 0.0, 11);
+  kiln_mha *a = NULL;
+  kiln_mha_create(6, 2, 0.0, 11, &a);
   KT_CHECK(a != NULL);
   if (!a) return;
   float x[2 * T * 6];
@@ -131,7 +132,7 @@ KT_TEST(mha_key_padding_mask_true_means_ignore) {
   KT_CHECK(!kiln_is_valid(kiln_mha_forward(a, kiln_from_host(x, KILN_F32, 3, sx), &o)));
   KT_STR_CONTAINS(kiln_last_error(), "key_padding_mask is i64");
   kiln_clear_error();
-  kiln_mha_free(a);
+  kiln_mha_destroy(a);
   kiln_shutdown();
 }
 

@@ -297,14 +297,15 @@ KT_TEST(round_trip_interop_series) {
   if (out && *out) snprintf(dir, sizeof dir, "%s", out);
   else snprintf(dir, sizeof dir, "%s/runs/exp1", g_dir); /* nested, not there yet */
   double t0 = now_s();
-  kiln_summary_writer *w = kiln_summary_open(dir);
+  kiln_summary_writer *w = NULL;
+  kiln_summary_writer_create(dir, &w);
   KT_CHECK_MSG(w != NULL, "open: %s", kiln_last_error());
   if (!w) return;
   KT_EQ_INT(write_interop_series(w), 0);
   KT_EQ_INT(kiln_summary_flush(w), KILN_OK);
   char path[1024];
   snprintf(path, sizeof path, "%s", kiln_summary_path(w));
-  KT_EQ_INT(kiln_summary_close(w), KILN_OK);
+  KT_EQ_INT(kiln_summary_writer_destroy(w), KILN_OK);
   double t1 = now_s();
   KT_EQ_INT(kiln_last_status(), KILN_OK);
 
@@ -351,7 +352,8 @@ KT_TEST(round_trip_edge_values) {
   start();
   char dir[512];
   snprintf(dir, sizeof dir, "%s/edge", g_dir);
-  kiln_summary_writer *w = kiln_summary_open(dir);
+  kiln_summary_writer *w = NULL;
+  kiln_summary_writer_create(dir, &w);
   KT_CHECK(w != NULL);
   if (!w) return;
   static char long_tag[10001]; /* longer than the initial scratch buffer; 2-byte length varint */
@@ -360,7 +362,7 @@ KT_TEST(round_trip_edge_values) {
   const double vals[] = {1e-40, -0.0, 3.4e38, 1e39, 0.1, FLT_MIN, 123456789.0};
   const char *tags[] = {"a", "b", "c", "d", long_tag, "f", "g"};
   for (int i = 0; i < 7; i++) KT_EQ_INT(kiln_summary_scalar(w, tags[i], steps[i], vals[i]), KILN_OK);
-  KT_EQ_INT(kiln_summary_close(w), KILN_OK);
+  KT_EQ_INT(kiln_summary_writer_destroy(w), KILN_OK);
   static ev evs[16];
   DIR *d = opendir(dir);
   struct dirent *de;
@@ -390,7 +392,9 @@ KT_TEST(directory_mode_and_distinct_files) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/modes/a/b/", g_dir); /* trailing slash too */
   mode_t um = umask(022);
-  kiln_summary_writer *w1 = kiln_summary_open(dir), *w2 = kiln_summary_open(dir);
+  kiln_summary_writer *w1 = NULL, *w2 = NULL;
+  kiln_summary_writer_create(dir, &w1);
+  kiln_summary_writer_create(dir, &w2);
   umask(um);
   KT_CHECK(w1 && w2);
   if (w1 && w2) KT_CHECK(strcmp(kiln_summary_path(w1), kiln_summary_path(w2)) != 0);
@@ -400,9 +404,9 @@ KT_TEST(directory_mode_and_distinct_files) {
   /* the version record is flushed at open: visible before any scalar */
   ev evs[2];
   if (w1) KT_EQ_INT(read_events(kiln_summary_path(w1), evs, 2, NULL), 1);
-  KT_EQ_INT(kiln_summary_close(w1), KILN_OK);
-  KT_EQ_INT(kiln_summary_close(w2), KILN_OK);
-  KT_EQ_INT(kiln_summary_close(NULL), KILN_OK);
+  KT_EQ_INT(kiln_summary_writer_destroy(w1), KILN_OK);
+  KT_EQ_INT(kiln_summary_writer_destroy(w2), KILN_OK);
+  KT_EQ_INT(kiln_summary_writer_destroy(NULL), KILN_OK);
   KT_CHECK(kiln_summary_path(NULL) == NULL);
 }
 
@@ -410,11 +414,13 @@ KT_TEST(directory_mode_and_distinct_files) {
 
 KT_TEST(bad_arguments) {
   start();
-  KT_CHECK(kiln_summary_open(NULL) == NULL);
+  kiln_summary_writer *none = (kiln_summary_writer *)&none; /* not NULL: a failed create must clear it */
+  KT_EQ_INT(kiln_summary_writer_create(NULL, &none), KILN_ERR_INVALID_ARGUMENT);
+  KT_CHECK(none == NULL);
   KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
   KT_STR_CONTAINS(kiln_last_error(), "test_tfevents.c"); /* the caller's file:line */
   kiln_clear_error();
-  KT_CHECK(kiln_summary_open("") == NULL);
+  KT_CHECK(kiln_summary_writer_create("", &none) != KILN_OK && none == NULL);
   KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
   kiln_clear_error();
   KT_EQ_INT(kiln_summary_scalar(NULL, "x", 0, 1.0), KILN_ERR_INVALID_ARGUMENT);
@@ -422,7 +428,8 @@ KT_TEST(bad_arguments) {
   kiln_clear_error();
   char dir[512];
   snprintf(dir, sizeof dir, "%s/args", g_dir);
-  kiln_summary_writer *w = kiln_summary_open(dir);
+  kiln_summary_writer *w = NULL;
+  kiln_summary_writer_create(dir, &w);
   KT_CHECK(w != NULL);
   if (!w) return;
   KT_EQ_INT(kiln_summary_scalar(w, NULL, 0, 1.0), KILN_ERR_INVALID_ARGUMENT);
@@ -435,7 +442,7 @@ KT_TEST(bad_arguments) {
   KT_EQ_INT(kiln_summary_scalar(w, "ok", 1, 2.0), KILN_OK);
   char path[1024];
   snprintf(path, sizeof path, "%s", kiln_summary_path(w));
-  KT_EQ_INT(kiln_summary_close(w), KILN_OK);
+  KT_EQ_INT(kiln_summary_writer_destroy(w), KILN_OK);
   ev evs[4];
   KT_EQ_INT(read_events(path, evs, 4, NULL), 2);
 }
@@ -448,12 +455,14 @@ KT_TEST(logdir_cannot_be_created) {
   KT_CHECK(f != NULL);
   if (f) fclose(f);
   snprintf(dir, sizeof dir, "%s/sub", file); /* a directory under a regular file */
-  KT_CHECK(kiln_summary_open(dir) == NULL);
+  kiln_summary_writer *none = NULL;
+  KT_EQ_INT(kiln_summary_writer_create(dir, &none), KILN_ERR_IO);
+  KT_CHECK(none == NULL);
   KT_EQ_INT(kiln_last_status(), KILN_ERR_IO);
   KT_STR_CONTAINS(kiln_last_error(), dir);
   KT_STR_CONTAINS(kiln_last_error(), strerror(ENOTDIR));
   kiln_clear_error();
-  KT_CHECK(kiln_summary_open(file) == NULL); /* the log directory itself is a file */
+  KT_CHECK(kiln_summary_writer_create(file, &none) == KILN_ERR_IO && none == NULL); /* the log directory is a file */
   KT_EQ_INT(kiln_last_status(), KILN_ERR_IO);
   KT_STR_CONTAINS(kiln_last_error(), strerror(ENOTDIR));
   kiln_clear_error();
@@ -477,7 +486,8 @@ KT_TEST(write_fails_mid_run) {
   start();
   char dir[512];
   snprintf(dir, sizeof dir, "%s/fsize", g_dir);
-  kiln_summary_writer *w = kiln_summary_open(dir);
+  kiln_summary_writer *w = NULL;
+  kiln_summary_writer_create(dir, &w);
   KT_CHECK(w != NULL);
   if (!w) return;
   struct rlimit old;
@@ -501,7 +511,7 @@ KT_TEST(write_fails_mid_run) {
   kiln_clear_error();
   char path[1024];
   snprintf(path, sizeof path, "%s", kiln_summary_path(w));
-  KT_EQ_INT(kiln_summary_close(w), KILN_ERR_IO);
+  KT_EQ_INT(kiln_summary_writer_destroy(w), KILN_ERR_IO);
   kiln_clear_error();
   setrlimit(RLIMIT_FSIZE, &old);
   signal(SIGXFSZ, old_sig);

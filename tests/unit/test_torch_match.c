@@ -205,8 +205,9 @@ static tp_result encoder_case(int k, const char *perturb, int report) {
     return res;
   }
   tp_start();
-  kiln_encoder_layer *l =
-      kiln_encoder_layer_create(E_D, E_H, E_FF, 0.0, enc_variants[k].gelu, enc_variants[k].norm_first, 1e-5, 11);
+  kiln_encoder_layer *l = NULL;
+  kiln_encoder_layer_create(E_D, E_H, E_FF, 0.0, enc_variants[k].gelu ? KILN_ACTIVATION_GELU : KILN_ACTIVATION_RELU,
+                            enc_variants[k].norm_first ? KILN_NORM_PRE : KILN_NORM_POST, 1e-5, 11, &l);
   KT_CHECK(l != NULL);
   kiln_tensor ps[KILN_MODULE_MAX_ENTRIES];
   char names[KILN_MODULE_MAX_ENTRIES][96];
@@ -221,7 +222,7 @@ static tp_result encoder_case(int k, const char *perturb, int report) {
   unsigned char mask[E_B * E_T] = {0};
   mask[E_T + 3] = mask[E_T + 4] = 1; /* batch 1: last two keys padded */
   kiln_attn_opts o = {0};
-  if (enc_variants[k].masked) o.causal = 1, o.key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms);
+  if (enc_variants[k].masked) o.causal = true, o.key_padding_mask = kiln_from_host(mask, KILN_BOOL, 2, ms);
   kiln_tensor y = kiln_keep(kiln_encoder_layer_forward(l, x, &o));
   kiln_tensor loss = kiln_keep(kiln_sum(kiln_mul(y, wl), 0, NULL, 0));
   KT_CHECK(kiln_backward(loss) == KILN_OK);
@@ -235,7 +236,7 @@ static tp_result encoder_case(int k, const char *perturb, int report) {
     res.bwd += tp_compare(&f, key, kiln_grad(ps[i]), report);
   }
   if (report) KT_CHECK_MSG(kiln_last_status() == KILN_OK, "status: %s", kiln_last_error());
-  kiln_encoder_layer_free(l);
+  kiln_encoder_layer_destroy(l);
   kiln_release(x);
   kiln_release(wl);
   kiln_release(y);
@@ -281,10 +282,16 @@ static tp_result cnn_case(int v, const char *perturb, int report) {
     return res;
   }
   tp_start();
-  kiln_conv2d *c1 = kiln_conv2d_create(1, 4, 3, 1, 1, 1, 1, 1, 21);
-  kiln_conv2d *c2 = v == 0 ? kiln_conv2d_create(4, 8, 3, 1, 1, 1, 1, 1, 22) : kiln_conv2d_create(4, 8, 3, 2, 2, 2, 2, 1, 22);
+  kiln_conv2d *c1 = NULL;
+  kiln_conv2d_create(1, 4, 3, 1, 1, 1, 1, 1, 21, &c1);
+  kiln_conv2d *c2 = NULL;
+  if (v == 0)
+    kiln_conv2d_create(4, 8, 3, 1, 1, 1, 1, true, 22, &c2);
+  else
+    kiln_conv2d_create(4, 8, 3, 2, 2, 2, 2, true, 22, &c2);
   int feat = v == 0 ? 8 * 4 * 4 : 8 * 2 * 2;
-  kiln_linear *fc = kiln_linear_create(feat, 5, 1, 23);
+  kiln_linear *fc = NULL;
+  kiln_linear_create(feat, 5, 1, 23, &fc);
   KT_CHECK(c1 && c2 && fc);
   kiln_tensor ps[6];
   char names[6][96];
@@ -316,9 +323,9 @@ static tp_result cnn_case(int v, const char *perturb, int report) {
     res.bwd += tp_compare(&f, key, kiln_grad(ps[i]), report);
   }
   if (report) KT_CHECK_MSG(kiln_last_status() == KILN_OK, "status: %s", kiln_last_error());
-  kiln_conv2d_free(c1);
-  kiln_conv2d_free(c2);
-  kiln_linear_free(fc);
+  kiln_conv2d_destroy(c1);
+  kiln_conv2d_destroy(c2);
+  kiln_linear_destroy(fc);
   kiln_release(x);
   kiln_release(logits);
   kiln_release(loss);

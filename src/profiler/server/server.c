@@ -20,6 +20,7 @@
 #include "base/fs.h"
 #include "base/status.h"
 #include "kiln/profiler.h"
+#include "profiler/capture.h"
 #include "profiler/server/request.h"
 #include "profiler/server/server.h"
 
@@ -209,7 +210,7 @@ kiln_status kiln_profsrv_serve(const kiln_profile_request *req, char *msg, size_
   kiln_profile_plan plan;
   kiln_status s = kiln_profile_request_check(req, &plan, &err);
   if (s == KILN_OK) s = kiln_fs_mkdirs_private(plan.session_dir, &err);
-  if (s == KILN_OK) s = kiln_profiler_capture(plan.duration_ms, plan.session_dir, plan.host, &err);
+  if (s == KILN_OK) s = kiln_prof_timed_capture(plan.duration_ms, plan.session_dir, plan.host, &err);
   if (s != KILN_OK) snprintf(msg, cap, "%s", err.msg[0] ? err.msg : kiln_status_name(s));
   return s;
 }

@@ -62,12 +62,6 @@ ALLOWED["init"] = set(ALLOWED) - {"tools"}
 # it (issue "One table says what every op means, and the layers call one
 # way", section 2). Remove an entry in the change that removes its edge.
 EXCEPTIONS = {
-    ("runtime", "frontend"): "the runtime owns the frontend's state (rt->fe, rt->lin), defines kiln_api_frontend_at "
-                             "(the lazy start and the one-tracing-thread check), and its cut linearizes the trace, "
-                             "verifies cache hits against trace nodes and writes the tensor slots; the step marker, "
-                             "reads and controls walk kept tensors: the frontend half of the cut, the marker and the "
-                             "controls move to frontend/ over a runtime 'run this graph' call with verify/build "
-                             "callbacks (docs/architecture.md, \"Layers\")",
     ("tools", "backends"): "kiln doctor benchmarks the GEMM library: a public query",
     ("tools", "base"): "tools use the internal kiln_err (also declared by kiln/profiler.h): a public error type",
     ("tools", "debug"): "kiln graph diff parses and diffs dumps with debug's code: a public graph-file API",

@@ -10,7 +10,7 @@
  *   3. the gradient reaching a requiring-grad tensor's node is added into
  *      its kept gradient tensor.
  * Node positions live in a side table (a pointer hash map), not in the
- * nodes' linearization scratch fields, which the runtime owns. */
+ * nodes' linearization scratch fields, which the cut uses. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -284,7 +284,7 @@ out:
 }
 
 void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause,
-                            const kiln_cache_entry *e, int hit, double host_ns) {
+                            const kiln_cache_entry *e, int hit, double host_ns, uint32_t step_tensors) {
   if (cause->why == KILN_CUT_VALUE_READ && a) {
     a->value_cuts++;
     /* A loop that reads results but never marks a step keeps every tensor
@@ -298,7 +298,7 @@ void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
               "kiln: warning: %" PRId64 " value reads and %u live tensors since the last kiln_mark_step() (latest: "
               "%s). A step's tensors are released only at its step marker: a loop that reads results must call "
               "kiln_mark_step() once per iteration, or its memory grows without bound.\n",
-              a->reads_this_step, kiln_runtime_step_tensors(rt), kiln_cut_cause_str(cause, cs, sizeof cs));
+              a->reads_this_step, step_tensors, kiln_cut_cause_str(cause, cs, sizeof cs));
       fflush(a->out);
       pthread_mutex_unlock(&a->mu);
     }

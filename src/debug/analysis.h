@@ -28,10 +28,11 @@ int kiln_analysis_level(const kiln_analysis *a);
  * what changed since the closest earlier graph of the same site. */
 void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e);
 /* A cut finished: host_ns from the cut's start to the enqueue (or to the
- * end of the compile for explicit compiles); hit = found in the cache.
- * At KILN_DEBUG 2 prints an execution record. */
+ * end of the compile for explicit compiles); hit = found in the cache;
+ * step_tensors = tensors created since the last step marker. At
+ * KILN_DEBUG 2 prints an execution record. */
 void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause,
-                            const kiln_cache_entry *e, int hit, double host_ns);
+                            const kiln_cache_entry *e, int hit, double host_ns, uint32_t step_tensors);
 /* A device-to-host read happened (counted for the transfer warning). */
 void kiln_analysis_read(kiln_analysis *a);
 /* A step marker finished: check the too-frequent warnings. */

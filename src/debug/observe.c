@@ -56,7 +56,7 @@ static void on_event(void *ctx, const kiln_event *ev) {
     }
     case KILN_EV_CUT:
       kiln_sites_record(site_kind_of(ev->cause->why), ev->cause->loc, 0, ev->ns, 0);
-      kiln_analysis_cut_done(an, ev->rt, ev->cause, ev->entry, ev->hit, ev->ns);
+      kiln_analysis_cut_done(an, ev->rt, ev->cause, ev->entry, ev->hit, ev->ns, ev->step_tensors);
       break;
     case KILN_EV_READ:
       kiln_sites_record(KILN_SITE_READ, ev->loc, ev->bytes, ev->ns, ev->wait_ns);

@@ -4,12 +4,12 @@
 
 #include "frontend/trace.h"
 
-/* The runtime singleton's frontend, starting the runtime with defaults from
- * the environment on first use. NULL if the runtime could not start, or if
- * another thread is tracing this step (the error, naming both threads'
- * calls, is recorded with loc; a call with no location of its own passes
- * (kiln_loc){0}). This is the API layer's one upward call: the builders are
- * the public wrappers, and the runtime owns the singleton. */
+/* The frontend singleton's tensor table and trace (frontend/session.c),
+ * starting kiln (kiln_init with defaults from the environment) on first
+ * use. NULL if kiln could not start, or if another thread is tracing this
+ * step (the error, naming both threads' calls, is recorded with loc; a call
+ * with no location of its own passes (kiln_loc){0}). Every traced op passes
+ * here: the tracing thread's own calls cost one compare. */
 kiln_frontend *kiln_api_frontend_at(kiln_loc loc);
 
 /* Resolve an input: fills *node; returns 0 if ok, 1 if poisoned (silently

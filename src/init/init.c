@@ -12,6 +12,7 @@
 #include "debug/observe.h"
 #include "kiln/kiln.h"
 #include "profiler/server/server.h"
+#include "frontend/session.h"
 #include "runtime/runtime.h"
 
 static pthread_once_t g_observers_once = PTHREAD_ONCE_INIT;
@@ -22,7 +23,12 @@ static void observers_register(void) {
 
 kiln_status kiln_init(const kiln_options *opts) {
   pthread_once(&g_observers_once, observers_register);
-  return kiln_runtime_start(opts);
+  kiln_status s = kiln_runtime_start(opts);
+  if (s != KILN_OK) return s;
+  /* the frontend sits on the runtime: started after it, stopped before it */
+  s = kiln_frontend_start();
+  if (s != KILN_OK) kiln_runtime_stop();
+  return s;
 }
 
 void kiln_shutdown(void) {
@@ -30,5 +36,6 @@ void kiln_shutdown(void) {
    * even when the runtime never started (a capture client): threads still
    * running when the process exits crash LeakSanitizer's check. */
   kiln_profsrv_stop();
+  kiln_frontend_stop();
   kiln_runtime_stop();
 }

@@ -31,11 +31,13 @@ typedef enum kiln_event_kind {
   KILN_EV_COMPILED,  /* a graph was compiled on a cache miss: graph (as traced, before
                       * the passes), key, cause, entry (in the cache, numbered), ns */
   KILN_EV_CUT,       /* a cut finished: cause, entry, hit, ns = host time from the cut
-                      * to the enqueue (explicit compiles: to the end of the compile) */
+                      * to the enqueue (explicit compiles: to the end of the compile),
+                      * step_tensors */
   KILN_EV_READ,      /* a device-to-host read: loc, bytes, ns = wait + copy, wait_ns */
   KILN_EV_STEP,      /* a step marker finished (rt->step is the new step) */
-  KILN_EV_STOP,      /* kiln_shutdown: the executor is drained, the cache, the frontend
-                      * and the backend still exist; they are freed after the observers */
+  KILN_EV_STOP,      /* kiln_shutdown: the executor is drained and the frontend freed
+                      * (frontend/session.h); the cache and the backend still exist:
+                      * they are freed after the observers */
   KILN_EV_KIND_COUNT
 } kiln_event_kind;
 
@@ -53,6 +55,7 @@ typedef struct kiln_event {
   kiln_loc loc;                /* READ */
   int64_t bytes;               /* READ */
   double ns, wait_ns;          /* COMPILED, CUT, READ; READ */
+  uint32_t step_tensors;       /* CUT: tensors created since the last step marker */
 } kiln_event;
 
 typedef void (*kiln_event_fn)(void *ctx, const kiln_event *ev);

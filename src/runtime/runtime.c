@@ -10,14 +10,9 @@
 #include "base/counters.h"
 #include "base/spans.h"
 #include "base/text.h"
-#include "frontend/api.h"
 #include "runtime/events.h"
 
 static kiln_runtime *g_rt; /* the documented singleton */
-/* Above every tensor generation of the runtimes already shut down: a new
- * runtime starts its slots there, so a handle kept across kiln_shutdown and
- * kiln_init is stale instead of naming another tensor. */
-static uint32_t g_gen_base = 1;
 
 const char *kiln_version(void) { return KILN_VERSION_STRING; }
 
@@ -44,8 +39,7 @@ static uint32_t graph_cache_cap(void) {
   return n > 0 ? (uint32_t)(n < (long)UINT32_MAX ? n : (long)UINT32_MAX) : 0;
 }
 
-static kiln_buf *upload(void *ctx, const void *host, size_t bytes, kiln_loc loc) {
-  kiln_runtime *rt = ctx;
+kiln_buf *kiln_runtime_upload(kiln_runtime *rt, const void *host, size_t bytes, kiln_loc loc) {
   uint64_t t0 = kiln_now_ns();
   kiln_buf *b = kiln_runtime_buffer(rt, bytes);
   if (!b) {
@@ -117,8 +111,6 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
   rt->bufs = kiln_bufcache_create(rt->backend, buffer_cache_cap());
   const char *sync = kiln_cfg()->sync;
   s = kiln_executor_create(rt->backend, sync && !strcmp(sync, "1"), &rt->exec);
-  if (s == KILN_OK) s = kiln_frontend_init(&rt->fe, (kiln_device_hooks){rt, upload});
-  if (s == KILN_OK) rt->fe.gen_base = g_gen_base;
   rt->cache_cap = graph_cache_cap();
   const char *np = kiln_cfg()->passes;
   rt->skip_passes = np && !strcmp(np, "0");
@@ -141,52 +133,11 @@ kiln_runtime *kiln_runtime_peek(void) { return g_rt; }
 
 uint64_t kiln_runtime_steps(const kiln_runtime *rt) { return rt->step; }
 
-uint32_t kiln_runtime_step_tensors(const kiln_runtime *rt) { return rt->fe.n_step; }
-
 kiln_runtime *kiln_runtime_get(void) {
   /* the lazy start goes through the public entry point (src/init/), which
    * registers the observers before it starts the runtime */
   if (!g_rt && kiln_init(NULL) != KILN_OK) return NULL;
   return g_rt;
-}
-
-/* Two threads tracing at once would corrupt the frontend's tables: the
- * first thread to trace in a step owns the step until its marker; a call
- * from another thread is refused (an error naming both calls, a null
- * result), cheaply: one thread-local address compared per call. */
-static __thread char tl_tracer_id __attribute__((tls_model("initial-exec")));
-
-kiln_runtime *kiln_runtime_tracer(kiln_loc loc) {
-  kiln_runtime *rt = kiln_runtime_get();
-  if (!rt) return NULL;
-  uintptr_t me = (uintptr_t)&tl_tracer_id, cur = __atomic_load_n(&rt->trace_owner, __ATOMIC_ACQUIRE);
-  if (cur == me) return rt;
-  if (cur == 0 && __atomic_compare_exchange_n(&rt->trace_owner, &cur, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    __atomic_store_n(&rt->trace_owner_file, loc.file, __ATOMIC_RELEASE);
-    __atomic_store_n(&rt->trace_owner_line, loc.line, __ATOMIC_RELEASE);
-    return rt;
-  }
-  const char *of = __atomic_load_n(&rt->trace_owner_file, __ATOMIC_ACQUIRE);
-  int ol = __atomic_load_n(&rt->trace_owner_line, __ATOMIC_ACQUIRE);
-  kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
-             "tracing from two threads at once: another thread is tracing this step (its first call at %s:%d); "
-             "this call comes from a second thread. The tracing API is for one thread at a time (kiln.h): trace "
-             "on one thread, or hand over after a kiln_mark_step()",
-             of ? kiln_fmt_file(of) : "(no location)", ol);
-  return NULL;
-}
-
-void kiln_runtime_trace_release(kiln_runtime *rt) {
-  uintptr_t me = (uintptr_t)&tl_tracer_id;
-  __atomic_compare_exchange_n(&rt->trace_owner, &me, (uintptr_t)0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-}
-
-kiln_frontend *kiln_api_frontend_at(kiln_loc loc) {
-  /* every traced op passes here: the owner's own calls take one compare */
-  kiln_runtime *rt = g_rt;
-  if (rt && __atomic_load_n(&rt->trace_owner, __ATOMIC_RELAXED) == (uintptr_t)&tl_tracer_id) return &rt->fe;
-  rt = kiln_runtime_tracer(loc);
-  return rt ? &rt->fe : NULL;
 }
 
 const char *kiln_backend_name(void) {
@@ -201,10 +152,6 @@ void kiln_runtime_stop(void) {
   /* before the cache: the debug analysis points at its entries */
   kiln_event_emit(&(kiln_event){.kind = KILN_EV_STOP, .rt = rt});
   kiln_executor_destroy(rt->exec);
-  uint32_t top = kiln_fe_max_gen(&rt->fe);
-  if (top >= g_gen_base) g_gen_base = top + 1 ? top + 1 : 1; /* wraps after 2^32 restarts' worth of slots */
-  kiln_frontend_destroy(&rt->fe);
-  kiln_lin_free(&rt->lin);
   for (uint32_t b = 0; b < rt->n_buckets; b++) {
     kiln_cache_entry *e = rt->buckets[b];
     while (e) {
@@ -229,12 +176,11 @@ void kiln_runtime_test_force_key(uint64_t key) {
 
 /* ── graph cache ── */
 
-kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
-                                  const int32_t *alias) {
+kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, const kiln_run_request *rq) {
   for (kiln_cache_entry *e = rt->buckets[key & (rt->n_buckets - 1)]; e; e = e->next) {
     if (e->key != key) continue;
-    /* a hash match is not enough: verify the structure */
-    if (kiln_lin_matches(&rt->lin, n_out, outs, alias, e->graph)) return e;
+    /* a hash match is not enough: the caller verifies the structure */
+    if (rq->matches(rq->ctx, e->graph)) return e;
     kiln_counter_add("GraphCacheKeyCollision", 1);
   }
   return NULL;

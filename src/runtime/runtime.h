@@ -1,14 +1,19 @@
-/* The runtime singleton: the one documented piece of global state.
+/* The runtime singleton: the one documented piece of global state below
+ * the frontend.
  *
- * It owns the backend, the frontend (tensor table and trace), the graph
- * cache (graph hash -> compiled executable, every hit verified
- * structurally), and the executor. Created by kiln_init() or lazily on first
- * use; destroyed by kiln_shutdown() (both in src/init/, which register the
- * observers of runtime/events.h). Used from the tracing thread only. */
+ * It owns the backend, the device buffers, the graph cache (graph hash ->
+ * compiled executable, every hit verified structurally by the caller that
+ * describes the graph), and the executor. The frontend (tensor table and
+ * trace) is a singleton of its own above it (frontend/session.h), which
+ * hands the runtime graphs to run (kiln_runtime_run). Created by kiln_init()
+ * or lazily on first use; destroyed by kiln_shutdown() (both in src/init/,
+ * which register the observers of runtime/events.h). Used from the tracing
+ * thread only. */
 #ifndef KILN_RUNTIME_RUNTIME_H
 #define KILN_RUNTIME_RUNTIME_H
 
 #include "backends/backend.h"
+#include "base/buf.h"
 #include "ir/graph.h"
 
 typedef struct kiln_cache_entry {
@@ -64,8 +69,65 @@ kiln_runtime *kiln_runtime_get(void);
 kiln_runtime *kiln_runtime_peek(void);
 /* Steps finished (step markers) since the runtime started. */
 uint64_t kiln_runtime_steps(const kiln_runtime *rt);
-/* Tensors created since the last step marker (released at the next one). */
-uint32_t kiln_runtime_step_tensors(const kiln_runtime *rt);
+
+/* ── the step driver's half of a cut (runtime/step.c) ──
+ *
+ * The frontend cuts the trace (frontend/cut.c): it numbers the graph its
+ * outputs reach, picks donations, computes the key, and describes the
+ * graph to the runtime, which never sees trace nodes: */
+
+/* A graph input: a buffer (a reference the caller keeps), or with buf NULL
+ * an 8-byte scalar value (its bits; the runtime makes the buffer). */
+typedef struct kiln_run_input {
+  kiln_buf *buf;
+  uint64_t bits;
+} kiln_run_input;
+
+typedef struct kiln_run_request {
+  kiln_cut_cause cause;
+  uint64_t t_cut;          /* kiln_now_ns() from kiln_runtime_cut_open: the CUT event's host time */
+  uint64_t t_lookup;       /* kiln_prof_span_begin() before the key: the "graph hash + cache lookup" span */
+  uint64_t key;            /* hash of the graph's structure (a hit is still verified) */
+  int n_out;
+  const int32_t *alias;    /* per output: the input it is written over (donated), or -1 */
+  const size_t *out_bytes; /* per output: its size */
+  uint32_t n_inputs;
+  const kiln_run_input *inputs;
+  uint32_t step_tensors;   /* tensors created since the last step marker (the CUT event) */
+  /* The caller's graph, which only it can see: matches says whether it is
+   * exactly g (a cached graph whose key matched; 0 makes it a collision),
+   * build makes it as a kiln_graph on a miss (NULL: out of memory). One
+   * indirect call per cut that finds its graph. */
+  void *ctx;
+  int (*matches)(void *ctx, const kiln_graph *g);
+  kiln_graph *(*build)(void *ctx);
+  kiln_buf **out;          /* filled with n_out buffers, one reference each for the caller */
+} kiln_run_request;
+
+/* A cut begins: inside a full-graph region any reason but the step marker
+ * is refused with KILN_ERR_GRAPH_CUT (the error recorded, nothing counted;
+ * the caller leaves its tensors untouched); else the cut is counted by its
+ * reason and *t_cut set. */
+kiln_status kiln_runtime_cut_open(kiln_runtime *rt, const kiln_cut_cause *cause, uint64_t *t_cut);
+/* Find the graph in the cache (rq->matches verifies a key match) or build
+ * and compile it (rq->build), then, unless the cause is an explicit
+ * compile, allocate the outputs (an aliased output is its input's buffer),
+ * fill rq->out and enqueue the execution; emits the compile events and
+ * KILN_EV_CUT. On an error (recorded) rq->out is untouched. */
+kiln_status kiln_runtime_run(kiln_runtime *rt, const kiln_run_request *rq);
+/* A device-to-host read of bytes of b into dst once the execution that
+ * writes b is done: counters, metrics, KILN_EV_READ. */
+void kiln_runtime_read(kiln_runtime *rt, const kiln_buf *b, void *dst, size_t bytes, kiln_loc loc);
+/* A step marker ends the step (after the frontend released the step's
+ * tensors): ExecutionsPerStep, MarkStep, the step count, KILN_EV_STEP.
+ * Returns the new step count. */
+uint64_t kiln_runtime_step_done(kiln_runtime *rt);
+/* kiln_discard_step ends the step without running it (after the frontend
+ * dropped its pending work): DiscardedStep. */
+void kiln_runtime_step_discarded(kiln_runtime *rt);
+/* Allocate a device buffer and copy bytes of host into it (NULL, with the
+ * error recorded, on out-of-memory): the frontend's upload hook. */
+kiln_buf *kiln_runtime_upload(kiln_runtime *rt, const void *host, size_t bytes, kiln_loc loc);
 
 /* Test hook (tests only): force every graph-cache key to `key` (0: off) so
  * that distinct graphs collide; a hit must still be verified. */

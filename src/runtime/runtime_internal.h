@@ -6,8 +6,6 @@
 
 #include <limits.h>
 
-#include "frontend/linearize.h"
-#include "frontend/trace.h"
 #include "runtime/bufcache.h"
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
@@ -18,8 +16,6 @@ struct kiln_runtime {
   char cache_dir[PATH_MAX]; /* "" when the disk cache is off */
   kiln_backend *backend;
   kiln_bufcache *bufs; /* device buffers for reuse */
-  kiln_frontend fe;
-  kiln_lin lin;
   kiln_executor *exec;
   kiln_cache_entry **buckets;
   uint32_t n_buckets, n_entries;
@@ -32,13 +28,6 @@ struct kiln_runtime {
   uint64_t use_clock;
   uint64_t step;
   int execs_this_step;
-  /* The thread tracing this step (the address of a thread-local, 0: none)
-   * and where it first traced; atomics: another thread's call reads them to
-   * refuse itself. Released at the step marker, so tracing may move to
-   * another thread between steps. */
-  uintptr_t trace_owner;
-  const char *trace_owner_file;
-  int trace_owner_line;
   int n_compiles;              /* graphs compiled (numbering of compile records) */
   int full_graph_depth;        /* > 0 inside kiln_full_graph_begin/end */
   kiln_loc full_graph_loc;     /* where the outermost region was opened */
@@ -47,24 +36,14 @@ struct kiln_runtime {
   uint64_t test_force_key;
 };
 
-/* kiln_runtime_get for a tracing call (an op, a read, a step marker): NULL,
- * with an error naming both calls, when another thread is tracing this step. */
-kiln_runtime *kiln_runtime_tracer(kiln_loc loc);
-/* The step marker ends the calling thread's hold on tracing. */
-void kiln_runtime_trace_release(kiln_runtime *rt);
-/* Lookup / insert in the graph cache. */
-kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, int n_out, kiln_node *const *outs,
-                                  const int32_t *alias);
+/* Lookup / insert in the graph cache; a key match is verified with the
+ * request's matches. */
+kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, const kiln_run_request *rq);
 kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e);
 /* e was compiled or found: mark it used now, and when more than the cap
  * hold an executable, free the least recently used other one (after the
  * executor has finished every job, since one may still run it). */
 void kiln_cache_loaded(kiln_runtime *rt, kiln_cache_entry *e, int newly_loaded);
-/* Cut the graph: compute outputs (tensor slots) and enqueue, or for
- * KILN_CUT_EXPLICIT_COMPILE only find or compile the graph (the slots stay
- * pending). Inside a full-graph region any reason but the step marker is
- * refused with KILN_ERR_GRAPH_CUT (slots untouched). */
-kiln_status kiln_runtime_cut(kiln_runtime *rt, uint32_t n, kiln_tslot **outs, kiln_cut_cause cause);
 /* Allocate a device buffer as a kiln_buf (NULL on OOM). */
 kiln_buf *kiln_runtime_buffer(kiln_runtime *rt, size_t bytes);
 

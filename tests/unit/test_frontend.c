@@ -5,7 +5,7 @@
 #include <kiln/kiln.h>
 
 #include "kt.h"
-#include "runtime/runtime_internal.h" /* the frontend state the runtime holds */
+#include "frontend/session.h" /* the frontend singleton's state */
 
 static void start(void) {
   kiln_shutdown();
@@ -204,8 +204,7 @@ KT_TEST(many_temporaries_no_leak) {
   }
   KT_CHECK(kiln_wait() == KILN_OK);
   kiln_release(w);
-  kiln_runtime *rt = kiln_runtime_peek();
-  KT_EQ_INT(rt->fe.n_kept, 0);
+  KT_EQ_INT(kiln_fe_peek()->fe.n_kept, 0);
   kiln_shutdown(); /* LeakSanitizer checks the rest */
 }
 
@@ -216,12 +215,12 @@ KT_TEST(parameter_update_is_donated) {
   int64_t s[1] = {256};
   kiln_tensor w = kiln_keep(kiln_ones(KILN_F32, 1, s));
   kiln_mark_step();
-  kiln_runtime *rt = kiln_runtime_peek();
-  void *p0 = rt->fe.slots[w.index].buf->data;
+  kiln_frontend *fe = &kiln_fe_peek()->fe;
+  void *p0 = fe->slots[w.index].buf->data;
   for (int i = 0; i < 5; i++) {
     kiln_assign(w, kiln_mul_c(w, 2.0));
     kiln_mark_step();
-    KT_CHECK(rt->fe.slots[w.index].buf->data == p0);
+    KT_CHECK(fe->slots[w.index].buf->data == p0);
   }
   KT_NEAR(kiln_item_f64(kiln_sum(w, 0, NULL, 0)), 256.0 * 32, 1e-3);
   /* another kept tensor shares the value: no donation, both stay right */

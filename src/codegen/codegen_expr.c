@@ -601,97 +601,117 @@ static void child_ctx(cg *c, int32_t n, int k, const ictx *x, ictx *y) {
   }
 }
 
-static const char *move(cg *c, int32_t n, const ictx *x) {
+/* PAD: the input where the index is inside it, else the pad value. */
+static const char *move_pad(cg *c, int32_t n, const ictx *x) {
+  const kiln_gnode *nd = NODE(c, n);
+  ictx y;
+  child_ctx(c, n, 0, x, &y);
+  const kiln_gnode *in = NODE(c, INP(c, n, 0));
+  const char *cond = NULL;
+  for (int d = 0; d < nd->rank; d++) {
+    int64_t lo, hi;
+    ix_range(y.ax[d], &lo, &hi);
+    if (lo >= 0 && hi < in->shape[d]) continue; /* always inside on this axis */
+    const char *t = kiln_cg_sf(c, "(uint64_t)%s < %lluULL", ix_str(c, y.ax[d]), (unsigned long long)in->shape[d]);
+    cond = cond ? kiln_cg_sf(c, "%s && %s", cond, t) : t;
+  }
+  const char *v = kiln_cg_ex(c, INP(c, n, 0), &y);
+  return cond ? kiln_cg_sf(c, "((%s) ? (%s) : %s)", cond, v, lit(c, nd->fattr, nd->dtype)) : v;
+}
+
+/* CONCAT: a select chain over the parts the index can reach. */
+static const char *move_concat(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
   const int64_t *ia = nd->iattr;
+  ictx y;
+  int a = (int)ia[0];
+  const kiln_ix *iax = axis_ix(c, x, a);
+  int64_t alo, ahi;
+  ix_range(iax, &alo, &ahi);
+  const char *ia_s = NULL;
+  /* parts the index never reaches (empty ones included) are left out
+   * of the select chain; the last part reached is its final else */
+  int last = -1;
+  int64_t off = 0;
+  for (int k = 0; k < nd->n_in; k++) {
+    int64_t len = NODE(c, INP(c, n, k))->shape[a];
+    if (len > 0 && off + len > alo && off <= ahi) last = k;
+    off += len;
+  }
+  off = 0;
+  const char *e = NULL, *tail = "";
+  for (int k = 0; k <= last; k++) {
+    int32_t in = INP(c, n, k);
+    int64_t len = NODE(c, in)->shape[a];
+    if (len <= 0 || off + len <= alo || off > ahi) {
+      off += len;
+      continue;
+    }
+    ctx_other(&y, NODE(c, in));
+    for (int d = 0; d < nd->rank; d++) y.ax[d] = axis_ix(c, x, d);
+    y.ax[a] = ix_lin2(c, iax, 1, ix_const(c, -off), 1);
+    const char *v = kiln_cg_ex(c, in, &y);
+    off += len;
+    if (k == last) {
+      e = e ? kiln_cg_sf(c, "%s%s%s", e, v, tail) : v;
+      break;
+    }
+    if (!ia_s) ia_s = ix_str(c, iax);
+    const char *part = kiln_cg_sf(c, "((%s) < %lldLL ? (%s) : (", ia_s, (long long)off, v);
+    e = e ? kiln_cg_sf(c, "%s%s", e, part) : part;
+    tail = kiln_cg_sf(c, "%s))", tail);
+  }
+  return e ? e : lit(c, 0, nd->dtype);
+}
+
+/* INDEX_SELECT: the index tensor read at the output's axes a..a+rank, checked. */
+static const char *move_index_select(cg *c, int32_t n, const ictx *x) {
+  const kiln_gnode *nd = NODE(c, n);
+  const int64_t *ia = nd->iattr;
+  int a = (int)ia[0];
+  int32_t di = INP(c, n, 0), ii = INP(c, n, 1);
+  const kiln_gnode *dn = NODE(c, di), *in = NODE(c, ii);
+  ictx iy, dy;
+  ctx_other(&iy, in);
+  for (int q = 0; q < in->rank; q++) iy.ax[q] = axis_ix(c, x, a + q);
+  const char *iv = kiln_cg_ex(c, ii, &iy);
+  ctx_other(&dy, dn);
+  for (int d = 0; d < dn->rank; d++)
+    dy.ax[d] = d < a ? axis_ix(c, x, d) : d > a ? axis_ix(c, x, d - 1 + in->rank) : NULL;
+  const char *chk;
+  dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
+  return with_check(c, kiln_cg_ex(c, di, &dy), chk);
+}
+
+/* GATHER: the index read at the output's position, checked. */
+static const char *move_gather(cg *c, int32_t n, const ictx *x) {
+  const kiln_gnode *nd = NODE(c, n);
+  const int64_t *ia = nd->iattr;
+  int a = (int)ia[0];
+  int32_t di = INP(c, n, 0), ii = INP(c, n, 1);
+  const kiln_gnode *dn = NODE(c, di);
+  ictx iy, dy;
+  ctx_other(&iy, NODE(c, ii));
+  for (int d = 0; d < nd->rank; d++) iy.ax[d] = axis_ix(c, x, d);
+  const char *iv = kiln_cg_ex(c, ii, &iy);
+  ctx_other(&dy, dn);
+  for (int d = 0; d < dn->rank; d++) dy.ax[d] = axis_ix(c, x, d);
+  const char *chk;
+  dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
+  return with_check(c, kiln_cg_ex(c, di, &dy), chk);
+}
+
+static const char *move(cg *c, int32_t n, const ictx *x) {
+  const kiln_gnode *nd = NODE(c, n);
   ictx y;
   switch (nd->op) {
     case KILN_OP_RESHAPE: case KILN_OP_PERMUTE: case KILN_OP_EXPAND: case KILN_OP_SLICE:
       child_ctx(c, n, 0, x, &y);
       return kiln_cg_ex(c, INP(c, n, 0), &y);
-    case KILN_OP_PAD: {
-      child_ctx(c, n, 0, x, &y);
-      const kiln_gnode *in = NODE(c, INP(c, n, 0));
-      const char *cond = NULL;
-      for (int d = 0; d < nd->rank; d++) {
-        int64_t lo, hi;
-        ix_range(y.ax[d], &lo, &hi);
-        if (lo >= 0 && hi < in->shape[d]) continue; /* always inside on this axis */
-        const char *t = kiln_cg_sf(c, "(uint64_t)%s < %lluULL", ix_str(c, y.ax[d]), (unsigned long long)in->shape[d]);
-        cond = cond ? kiln_cg_sf(c, "%s && %s", cond, t) : t;
-      }
-      const char *v = kiln_cg_ex(c, INP(c, n, 0), &y);
-      return cond ? kiln_cg_sf(c, "((%s) ? (%s) : %s)", cond, v, lit(c, nd->fattr, nd->dtype)) : v;
-    }
-    case KILN_OP_CONCAT: {
-      int a = (int)ia[0];
-      const kiln_ix *iax = axis_ix(c, x, a);
-      int64_t alo, ahi;
-      ix_range(iax, &alo, &ahi);
-      const char *ia_s = NULL;
-      /* parts the index never reaches (empty ones included) are left out
-       * of the select chain; the last part reached is its final else */
-      int last = -1;
-      int64_t off = 0;
-      for (int k = 0; k < nd->n_in; k++) {
-        int64_t len = NODE(c, INP(c, n, k))->shape[a];
-        if (len > 0 && off + len > alo && off <= ahi) last = k;
-        off += len;
-      }
-      off = 0;
-      const char *e = NULL, *tail = "";
-      for (int k = 0; k <= last; k++) {
-        int32_t in = INP(c, n, k);
-        int64_t len = NODE(c, in)->shape[a];
-        if (len <= 0 || off + len <= alo || off > ahi) {
-          off += len;
-          continue;
-        }
-        ctx_other(&y, NODE(c, in));
-        for (int d = 0; d < nd->rank; d++) y.ax[d] = axis_ix(c, x, d);
-        y.ax[a] = ix_lin2(c, iax, 1, ix_const(c, -off), 1);
-        const char *v = kiln_cg_ex(c, in, &y);
-        off += len;
-        if (k == last) {
-          e = e ? kiln_cg_sf(c, "%s%s%s", e, v, tail) : v;
-          break;
-        }
-        if (!ia_s) ia_s = ix_str(c, iax);
-        const char *part = kiln_cg_sf(c, "((%s) < %lldLL ? (%s) : (", ia_s, (long long)off, v);
-        e = e ? kiln_cg_sf(c, "%s%s", e, part) : part;
-        tail = kiln_cg_sf(c, "%s))", tail);
-      }
-      return e ? e : lit(c, 0, nd->dtype);
-    }
-    case KILN_OP_INDEX_SELECT: {
-      int a = (int)ia[0];
-      int32_t di = INP(c, n, 0), ii = INP(c, n, 1);
-      const kiln_gnode *dn = NODE(c, di), *in = NODE(c, ii);
-      ictx iy, dy;
-      ctx_other(&iy, in);
-      for (int q = 0; q < in->rank; q++) iy.ax[q] = axis_ix(c, x, a + q);
-      const char *iv = kiln_cg_ex(c, ii, &iy);
-      ctx_other(&dy, dn);
-      for (int d = 0; d < dn->rank; d++)
-        dy.ax[d] = d < a ? axis_ix(c, x, d) : d > a ? axis_ix(c, x, d - 1 + in->rank) : NULL;
-      const char *chk;
-      dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
-      return with_check(c, kiln_cg_ex(c, di, &dy), chk);
-    }
-    case KILN_OP_GATHER: {
-      int a = (int)ia[0];
-      int32_t di = INP(c, n, 0), ii = INP(c, n, 1);
-      const kiln_gnode *dn = NODE(c, di);
-      ictx iy, dy;
-      ctx_other(&iy, NODE(c, ii));
-      for (int d = 0; d < nd->rank; d++) iy.ax[d] = axis_ix(c, x, d);
-      const char *iv = kiln_cg_ex(c, ii, &iy);
-      ctx_other(&dy, dn);
-      for (int d = 0; d < dn->rank; d++) dy.ax[d] = axis_ix(c, x, d);
-      const char *chk;
-      dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
-      return with_check(c, kiln_cg_ex(c, di, &dy), chk);
-    }
+    case KILN_OP_PAD: return move_pad(c, n, x);
+    case KILN_OP_CONCAT: return move_concat(c, n, x);
+    case KILN_OP_INDEX_SELECT: return move_index_select(c, n, x);
+    case KILN_OP_GATHER: return move_gather(c, n, x);
     default: break;
   }
   unsupported(c, "move op", nd->op, nd->dtype);

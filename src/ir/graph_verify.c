@@ -202,109 +202,120 @@ static int check_reduce(vctx *c, int32_t i) {
   return 0;
 }
 
+/* The shape rules of the data-movement ops (ops.def's doc column says
+ * what each computes). Each takes the node i, its input x and its rank. */
+static int check_permute(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x, int R) {
+  if (need_iattr(c, i, R)) return -1;
+  if (x->rank != R) return node_fail(c, i, "input rank %d differs", x->rank);
+  int seen[KILN_MAX_RANK] = {0};
+  for (int d = 0; d < R; d++) {
+    int64_t p = n->iattr[d];
+    if (p < 0 || p >= R || seen[p]) return node_fail(c, i, "iattr is not a permutation of %d axes", R);
+    seen[p] = 1;
+    if (n->shape[d] != x->shape[p]) return node_fail(c, i, "output dim %d is not input dim %lld", d, (long long)p);
+  }
+  return 0;
+}
+
+static int check_slice(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x, int R) {
+  if (need_iattr(c, i, 2 * R)) return -1;
+  if (x->rank != R) return node_fail(c, i, "input rank %d differs", x->rank);
+  for (int d = 0; d < R; d++) {
+    int64_t start = n->iattr[d], step = n->iattr[R + d], len = n->shape[d], dim = x->shape[d];
+    if (step < 1) return node_fail(c, i, "axis %d: step %lld < 1", d, (long long)step);
+    if (start < 0 || start > dim)
+      return node_fail(c, i, "axis %d: start %lld outside [0, %lld]", d, (long long)start, (long long)dim);
+    if (len > 0 && (start >= dim || (len - 1) > (dim - 1 - start) / step))
+      return node_fail(c, i, "axis %d: %lld elements from %lld by %lld overrun size %lld", d, (long long)len,
+                       (long long)start, (long long)step, (long long)dim);
+  }
+  return 0;
+}
+
+static int check_concat(vctx *c, int32_t i, const kiln_gnode *n, const int32_t *in, int R) {
+  if (need_iattr(c, i, 1)) return -1;
+  int64_t axis = n->iattr[0], total = 0;
+  if (axis < 0 || axis >= R) return node_fail(c, i, "axis %lld out of range for rank %d", (long long)axis, R);
+  for (int k = 0; k < n->n_in; k++) {
+    const kiln_gnode *p = &c->g->nodes[in[k]];
+    if (p->rank != R || p->dtype != n->dtype)
+      return node_fail(c, i, "input %d (%%%d) has a different rank or dtype", k, (int)in[k]);
+    for (int d = 0; d < R; d++)
+      if (d != axis && p->shape[d] != n->shape[d])
+        return node_fail(c, i, "input %d (%%%d) dim %d is %lld, expected %lld", k, (int)in[k], d,
+                         (long long)p->shape[d], (long long)n->shape[d]);
+    total += p->shape[axis];
+  }
+  if (total != n->shape[axis])
+    return node_fail(c, i, "inputs sum to %lld along axis %lld, output has %lld", (long long)total, (long long)axis,
+                     (long long)n->shape[axis]);
+  return 0;
+}
+
+static int check_pad(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x, int R) {
+  if (need_iattr(c, i, 2 * R)) return -1;
+  if (x->rank != R) return node_fail(c, i, "input rank %d differs", x->rank);
+  if (!value_fits(n->dtype, n->fattr)) return node_fail(c, i, "pad value %g does not fit the dtype", n->fattr);
+  for (int d = 0; d < R; d++) {
+    int64_t lo = n->iattr[d], hi = n->iattr[R + d];
+    if (lo < 0 || hi < 0 || lo > MAX_NUMEL || hi > MAX_NUMEL)
+      return node_fail(c, i, "axis %d: padding %lld/%lld out of range", d, (long long)lo, (long long)hi);
+    if (n->shape[d] != x->shape[d] + lo + hi)
+      return node_fail(c, i, "axis %d: output %lld != %lld + %lld + %lld", d, (long long)n->shape[d],
+                       (long long)x->shape[d], (long long)lo, (long long)hi);
+  }
+  return 0;
+}
+
+/* INDEX_SELECT and GATHER. */
+static int check_index(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x, const kiln_gnode *idx, int R) {
+  if (need_iattr(c, i, 1) || check_dtype(c, i, idx->dtype, DT_INDEX, "the index input")) return -1;
+  int64_t axis = n->iattr[0];
+  if (axis < 0 || axis >= x->rank) return node_fail(c, i, "axis %lld out of range for rank %d", (long long)axis, x->rank);
+  if (x->shape[axis] == 0 && numel_of(n) > 0)
+    return node_fail(c, i, "indexes an empty axis %lld but has a non-empty output", (long long)axis);
+  if (n->op == KILN_OP_GATHER) {
+    if (idx->rank != x->rank) return node_fail(c, i, "index rank %d differs from the data's %d", idx->rank, x->rank);
+    if (!same_shape(idx, n)) return node_fail(c, i, "output shape differs from the index shape");
+    for (int d = 0; d < R; d++)
+      if (d != axis && idx->shape[d] > x->shape[d])
+        return node_fail(c, i, "index dim %d (%lld) exceeds the data's (%lld)", d, (long long)idx->shape[d],
+                         (long long)x->shape[d]);
+    return 0;
+  }
+  if (R != x->rank - 1 + idx->rank)
+    return node_fail(c, i, "rank %d != data rank %d - 1 + index rank %d", R, x->rank, idx->rank);
+  for (int d = 0; d < R; d++) {
+    int64_t want = d < axis ? x->shape[d] : d < axis + idx->rank ? idx->shape[d - axis] : x->shape[d - idx->rank + 1];
+    if (n->shape[d] != want)
+      return node_fail(c, i, "output dim %d is %lld, expected %lld", d, (long long)n->shape[d], (long long)want);
+  }
+  return 0;
+}
+
 static int check_move(vctx *c, int32_t i) {
   const kiln_gnode *n = &c->g->nodes[i];
   const int32_t *in = kiln_gnode_inputs(c->g, n);
   const kiln_gnode *x = &c->g->nodes[in[0]];
   const int R = n->rank;
-  if (x->dtype != n->dtype) return node_fail(c, i, "output dtype differs from input 0's %s",
-                                             dt_name((int)x->dtype));
+  if (x->dtype != n->dtype) return node_fail(c, i, "output dtype differs from input 0's %s", dt_name((int)x->dtype));
   switch (n->op) {
     case KILN_OP_RESHAPE:
       if (numel_of(x) != numel_of(n))
         return node_fail(c, i, "input has %lld elements, output %lld", (long long)numel_of(x), (long long)numel_of(n));
       return 0;
-    case KILN_OP_PERMUTE: {
-      if (need_iattr(c, i, R)) return -1;
-      if (x->rank != R) return node_fail(c, i, "input rank %d differs", x->rank);
-      int seen[KILN_MAX_RANK] = {0};
-      for (int d = 0; d < R; d++) {
-        int64_t p = n->iattr[d];
-        if (p < 0 || p >= R || seen[p]) return node_fail(c, i, "iattr is not a permutation of %d axes", R);
-        seen[p] = 1;
-        if (n->shape[d] != x->shape[p]) return node_fail(c, i, "output dim %d is not input dim %lld", d, (long long)p);
-      }
-      return 0;
-    }
+    case KILN_OP_PERMUTE: return check_permute(c, i, n, x, R);
     case KILN_OP_EXPAND:
       if (x->rank != R) return node_fail(c, i, "input rank %d differs (expand keeps the rank)", x->rank);
       for (int d = 0; d < R; d++)
         if (x->shape[d] != n->shape[d] && x->shape[d] != 1)
           return node_fail(c, i, "input dim %d is %lld: only size-1 dims expand", d, (long long)x->shape[d]);
       return 0;
-    case KILN_OP_SLICE:
-      if (need_iattr(c, i, 2 * R)) return -1;
-      if (x->rank != R) return node_fail(c, i, "input rank %d differs", x->rank);
-      for (int d = 0; d < R; d++) {
-        int64_t start = n->iattr[d], step = n->iattr[R + d], len = n->shape[d], dim = x->shape[d];
-        if (step < 1) return node_fail(c, i, "axis %d: step %lld < 1", d, (long long)step);
-        if (start < 0 || start > dim)
-          return node_fail(c, i, "axis %d: start %lld outside [0, %lld]", d, (long long)start, (long long)dim);
-        if (len > 0 && (start >= dim || (len - 1) > (dim - 1 - start) / step))
-          return node_fail(c, i, "axis %d: %lld elements from %lld by %lld overrun size %lld", d, (long long)len,
-                           (long long)start, (long long)step, (long long)dim);
-      }
-      return 0;
-    case KILN_OP_CONCAT: {
-      if (need_iattr(c, i, 1)) return -1;
-      int64_t axis = n->iattr[0], total = 0;
-      if (axis < 0 || axis >= R) return node_fail(c, i, "axis %lld out of range for rank %d", (long long)axis, R);
-      for (int k = 0; k < n->n_in; k++) {
-        const kiln_gnode *p = &c->g->nodes[in[k]];
-        if (p->rank != R || p->dtype != n->dtype)
-          return node_fail(c, i, "input %d (%%%d) has a different rank or dtype", k, (int)in[k]);
-        for (int d = 0; d < R; d++)
-          if (d != axis && p->shape[d] != n->shape[d])
-            return node_fail(c, i, "input %d (%%%d) dim %d is %lld, expected %lld", k, (int)in[k], d,
-                             (long long)p->shape[d], (long long)n->shape[d]);
-        total += p->shape[axis];
-      }
-      if (total != n->shape[axis])
-        return node_fail(c, i, "inputs sum to %lld along axis %lld, output has %lld", (long long)total,
-                         (long long)axis, (long long)n->shape[axis]);
-      return 0;
-    }
-    case KILN_OP_PAD:
-      if (need_iattr(c, i, 2 * R)) return -1;
-      if (x->rank != R) return node_fail(c, i, "input rank %d differs", x->rank);
-      if (!value_fits(n->dtype, n->fattr)) return node_fail(c, i, "pad value %g does not fit the dtype", n->fattr);
-      for (int d = 0; d < R; d++) {
-        int64_t lo = n->iattr[d], hi = n->iattr[R + d];
-        if (lo < 0 || hi < 0 || lo > MAX_NUMEL || hi > MAX_NUMEL)
-          return node_fail(c, i, "axis %d: padding %lld/%lld out of range", d, (long long)lo, (long long)hi);
-        if (n->shape[d] != x->shape[d] + lo + hi)
-          return node_fail(c, i, "axis %d: output %lld != %lld + %lld + %lld", d, (long long)n->shape[d],
-                           (long long)x->shape[d], (long long)lo, (long long)hi);
-      }
-      return 0;
+    case KILN_OP_SLICE: return check_slice(c, i, n, x, R);
+    case KILN_OP_CONCAT: return check_concat(c, i, n, in, R);
+    case KILN_OP_PAD: return check_pad(c, i, n, x, R);
     case KILN_OP_INDEX_SELECT:
-    case KILN_OP_GATHER: {
-      const kiln_gnode *idx = &c->g->nodes[in[1]];
-      if (need_iattr(c, i, 1) || check_dtype(c, i, idx->dtype, DT_INDEX, "the index input")) return -1;
-      int64_t axis = n->iattr[0];
-      if (axis < 0 || axis >= x->rank)
-        return node_fail(c, i, "axis %lld out of range for rank %d", (long long)axis, x->rank);
-      if (x->shape[axis] == 0 && numel_of(n) > 0)
-        return node_fail(c, i, "indexes an empty axis %lld but has a non-empty output", (long long)axis);
-      if (n->op == KILN_OP_GATHER) {
-        if (idx->rank != x->rank) return node_fail(c, i, "index rank %d differs from the data's %d", idx->rank, x->rank);
-        if (!same_shape(idx, n)) return node_fail(c, i, "output shape differs from the index shape");
-        for (int d = 0; d < R; d++)
-          if (d != axis && idx->shape[d] > x->shape[d])
-            return node_fail(c, i, "index dim %d (%lld) exceeds the data's (%lld)", d, (long long)idx->shape[d],
-                             (long long)x->shape[d]);
-        return 0;
-      }
-      if (R != x->rank - 1 + idx->rank)
-        return node_fail(c, i, "rank %d != data rank %d - 1 + index rank %d", R, x->rank, idx->rank);
-      for (int d = 0; d < R; d++) {
-        int64_t want = d < axis ? x->shape[d] : d < axis + idx->rank ? idx->shape[d - axis]
-                                                                     : x->shape[d - idx->rank + 1];
-        if (n->shape[d] != want)
-          return node_fail(c, i, "output dim %d is %lld, expected %lld", d, (long long)n->shape[d], (long long)want);
-      }
-      return 0;
-    }
+    case KILN_OP_GATHER: return check_index(c, i, n, x, &c->g->nodes[in[1]], R);
     default: return 0;
   }
 }

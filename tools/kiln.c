@@ -4,6 +4,7 @@
  *   kiln doctor [--quick]   what kiln sees on this machine: CPU, threads,
  *                           GEMM library and its speed, kernel compiler,
  *                           cache directory
+ *   kiln ops [--markdown]   the op table (include/kiln/ops.def)
  *   kiln help               usage
  *
  * Subcommands live in one table (kiln_cli_commands) so that later ones
@@ -25,6 +26,7 @@
 #include "kiln/kiln.h"
 #include "tools/cli.h"
 #include "tools/graph.h"
+#include "tools/ops.h"
 #include "tools/profile.h"
 #include "tools/train.h"
 
@@ -48,6 +50,7 @@ static const kiln_cli_command kiln_cli_commands[] = {
     {"train", "[--model mlp|cnn|transformer] [...]", "train a classifier on Fashion-MNIST (--help for options)",
      kiln_cli_train},
     {"graph", "diff A B", "compare two graphs dumped with KILN_SAVE_GRAPHS", kiln_cli_graph},
+    {"ops", "[--markdown]", "list kiln's ops: kind, arity, public functions, dtypes, gradient, doc", kiln_cli_ops},
     {"profile", "capture|summary [...]", "capture a profile from a running program, or summarize one",
      kiln_cli_profile},
     {"help", "", "print this message", kiln_cli_help},

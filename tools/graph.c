@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "debug/graphdiff.h"
-#include "debug/graphtext.h"
+#include "kiln/graphfile.h"
+#include "tools/cli.h"
 
 enum { GRAPH_EQUAL = 0, GRAPH_DIFFERENT = 1, GRAPH_USAGE = 2 };
 
@@ -30,52 +30,30 @@ static void graph_usage(FILE *f) {
           "Exit status: 0 equal, 1 different, 2 usage or unreadable file.\n");
 }
 
-/* The full diff text (grown until it fits). NULL on out-of-memory. */
-static char *diff_text(const kiln_graph *a, const kiln_graph *b, kiln_diff_stats *st) {
-  for (size_t cap = 1 << 16; cap <= ((size_t)1 << 30); cap *= 4) {
-    char *buf = malloc(cap);
-    if (!buf) return NULL;
-    buf[0] = 0;
-    kiln_graphdiff_format_stats(a, b, buf, cap, st);
-    if (strlen(buf) + 1 < cap) return buf;
-    free(buf);
-  }
-  return NULL;
-}
-
 static int graph_diff(const char *pa, const char *pb) {
-  kiln_graphtext ta, tb;
-  kiln_err err = {0};
-  if (kiln_graphtext_load(pa, &ta, &err) != KILN_OK) {
-    fprintf(stderr, "kiln graph diff: %s\n", err.msg);
-    return GRAPH_USAGE;
-  }
-  if (kiln_graphtext_load(pb, &tb, &err) != KILN_OK) {
-    fprintf(stderr, "kiln graph diff: %s\n", err.msg);
-    kiln_graphtext_clear(&ta);
-    return GRAPH_USAGE;
-  }
-  kiln_diff_stats st;
-  char *text = diff_text(ta.g, tb.g, &st);
+  kiln_graph_file *ta = NULL, *tb = NULL;
+  kiln_graph_diff *d = NULL;
   int rc = GRAPH_USAGE;
-  if (!text) {
-    fprintf(stderr, "kiln graph diff: out of memory\n");
+  kiln_clear_error();
+  /* No source location: the user of a command line has no use for ours. */
+  if (kiln_graph_file_create_at(pa, &ta, KILN_CLI_NO_LOC) != KILN_OK ||
+      kiln_graph_file_create_at(pb, &tb, KILN_CLI_NO_LOC) != KILN_OK) {
+    fprintf(stderr, "kiln graph diff: %s\n", kiln_cli_error_message());
+  } else if (kiln_graph_diff_create_at(ta, tb, &d, KILN_CLI_NO_LOC) != KILN_OK) {
+    fprintf(stderr, "kiln graph diff: %s\n",
+            kiln_last_status() == KILN_ERR_OUT_OF_MEMORY ? "out of memory" : kiln_cli_error_message());
   } else {
-    printf("--- %s (key 0x%016" PRIx64 ", %d nodes)\n+++ %s (key 0x%016" PRIx64 ", %d nodes)\n", pa, ta.key,
-           (int)ta.g->n_nodes, pb, tb.key, (int)tb.g->n_nodes);
-    fputs(text, stdout);
-    char sum[256];
+    printf("--- %s (key 0x%016" PRIx64 ", %d nodes)\n+++ %s (key 0x%016" PRIx64 ", %d nodes)\n", pa,
+           kiln_graph_file_key(ta), kiln_graph_file_nodes(ta), pb, kiln_graph_file_key(tb), kiln_graph_file_nodes(tb));
+    fputs(kiln_graph_diff_text(d), stdout);
+    printf("%s\n", kiln_graph_diff_summary(d));
     /* equal graphs may still align differently (moved source lines): the
      * structural comparison decides the exit status */
-    int equal = kiln_graph_equal(ta.g, tb.g);
-    if (!st.total && !equal) snprintf(sum, sizeof sum, "no node-level differences, but the graphs are not equal");
-    else kiln_graphdiff_summary(&st, sum, sizeof sum);
-    printf("%s\n", sum);
-    rc = equal ? GRAPH_EQUAL : GRAPH_DIFFERENT;
-    free(text);
+    rc = kiln_graph_file_equal(ta, tb) ? GRAPH_EQUAL : GRAPH_DIFFERENT;
   }
-  kiln_graphtext_clear(&ta);
-  kiln_graphtext_clear(&tb);
+  kiln_graph_diff_destroy(d);
+  kiln_graph_file_destroy(tb);
+  kiln_graph_file_destroy(ta);
   return rc;
 }
 

@@ -4,6 +4,7 @@
  *   kiln doctor [--quick]   what kiln sees on this machine: CPU, threads,
  *                           GEMM library and its speed, kernel compiler,
  *                           cache directory
+ *   kiln ops [--markdown]   the op table (include/kiln/ops.def)
  *   kiln help               usage
  *
  * Subcommands live in one table (kiln_cli_commands) so that later ones
@@ -21,12 +22,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backends/cpu/gemm.h"
-#include "base/status.h"
-#include "debug/metrics.h"
+#include "kiln/doctor.h"
 #include "kiln/kiln.h"
-#include "toolchain/compiler.h"
+#include "tools/cli.h"
 #include "tools/graph.h"
+#include "tools/ops.h"
 #include "tools/profile.h"
 #include "tools/train.h"
 
@@ -50,6 +50,7 @@ static const kiln_cli_command kiln_cli_commands[] = {
     {"train", "[--model mlp|cnn|transformer] [...]", "train a classifier on Fashion-MNIST (--help for options)",
      kiln_cli_train},
     {"graph", "diff A B", "compare two graphs dumped with KILN_SAVE_GRAPHS", kiln_cli_graph},
+    {"ops", "[--markdown]", "list kiln's ops: kind, arity, public functions, dtypes, gradient, doc", kiln_cli_ops},
     {"profile", "capture|summary [...]", "capture a profile from a running program, or summarize one",
      kiln_cli_profile},
     {"help", "", "print this message", kiln_cli_help},
@@ -229,70 +230,24 @@ static int kiln_cli_doctor_cache(void) {
   return problem;
 }
 
-/* sgemm 1024^3 for about `seconds`; returns GFLOP/s (0 on failure). */
-static double kiln_cli_sgemm_gflops(double seconds) {
-  const int64_t n = 1024;
-  float *a = malloc(sizeof(float) * (size_t)(n * n)), *b = malloc(sizeof(float) * (size_t)(n * n)),
-        *c = malloc(sizeof(float) * (size_t)(n * n));
-  double gflops = 0;
-  if (a && b && c) {
-    for (int64_t i = 0; i < n * n; i++) {
-      a[i] = (float)((i * 7) % 13) / 13.0f;
-      b[i] = (float)((i * 5) % 11) / 11.0f;
-      c[i] = 0;
-    }
-    kiln_gemm_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warm-up: threads, packing buffers */
-    int reps = 0;
-    uint64_t t0 = kiln_now_ns(), t;
-    do {
-      kiln_gemm_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-      reps++;
-      t = kiln_now_ns();
-    } while ((double)(t - t0) < seconds * 1e9 && reps < 1000);
-    gflops = 2.0 * (double)n * (double)n * (double)n * reps / (double)(t - t0);
-    /* c[0] = sum_k a[k] b[k*n]: a spot check that the library computed something. */
-    double ref = 0;
-    for (int64_t k = 0; k < n; k++) ref += (double)a[k] * (double)b[k * n];
-    if (!(c[0] > ref - 1e-2 * (ref + 1) && c[0] < ref + 1e-2 * (ref + 1))) gflops = -1;
-  }
-  free(a);
-  free(b);
-  free(c);
-  return gflops;
-}
-
 /* Compile and call a one-line kernel: proves the toolchain works end to end. */
 static int kiln_cli_doctor_compiler(void) {
-  kiln_cc_config cfg = {0}; /* cc and flags from the environment; no disk cache */
-  kiln_cc *cc = NULL;
-  kiln_err err = {0};
-  if (kiln_cc_create(&cfg, &cc, &err) != KILN_OK) {
-    printf("kernel compiler   PROBLEM: %s\n", err.msg);
+  kiln_compiler_info cc;
+  kiln_clear_error();
+  kiln_status st = kiln_compiler_probe_at(&cc, KILN_CLI_NO_LOC);
+  if (!cc.found) {
+    printf("kernel compiler   PROBLEM: %s\n", kiln_cli_error_message());
     return 1;
   }
-  printf("kernel compiler   %s\n", kiln_cc_command(cc));
-  printf("  version         %s\n", kiln_cc_version(cc));
-  static const char probe[] = "int kiln_doctor_probe(int x) { return x * 6; }\n";
-  kiln_so *so = NULL;
-  kiln_cc_result res = {0};
-  uint64_t t0 = kiln_now_ns();
-  int problem = 0;
-  if (kiln_cc_build(cc, probe, sizeof probe - 1, &so, &res, &err) != KILN_OK) {
-    printf("  PROBLEM         test compile failed: %s\n", err.msg);
-    problem = 1;
-  } else {
-    int (*fn)(int) = (int (*)(int))kiln_so_symbol(so, "kiln_doctor_probe");
-    double ms = (double)(kiln_now_ns() - t0) / 1e6;
-    if (fn && fn(7) == 42) {
-      printf("  test compile    ok, %.0f ms\n", ms);
-    } else {
-      printf("  PROBLEM         test kernel compiled but did not load or run correctly\n");
-      problem = 1;
-    }
-    kiln_so_close(so);
-  }
-  kiln_cc_destroy(cc);
-  return problem;
+  printf("kernel compiler   %s\n", cc.command);
+  printf("  version         %s\n", cc.version);
+  if (!cc.compiled)
+    printf("  PROBLEM         test compile failed: %s\n", kiln_cli_error_message());
+  else if (!cc.ran)
+    printf("  PROBLEM         test kernel compiled but did not load or run correctly\n");
+  else
+    printf("  test compile    ok, %.0f ms\n", cc.compile_ms);
+  return st != KILN_OK;
 }
 
 static int kiln_cli_doctor(int argc, char **argv) {
@@ -317,17 +272,23 @@ static int kiln_cli_doctor(int argc, char **argv) {
   printf("backend           %s%s\n", backend && *backend ? backend : "cpu",
          backend && *backend ? " (KILN_BACKEND)" : " (default)");
 
-  if (kiln_gemm_init(threads) != 0) {
+  kiln_gemm_info gemm;
+  if (kiln_gemm_probe_at(threads, &gemm, KILN_CLI_NO_LOC) != KILN_OK) {
     printf("gemm              PROBLEM: no GEMM library could be loaded\n");
     problems++;
   } else {
     const char *g = getenv("KILN_GEMM");
-    printf("gemm              %s%s%s%s\n", kiln_gemm_library(), g && *g ? " (KILN_GEMM=" : "", g && *g ? g : "",
+    printf("gemm              %s%s%s%s\n", gemm.library, g && *g ? " (KILN_GEMM=" : "", g && *g ? g : "",
            g && *g ? ")" : "");
     if (!quick) {
-      double gf = kiln_cli_sgemm_gflops(0.5);
-      if (gf < 0) {
+      double gf = 0;
+      kiln_clear_error();
+      kiln_status st = kiln_gemm_benchmark_at(threads, 1024, 0.5, &gf, KILN_CLI_NO_LOC);
+      if (st == KILN_ERR_INTERNAL) {
         printf("  PROBLEM         sgemm 1024^3 returned a wrong result\n");
+        problems++;
+      } else if (st != KILN_OK) {
+        printf("  PROBLEM         sgemm 1024^3: %s\n", kiln_cli_error_message());
         problems++;
       } else {
         printf("  sgemm 1024^3    %.0f GFLOP/s on %d thread%s\n", gf, threads, threads == 1 ? "" : "s");

@@ -17,11 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/status.h"
 #include "kiln/profiler.h"
 #include "kiln/profiler_server.h"
-#include "profiler/server/request.h"
-#include "profiler/summary.h"
+#include "tools/cli.h"
 #include "tools/profile.h"
 
 enum { PROFILE_OK = 0, PROFILE_PROBLEM = 1, PROFILE_USAGE = 2 };
@@ -82,16 +80,12 @@ static int profile_capture(int argc, char **argv) {
     }
   }
   if (!addr) return profile_bad("capture: --addr HOST:PORT is required%s", "");
-  char host[256];
-  int port = 0;
-  kiln_err err = {0};
-  if (kiln_profile_addr_parse(addr, host, sizeof host, &port, &err) != KILN_OK || port == 0)
+  if (!kiln_profiler_client_addr_valid(addr))
     return profile_bad("--addr %s: expected HOST:PORT with a port in 1..65535, e.g. localhost:6009", addr);
   fprintf(stderr, "kiln profile: capturing %lld ms from %s ...\n", duration, addr);
   char run[4096];
   /* No source location: the user of a command line has no use for ours. */
-  kiln_status st =
-      kiln_profiler_client_capture_at(addr, (uint32_t)duration, logdir, run, sizeof run, (kiln_loc){NULL, 0});
+  kiln_status st = kiln_profiler_client_capture_at(addr, (uint32_t)duration, logdir, run, sizeof run, KILN_CLI_NO_LOC);
   if (st != KILN_OK) fprintf(stderr, "kiln profile: %s\n", kiln_last_error());
   /* gRPC's own threads are gone before the process exits (see
    * kiln_profiler_server_stop): a leak checker at exit never meets them. */
@@ -132,10 +126,10 @@ static int profile_summary(int argc, char **argv) {
     }
   }
   if (!path) return profile_bad("summary: PATH is required (a run directory, a logdir or a .xplane.pb)%s", "");
-  kiln_err err = {0};
-  if (kiln_prof_summary_run(path, stdout, &opts, &err) != KILN_OK) {
+  kiln_clear_error();
+  if (kiln_profiler_summary_at(path, stdout, &opts, KILN_CLI_NO_LOC) != KILN_OK) {
     fflush(stdout);
-    fprintf(stderr, "kiln profile summary: %s\n", err.msg[0] ? err.msg : kiln_status_name(err.code));
+    fprintf(stderr, "kiln profile summary: %s\n", kiln_cli_error_message());
     return PROFILE_PROBLEM;
   }
   return PROFILE_OK;

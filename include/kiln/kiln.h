@@ -393,5 +393,7 @@ void kiln_metrics_clear(void);
 #include "kiln/debug.h"
 #include "kiln/profiler.h"
 #include "kiln/profiler_server.h"
+#include "kiln/doctor.h"
+#include "kiln/graphfile.h"
 
 #endif /* KILN_KILN_H */

@@ -68,6 +68,13 @@ int kiln_profiler_server_port(void);
  * from a request handler (there are none in user code). */
 void kiln_profiler_server_stop(void);
 
+/* Whether addr is an address kiln_profiler_client_capture can ask:
+ * "HOST:PORT" or "[IPv6]:PORT" with a host of 1..255 bytes and a port in
+ * 1..65535. A check of the text only: nothing is resolved, and nothing is
+ * recorded in the sticky status (false is an answer, not an error).
+ * Thread-safe. */
+bool kiln_profiler_client_addr_valid(const char *addr);
+
 /* Client side (`kiln profile capture`): ask the server at `addr`
  * ("localhost:6009") for a capture of duration_ms milliseconds written
  * under <logdir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/, the layout

@@ -56,7 +56,7 @@ void kiln_prof_analysis_free(kiln_prof_analysis *a);
 /* Print the analysis (the text of kiln_profiler_summary; `what` names the
  * source file). ceilings of 0 are printed as unknown. */
 /* kiln_profiler_summary with the message in *err instead of the sticky
- * status (for `kiln profile summary`). */
+ * status (kiln_profiler_summary_at records it there). */
 kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err);
 void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_capture *c, const char *what,
                               double peak_gflops, double peak_gbps, int top, FILE *f);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "kiln/doctor.h" /* kiln_cpu_features */
 
 typedef struct kiln_cc kiln_cc;   /* compiler + cache configuration */
 #include "toolchain/sharedobj.h" /* kiln_so: a loaded shared object */
@@ -75,9 +76,9 @@ kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, c
 const char *kiln_cc_command(const kiln_cc *cc);   /* "/usr/bin/cc -O2 -march=native ..." */
 const char *kiln_cc_version(const kiln_cc *cc);   /* first line of `cc --version` */
 const char *kiln_cc_cache_dir(const kiln_cc *cc); /* NULL when disabled */
-/* CPU feature string (e.g. "x86 sse4.2 ... avx2 avx512f ..."; "generic"
- * off x86), from cpuid and XCR0, computed once. Static storage. */
-const char *kiln_cpu_features(void);
+/* kiln_cpu_features (public, kiln/doctor.h): the CPU feature string (e.g.
+ * "x86 sse4.2 ... avx2 avx512f ..."; "generic" off x86), from cpuid and
+ * XCR0, computed once. Static storage. */
 
 /* Test hook: force every cache key to this value (0 = off) to provoke
  * collisions. */

@@ -252,6 +252,13 @@ int kiln_profiler_server_port(void) { return kiln_profsrv_port(); }
 
 void kiln_profiler_server_stop(void) { kiln_profsrv_stop(); }
 
+bool kiln_profiler_client_addr_valid(const char *addr) {
+  kiln_err err = {0};
+  char host[256];
+  int port = 0;
+  return kiln_profile_addr_parse(addr, host, sizeof host, &port, &err) == KILN_OK && port != 0;
+}
+
 kiln_status kiln_profiler_client_capture_at(const char *addr, uint32_t duration_ms, const char *logdir,
                                             char *out_dir, size_t out_cap, kiln_loc loc) {
   kiln_err err = {0};

@@ -324,6 +324,88 @@ static kiln_status create_work_dir(kiln_cc *cc, const char *cache_dir, kiln_err 
   return KILN_OK;
 }
 
+/* KILN_CC_TIMEOUT: seconds a compiler run may take (default 300: a
+ * thousand-kernel graph compiles in tens of seconds); 0 or less: none */
+static int timeout_from_config(void) {
+  const char *to = kiln_cfg()->cc_timeout;
+  int timeout_s = 300;
+  if (to && *to) {
+    char *end = NULL;
+    long v = strtol(to, &end, 10);
+    if (end && !*end) timeout_s = v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
+  }
+  return timeout_s;
+}
+
+/* cc->cc_path: the configured compiler (KILN_CC, default "cc") resolved. */
+static kiln_status find_compiler(kiln_cc *cc, const kiln_cc_config *cfg, kiln_err *err) {
+  const char *name = cfg->cc && *cfg->cc ? cfg->cc : kiln_cfg()->cc;
+  if (!name || !*name) name = "cc";
+  cc->cc_path = resolve_program(name);
+  if (cc->cc_path) return KILN_OK;
+  /* say why: a file that exists but cannot be run is not "not found" */
+  struct stat st;
+  if (strchr(name, '/') && stat(name, &st) == 0)
+    return kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler '%s' is %s (set KILN_CC to a C compiler, e.g. gcc)",
+                        name, S_ISDIR(st.st_mode) ? "a directory" : "not executable (no permission to run it)");
+  return kiln_err_set(err, KILN_ERR_COMPILE,
+                      "kernel compiler '%s' not found%s (set KILN_CC to a C compiler, e.g. gcc)", name,
+                      strchr(name, '/') ? "" : " in PATH as an executable file");
+}
+
+/* Run `cc --version` into outbuf; cc->version: its first line (NULL when
+ * out of memory, which the caller reports). */
+static kiln_status query_version(kiln_cc *cc, char *outbuf, size_t cap, kiln_err *err) {
+  int code;
+  char *vargv[] = {cc->cc_path, "--version", NULL};
+  kiln_status s = run_capture(vargv, outbuf, cap, &code, cc->timeout_s, NULL, err);
+  if (s == KILN_OK && code != 0)
+    s = kiln_err_set(err, KILN_ERR_COMPILE, "'%s --version' failed (exit status %d): %.300s", cc->cc_path, code,
+                     outbuf);
+  if (s != KILN_OK) return s;
+  size_t l1 = strcspn(outbuf, "\n");
+  cc->version = strndup(outbuf, l1);
+  return KILN_OK;
+}
+
+/* The default flags for the compiler whose `--version` printed out. */
+static const char *default_flags(const char *version_output) {
+  /* `cc --version` of gcc does not say "gcc" on line 1; the FSF copyright
+   * line does. */
+  if (strstr(version_output, "clang")) return k_flags_clang;
+  if (strstr(version_output, "Free Software Foundation") || strstr(version_output, "gcc") ||
+      strstr(version_output, "GCC"))
+    return k_flags_gcc;
+  return k_flags_other;
+}
+
+/* The flags, split, and what is derived from them: the command line shown
+ * in errors and the description stored in cache entries. */
+static kiln_status set_flags(kiln_cc *cc, const char *flags, kiln_err *err) {
+  cc->flags = strdup(flags);
+  cc->argv_store = strdup(flags);
+  if (!cc->version || !cc->flags || !cc->argv_store)
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  kiln_status s = split_flags(cc, err);
+  if (s != KILN_OK) return s;
+  cc->command = dup_printf("%s %s", cc->cc_path, cc->flags);
+  cc->meta = dup_printf("kiln %s\ncompiler %s\nversion %s\nflags %s\ncpu %s\n", KILN_VERSION_STRING, cc->cc_path,
+                        cc->version, cc->flags, kiln_cpu_features());
+  if (!cc->command || !cc->meta) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (strlen(cc->meta) > KILN_CACHE_ENTRY_MAX_META) cc->meta[KILN_CACHE_ENTRY_MAX_META] = 0;
+  return KILN_OK;
+}
+
+/* Everything that changes the produced code goes into the key, each part
+ * hashed with its length so that boundaries cannot be shifted. */
+static uint64_t compiler_key(const kiln_cc *cc) {
+  const char *parts[] = {KILN_VERSION_STRING, cc->cc_path, cc->version, cc->flags, kiln_cpu_features()};
+  uint64_t h = 0x6b696c6e2d636301ULL; /* "kiln-cc\1" */
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    h = kiln_hash_combine(h, kiln_hash_bytes(parts[i], strlen(parts[i]), i + 1));
+  return h;
+}
+
 kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *err) {
   *out = NULL;
   kiln_cc_config none = {0};
@@ -332,77 +414,15 @@ kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *e
   if (!cc) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   pthread_mutex_init(&cc->mu, NULL);
   cc->work_fd = -1;
-  kiln_status s = KILN_OK;
-
-  /* KILN_CC_TIMEOUT: seconds a compiler run may take (default 300: a
-   * thousand-kernel graph compiles in tens of seconds); 0 or less: none */
-  const char *to = kiln_cfg()->cc_timeout;
-  cc->timeout_s = 300;
-  if (to && *to) {
-    char *end = NULL;
-    long v = strtol(to, &end, 10);
-    if (end && !*end) cc->timeout_s = v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
-  }
-  const char *name = cfg->cc && *cfg->cc ? cfg->cc : kiln_cfg()->cc;
-  if (!name || !*name) name = "cc";
-  cc->cc_path = resolve_program(name);
-  if (!cc->cc_path) {
-    /* say why: a file that exists but cannot be run is not "not found" */
-    struct stat st;
-    if (strchr(name, '/') && stat(name, &st) == 0)
-      s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler '%s' is %s (set KILN_CC to a C compiler, e.g. gcc)",
-                       name, S_ISDIR(st.st_mode) ? "a directory" : "not executable (no permission to run it)");
-    else
-      s = kiln_err_set(err, KILN_ERR_COMPILE,
-                       "kernel compiler '%s' not found%s (set KILN_CC to a C compiler, e.g. gcc)", name,
-                       strchr(name, '/') ? "" : " in PATH as an executable file");
-    goto fail;
-  }
-  char outbuf[KILN_CC_OUTPUT_CAP];
-  int code;
-  char *vargv[] = {cc->cc_path, "--version", NULL};
-  s = run_capture(vargv, outbuf, sizeof outbuf, &code, cc->timeout_s, NULL, err);
-  if (s == KILN_OK && code != 0)
-    s = kiln_err_set(err, KILN_ERR_COMPILE, "'%s --version' failed (exit status %d): %.300s", cc->cc_path, code,
-                     outbuf);
+  cc->timeout_s = timeout_from_config();
+  kiln_status s = find_compiler(cc, cfg, err);
   if (s != KILN_OK) goto fail;
-  size_t l1 = strcspn(outbuf, "\n");
-  cc->version = strndup(outbuf, l1);
-
+  char outbuf[KILN_CC_OUTPUT_CAP];
+  if ((s = query_version(cc, outbuf, sizeof outbuf, err)) != KILN_OK) goto fail;
   const char *flags = cfg->cflags ? cfg->cflags : kiln_cfg()->cflags;
-  if (!flags) {
-    /* `cc --version` of gcc does not say "gcc" on line 1; the FSF copyright
-     * line does. */
-    if (strstr(outbuf, "clang"))
-      flags = k_flags_clang;
-    else if (strstr(outbuf, "Free Software Foundation") || strstr(outbuf, "gcc") || strstr(outbuf, "GCC"))
-      flags = k_flags_gcc;
-    else
-      flags = k_flags_other;
-  }
-  cc->flags = strdup(flags);
-  cc->argv_store = strdup(flags);
-  if (!cc->version || !cc->flags || !cc->argv_store) {
-    s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    goto fail;
-  }
-  if ((s = split_flags(cc, err)) != KILN_OK) goto fail;
-  cc->command = dup_printf("%s %s", cc->cc_path, cc->flags);
-  cc->meta = dup_printf("kiln %s\ncompiler %s\nversion %s\nflags %s\ncpu %s\n", KILN_VERSION_STRING, cc->cc_path,
-                        cc->version, cc->flags, kiln_cpu_features());
-  if (!cc->command || !cc->meta) {
-    s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    goto fail;
-  }
-  if (strlen(cc->meta) > KILN_CACHE_ENTRY_MAX_META) cc->meta[KILN_CACHE_ENTRY_MAX_META] = 0;
-
-  /* Everything that changes the produced code goes into the key, each part
-   * hashed with its length so that boundaries cannot be shifted. */
-  const char *parts[] = {KILN_VERSION_STRING, cc->cc_path, cc->version, cc->flags, kiln_cpu_features()};
-  uint64_t h = 0x6b696c6e2d636301ULL; /* "kiln-cc\1" */
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-    h = kiln_hash_combine(h, kiln_hash_bytes(parts[i], strlen(parts[i]), i + 1));
-  cc->base_key = h;
+  if (!flags) flags = default_flags(outbuf);
+  if ((s = set_flags(cc, flags, err)) != KILN_OK) goto fail;
+  cc->base_key = compiler_key(cc);
 
   const char *cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
   if (cache_dir) {

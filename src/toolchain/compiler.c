@@ -568,53 +568,75 @@ static kiln_status load_bytes(kiln_cc *cc, const uint8_t *b, size_t n, const cha
   return s;
 }
 
-static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, const char *const *syms, int n_syms,
-                                kiln_so **out, kiln_cc_result *res, kiln_err *err) {
-  uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source, len, cc->base_key);
-  char so_name[64], c_name[64];
-  kiln_status s;
-
-  if (cc->dc) {
-    uint64_t t0 = now_ns();
-    uint8_t *entry = NULL;
-    kiln_cache_entry_view view;
-    int corrupt = 0;
-    s = kiln_diskcache_lookup(cc->dc, key, source, len, &entry, &view, &corrupt, err);
-    if (s != KILN_OK) return s;
-    res->disk_cache_corrupt = corrupt;
-    if (entry) {
-      /* Load a private copy of the verified bytes: the cache file itself
-       * is never dlopen'ed, so nothing can change it between the checksum
-       * and the load (see docs/cache.md). */
-      char what[160];
-      snprintf(what, sizeof what, "cache entry %s/%016llx", kiln_diskcache_dir(cc->dc), (unsigned long long)key);
-      kiln_err lerr = {0};
-      s = load_bytes(cc, view.so, view.so_len, what, syms, n_syms, out, &lerr);
-      free(entry);
-      if (s == KILN_OK) {
-        res->from_disk_cache = 1;
-        res->load_ns = (double)(now_ns() - t0);
-        kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load (disk cache)", -1);
-        kiln_counter_add("PersistentCacheHit", 1);
-        return KILN_OK;
-      }
-      /* Checksums right, object wrong (stored by an older kiln from a
-       * compiler that left a truncated object): evict it and rebuild. */
-      fprintf(stderr, "kiln: %s; evicting the entry and rebuilding\n", lerr.msg);
-      kiln_diskcache_evict(cc->dc, key);
-      res->disk_cache_corrupt = 1;
+/* Look key up in the disk cache and load a verified entry; *hit says
+ * whether *out was loaded from it. An entry that does not load is evicted
+ * (a miss). */
+static kiln_status load_cached(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *const *syms,
+                               int n_syms, kiln_so **out, kiln_cc_result *res, int *hit, kiln_err *err) {
+  *hit = 0;
+  uint64_t t0 = now_ns();
+  uint8_t *entry = NULL;
+  kiln_cache_entry_view view;
+  int corrupt = 0;
+  kiln_status s = kiln_diskcache_lookup(cc->dc, key, source, len, &entry, &view, &corrupt, err);
+  if (s != KILN_OK) return s;
+  res->disk_cache_corrupt = corrupt;
+  if (entry) {
+    /* Load a private copy of the verified bytes: the cache file itself
+     * is never dlopen'ed, so nothing can change it between the checksum
+     * and the load (see docs/cache.md). */
+    char what[160];
+    snprintf(what, sizeof what, "cache entry %s/%016llx", kiln_diskcache_dir(cc->dc), (unsigned long long)key);
+    kiln_err lerr = {0};
+    s = load_bytes(cc, view.so, view.so_len, what, syms, n_syms, out, &lerr);
+    free(entry);
+    if (s == KILN_OK) {
+      res->from_disk_cache = 1;
+      res->load_ns = (double)(now_ns() - t0);
+      kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load (disk cache)", -1);
+      kiln_counter_add("PersistentCacheHit", 1);
+      *hit = 1;
+      return KILN_OK;
     }
-    kiln_counter_add("PersistentCacheMiss", 1);
-    kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: disk cache lookup", -1);
+    /* Checksums right, object wrong (stored by an older kiln from a
+     * compiler that left a truncated object): evict it and rebuild. */
+    fprintf(stderr, "kiln: %s; evicting the entry and rebuilding\n", lerr.msg);
+    kiln_diskcache_evict(cc->dc, key);
+    res->disk_cache_corrupt = 1;
   }
+  kiln_counter_add("PersistentCacheMiss", 1);
+  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: disk cache lookup", -1);
+  return KILN_OK;
+}
 
+/* The compiler's command line: flags, output, input, libm. argv has room
+ * for KILN_CC_MAX_FLAGS + 8 entries. */
+static void compiler_argv(const kiln_cc *cc, char *so_path, char *c_path, char **argv) {
+  int argc = 0;
+  argv[argc++] = cc->cc_path;
+  for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
+  argv[argc++] = "-o";
+  argv[argc++] = so_path;
+  argv[argc++] = c_path;
+  /* kernels call libm (expf, tanh, ...): a program that does not link libm
+   * itself must still be able to load them */
+  argv[argc++] = "-lm";
+  argv[argc] = NULL;
+}
+
+/* Write the source into the work directory and compile it there into
+ * so_name (of the work directory). A work directory that cannot be written,
+ * or a compiler out of space, moves the work directory once and tries again. */
+static kiln_status compile_source(kiln_cc *cc, const char *source, size_t len, char *so_name, size_t so_cap,
+                                  kiln_cc_result *res, kiln_err *err) {
+  char c_name[64];
   for (int attempt = 0;; attempt++) {
     uint64_t seq = ++cc->seq;
     snprintf(c_name, sizeof c_name, "k%llu.c", (unsigned long long)seq);
-    snprintf(so_name, sizeof so_name, "k%llu.so", (unsigned long long)seq);
+    snprintf(so_name, so_cap, "k%llu.so", (unsigned long long)seq);
     int e = 0;
     kiln_err werr = {0};
-    s = work_write(cc, c_name, source, len, &e, &werr);
+    kiln_status s = work_write(cc, c_name, source, len, &e, &werr);
     if (s != KILN_OK) {
       if (attempt == 0 && relocate_work(cc, werr.msg) == 0) continue;
       return kiln_err_set(err, KILN_ERR_IO, "cannot write the kernel source anywhere: %s", werr.msg);
@@ -623,16 +645,7 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, con
     snprintf(c_path, sizeof c_path, "%s/%s", cc->work, c_name);
     snprintf(so_path, sizeof so_path, "%s/%s", cc->work, so_name);
     char *argv[KILN_CC_MAX_FLAGS + 8];
-    int argc = 0;
-    argv[argc++] = cc->cc_path;
-    for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
-    argv[argc++] = "-o";
-    argv[argc++] = so_path;
-    argv[argc++] = c_path;
-    /* kernels call libm (expf, tanh, ...): a program that does not link libm
-     * itself must still be able to load them */
-    argv[argc++] = "-lm";
-    argv[argc] = NULL;
+    compiler_argv(cc, so_path, c_path, argv);
 
     char *output = malloc(KILN_CC_OUTPUT_CAP);
     if (!output) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -654,22 +667,23 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, con
                        output);
     }
     free(output);
-    if (s != KILN_OK) {
-      unlinkat(cc->work_fd, so_name, 0);
-      return s;
-    }
-    break;
+    if (s != KILN_OK) unlinkat(cc->work_fd, so_name, 0);
+    return s;
   }
+}
 
-  /* What the compiler wrote, checked and loaded before it is stored: an
-   * object that does not load never reaches the cache. */
+/* What the compiler wrote into so_name, checked and loaded before it is
+ * stored: an object that does not load never reaches the cache. */
+static kiln_status load_compiled(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *so_name,
+                                 const char *const *syms, int n_syms, kiln_so **out, kiln_cc_result *res,
+                                 kiln_err *err) {
   uint64_t t0 = now_ns();
   int fd = openat(cc->work_fd, so_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   uint8_t *bytes = NULL;
   size_t n = 0;
   kiln_err rerr = {0};
-  s = fd >= 0 ? kiln_fs_read_fd(fd, KILN_CACHE_ENTRY_MAX_BYTES, &bytes, &n, &rerr)
-              : kiln_err_set(&rerr, KILN_ERR_COMPILE, "no output file: %s", strerror(errno));
+  kiln_status s = fd >= 0 ? kiln_fs_read_fd(fd, KILN_CACHE_ENTRY_MAX_BYTES, &bytes, &n, &rerr)
+                          : kiln_err_set(&rerr, KILN_ERR_COMPILE, "no output file: %s", strerror(errno));
   if (fd >= 0) close(fd);
   unlinkat(cc->work_fd, so_name, 0);
   if (s != KILN_OK) return kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler %s: %s", cc->command, rerr.msg);
@@ -695,6 +709,21 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, con
   res->load_ns = (double)(now_ns() - t0);
   kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load", -1);
   return KILN_OK;
+}
+
+static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, const char *const *syms, int n_syms,
+                                kiln_so **out, kiln_cc_result *res, kiln_err *err) {
+  uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source, len, cc->base_key);
+  kiln_status s;
+  if (cc->dc) {
+    int hit;
+    s = load_cached(cc, key, source, len, syms, n_syms, out, res, &hit, err);
+    if (s != KILN_OK || hit) return s;
+  }
+  char so_name[64];
+  s = compile_source(cc, source, len, so_name, sizeof so_name, res, err);
+  if (s != KILN_OK) return s;
+  return load_compiled(cc, key, source, len, so_name, syms, n_syms, out, res, err);
 }
 
 kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, const char *const *symbols,

@@ -49,34 +49,40 @@ static kiln_graph *cut_build(void *ctx) {
   return kiln_lin_build(c->lin, c->n_out, c->outs, c->alias);
 }
 
-kiln_status kiln_fe_cut(kiln_fe_session *S, uint32_t n, kiln_tslot **slots, kiln_cut_cause cause) {
-  kiln_frontend *fe = &S->fe;
-  kiln_lin *lin = &S->lin;
-  kiln_cut_reason why = cause.why;
-  kiln_loc loc = cause.loc;
-  uint64_t t_cut;
-  kiln_status st = kiln_runtime_cut_open(S->rt, &cause, &t_cut);
-  if (st != KILN_OK) return st; /* refused: the slots stay as they are */
-  kiln_node *outs_stack[KILN_CUT_STACK] = {0};
-  int32_t alias_stack[KILN_CUT_STACK], slot_out_stack[KILN_CUT_STACK];
-  size_t bytes_stack[KILN_CUT_STACK];
-  kiln_buf *bufs_stack[KILN_CUT_STACK];
-  kiln_node **outs = outs_stack;
-  int32_t *alias = alias_stack, *slot_out = slot_out_stack;
-  size_t *out_bytes = bytes_stack;
-  kiln_buf **out_bufs = bufs_stack;
-  if (n > KILN_CUT_STACK) {
-    outs = malloc(n * sizeof *outs);
-    alias = malloc(n * sizeof *alias);
-    slot_out = malloc(n * sizeof *slot_out);
-    out_bytes = malloc(n * sizeof *out_bytes);
-    out_bufs = malloc(n * sizeof *out_bufs);
-    if (!outs || !alias || !slot_out || !out_bytes || !out_bufs) {
-      free(outs), free(alias), free(slot_out), free(out_bytes), free(out_bufs);
-      return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory at a graph cut");
-    }
-  }
-  /* unique output nodes, in slot order */
+/* The per-cut arrays: on the caller's stack up to KILN_CUT_STACK slots, on
+ * the heap past that. */
+typedef struct cut_arrays {
+  kiln_node **outs;    /* the unique output nodes, in slot order */
+  int32_t *alias;      /* per output: the graph input it is written into, or -1 */
+  int32_t *slot_out;   /* per slot: its output */
+  size_t *out_bytes;   /* per output */
+  kiln_buf **out_bufs; /* per output: what the runtime hands back */
+} cut_arrays;
+
+/* The heap arrays for a cut of n slots; -1 on out-of-memory (nothing held).
+ * Cold and out of line: the cuts of a cached step fit on the stack. */
+__attribute__((cold, noinline)) static int cut_arrays_alloc(cut_arrays *a, uint32_t n) {
+  a->outs = malloc(n * sizeof *a->outs);
+  a->alias = malloc(n * sizeof *a->alias);
+  a->slot_out = malloc(n * sizeof *a->slot_out);
+  a->out_bytes = malloc(n * sizeof *a->out_bytes);
+  a->out_bufs = malloc(n * sizeof *a->out_bufs);
+  if (a->outs && a->alias && a->slot_out && a->out_bytes && a->out_bufs) return 0;
+  free(a->outs), free(a->alias), free(a->slot_out), free(a->out_bytes), free(a->out_bufs);
+  return -1;
+}
+
+static void cut_arrays_free(cut_arrays *a) {
+  free(a->outs);
+  free(a->alias);
+  free(a->slot_out);
+  free(a->out_bytes);
+  free(a->out_bufs);
+}
+
+/* The unique output nodes, in slot order, and each slot's output; returns
+ * the output count. */
+static int cut_outputs(kiln_frontend *fe, uint32_t n, kiln_tslot **slots, cut_arrays *a) {
   uint32_t mark = ++fe->mark_epoch;
   int n_out = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -84,43 +90,43 @@ kiln_status kiln_fe_cut(kiln_fe_session *S, uint32_t n, kiln_tslot **slots, kiln
     if (nd->mark != mark) {
       nd->mark = mark;
       nd->lin = n_out;
-      outs[n_out] = nd;
-      alias[n_out] = -1;
+      a->outs[n_out] = nd;
+      a->alias[n_out] = -1;
       n_out++;
     }
-    slot_out[i] = nd->lin;
+    a->slot_out[i] = nd->lin;
   }
-  uint64_t tl = kiln_prof_span_begin();
-  if (kiln_lin_run(fe, lin, n_out, outs) || grow_inputs(S, lin->n_inputs)) {
-    st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory at a graph cut");
-    goto done;
-  }
-  kiln_prof_span_end(tl, KILN_PROF_TRACING, "trace: linearize graph", (int64_t)lin->n);
-  /* Donation: an output whose tensor gave up a buffer that is an input of
-   * this graph and that nothing else on the host holds (the tensor's donor
-   * reference and the LEAF node's) may be written in place. Only at a step
-   * marker: there every pending computation that can still be used is an
-   * output of this graph (the rest of the step is dropped). A value read in
-   * the middle of a step computes a part of the step; nodes outside it that
-   * read the donated buffer through the same LEAF (a dependent traced before
-   * kiln_assign, a kept gradient) run later and must see the old value, so
-   * the read writes a fresh buffer. (An explicit compile runs nothing: it
-   * gets the step marker's aliasing, so the step finds its graph.) */
-  int may_donate = why == KILN_CUT_STEP_MARKER || why == KILN_CUT_EXPLICIT_COMPILE;
-  for (uint32_t i = 0; may_donate && i < n; i++) {
+  return n_out;
+}
+
+/* Donation: an output whose tensor gave up a buffer that is an input of
+ * this graph and that nothing else on the host holds (the tensor's donor
+ * reference and the LEAF node's) may be written in place. Only at a step
+ * marker: there every pending computation that can still be used is an
+ * output of this graph (the rest of the step is dropped). A value read in
+ * the middle of a step computes a part of the step; nodes outside it that
+ * read the donated buffer through the same LEAF (a dependent traced before
+ * kiln_assign, a kept gradient) run later and must see the old value, so
+ * the read writes a fresh buffer. (An explicit compile runs nothing: it
+ * gets the step marker's aliasing, so the step finds its graph.) */
+static void cut_donate(const kiln_lin *lin, uint32_t n, kiln_tslot **slots, cut_arrays *a, int n_out) {
+  for (uint32_t i = 0; i < n; i++) {
     kiln_buf *d = slots[i]->donor;
-    int o = slot_out[i];
-    if (!d || alias[o] >= 0 || kiln_buf_host_refs(d) != 2) continue;
+    int o = a->slot_out[i];
+    if (!d || a->alias[o] >= 0 || kiln_buf_host_refs(d) != 2) continue;
     for (uint32_t k = 0; k < lin->n_inputs; k++) {
       if (lin->inputs[k]->buf != d) continue;
       int used = 0;
-      for (int q = 0; q < n_out; q++) used |= alias[q] == (int32_t)k;
-      if (!used && d->bytes == node_bytes(outs[o]))
-        alias[o] = (int32_t)k;
+      for (int q = 0; q < n_out; q++) used |= a->alias[q] == (int32_t)k;
+      if (!used && d->bytes == node_bytes(a->outs[o]))
+        a->alias[o] = (int32_t)k;
       break;
     }
   }
-  /* the graph inputs: LEAF buffers, SCALAR values */
+}
+
+/* The graph inputs: LEAF buffers, SCALAR values. */
+static void cut_inputs(kiln_fe_session *S, const kiln_lin *lin) {
   for (uint32_t k = 0; k < lin->n_inputs; k++) {
     const kiln_node *in = lin->inputs[k];
     kiln_run_input *r = &S->inputs[k];
@@ -134,51 +140,84 @@ kiln_status kiln_fe_cut(kiln_fe_session *S, uint32_t n, kiln_tslot **slots, kiln
         memcpy(&r->bits, &in->ival, 8);
     }
   }
+}
+
+/* Hash the outputs and their aliasing into the graph's cache key, and
+ * describe the graph to the runtime, which finds or compiles and runs it. */
+static kiln_status cut_run(kiln_fe_session *S, const kiln_cut_cause *cause, uint64_t t_cut, cut_arrays *a,
+                           int n_out) {
+  const kiln_lin *lin = &S->lin;
   uint64_t th = kiln_prof_span_begin();
   uint64_t key = kiln_hash_combine(0x6b696c6e2d677261ULL, (uint64_t)n_out);
   for (int o = 0; o < n_out; o++) {
-    key = kiln_hash_combine(key, outs[o]->hash);
-    key = kiln_hash_combine(key, (uint64_t)(int64_t)alias[o]);
-    out_bytes[o] = node_bytes(outs[o]);
+    key = kiln_hash_combine(key, a->outs[o]->hash);
+    key = kiln_hash_combine(key, (uint64_t)(int64_t)a->alias[o]);
+    a->out_bytes[o] = node_bytes(a->outs[o]);
   }
   key = kiln_hash_combine(key, lin->n);
-  cut_graph cg = {lin, n_out, outs, alias};
-  const kiln_run_request rq = {.cause = cause,
+  cut_graph cg = {lin, n_out, a->outs, a->alias};
+  const kiln_run_request rq = {.cause = *cause,
                                .t_cut = t_cut,
                                .t_lookup = th,
                                .key = key,
                                .n_out = n_out,
-                               .alias = alias,
-                               .out_bytes = out_bytes,
+                               .alias = a->alias,
+                               .out_bytes = a->out_bytes,
                                .n_inputs = lin->n_inputs,
                                .inputs = S->inputs,
-                               .step_tensors = fe->n_step,
+                               .step_tensors = S->fe.n_step,
                                .ctx = &cg,
                                .matches = cut_matches,
                                .build = cut_build,
-                               .out = out_bufs};
-  st = kiln_runtime_run(S->rt, &rq);
-  if (st != KILN_OK || why == KILN_CUT_EXPLICIT_COMPILE) goto done; /* an explicit compile: the slots stay pending */
+                               .out = a->out_bufs};
+  return kiln_runtime_run(S->rt, &rq);
+}
+
+/* The results into the slots; drops the references the runtime handed over
+ * (the slots hold theirs). */
+static void cut_write_results(kiln_frontend *fe, uint32_t n, kiln_tslot **slots, const cut_arrays *a, int n_out,
+                              kiln_cut_reason why) {
   for (uint32_t i = 0; i < n; i++) {
-    kiln_buf *b = out_bufs[slot_out[i]];
+    kiln_buf *b = a->out_bufs[a->slot_out[i]];
     kiln_buf_ref(b);
     kiln_fe_set_computed(fe, slots[i], b);
     /* A read mid-step keeps the node it computed: kiln_backward of a loss
      * that was read (logged) first still follows the step's tape. */
-    if (why != KILN_CUT_STEP_MARKER) slots[i]->traced = outs[slot_out[i]];
+    if (why != KILN_CUT_STEP_MARKER) slots[i]->traced = a->outs[a->slot_out[i]];
   }
-  /* drop the references the runtime handed over (the slots hold theirs) */
-  for (int o = 0; o < n_out; o++) kiln_buf_unref(out_bufs[o]);
+  for (int o = 0; o < n_out; o++) kiln_buf_unref(a->out_bufs[o]);
+}
+
+kiln_status kiln_fe_cut(kiln_fe_session *S, uint32_t n, kiln_tslot **slots, kiln_cut_cause cause) {
+  kiln_frontend *fe = &S->fe;
+  kiln_lin *lin = &S->lin;
+  kiln_cut_reason why = cause.why;
+  uint64_t t_cut;
+  kiln_status st = kiln_runtime_cut_open(S->rt, &cause, &t_cut);
+  if (st != KILN_OK) return st; /* refused: the slots stay as they are */
+  kiln_node *outs_stack[KILN_CUT_STACK] = {0};
+  int32_t alias_stack[KILN_CUT_STACK], slot_out_stack[KILN_CUT_STACK];
+  size_t bytes_stack[KILN_CUT_STACK];
+  kiln_buf *bufs_stack[KILN_CUT_STACK];
+  cut_arrays a = {outs_stack, alias_stack, slot_out_stack, bytes_stack, bufs_stack};
+  if (n > KILN_CUT_STACK && cut_arrays_alloc(&a, n))
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, cause.loc, "out of memory at a graph cut");
+  int n_out = cut_outputs(fe, n, slots, &a);
+  uint64_t tl = kiln_prof_span_begin();
+  if (kiln_lin_run(fe, lin, n_out, a.outs) || grow_inputs(S, lin->n_inputs)) {
+    st = kiln_error(KILN_ERR_OUT_OF_MEMORY, cause.loc, "out of memory at a graph cut");
+    goto done;
+  }
+  kiln_prof_span_end(tl, KILN_PROF_TRACING, "trace: linearize graph", (int64_t)lin->n);
+  if (why == KILN_CUT_STEP_MARKER || why == KILN_CUT_EXPLICIT_COMPILE) cut_donate(lin, n, slots, &a, n_out);
+  cut_inputs(S, lin);
+  st = cut_run(S, &cause, t_cut, &a, n_out);
+  if (st != KILN_OK || why == KILN_CUT_EXPLICIT_COMPILE) goto done; /* an explicit compile: the slots stay pending */
+  cut_write_results(fe, n, slots, &a, n_out, why);
 done:
   if (st != KILN_OK)
     for (uint32_t i = 0; i < n; i++) kiln_fe_set_poisoned(fe, slots[i]);
-  if (outs != outs_stack) {
-    free(outs);
-    free(alias);
-    free(slot_out);
-    free(out_bytes);
-    free(out_bufs);
-  }
+  if (a.outs != outs_stack) cut_arrays_free(&a);
   return st;
 }
 

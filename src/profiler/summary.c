@@ -91,6 +91,172 @@ void kiln_prof_analysis_free(kiln_prof_analysis *a) {
   memset(a, 0, sizeof *a);
 }
 
+/* The event's kind, unknown kinds read as user annotations. */
+static int event_kind(const kiln_prof_event *e) {
+  return e->kind < KILN_PROF_KIND_COUNT ? e->kind : KILN_PROF_USER;
+}
+
+/* The intervals one analysis works from: the kernels' (merged in place),
+ * the kernel instances, the host work by kind and all of it together. */
+typedef struct analyze_scratch {
+  ival *kv;
+  kref *kr;
+  ival *hv[KILN_PROF_KIND_COUNT];
+  ival *any;
+  size_t nk, nkm, na, nh[KILN_PROF_KIND_COUNT];
+} analyze_scratch;
+
+typedef struct event_counts {
+  size_t kernels, steps, host, kind[KILN_PROF_KIND_COUNT];
+} event_counts;
+
+/* First pass: how many of each, and the capture's lane and thread counts. */
+static event_counts count_events(const kiln_prof_capture *c, kiln_prof_analysis *out) {
+  event_counts n = {0};
+  for (int i = 0; i < c->n_threads; i++) {
+    const kiln_prof_thread_events *t = &c->threads[i];
+    int dev = 0, host = 0;
+    out->n_events += t->n;
+    for (uint32_t k = 0; k < t->n; k++) {
+      int kind = event_kind(&t->ev[k]);
+      if (kind == KILN_PROF_KERNEL) n.kernels++, dev = 1;
+      else host = 1;
+      if (kind == KILN_PROF_STEP) n.steps++;
+      if (is_host_work(kind)) n.kind[kind]++, n.host++;
+    }
+    out->n_lanes += dev;
+    out->n_host_threads += host;
+  }
+  return n;
+}
+
+/* Room for the counted events and the steps; returns nonzero when out of memory. */
+static int scratch_alloc(analyze_scratch *s, const event_counts *n, kiln_prof_analysis *out) {
+  s->kv = malloc(sizeof *s->kv * (n->kernels + 1));
+  s->kr = malloc(sizeof *s->kr * (n->kernels + 1));
+  s->any = malloc(sizeof *s->any * (n->host + 1));
+  int oom = !s->kv || !s->kr || !s->any;
+  for (int k = 0; k < KILN_PROF_KIND_COUNT && !oom; k++)
+    if (n->kind[k] && !(s->hv[k] = malloc(sizeof **s->hv * n->kind[k]))) oom = 1;
+  out->steps = calloc(n->steps ? n->steps : 1, sizeof *out->steps);
+  if (!out->steps) oom = 1;
+  return oom;
+}
+
+static void scratch_free(analyze_scratch *s) {
+  free(s->kv);
+  free(s->kr);
+  free(s->any);
+  for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) free(s->hv[k]);
+}
+
+/* Second pass: the intervals into s, the steps into out; returns the step count. */
+static size_t collect_events(const kiln_prof_capture *c, analyze_scratch *s, kiln_prof_analysis *out) {
+  size_t ns = 0;
+  for (int i = 0; i < c->n_threads; i++) {
+    const kiln_prof_thread_events *t = &c->threads[i];
+    for (uint32_t k = 0; k < t->n; k++) {
+      const kiln_prof_event *e = &t->ev[k];
+      int kind = event_kind(e);
+      if (kind == KILN_PROF_KERNEL) {
+        s->kv[s->nk] = (ival){e->begin_ns, e->end_ns};
+        s->kr[s->nk++] = (kref){e->name, e->begin_ns, e->end_ns, e->flops, e->bytes};
+      } else if (kind == KILN_PROF_STEP) {
+        out->steps[ns++] = (kiln_prof_step_stats){e->name, e->arg, e->begin_ns, e->end_ns, 0, 0, NULL};
+      } else if (is_host_work(kind)) {
+        s->hv[kind][s->nh[kind]++] = (ival){e->begin_ns, e->end_ns};
+        s->any[s->na++] = (ival){e->begin_ns, e->end_ns};
+      }
+    }
+  }
+  return ns;
+}
+
+/* Per-kernel totals from the instances kr (sorted here), the longest first;
+ * returns nonzero when out of memory. */
+static int summarize_kernels(kiln_prof_analysis *out, kref *kr, size_t nk) {
+  qsort(kr, nk, sizeof *kr, cmp_kref);
+  out->kernels = calloc(nk + 1, sizeof *out->kernels);
+  if (!out->kernels) return 1;
+  for (size_t i = 0; i < nk;) {
+    kiln_prof_kernel_stats *s = &out->kernels[out->n_kernels++];
+    s->name = kr[i].name;
+    size_t j = i;
+    while (j < nk && !strcmp(kr[j].name, s->name)) {
+      uint64_t b = kr[j].b, e = kr[j].e;
+      s->calls++;
+      s->flops += kr[j].flops;
+      s->bytes += kr[j].bytes;
+      j++;
+      /* lanes of one call overlap; back-to-back calls only touch */
+      while (j < nk && !strcmp(kr[j].name, s->name) && kr[j].b < e) {
+        if (kr[j].e > e) e = kr[j].e;
+        s->flops += kr[j].flops;
+        s->bytes += kr[j].bytes;
+        j++;
+      }
+      s->wall_ns += (double)(e - b);
+    }
+    i = j;
+  }
+  qsort(out->kernels, (size_t)out->n_kernels, sizeof *out->kernels, cmp_kstats);
+  return 0;
+}
+
+/* What the host did during the gap [gb, ge), and the innermost user region
+ * open at its middle. */
+static void describe_gap(kiln_prof_gap *g, const kiln_prof_capture *c, const analyze_scratch *s, uint64_t gb,
+                         uint64_t ge) {
+  memset(g, 0, sizeof *g);
+  g->begin_ns = gb;
+  g->end_ns = ge;
+  for (int k = 0; k < KILN_PROF_KIND_COUNT; k++)
+    if (s->nh[k]) g->kind_ns[k] = overlap(s->hv[k], s->nh[k], gb, ge);
+  g->user_ns = (double)(ge - gb) - overlap(s->any, s->na, gb, ge);
+  uint64_t mid = gb + (ge - gb) / 2;
+  int best_depth = -1;
+  for (int ti = 0; ti < c->n_threads; ti++)
+    for (uint32_t k = 0; k < c->threads[ti].n; k++) {
+      const kiln_prof_event *e = &c->threads[ti].ev[k];
+      if (e->kind == KILN_PROF_USER && e->begin_ns <= mid && e->end_ns > mid && e->depth > best_depth)
+        best_depth = e->depth, g->region = e->name;
+    }
+}
+
+/* The step's device busy time and its gaps longer than the threshold;
+ * returns nonzero when out of memory. */
+static int analyze_step(kiln_prof_step_stats *st, const kiln_prof_analysis *out, const kiln_prof_capture *c,
+                        const analyze_scratch *s) {
+  const ival *kv = s->kv;
+  size_t nkm = s->nkm;
+  uint64_t a = st->begin_ns, b = st->end_ns;
+  st->busy_ns = overlap(kv, nkm, a, b);
+  double thr = out->gap_threshold_ms * 1e6, f = out->gap_threshold_fraction * (double)(b - a);
+  if (f < thr) thr = f;
+  /* the gaps: the complement of the busy set inside [a, b) */
+  size_t cap = 0;
+  uint64_t cur = a;
+  for (size_t i = 0; i <= nkm; i++) {
+    uint64_t gb = cur, ge = i < nkm ? kv[i].b : b;
+    if (i < nkm && kv[i].e <= a) continue;
+    if (ge > b) ge = b;
+    if (ge > gb && (double)(ge - gb) > thr) {
+      if ((size_t)st->n_gaps == cap) {
+        cap = cap ? cap * 2 : 8;
+        kiln_prof_gap *g = realloc(st->gaps, sizeof *g * cap);
+        if (!g) return 1;
+        st->gaps = g;
+      }
+      describe_gap(&st->gaps[st->n_gaps++], c, s, gb, ge);
+    }
+    if (i < nkm) {
+      if (kv[i].b >= b) break;
+      cur = kv[i].e;
+    }
+  }
+  return 0;
+}
+
 kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_summary_opts *opts,
                               kiln_prof_analysis *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
@@ -98,134 +264,25 @@ kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_su
   out->gap_threshold_ms = o.gap_ms > 0 ? o.gap_ms : 1.0;
   out->gap_threshold_fraction = o.gap_fraction > 0 ? o.gap_fraction : 0.05;
   out->dropped = c->dropped;
-  size_t n_k = 0, n_steps = 0, n_kind[KILN_PROF_KIND_COUNT] = {0}, n_host = 0;
-  for (int i = 0; i < c->n_threads; i++) {
-    const kiln_prof_thread_events *t = &c->threads[i];
-    int dev = 0, host = 0;
-    out->n_events += t->n;
-    for (uint32_t k = 0; k < t->n; k++) {
-      int kind = t->ev[k].kind < KILN_PROF_KIND_COUNT ? t->ev[k].kind : KILN_PROF_USER;
-      if (kind == KILN_PROF_KERNEL) n_k++, dev = 1;
-      else host = 1;
-      if (kind == KILN_PROF_STEP) n_steps++;
-      if (is_host_work(kind)) n_kind[kind]++, n_host++;
-    }
-    out->n_lanes += dev;
-    out->n_host_threads += host;
-  }
-  ival *kv = malloc(sizeof *kv * (n_k + 1));
-  kref *kr = malloc(sizeof *kr * (n_k + 1));
-  ival *hv[KILN_PROF_KIND_COUNT] = {0};
-  ival *any = malloc(sizeof *any * (n_host + 1));
-  int oom = !kv || !kr || !any;
-  for (int k = 0; k < KILN_PROF_KIND_COUNT && !oom; k++)
-    if (n_kind[k] && !(hv[k] = malloc(sizeof **hv * n_kind[k]))) oom = 1;
-  out->steps = calloc(n_steps ? n_steps : 1, sizeof *out->steps);
-  if (!out->steps) oom = 1;
-  size_t nk = 0, na = 0, ns = 0, nh[KILN_PROF_KIND_COUNT] = {0};
-  for (int i = 0; i < c->n_threads && !oom; i++) {
-    const kiln_prof_thread_events *t = &c->threads[i];
-    for (uint32_t k = 0; k < t->n; k++) {
-      const kiln_prof_event *e = &t->ev[k];
-      int kind = e->kind < KILN_PROF_KIND_COUNT ? e->kind : KILN_PROF_USER;
-      if (kind == KILN_PROF_KERNEL) {
-        kv[nk] = (ival){e->begin_ns, e->end_ns};
-        kr[nk++] = (kref){e->name, e->begin_ns, e->end_ns, e->flops, e->bytes};
-      } else if (kind == KILN_PROF_STEP) {
-        out->steps[ns++] = (kiln_prof_step_stats){e->name, e->arg, e->begin_ns, e->end_ns, 0, 0, NULL};
-      } else if (is_host_work(kind)) {
-        hv[kind][nh[kind]++] = (ival){e->begin_ns, e->end_ns};
-        any[na++] = (ival){e->begin_ns, e->end_ns};
-      }
-    }
-  }
+  event_counts n = count_events(c, out);
+  analyze_scratch s = {0};
+  int oom = scratch_alloc(&s, &n, out);
+  size_t ns = oom ? 0 : collect_events(c, &s, out);
   if (!oom && ns == 0) { /* no step regions: the whole capture is one */
     out->steps[0] = (kiln_prof_step_stats){"capture", -1, c->start_ns, c->end_ns, 0, 0, NULL};
     ns = 1;
   }
   out->n_steps = (int)ns;
-  size_t nkm = 0;
   if (!oom) {
     qsort(out->steps, ns, sizeof *out->steps, cmp_step);
     /* kernel instances, before kv is merged */
-    qsort(kr, nk, sizeof *kr, cmp_kref);
-    out->kernels = calloc(nk + 1, sizeof *out->kernels);
-    oom = !out->kernels;
-    for (size_t i = 0; i < nk && !oom;) {
-      kiln_prof_kernel_stats *s = &out->kernels[out->n_kernels++];
-      s->name = kr[i].name;
-      size_t j = i;
-      while (j < nk && !strcmp(kr[j].name, s->name)) {
-        uint64_t b = kr[j].b, e = kr[j].e;
-        s->calls++;
-        s->flops += kr[j].flops;
-        s->bytes += kr[j].bytes;
-        j++;
-        /* lanes of one call overlap; back-to-back calls only touch */
-        while (j < nk && !strcmp(kr[j].name, s->name) && kr[j].b < e) {
-          if (kr[j].e > e) e = kr[j].e;
-          s->flops += kr[j].flops;
-          s->bytes += kr[j].bytes;
-          j++;
-        }
-        s->wall_ns += (double)(e - b);
-      }
-      i = j;
-    }
-    if (!oom) qsort(out->kernels, (size_t)out->n_kernels, sizeof *out->kernels, cmp_kstats);
-    nkm = merge(kv, nk);
-    for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) nh[k] = merge(hv[k], nh[k]);
-    na = merge(any, na);
+    oom = summarize_kernels(out, s.kr, s.nk);
+    s.nkm = merge(s.kv, s.nk);
+    for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) s.nh[k] = merge(s.hv[k], s.nh[k]);
+    s.na = merge(s.any, s.na);
   }
-  for (size_t si = 0; si < ns && !oom; si++) {
-    kiln_prof_step_stats *st = &out->steps[si];
-    uint64_t a = st->begin_ns, b = st->end_ns;
-    st->busy_ns = overlap(kv, nkm, a, b);
-    double thr = out->gap_threshold_ms * 1e6, f = out->gap_threshold_fraction * (double)(b - a);
-    if (f < thr) thr = f;
-    /* the gaps: the complement of the busy set inside [a, b) */
-    size_t cap = 0;
-    uint64_t cur = a;
-    for (size_t i = 0; i <= nkm && !oom; i++) {
-      uint64_t gb = cur, ge = i < nkm ? kv[i].b : b;
-      if (i < nkm && kv[i].e <= a) continue;
-      if (ge > b) ge = b;
-      if (ge > gb && (double)(ge - gb) > thr) {
-        if ((size_t)st->n_gaps == cap) {
-          cap = cap ? cap * 2 : 8;
-          kiln_prof_gap *g = realloc(st->gaps, sizeof *g * cap);
-          if (!g) {
-            oom = 1;
-            break;
-          }
-          st->gaps = g;
-        }
-        kiln_prof_gap *g = &st->gaps[st->n_gaps++];
-        memset(g, 0, sizeof *g);
-        g->begin_ns = gb;
-        g->end_ns = ge;
-        for (int k = 0; k < KILN_PROF_KIND_COUNT; k++)
-          if (nh[k]) g->kind_ns[k] = overlap(hv[k], nh[k], gb, ge);
-        g->user_ns = (double)(ge - gb) - overlap(any, na, gb, ge);
-        uint64_t mid = gb + (ge - gb) / 2;
-        int best_depth = -1;
-        for (int ti = 0; ti < c->n_threads; ti++)
-          for (uint32_t k = 0; k < c->threads[ti].n; k++) {
-            const kiln_prof_event *e = &c->threads[ti].ev[k];
-            if (e->kind == KILN_PROF_USER && e->begin_ns <= mid && e->end_ns > mid && e->depth > best_depth)
-              best_depth = e->depth, g->region = e->name;
-          }
-      }
-      if (i < nkm) {
-        if (kv[i].b >= b) break;
-        cur = kv[i].e;
-      }
-    }
-  }
-  free(kv);
-  free(kr);
-  free(any);
-  for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) free(hv[k]);
+  for (size_t si = 0; si < ns && !oom; si++) oom = analyze_step(&out->steps[si], out, c, &s);
+  scratch_free(&s);
   if (oom) {
     kiln_prof_analysis_free(out);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profile summary: out of memory");

@@ -324,6 +324,88 @@ static kiln_status create_work_dir(kiln_cc *cc, const char *cache_dir, kiln_err 
   return KILN_OK;
 }
 
+/* KILN_CC_TIMEOUT: seconds a compiler run may take (default 300: a
+ * thousand-kernel graph compiles in tens of seconds); 0 or less: none */
+static int timeout_from_config(void) {
+  const char *to = kiln_cfg()->cc_timeout;
+  int timeout_s = 300;
+  if (to && *to) {
+    char *end = NULL;
+    long v = strtol(to, &end, 10);
+    if (end && !*end) timeout_s = v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
+  }
+  return timeout_s;
+}
+
+/* cc->cc_path: the configured compiler (KILN_CC, default "cc") resolved. */
+static kiln_status find_compiler(kiln_cc *cc, const kiln_cc_config *cfg, kiln_err *err) {
+  const char *name = cfg->cc && *cfg->cc ? cfg->cc : kiln_cfg()->cc;
+  if (!name || !*name) name = "cc";
+  cc->cc_path = resolve_program(name);
+  if (cc->cc_path) return KILN_OK;
+  /* say why: a file that exists but cannot be run is not "not found" */
+  struct stat st;
+  if (strchr(name, '/') && stat(name, &st) == 0)
+    return kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler '%s' is %s (set KILN_CC to a C compiler, e.g. gcc)",
+                        name, S_ISDIR(st.st_mode) ? "a directory" : "not executable (no permission to run it)");
+  return kiln_err_set(err, KILN_ERR_COMPILE,
+                      "kernel compiler '%s' not found%s (set KILN_CC to a C compiler, e.g. gcc)", name,
+                      strchr(name, '/') ? "" : " in PATH as an executable file");
+}
+
+/* Run `cc --version` into outbuf; cc->version: its first line (NULL when
+ * out of memory, which the caller reports). */
+static kiln_status query_version(kiln_cc *cc, char *outbuf, size_t cap, kiln_err *err) {
+  int code;
+  char *vargv[] = {cc->cc_path, "--version", NULL};
+  kiln_status s = run_capture(vargv, outbuf, cap, &code, cc->timeout_s, NULL, err);
+  if (s == KILN_OK && code != 0)
+    s = kiln_err_set(err, KILN_ERR_COMPILE, "'%s --version' failed (exit status %d): %.300s", cc->cc_path, code,
+                     outbuf);
+  if (s != KILN_OK) return s;
+  size_t l1 = strcspn(outbuf, "\n");
+  cc->version = strndup(outbuf, l1);
+  return KILN_OK;
+}
+
+/* The default flags for the compiler whose `--version` printed out. */
+static const char *default_flags(const char *version_output) {
+  /* `cc --version` of gcc does not say "gcc" on line 1; the FSF copyright
+   * line does. */
+  if (strstr(version_output, "clang")) return k_flags_clang;
+  if (strstr(version_output, "Free Software Foundation") || strstr(version_output, "gcc") ||
+      strstr(version_output, "GCC"))
+    return k_flags_gcc;
+  return k_flags_other;
+}
+
+/* The flags, split, and what is derived from them: the command line shown
+ * in errors and the description stored in cache entries. */
+static kiln_status set_flags(kiln_cc *cc, const char *flags, kiln_err *err) {
+  cc->flags = strdup(flags);
+  cc->argv_store = strdup(flags);
+  if (!cc->version || !cc->flags || !cc->argv_store)
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  kiln_status s = split_flags(cc, err);
+  if (s != KILN_OK) return s;
+  cc->command = dup_printf("%s %s", cc->cc_path, cc->flags);
+  cc->meta = dup_printf("kiln %s\ncompiler %s\nversion %s\nflags %s\ncpu %s\n", KILN_VERSION_STRING, cc->cc_path,
+                        cc->version, cc->flags, kiln_cpu_features());
+  if (!cc->command || !cc->meta) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (strlen(cc->meta) > KILN_CACHE_ENTRY_MAX_META) cc->meta[KILN_CACHE_ENTRY_MAX_META] = 0;
+  return KILN_OK;
+}
+
+/* Everything that changes the produced code goes into the key, each part
+ * hashed with its length so that boundaries cannot be shifted. */
+static uint64_t compiler_key(const kiln_cc *cc) {
+  const char *parts[] = {KILN_VERSION_STRING, cc->cc_path, cc->version, cc->flags, kiln_cpu_features()};
+  uint64_t h = 0x6b696c6e2d636301ULL; /* "kiln-cc\1" */
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    h = kiln_hash_combine(h, kiln_hash_bytes(parts[i], strlen(parts[i]), i + 1));
+  return h;
+}
+
 kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *err) {
   *out = NULL;
   kiln_cc_config none = {0};
@@ -332,77 +414,15 @@ kiln_status kiln_cc_create(const kiln_cc_config *cfg, kiln_cc **out, kiln_err *e
   if (!cc) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   pthread_mutex_init(&cc->mu, NULL);
   cc->work_fd = -1;
-  kiln_status s = KILN_OK;
-
-  /* KILN_CC_TIMEOUT: seconds a compiler run may take (default 300: a
-   * thousand-kernel graph compiles in tens of seconds); 0 or less: none */
-  const char *to = kiln_cfg()->cc_timeout;
-  cc->timeout_s = 300;
-  if (to && *to) {
-    char *end = NULL;
-    long v = strtol(to, &end, 10);
-    if (end && !*end) cc->timeout_s = v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
-  }
-  const char *name = cfg->cc && *cfg->cc ? cfg->cc : kiln_cfg()->cc;
-  if (!name || !*name) name = "cc";
-  cc->cc_path = resolve_program(name);
-  if (!cc->cc_path) {
-    /* say why: a file that exists but cannot be run is not "not found" */
-    struct stat st;
-    if (strchr(name, '/') && stat(name, &st) == 0)
-      s = kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler '%s' is %s (set KILN_CC to a C compiler, e.g. gcc)",
-                       name, S_ISDIR(st.st_mode) ? "a directory" : "not executable (no permission to run it)");
-    else
-      s = kiln_err_set(err, KILN_ERR_COMPILE,
-                       "kernel compiler '%s' not found%s (set KILN_CC to a C compiler, e.g. gcc)", name,
-                       strchr(name, '/') ? "" : " in PATH as an executable file");
-    goto fail;
-  }
-  char outbuf[KILN_CC_OUTPUT_CAP];
-  int code;
-  char *vargv[] = {cc->cc_path, "--version", NULL};
-  s = run_capture(vargv, outbuf, sizeof outbuf, &code, cc->timeout_s, NULL, err);
-  if (s == KILN_OK && code != 0)
-    s = kiln_err_set(err, KILN_ERR_COMPILE, "'%s --version' failed (exit status %d): %.300s", cc->cc_path, code,
-                     outbuf);
+  cc->timeout_s = timeout_from_config();
+  kiln_status s = find_compiler(cc, cfg, err);
   if (s != KILN_OK) goto fail;
-  size_t l1 = strcspn(outbuf, "\n");
-  cc->version = strndup(outbuf, l1);
-
+  char outbuf[KILN_CC_OUTPUT_CAP];
+  if ((s = query_version(cc, outbuf, sizeof outbuf, err)) != KILN_OK) goto fail;
   const char *flags = cfg->cflags ? cfg->cflags : kiln_cfg()->cflags;
-  if (!flags) {
-    /* `cc --version` of gcc does not say "gcc" on line 1; the FSF copyright
-     * line does. */
-    if (strstr(outbuf, "clang"))
-      flags = k_flags_clang;
-    else if (strstr(outbuf, "Free Software Foundation") || strstr(outbuf, "gcc") || strstr(outbuf, "GCC"))
-      flags = k_flags_gcc;
-    else
-      flags = k_flags_other;
-  }
-  cc->flags = strdup(flags);
-  cc->argv_store = strdup(flags);
-  if (!cc->version || !cc->flags || !cc->argv_store) {
-    s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    goto fail;
-  }
-  if ((s = split_flags(cc, err)) != KILN_OK) goto fail;
-  cc->command = dup_printf("%s %s", cc->cc_path, cc->flags);
-  cc->meta = dup_printf("kiln %s\ncompiler %s\nversion %s\nflags %s\ncpu %s\n", KILN_VERSION_STRING, cc->cc_path,
-                        cc->version, cc->flags, kiln_cpu_features());
-  if (!cc->command || !cc->meta) {
-    s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    goto fail;
-  }
-  if (strlen(cc->meta) > KILN_CACHE_ENTRY_MAX_META) cc->meta[KILN_CACHE_ENTRY_MAX_META] = 0;
-
-  /* Everything that changes the produced code goes into the key, each part
-   * hashed with its length so that boundaries cannot be shifted. */
-  const char *parts[] = {KILN_VERSION_STRING, cc->cc_path, cc->version, cc->flags, kiln_cpu_features()};
-  uint64_t h = 0x6b696c6e2d636301ULL; /* "kiln-cc\1" */
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-    h = kiln_hash_combine(h, kiln_hash_bytes(parts[i], strlen(parts[i]), i + 1));
-  cc->base_key = h;
+  if (!flags) flags = default_flags(outbuf);
+  if ((s = set_flags(cc, flags, err)) != KILN_OK) goto fail;
+  cc->base_key = compiler_key(cc);
 
   const char *cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
   if (cache_dir) {
@@ -548,53 +568,75 @@ static kiln_status load_bytes(kiln_cc *cc, const uint8_t *b, size_t n, const cha
   return s;
 }
 
-static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, const char *const *syms, int n_syms,
-                                kiln_so **out, kiln_cc_result *res, kiln_err *err) {
-  uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source, len, cc->base_key);
-  char so_name[64], c_name[64];
-  kiln_status s;
-
-  if (cc->dc) {
-    uint64_t t0 = now_ns();
-    uint8_t *entry = NULL;
-    kiln_cache_entry_view view;
-    int corrupt = 0;
-    s = kiln_diskcache_lookup(cc->dc, key, source, len, &entry, &view, &corrupt, err);
-    if (s != KILN_OK) return s;
-    res->disk_cache_corrupt = corrupt;
-    if (entry) {
-      /* Load a private copy of the verified bytes: the cache file itself
-       * is never dlopen'ed, so nothing can change it between the checksum
-       * and the load (see docs/cache.md). */
-      char what[160];
-      snprintf(what, sizeof what, "cache entry %s/%016llx", kiln_diskcache_dir(cc->dc), (unsigned long long)key);
-      kiln_err lerr = {0};
-      s = load_bytes(cc, view.so, view.so_len, what, syms, n_syms, out, &lerr);
-      free(entry);
-      if (s == KILN_OK) {
-        res->from_disk_cache = 1;
-        res->load_ns = (double)(now_ns() - t0);
-        kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load (disk cache)", -1);
-        kiln_counter_add("PersistentCacheHit", 1);
-        return KILN_OK;
-      }
-      /* Checksums right, object wrong (stored by an older kiln from a
-       * compiler that left a truncated object): evict it and rebuild. */
-      fprintf(stderr, "kiln: %s; evicting the entry and rebuilding\n", lerr.msg);
-      kiln_diskcache_evict(cc->dc, key);
-      res->disk_cache_corrupt = 1;
+/* Look key up in the disk cache and load a verified entry; *hit says
+ * whether *out was loaded from it. An entry that does not load is evicted
+ * (a miss). */
+static kiln_status load_cached(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *const *syms,
+                               int n_syms, kiln_so **out, kiln_cc_result *res, int *hit, kiln_err *err) {
+  *hit = 0;
+  uint64_t t0 = now_ns();
+  uint8_t *entry = NULL;
+  kiln_cache_entry_view view;
+  int corrupt = 0;
+  kiln_status s = kiln_diskcache_lookup(cc->dc, key, source, len, &entry, &view, &corrupt, err);
+  if (s != KILN_OK) return s;
+  res->disk_cache_corrupt = corrupt;
+  if (entry) {
+    /* Load a private copy of the verified bytes: the cache file itself
+     * is never dlopen'ed, so nothing can change it between the checksum
+     * and the load (see docs/cache.md). */
+    char what[160];
+    snprintf(what, sizeof what, "cache entry %s/%016llx", kiln_diskcache_dir(cc->dc), (unsigned long long)key);
+    kiln_err lerr = {0};
+    s = load_bytes(cc, view.so, view.so_len, what, syms, n_syms, out, &lerr);
+    free(entry);
+    if (s == KILN_OK) {
+      res->from_disk_cache = 1;
+      res->load_ns = (double)(now_ns() - t0);
+      kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load (disk cache)", -1);
+      kiln_counter_add("PersistentCacheHit", 1);
+      *hit = 1;
+      return KILN_OK;
     }
-    kiln_counter_add("PersistentCacheMiss", 1);
-    kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: disk cache lookup", -1);
+    /* Checksums right, object wrong (stored by an older kiln from a
+     * compiler that left a truncated object): evict it and rebuild. */
+    fprintf(stderr, "kiln: %s; evicting the entry and rebuilding\n", lerr.msg);
+    kiln_diskcache_evict(cc->dc, key);
+    res->disk_cache_corrupt = 1;
   }
+  kiln_counter_add("PersistentCacheMiss", 1);
+  kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: disk cache lookup", -1);
+  return KILN_OK;
+}
 
+/* The compiler's command line: flags, output, input, libm. argv has room
+ * for KILN_CC_MAX_FLAGS + 8 entries. */
+static void compiler_argv(const kiln_cc *cc, char *so_path, char *c_path, char **argv) {
+  int argc = 0;
+  argv[argc++] = cc->cc_path;
+  for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
+  argv[argc++] = "-o";
+  argv[argc++] = so_path;
+  argv[argc++] = c_path;
+  /* kernels call libm (expf, tanh, ...): a program that does not link libm
+   * itself must still be able to load them */
+  argv[argc++] = "-lm";
+  argv[argc] = NULL;
+}
+
+/* Write the source into the work directory and compile it there into
+ * so_name (of the work directory). A work directory that cannot be written,
+ * or a compiler out of space, moves the work directory once and tries again. */
+static kiln_status compile_source(kiln_cc *cc, const char *source, size_t len, char *so_name, size_t so_cap,
+                                  kiln_cc_result *res, kiln_err *err) {
+  char c_name[64];
   for (int attempt = 0;; attempt++) {
     uint64_t seq = ++cc->seq;
     snprintf(c_name, sizeof c_name, "k%llu.c", (unsigned long long)seq);
-    snprintf(so_name, sizeof so_name, "k%llu.so", (unsigned long long)seq);
+    snprintf(so_name, so_cap, "k%llu.so", (unsigned long long)seq);
     int e = 0;
     kiln_err werr = {0};
-    s = work_write(cc, c_name, source, len, &e, &werr);
+    kiln_status s = work_write(cc, c_name, source, len, &e, &werr);
     if (s != KILN_OK) {
       if (attempt == 0 && relocate_work(cc, werr.msg) == 0) continue;
       return kiln_err_set(err, KILN_ERR_IO, "cannot write the kernel source anywhere: %s", werr.msg);
@@ -603,16 +645,7 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, con
     snprintf(c_path, sizeof c_path, "%s/%s", cc->work, c_name);
     snprintf(so_path, sizeof so_path, "%s/%s", cc->work, so_name);
     char *argv[KILN_CC_MAX_FLAGS + 8];
-    int argc = 0;
-    argv[argc++] = cc->cc_path;
-    for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
-    argv[argc++] = "-o";
-    argv[argc++] = so_path;
-    argv[argc++] = c_path;
-    /* kernels call libm (expf, tanh, ...): a program that does not link libm
-     * itself must still be able to load them */
-    argv[argc++] = "-lm";
-    argv[argc] = NULL;
+    compiler_argv(cc, so_path, c_path, argv);
 
     char *output = malloc(KILN_CC_OUTPUT_CAP);
     if (!output) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -634,22 +667,23 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, con
                        output);
     }
     free(output);
-    if (s != KILN_OK) {
-      unlinkat(cc->work_fd, so_name, 0);
-      return s;
-    }
-    break;
+    if (s != KILN_OK) unlinkat(cc->work_fd, so_name, 0);
+    return s;
   }
+}
 
-  /* What the compiler wrote, checked and loaded before it is stored: an
-   * object that does not load never reaches the cache. */
+/* What the compiler wrote into so_name, checked and loaded before it is
+ * stored: an object that does not load never reaches the cache. */
+static kiln_status load_compiled(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *so_name,
+                                 const char *const *syms, int n_syms, kiln_so **out, kiln_cc_result *res,
+                                 kiln_err *err) {
   uint64_t t0 = now_ns();
   int fd = openat(cc->work_fd, so_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   uint8_t *bytes = NULL;
   size_t n = 0;
   kiln_err rerr = {0};
-  s = fd >= 0 ? kiln_fs_read_fd(fd, KILN_CACHE_ENTRY_MAX_BYTES, &bytes, &n, &rerr)
-              : kiln_err_set(&rerr, KILN_ERR_COMPILE, "no output file: %s", strerror(errno));
+  kiln_status s = fd >= 0 ? kiln_fs_read_fd(fd, KILN_CACHE_ENTRY_MAX_BYTES, &bytes, &n, &rerr)
+                          : kiln_err_set(&rerr, KILN_ERR_COMPILE, "no output file: %s", strerror(errno));
   if (fd >= 0) close(fd);
   unlinkat(cc->work_fd, so_name, 0);
   if (s != KILN_OK) return kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler %s: %s", cc->command, rerr.msg);
@@ -675,6 +709,21 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, con
   res->load_ns = (double)(now_ns() - t0);
   kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: load", -1);
   return KILN_OK;
+}
+
+static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, const char *const *syms, int n_syms,
+                                kiln_so **out, kiln_cc_result *res, kiln_err *err) {
+  uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source, len, cc->base_key);
+  kiln_status s;
+  if (cc->dc) {
+    int hit;
+    s = load_cached(cc, key, source, len, syms, n_syms, out, res, &hit, err);
+    if (s != KILN_OK || hit) return s;
+  }
+  char so_name[64];
+  s = compile_source(cc, source, len, so_name, sizeof so_name, res, err);
+  if (s != KILN_OK) return s;
+  return load_compiled(cc, key, source, len, so_name, syms, n_syms, out, res, err);
 }
 
 kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, const char *const *symbols,

@@ -138,4 +138,18 @@ typedef struct kiln_backend_config {
 kiln_status kiln_backend_ref_create(const kiln_backend_config *cfg, kiln_backend **out, kiln_err *err);
 kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend **out, kiln_err *err);
 
+/* The backend registry (backends/registry.c): every backend kiln has, by
+ * name. A new backend is one line there. */
+typedef kiln_status (*kiln_backend_create_fn)(const kiln_backend_config *cfg, kiln_backend **out, kiln_err *err);
+typedef struct kiln_backend_entry {
+  const char *name;
+  kiln_backend_create_fn create;
+} kiln_backend_entry;
+/* The registered backends, in order; *n their count. */
+const kiln_backend_entry *kiln_backends(int *n);
+/* Create the backend called name, checking that it implements this
+ * interface version; an unknown name is KILN_ERR_INVALID_ARGUMENT naming
+ * the registered ones. */
+kiln_status kiln_backend_create(const char *name, const kiln_backend_config *cfg, kiln_backend **out, kiln_err *err);
+
 #endif

@@ -94,17 +94,8 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
   kiln_backend_config cfg = {.num_threads = nt, .cache_dir = rt->cache_dir[0] ? rt->cache_dir : NULL};
   kiln_err err = {0};
   kiln_status s;
-  if (!strcmp(be, "cpu"))
-    s = kiln_backend_cpu_create(&cfg, &rt->backend, &err);
-  else if (!strcmp(be, "ref"))
-    s = kiln_backend_ref_create(&cfg, &rt->backend, &err);
-  else
-    s = kiln_err_set(&err, KILN_ERR_INVALID_ARGUMENT, "unknown backend \"%s\" (expected cpu or ref)", be);
-  if (s == KILN_OK && rt->backend->vt->api_version != KILN_BACKEND_API_VERSION)
-    s = kiln_err_set(&err, KILN_ERR_INTERNAL, "backend %s has API version %d, expected %d", be,
-                     rt->backend->vt->api_version, KILN_BACKEND_API_VERSION);
+  s = kiln_backend_create(be, &cfg, &rt->backend, &err);
   if (s != KILN_OK) {
-    if (rt->backend) rt->backend->vt->destroy(rt->backend);
     free(rt);
     return kiln_error(s, (kiln_loc){0, 0}, "kiln_init: %s", err.msg);
   }

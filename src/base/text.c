@@ -8,8 +8,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+kiln_text kiln_text_on(char *buf, size_t cap) {
+  if (cap) buf[0] = 0;
+  return (kiln_text){.p = cap ? buf : NULL, .cap = cap, .fixed = 1};
+}
+
+/* Room for len + n + 1 bytes in a growable text; 0 and failed when out of
+ * memory. */
+static int reserve(kiln_text *t, size_t n) {
+  if (t->len + n < t->cap) return 1;
+  size_t cap = t->cap ? t->cap * 2 : 4096;
+  while (cap < t->len + n + 1) cap *= 2;
+  char *p = realloc(t->p, cap);
+  if (!p) {
+    t->failed = 1;
+    return 0;
+  }
+  t->p = p;
+  t->cap = cap;
+  return 1;
+}
+
+static void fixed_vprintf(kiln_text *t, const char *fmt, va_list ap) {
+  size_t room = t->len < t->cap ? t->cap - t->len : 0;
+  int n = vsnprintf(room ? t->p + t->len : NULL, room, fmt, ap);
+  if (n > 0) t->len += (size_t)n;
+}
+
 void kiln_text_printf(kiln_text *t, const char *fmt, ...) {
   if (t->failed) return;
+  if (t->fixed) {
+    va_list ap;
+    va_start(ap, fmt);
+    fixed_vprintf(t, fmt, ap);
+    va_end(ap);
+    return;
+  }
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
@@ -24,27 +58,65 @@ void kiln_text_printf(kiln_text *t, const char *fmt, ...) {
       t->len += (size_t)n;
       return;
     }
-    size_t cap = t->cap ? t->cap * 2 : 4096;
-    while (cap < t->len + (size_t)n + 1) cap *= 2;
-    char *p = realloc(t->p, cap);
-    if (!p) {
-      t->failed = 1;
-      return;
-    }
-    t->p = p;
-    t->cap = cap;
+    if (!reserve(t, (size_t)n)) return;
   }
+}
+
+void kiln_text_append(kiln_text *t, const char *s, size_t n) {
+  if (t->failed) return;
+  if (t->fixed) {
+    size_t room = t->len < t->cap ? t->cap - t->len : 0;
+    if (room) {
+      size_t k = n < room - 1 ? n : room - 1;
+      memcpy(t->p + t->len, s, k);
+      t->p[t->len + k] = 0;
+    }
+    t->len += n;
+    return;
+  }
+  if (!reserve(t, n)) return;
+  if (n) memcpy(t->p + t->len, s, n);
+  t->len += n;
+  t->p[t->len] = 0;
+}
+
+void kiln_text_json_str(kiln_text *t, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  kiln_text_append(t, "\"", 1);
+  const char *run = s ? s : "";
+  for (const char *c = run; *c; c++) {
+    unsigned char u = (unsigned char)*c;
+    if (u != '"' && u != '\\' && u >= 0x20) continue;
+    kiln_text_append(t, run, (size_t)(c - run));
+    if (u < 0x20) {
+      char esc[6] = {'\\', 'u', '0', '0', hex[u >> 4], hex[u & 15]};
+      kiln_text_append(t, esc, 6);
+    } else {
+      char esc[2] = {'\\', (char)u};
+      kiln_text_append(t, esc, 2);
+    }
+    run = c + 1;
+  }
+  kiln_text_append(t, run, strlen(run));
+  kiln_text_append(t, "\"", 1);
 }
 
 const char *kiln_text_str(const kiln_text *t) { return t->p ? t->p : ""; }
 
 char *kiln_text_take(kiln_text *t) {
-  char *p = t->p ? t->p : strdup("");
-  *t = (kiln_text){0};
+  char *p = t->p && !t->fixed ? t->p : strdup(kiln_text_str(t));
+  if (t->fixed)
+    *t = kiln_text_on(t->p, t->cap);
+  else
+    *t = (kiln_text){0};
   return p;
 }
 
 void kiln_text_free(kiln_text *t) {
+  if (t->fixed) {
+    *t = kiln_text_on(t->p, t->cap);
+    return;
+  }
   free(t->p);
   *t = (kiln_text){0};
 }

@@ -10,27 +10,27 @@
 
 /* ───────────── kernels ───────────── */
 
-static void flush_pre(cg *c, sb *out) {
-  if (c->pre.n) kiln_cg_sb_add(out, c->pre.p, c->pre.n), c->pre.p[0] = 0;
-  c->pre.n = 0;
+static void flush_pre(cg *c, kiln_text *out) {
+  if (c->pre.len) kiln_text_append(out, c->pre.p, c->pre.len), c->pre.p[0] = 0;
+  c->pre.len = 0;
 }
 
 /* Statements defining the inner-axis variables and `f` from `j` (row kernels). */
-static void inner_index(cg *c, sb *o, int suffix, int64_t L) {
+static void inner_index(cg *c, kiln_text *o, int suffix, int64_t L) {
   const kiln_skernel *k = c->k;
   int64_t st = 1;
   for (int d = k->rank - 1; d >= 0; d--) {
     if (!(k->mask >> d & 1)) continue;
     if (k->shape[d] == 1)
-      kiln_cg_sb_printf(o, "const int64_t i%d KU = 0;\n", d);
+      kiln_text_printf(o, "const int64_t i%d KU = 0;\n", d);
     else if (k->shape[d] == L) /* the only inner axis: j itself (no division in the loop) */
-      kiln_cg_sb_printf(o, "const int64_t i%d KU = j;\n", d);
+      kiln_text_printf(o, "const int64_t i%d KU = j;\n", d);
     else
-      kiln_cg_sb_printf(o, "const int64_t i%d KU = j / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+      kiln_text_printf(o, "const int64_t i%d KU = j / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
     st *= k->shape[d];
   }
   if (suffix) {
-    kiln_cg_sb_printf(o, "const int64_t f KU = row * %lldLL + j;\n", (long long)L);
+    kiln_text_printf(o, "const int64_t f KU = row * %lldLL + j;\n", (long long)L);
   } else {
     const char *e = "0";
     int64_t fs = 1;
@@ -38,7 +38,7 @@ static void inner_index(cg *c, sb *o, int suffix, int64_t L) {
       e = kiln_cg_sf(c, "%s + i%d * %lldLL", e, d, (long long)fs);
       fs *= k->shape[d];
     }
-    kiln_cg_sb_printf(o, "const int64_t f KU = %s;\n", e);
+    kiln_text_printf(o, "const int64_t f KU = %s;\n", e);
   }
 }
 
@@ -57,25 +57,25 @@ static int nested_axis(const kiln_skernel *k, int suffix) {
 
 /* For nested loops: `outer` gets the outer inner-axis variables from jo,
  * `inner` the last inner axis (q) and f. */
-static void nested_index(cg *c, sb *outer, sb *inner, int dl) {
+static void nested_index(cg *c, kiln_text *outer, kiln_text *inner, int dl) {
   const kiln_skernel *k = c->k;
   int64_t st = 1;
   for (int d = k->rank - 1; d >= 0; d--) {
     if (!(k->mask >> d & 1) || d == dl) continue;
     if (k->shape[d] == 1)
-      kiln_cg_sb_printf(outer, "const int64_t i%d KU = 0;\n", d);
+      kiln_text_printf(outer, "const int64_t i%d KU = 0;\n", d);
     else
-      kiln_cg_sb_printf(outer, "const int64_t i%d KU = jo / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+      kiln_text_printf(outer, "const int64_t i%d KU = jo / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
     st *= k->shape[d];
   }
-  kiln_cg_sb_printf(inner, "const int64_t i%d KU = q;\n", dl);
+  kiln_text_printf(inner, "const int64_t i%d KU = q;\n", dl);
   const char *e = "0";
   int64_t fs = 1;
   for (int d = k->rank - 1; d >= 0; d--) {
     e = kiln_cg_sf(c, "%s + i%d * %lldLL", e, d, (long long)fs);
     fs *= k->shape[d];
   }
-  kiln_cg_sb_printf(inner, "const int64_t f KU = %s;\n", e);
+  kiln_text_printf(inner, "const int64_t f KU = %s;\n", e);
 }
 
 static const char *comb(cg *c, int op, int fl, const char *a, const char *b) {
@@ -87,12 +87,12 @@ static const char *comb(cg *c, int op, int fl, const char *a, const char *b) {
 
 /* `for (j < L) { text }`, or with `unroll` one block per j (a constant the C
  * compiler folds into the index arithmetic). */
-static void loop_j(sb *o, int64_t L, int unroll, const char *text) {
+static void loop_j(kiln_text *o, int64_t L, int unroll, const char *text) {
   if (!unroll) {
-    kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s}\n", (long long)L, text);
+    kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s}\n", (long long)L, text);
     return;
   }
-  for (int64_t j = 0; j < L; j++) kiln_cg_sb_printf(o, "{\nconst int64_t j KU = %lldLL;\n%s}\n", (long long)j, text);
+  for (int64_t j = 0; j < L; j++) kiln_text_printf(o, "{\nconst int64_t j KU = %lldLL;\n%s}\n", (long long)j, text);
 }
 
 /* The identity of a max/min/sum reduction over the input dtype idt, as in
@@ -121,20 +121,20 @@ typedef struct red {
   const char *cpart, *cacc, *cfin; /* p[u] (+) x, acc (+) p[u], acc (+) x */
 } red;
 
-static void gen_argmax(cg *c, sb *o, const red *r) {
-  kiln_cg_sb_printf(o, "int64_t bi = 0; %s best = 0;\n", cty(r->idt));
-  kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%s", (long long)r->L, r->ix, r->body);
-  kiln_cg_sb_printf(o, "const %s x = %s;\n", cty(r->idt), r->v);
-  kiln_cg_sb_printf(o, "if (j == 0 || (best == best && (x != x || x > best))) { best = x; bi = j; }\n}\n");
-  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "bi", KILN_I64, r->nd->dtype));
+static void gen_argmax(cg *c, kiln_text *o, const red *r) {
+  kiln_text_printf(o, "int64_t bi = 0; %s best = 0;\n", cty(r->idt));
+  kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%s", (long long)r->L, r->ix, r->body);
+  kiln_text_printf(o, "const %s x = %s;\n", cty(r->idt), r->v);
+  kiln_text_printf(o, "if (j == 0 || (best == best && (x != x || x > best))) { best = x; bi = j; }\n}\n");
+  kiln_text_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "bi", KILN_I64, r->nd->dtype));
 }
 
 /* Too short for the partial accumulators (which would all stay at the
  * identity): the same sequential order, without their setup. */
-static void gen_reduce_short(cg *c, sb *o, const red *r) {
-  kiln_cg_sb_printf(o, "%s acc = %s;\n", r->at, r->init);
+static void gen_reduce_short(cg *c, kiln_text *o, const red *r) {
+  kiln_text_printf(o, "%s acc = %s;\n", r->at, r->init);
   loop_j(o, r->L, r->unroll, kiln_cg_sf(c, "%s%sconst %s x = %s;\nacc = %s;\n", r->ix, r->body, cty(r->idt), r->v, r->cfin));
-  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
+  kiln_text_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
 }
 
 /* Floats ask the C compiler for a vector reduction explicitly (`omp simd
@@ -145,56 +145,56 @@ static void gen_reduce_short(cg *c, sb *o, const red *r) {
  * NaN anywhere making the result NaN as ref's kmax/kmin do. The order is the
  * vector lanes' (fixed for a given compiler and machine, the same on every
  * thread). dl: nested_axis. */
-static void gen_reduce_float(cg *c, sb *o, const red *r, int dl) {
+static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
   int sum = r->nd->op == KILN_OP_REDUCE_SUM, mx = r->nd->op == KILN_OP_REDUCE_MAX;
   const char *ft = cty(r->idt), *clause, *step;
   if (sum) {
-    kiln_cg_sb_printf(o, "double acc = 0;\n");
+    kiln_text_printf(o, "double acc = 0;\n");
     clause = "reduction(+:acc)";
     step = "acc += (double)x;\n";
   } else {
-    kiln_cg_sb_printf(o, "%s acc = (%s%s);\nint anynan = 0;\n", ft, mx ? "-" : "",
-                      r->idt == KILN_F32 ? "__builtin_inff()" : "__builtin_inf()");
+    kiln_text_printf(o, "%s acc = (%s%s);\nint anynan = 0;\n", ft, mx ? "-" : "",
+                     r->idt == KILN_F32 ? "__builtin_inff()" : "__builtin_inf()");
     clause = mx ? "reduction(max:acc) reduction(|:anynan)" : "reduction(min:acc) reduction(|:anynan)";
     step = mx ? "anynan |= x != x;\nacc = x > acc ? x : acc;\n" : "anynan |= x != x;\nacc = x < acc ? x : acc;\n";
   }
   const char *ix = r->ix, *var = "j";
   int64_t n = r->L;
-  sb ou = {0}, inr = {0};
+  kiln_text ou = {0}, inr = {0};
   if (dl >= 0) { /* outer inner axes from jo, the last one as q */
     n = c->k->shape[dl];
     nested_index(c, &ou, &inr, dl);
-    kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%s", (long long)(r->L / n), ou.p ? ou.p : "");
+    kiln_text_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%s", (long long)(r->L / n), ou.p ? ou.p : "");
     ix = inr.p ? inr.p : "";
     var = "q";
   }
-  kiln_cg_sb_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s}\n",
-                    clause, var, var, (long long)n, var, ix, r->body, ft, r->v, step);
-  if (dl >= 0) kiln_cg_sb_printf(o, "}\n");
-  if (ou.oom || inr.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s}\n",
+                   clause, var, var, (long long)n, var, ix, r->body, ft, r->v, step);
+  if (dl >= 0) kiln_text_printf(o, "}\n");
+  if (ou.failed || inr.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(ou.p);
   free(inr.p);
-  if (!sum) kiln_cg_sb_printf(o, "if (anynan) acc = (%s)__builtin_nan(\"\");\n", ft);
-  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", sum ? KILN_F64 : r->idt, r->nd->dtype));
+  if (!sum) kiln_text_printf(o, "if (anynan) acc = (%s)__builtin_nan(\"\");\n", ft);
+  kiln_text_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", sum ? KILN_F64 : r->idt, r->nd->dtype));
 }
 
 /* Integers (exact in any order), nested loops: partial accumulator u takes
  * the elements q = u (mod 16) of every run of the last inner axis dl; a
  * fixed order either way. */
-static void gen_reduce_int_nested(cg *c, sb *o, const red *r, int dl) {
+static void gen_reduce_int_nested(cg *c, kiln_text *o, const red *r, int dl) {
   int64_t n = c->k->shape[dl], no = r->L / n;
-  sb ou = {0}, in = {0};
+  kiln_text ou = {0}, in = {0};
   nested_index(c, &ou, &in, dl);
   const char *ib = kiln_cg_sf(c, "%s%sconst %s x = %s;\n", in.p ? in.p : "", r->body, cty(r->idt), r->v);
-  kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\n", r->at, r->init, r->init);
-  kiln_cg_sb_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%sint64_t q0 = 0;\n", (long long)no, ou.p ? ou.p : "");
-  kiln_cg_sb_printf(o, "for (; q0 + 16 <= %lldLL; q0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t q = q0 + u;\n%sp[u] = %s;\n}\n",
-                    (long long)n, ib, r->cpart);
-  kiln_cg_sb_printf(o, "for (int64_t q = q0; q < %lldLL; q++) {\n%s{\nconst int u = (int)(q - q0);\np[u] = %s;\n}\n}\n}\n",
-                    (long long)n, ib, r->cpart);
-  kiln_cg_sb_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", r->cacc);
-  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
-  if (ou.oom || in.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  kiln_text_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\n", r->at, r->init, r->init);
+  kiln_text_printf(o, "for (int64_t jo = 0; jo < %lldLL; jo++) {\n%sint64_t q0 = 0;\n", (long long)no, ou.p ? ou.p : "");
+  kiln_text_printf(o, "for (; q0 + 16 <= %lldLL; q0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t q = q0 + u;\n%sp[u] = %s;\n}\n",
+                   (long long)n, ib, r->cpart);
+  kiln_text_printf(o, "for (int64_t q = q0; q < %lldLL; q++) {\n%s{\nconst int u = (int)(q - q0);\np[u] = %s;\n}\n}\n}\n",
+                   (long long)n, ib, r->cpart);
+  kiln_text_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", r->cacc);
+  kiln_text_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
+  if (ou.failed || in.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(ou.p);
   free(in.p);
 }
@@ -202,37 +202,37 @@ static void gen_reduce_int_nested(cg *c, sb *o, const red *r, int dl) {
 /* Integers over a flat j: 16 independent partial accumulators
  * (vectorizable without reassociation flags, a fixed, thread-independent
  * order), then the remainder sequentially. */
-static void gen_reduce_int_flat(cg *c, sb *o, const red *r) {
-  kiln_cg_sb_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\nint64_t j0 = 0;\n", r->at, r->init,
-                    r->init);
-  kiln_cg_sb_printf(o, "for (; j0 + 16 <= %lldLL; j0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t j = j0 + u;\n",
-                    (long long)r->L);
-  kiln_cg_sb_printf(o, "%s%sconst %s x = %s;\np[u] = %s;\n}\n", r->ix, r->body, cty(r->idt), r->v, r->cpart);
-  kiln_cg_sb_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", r->cacc);
-  kiln_cg_sb_printf(o, "for (int64_t j = j0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\n}\n", (long long)r->L,
-                    r->ix, r->body, cty(r->idt), r->v, r->cfin);
-  kiln_cg_sb_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
+static void gen_reduce_int_flat(cg *c, kiln_text *o, const red *r) {
+  kiln_text_printf(o, "%s p[16], acc = %s;\nfor (int u = 0; u < 16; u++) p[u] = %s;\nint64_t j0 = 0;\n", r->at, r->init,
+                   r->init);
+  kiln_text_printf(o, "for (; j0 + 16 <= %lldLL; j0 += 16) for (int u = 0; u < 16; u++) {\nconst int64_t j = j0 + u;\n",
+                   (long long)r->L);
+  kiln_text_printf(o, "%s%sconst %s x = %s;\np[u] = %s;\n}\n", r->ix, r->body, cty(r->idt), r->v, r->cpart);
+  kiln_text_printf(o, "for (int u = 0; u < 16; u++) acc = %s;\n", r->cacc);
+  kiln_text_printf(o, "for (int64_t j = j0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\n}\n", (long long)r->L,
+                   r->ix, r->body, cty(r->idt), r->v, r->cfin);
+  kiln_text_printf(o, "r%d = %s;\n}\n", r->m, kiln_cg_conv(c, "acc", r->fl ? KILN_F64 : KILN_I64, r->nd->dtype));
 }
 
 /* Reduction m of a row kernel into the local r<m>: an argmax, or a sum,
  * max or min of any type; those shorter than 16 run sequentially, longer
  * float ones as vector reductions, longer integer ones with 16 partial
  * accumulators. */
-static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L, int unroll) {
+static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, int unroll) {
   red r = {.m = m, .nd = NODE(c, m), .suffix = suffix, .unroll = unroll, .L = L};
   int32_t in = INP(c, m, 0);
   r.idt = NODE(c, in)->dtype;
   r.fl = is_float(r.idt);
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
-  sb body = {0};
+  kiln_text body = {0};
   c->cur = &body;
   r.v = kiln_cg_ex(c, in, &c->fctx);
   flush_pre(c, o);
-  sb idx = {0};
+  kiln_text idx = {0};
   inner_index(c, &idx, suffix, L);
   r.ix = idx.p ? idx.p : "";
   r.body = body.p ? body.p : "";
-  kiln_cg_sb_printf(o, "%s r%d;\n{\n", cty(r.nd->dtype), m);
+  kiln_text_printf(o, "%s r%d;\n{\n", cty(r.nd->dtype), m);
   if (r.nd->op == KILN_OP_ARGMAX) {
     gen_argmax(c, o, &r);
   } else {
@@ -248,20 +248,20 @@ static void gen_reduce(cg *c, sb *o, int32_t m, int suffix, int64_t L, int unrol
     else if (dl >= 0) gen_reduce_int_nested(c, o, &r, dl);
     else gen_reduce_int_flat(c, o, &r);
   }
-  if (body.oom || idx.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  if (body.failed || idx.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(idx.p);
 }
 
 /* Body statements storing the F-shaped stores at index f. */
-static void gen_f_stores(cg *c, sb *body, int *any) {
+static void gen_f_stores(cg *c, kiln_text *body, int *any) {
   const kiln_skernel *k = c->k;
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
   c->cur = body;
   *any = 0;
   /* every value first, then every store: a store into a donated input must
    * not be seen by a later value of the same element */
-  sb stores = {0};
+  kiln_text stores = {0};
   for (int32_t j = 0; j < k->n_stores; j++) {
     int32_t m = k->stores[j];
     if (!kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
@@ -269,45 +269,45 @@ static void gen_f_stores(cg *c, sb *body, int *any) {
     const char *v = kiln_cg_ex(c, m, &c->fctx);
     KILN_ASSERT(c->s->buf_of[m] >= 0); /* a store has a buffer (schedule_mem.c) */
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
-    kiln_cg_sb_printf(&stores, "a%d[f] = %s;\n", a, v);
+    kiln_text_printf(&stores, "a%d[f] = %s;\n", a, v);
     *any = 1;
   }
-  if (stores.p) kiln_cg_sb_add(body, stores.p, stores.n);
-  if (stores.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  if (stores.p) kiln_text_append(body, stores.p, stores.len);
+  if (stores.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(stores.p);
 }
 
-static void gen_elementwise(cg *c, sb *o, int64_t *items) {
+static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
   const kiln_skernel *k = c->k;
   int64_t numel = 1;
   for (int d = 0; d < k->rank; d++) numel *= k->shape[d];
   *items = numel;
-  sb body = {0};
+  kiln_text body = {0};
   int any;
   gen_f_stores(c, &body, &any);
   const char *b = body.p ? body.p : "";
   if (c->used_axes == 0 || k->rank == 0) {
-    kiln_cg_sb_printf(o, "for (int64_t f = begin; f < end; f++) {\n%s}\n", b);
+    kiln_text_printf(o, "for (int64_t f = begin; f < end; f++) {\n%s}\n", b);
   } else {
     /* the inner loop runs over the last axis with more than one element
      * (trailing 1-sized axes, as a pooling gradient has, index 0) */
     int last = k->rank - 1;
     while (last > 0 && k->shape[last] == 1) last--;
     int64_t n = k->shape[last];
-    kiln_cg_sb_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
-    for (int d = k->rank - 1; d > last; d--) kiln_cg_sb_printf(o, "const int64_t i%d KU = 0;\n", d);
+    kiln_text_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
+    for (int d = k->rank - 1; d > last; d--) kiln_text_printf(o, "const int64_t i%d KU = 0;\n", d);
     int64_t st = 1;
     for (int d = last - 1; d >= 0; d--) {
-      kiln_cg_sb_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+      kiln_text_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
       st *= k->shape[d];
     }
-    kiln_cg_sb_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
-    kiln_cg_sb_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
+    kiln_text_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
+    kiln_text_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
               (long long)n, (long long)n);
-    kiln_cg_sb_printf(o, "for (int64_t j = jb; j < je; j++) {\nconst int64_t i%d KU = j;\nconst int64_t f KU = r * %lldLL + j;\n%s}\n}\n",
+    kiln_text_printf(o, "for (int64_t j = jb; j < je; j++) {\nconst int64_t i%d KU = j;\nconst int64_t f KU = r * %lldLL + j;\n%s}\n}\n",
               last, (long long)n, b);
   }
-  if (body.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  if (body.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
 }
 
@@ -315,56 +315,56 @@ static void gen_elementwise(cg *c, sb *o, int64_t *items) {
  * gradient): each task owns a block of up to 64 outputs and sweeps the
  * reduced rows once, reading memory contiguously, instead of one strided
  * pass per output. Sequential per output, so the order is fixed. */
-static void gen_col(cg *c, sb *o, int64_t rows, int64_t L) {
+static void gen_col(cg *c, kiln_text *o, int64_t rows, int64_t L) {
   const kiln_skernel *k = c->k;
   int32_t m = k->members[0], in = INP(c, m, 0);
   const kiln_gnode *nd = NODE(c, m);
   int idt = NODE(c, in)->dtype, fl = is_float(idt);
   const char *at = fl ? "double" : "int64_t";
   const char *init = reduce_init(nd->op, idt);
-  sb body = {0};
+  kiln_text body = {0};
   c->cur = &body;
   const char *v = kiln_cg_ex(c, in, &c->fctx);
-  kiln_cg_sb_printf(o, "for (int64_t c0 = begin; c0 < end; c0 += 64) {\n");
-  kiln_cg_sb_printf(o, "const int64_t c1 = c0 + 64 < end ? c0 + 64 : end;\n%s acc[64];\n", at);
-  kiln_cg_sb_printf(o, "for (int64_t q = 0; q < c1 - c0; q++) acc[q] = %s;\n", init);
-  kiln_cg_sb_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n", (long long)L);
+  kiln_text_printf(o, "for (int64_t c0 = begin; c0 < end; c0 += 64) {\n");
+  kiln_text_printf(o, "const int64_t c1 = c0 + 64 < end ? c0 + 64 : end;\n%s acc[64];\n", at);
+  kiln_text_printf(o, "for (int64_t q = 0; q < c1 - c0; q++) acc[q] = %s;\n", init);
+  kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n", (long long)L);
   int64_t so = 1, si = 1;
-  sb idx = {0};
+  kiln_text idx = {0};
   for (int d = k->rank - 1; d >= 0; d--) {
     int inner = k->mask >> d & 1;
     int64_t *st = inner ? &si : &so;
-    kiln_cg_sb_printf(&idx, "const int64_t i%d KU = %s / %lldLL %% %lldLL;\n", d, inner ? "j" : "row", (long long)*st,
+    kiln_text_printf(&idx, "const int64_t i%d KU = %s / %lldLL %% %lldLL;\n", d, inner ? "j" : "row", (long long)*st,
               (long long)k->shape[d]);
     *st *= k->shape[d];
   }
   /* row values (broadcasts of row-shaped inputs) are per output: in the loop */
-  kiln_cg_sb_printf(o, "for (int64_t row = c0; row < c1; row++) {\n%sconst int64_t f KU = j * %lldLL + row;\n%s%s",
+  kiln_text_printf(o, "for (int64_t row = c0; row < c1; row++) {\n%sconst int64_t f KU = j * %lldLL + row;\n%s%s",
             idx.p ? idx.p : "", (long long)rows, c->pre.p ? c->pre.p : "", body.p ? body.p : "");
-  c->pre.n = 0;
-  kiln_cg_sb_printf(o, "const %s x = %s;\nacc[row - c0] = %s;\n}\n}\n", cty(idt), v,
+  c->pre.len = 0;
+  kiln_text_printf(o, "const %s x = %s;\nacc[row - c0] = %s;\n}\n}\n", cty(idt), v,
             comb(c, nd->op, fl, "acc[row - c0]", kiln_cg_sf(c, "((%s)x)", at)));
   /* per output: the reduced value, then the row-shaped members (a mean's
    * scaling, a variance's epsilon) and the stores */
-  kiln_cg_sb_printf(o, "for (int64_t row = c0; row < c1; row++) {\n");
+  kiln_text_printf(o, "for (int64_t row = c0; row < c1; row++) {\n");
   so = 1;
   for (int d = k->rank - 1; d >= 0; d--) {
     if (k->mask >> d & 1) continue;
-    kiln_cg_sb_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)so, (long long)k->shape[d]);
+    kiln_text_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)so, (long long)k->shape[d]);
     so *= k->shape[d];
   }
-  kiln_cg_sb_printf(o, "const %s r%d = %s;\n", cty(nd->dtype), m, kiln_cg_conv(c, "acc[row - c0]", fl ? KILN_F64 : KILN_I64, nd->dtype));
+  kiln_text_printf(o, "const %s r%d = %s;\n", cty(nd->dtype), m, kiln_cg_conv(c, "acc[row - c0]", fl ? KILN_F64 : KILN_I64, nd->dtype));
   memset(c->memo_rs, 0, sizeof *c->memo_rs * (size_t)c->g->n_nodes);
-  sb tail = {0};
+  kiln_text tail = {0};
   for (int32_t j = 0; j < k->n_stores; j++) {
     int32_t st = k->stores[j];
     const char *sv = kiln_cg_ex(c, st, &c->rsctx);
-    kiln_cg_sb_printf(&tail, "a%d[row] = %s;\n", kiln_cg_arg_of(c, c->s->buf_of[st], cty(NODE(c, st)->dtype)), sv);
+    kiln_text_printf(&tail, "a%d[row] = %s;\n", kiln_cg_arg_of(c, c->s->buf_of[st], cty(NODE(c, st)->dtype)), sv);
   }
   flush_pre(c, o);
-  if (tail.p) kiln_cg_sb_add(o, tail.p, tail.n);
-  kiln_cg_sb_printf(o, "}\n}\n");
-  if (body.oom || idx.oom || tail.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  if (tail.p) kiln_text_append(o, tail.p, tail.len);
+  kiln_text_printf(o, "}\n}\n");
+  if (body.failed || idx.failed || tail.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(tail.p);
   free(body.p);
   free(idx.p);
@@ -386,58 +386,58 @@ static int col_mode(cg *c, int suffix, int prefix, int64_t rows) {
  * unrolled (dl: the last outer axis with more than one element): blocks of
  * that axis, whose elements the inner `q` loop runs over (two braces to
  * close); else one plain loop over rows (one brace). */
-static void row_loop_head(cg *c, sb *o, int unroll, int dl) {
+static void row_loop_head(cg *c, kiln_text *o, int unroll, int dl) {
   const kiln_skernel *k = c->k;
   int64_t st = 1;
   if (!unroll) {
-    kiln_cg_sb_printf(o, "for (int64_t row = begin; row < end; row++) {\n");
+    kiln_text_printf(o, "for (int64_t row = begin; row < end; row++) {\n");
     for (int d = k->rank - 1; d >= 0; d--) {
       if (k->mask >> d & 1) continue;
-      kiln_cg_sb_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+      kiln_text_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
       st *= k->shape[d];
     }
     return;
   }
   int64_t n = k->shape[dl];
-  kiln_cg_sb_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
+  kiln_text_printf(o, "for (int64_t r = begin / %lldLL; r * %lldLL < end; r++) {\n", (long long)n, (long long)n);
   for (int d = k->rank - 1; d > dl; d--)
-    if (!(k->mask >> d & 1)) kiln_cg_sb_printf(o, "const int64_t i%d KU = 0;\n", d);
+    if (!(k->mask >> d & 1)) kiln_text_printf(o, "const int64_t i%d KU = 0;\n", d);
   for (int d = dl - 1; d >= 0; d--) {
     if (k->mask >> d & 1) continue;
-    kiln_cg_sb_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
+    kiln_text_printf(o, "const int64_t i%d KU = r / %lldLL %% %lldLL;\n", d, (long long)st, (long long)k->shape[d]);
     st *= k->shape[d];
   }
-  kiln_cg_sb_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
-  kiln_cg_sb_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
-                    (long long)n, (long long)n);
-  kiln_cg_sb_printf(o, "#pragma omp simd\nfor (int64_t q = jb; q < je; q++) {\nconst int64_t i%d KU = q;\n", dl);
-  kiln_cg_sb_printf(o, "const int64_t row KU = r * %lldLL + q;\n", (long long)n);
+  kiln_text_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
+  kiln_text_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
+                   (long long)n, (long long)n);
+  kiln_text_printf(o, "#pragma omp simd\nfor (int64_t q = jb; q < je; q++) {\nconst int64_t i%d KU = q;\n", dl);
+  kiln_text_printf(o, "const int64_t row KU = r * %lldLL + q;\n", (long long)n);
 }
 
 /* The body of a row: its reductions, the F-shaped stores in a loop over
  * the inner axes, then the row-shaped stores (after the F loop: an
  * in-place (aliased) row value is read by the loops above before it is
  * overwritten). */
-static void row_body(cg *c, sb *o, int suffix, int64_t L, int unroll) {
+static void row_body(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L, unroll);
   }
-  sb body = {0};
+  kiln_text body = {0};
   int any;
   gen_f_stores(c, &body, &any);
   flush_pre(c, o);
   if (any) {
-    sb idx = {0};
+    kiln_text idx = {0};
     inner_index(c, &idx, suffix, L);
     loop_j(o, L, unroll, kiln_cg_sf(c, "%s%s", idx.p ? idx.p : "", body.p));
-    if (idx.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+    if (idx.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
     free(idx.p);
   }
-  if (body.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  if (body.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
-  sb tail = {0};
+  kiln_text tail = {0};
   for (int32_t j = 0; j < k->n_stores; j++) {
     int32_t m = k->stores[j];
     int red = kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE;
@@ -445,11 +445,11 @@ static void row_body(cg *c, sb *o, int suffix, int64_t L, int unroll) {
     const char *v = kiln_cg_ex(c, m, &c->rsctx);
     KILN_ASSERT(c->s->buf_of[m] >= 0);
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
-    kiln_cg_sb_printf(&tail, "a%d[row] = %s;\n", a, v);
+    kiln_text_printf(&tail, "a%d[row] = %s;\n", a, v);
   }
   flush_pre(c, o);
-  if (tail.p) kiln_cg_sb_add(o, tail.p, tail.n);
-  if (tail.oom) c->st = KILN_ERR_OUT_OF_MEMORY;
+  if (tail.p) kiln_text_append(o, tail.p, tail.len);
+  if (tail.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(tail.p);
 }
 
@@ -457,7 +457,7 @@ static void row_body(cg *c, sb *o, int suffix, int64_t L, int unroll) {
  * loop over rows (items: the number of rows) computing the reductions over
  * the inner axes (L elements) and the stores. suffix: the inner axes (those
  * with more than one element) are the last ones, so f = row * L + j. */
-static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
+static void gen_row(cg *c, kiln_text *o, int64_t *items, int *col) {
   const kiln_skernel *k = c->k;
   int64_t rows = 1, L = 1;
   int suffix = 1, prefix = 1, seen_inner = 0, seen_outer = 0;
@@ -493,7 +493,7 @@ static void gen_row(cg *c, sb *o, int64_t *items, int *col) {
   for (int32_t j = 0; j < k->n_members && unroll; j++) unroll = NODE(c, k->members[j])->op != KILN_OP_ARGMAX;
   row_loop_head(c, o, unroll, dl);
   row_body(c, o, suffix, L, unroll);
-  kiln_cg_sb_printf(o, unroll ? "}\n}\n" : "}\n");
+  kiln_text_printf(o, unroll ? "}\n}\n" : "}\n");
 }
 
 void kiln_kernel_src_clear(kiln_kernel_src *k) {
@@ -512,7 +512,7 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);
   if (!c.memo_f || !c.memo_rs) c.st = KILN_ERR_OUT_OF_MEMORY;
   if (c.st == KILN_OK) kiln_cg_init_ctx(&c);
-  sb body = {0};
+  kiln_text body = {0};
   int64_t items = 0;
   int col = 0;
   if (c.st == KILN_OK) {
@@ -521,15 +521,15 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
     else
       gen_elementwise(&c, &body, &items);
   }
-  sb src = {0};
+  kiln_text src = {0};
   /* a kernel with index checks may unswitch its loops on them (prelude) */
-  kiln_cg_sb_printf(&src, "%svoid k_0000000000000000(void *const *args, int64_t begin, int64_t end) {\n",
-                    c.n_sites ? "KIDX_FN " : "");
+  kiln_text_printf(&src, "%svoid k_0000000000000000(void *const *args, int64_t begin, int64_t end) {\n",
+                   c.n_sites ? "KIDX_FN " : "");
   for (int i = 0; i < c.n_args; i++)
-    kiln_cg_sb_printf(&src, "%s *restrict a%d KU = (%s *)args[%d];\n", c.arg_ty[i], i, c.arg_ty[i], i);
-  if (body.p) kiln_cg_sb_add(&src, body.p, body.n);
-  kiln_cg_sb_printf(&src, "}\n");
-  if (body.oom || src.oom || c.pre.oom) c.st = KILN_ERR_OUT_OF_MEMORY;
+    kiln_text_printf(&src, "%s *restrict a%d KU = (%s *)args[%d];\n", c.arg_ty[i], i, c.arg_ty[i], i);
+  if (body.p) kiln_text_append(&src, body.p, body.len);
+  kiln_text_printf(&src, "}\n");
+  if (body.failed || src.failed || c.pre.failed) c.st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(c.pre.p);
   free(c.memo_f);
@@ -544,12 +544,12 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
     return kiln_err_set(err, c.st, "codegen: %s", c.msg);
   }
   free(c.arg_ty);
-  uint64_t h = kiln_hash_bytes(src.p, src.n, 0x6b65726eULL);
+  uint64_t h = kiln_hash_bytes(src.p, src.len, 0x6b65726eULL);
   snprintf(out->name, sizeof out->name, "k_%016llx", (unsigned long long)h);
   /* "void " (after "KIDX_FN ", if any) + placeholder of the same length */
   memcpy(src.p + (c.n_sites ? 8 : 0) + 5, out->name, 18);
   out->src = src.p;
-  out->len = src.n;
+  out->len = src.len;
   out->hash = h;
   out->args = c.args;
   out->n_args = c.n_args;

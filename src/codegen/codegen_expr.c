@@ -15,49 +15,6 @@
 
 #include "codegen/codegen_internal.h"
 
-/* ───────────── string building ───────────── */
-
-void kiln_cg_sb_add(sb *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
-void kiln_cg_sb_printf(sb *b, const char *fmt, ...) {
-  char tmp[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof tmp) {
-    kiln_cg_sb_add(b, tmp, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) {
-    b->oom = 1;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  kiln_cg_sb_add(b, big, (size_t)n);
-  free(big);
-}
-
 const char *const kiln_cg_canon_ax[KILN_MAX_RANK] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
 
 const char *kiln_cg_sf(cg *c, const char *fmt, ...) {
@@ -514,30 +471,30 @@ static const char *load(cg *c, int32_t n, const ictx *x) {
  * the C texts va and vb (identifiers "a" and "b"; numbers such as 1.0f or
  * 1e-5 are copied whole). */
 static const char *paste(cg *c, const char *src, const char *va, const char *vb) {
-  sb out = {0};
-  kiln_cg_sb_printf(&out, "(");
+  kiln_text out = {0};
+  kiln_text_printf(&out, "(");
   for (const char *p = src; *p;) {
     const char *q = p;
     if (isalpha((unsigned char)*p) || *p == '_') {
       while (isalnum((unsigned char)*q) || *q == '_') q++;
       if (q - p == 1 && (*p == 'a' || *p == 'b'))
-        kiln_cg_sb_printf(&out, "(%s)", *p == 'a' ? va : vb);
+        kiln_text_printf(&out, "(%s)", *p == 'a' ? va : vb);
       else
-        kiln_cg_sb_printf(&out, "%.*s", (int)(q - p), p);
+        kiln_text_printf(&out, "%.*s", (int)(q - p), p);
     } else if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
       while (isalnum((unsigned char)*q) || *q == '.' ||
              ((*q == '+' || *q == '-') && (q[-1] == 'e' || q[-1] == 'E') && !isalpha((unsigned char)p[1])))
         q++;
-      kiln_cg_sb_printf(&out, "%.*s", (int)(q - p), p);
+      kiln_text_printf(&out, "%.*s", (int)(q - p), p);
     } else {
       q++;
-      kiln_cg_sb_printf(&out, "%c", *p);
+      kiln_text_printf(&out, "%c", *p);
     }
     p = q;
   }
-  kiln_cg_sb_printf(&out, ")");
+  kiln_text_printf(&out, ")");
   const char *r = "0";
-  if (out.oom || !out.p)
+  if (out.failed || !out.p)
     c->st = KILN_ERR_OUT_OF_MEMORY;
   else
     r = kiln_cg_sf(c, "%s", out.p);
@@ -776,8 +733,8 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   const char *v = kiln_cg_sf(c, "v%d", c->nvar++);
   /* bool temporaries are 32-bit (0 or 1): bytes mixed with 32-bit floats
    * in one loop leave the vectorizer no common vector shape */
-  kiln_cg_sb_printf(x->kind == KILN_SCTX_F ? c->cur : &c->pre, "const %s %s = %s;\n",
-                    nd->dtype == KILN_BOOL ? "int32_t" : cty(nd->dtype), v, e);
+  kiln_text_printf(x->kind == KILN_SCTX_F ? c->cur : &c->pre, "const %s %s = %s;\n",
+                   nd->dtype == KILN_BOOL ? "int32_t" : cty(nd->dtype), v, e);
   memo[n] = v;
   return v;
 }

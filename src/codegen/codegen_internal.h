@@ -7,14 +7,8 @@
 #include <stdint.h>
 
 #include "base/arena.h"
+#include "base/text.h"
 #include "codegen/codegen.h"
-
-/* A growable string; oom is sticky. */
-typedef struct sb {
-  char *p;
-  size_t n, cap;
-  int oom;
-} sb;
 
 /* An index value: an affine combination k + sum c_i * atom_i of atoms, each
  * a C expression (a loop variable, or an opaque `x / d`, `x % n`, clamp)
@@ -64,8 +58,8 @@ typedef struct cg {
   const kiln_skernel *k;
   int32_t kid;
   kiln_arena ar;
-  sb *cur; /* statements of the loop body being generated (F context) */
-  sb pre;  /* row-scope statements (RS context), flushed before each loop */
+  kiln_text *cur; /* statements of the loop body being generated (F context) */
+  kiln_text pre;  /* row-scope statements (RS context), flushed before each loop */
   const char **memo_f, **memo_rs;
   int nvar;
   int32_t *args;
@@ -97,8 +91,6 @@ static inline const char *cty(int dt) {
   }
 }
 
-void kiln_cg_sb_add(sb *b, const char *s, size_t n);
-void kiln_cg_sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A formatted string in the generator's arena ("0" and an error on OOM). */
 const char *kiln_cg_sf(cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Buffer id -> argument number of the kernel (added on first use). */

@@ -2,11 +2,11 @@
 #include "debug/graphdiff.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "debug/bucket.h"
 #include "debug/graphtext.h"
 
@@ -18,21 +18,6 @@
 #define GREEDY_WINDOW 64
 
 /* ───────────── text helpers ───────────── */
-
-typedef struct sbuf {
-  char *p;
-  size_t cap, len; /* len: what was written, may exceed cap (then truncated) */
-} sbuf;
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (!b || !b->p) return;
-  va_list ap;
-  va_start(ap, fmt);
-  size_t room = b->len < b->cap ? b->cap - b->len : 0;
-  int k = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
-  va_end(ap);
-  if (k > 0) b->len += (size_t)k;
-}
 
 static const char *base_name(const char *path) {
   const char *s = path ? strrchr(path, '/') : NULL;
@@ -57,11 +42,11 @@ static void fmt_node(const kiln_gnode *n, char *buf, size_t cap) {
 }
 
 static void fmt_shape(const kiln_gnode *n, char *buf, size_t cap) {
-  sbuf b = {buf, cap, 0};
-  buf[0] = 0;
-  sb_printf(&b, "[");
-  for (int d = 0; d < n->rank && d < KILN_MAX_RANK; d++) sb_printf(&b, d ? ",%" PRId64 : "%" PRId64, n->shape[d]);
-  sb_printf(&b, "]");
+  kiln_text b = kiln_text_on(buf, cap);
+  kiln_text_printf(&b, "[");
+  for (int d = 0; d < n->rank && d < KILN_MAX_RANK; d++)
+    kiln_text_printf(&b, d ? ",%" PRId64 : "%" PRId64, n->shape[d]);
+  kiln_text_printf(&b, "]");
 }
 
 /* ───────────── alignment ───────────── */
@@ -144,43 +129,44 @@ static int shape_equal(const kiln_gnode *a, const kiln_gnode *b) {
   return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof a->shape[0] * a->rank);
 }
 
-static void fmt_inputs(const kiln_graph *g, const kiln_gnode *n, sbuf *b) {
+static void fmt_inputs(const kiln_graph *g, const kiln_gnode *n, kiln_text *b) {
   const int32_t *in = kiln_gnode_inputs(g, n);
-  if (!n->n_in) sb_printf(b, "(none)");
-  for (int k = 0; k < n->n_in; k++) sb_printf(b, k ? ", %%%d" : "%%%d", (int)in[k]);
+  if (!n->n_in) kiln_text_printf(b, "(none)");
+  for (int k = 0; k < n->n_in; k++) kiln_text_printf(b, k ? ", %%%d" : "%%%d", (int)in[k]);
 }
 
 /* Compare aligned nodes i (old) and j (new); append "; "-joined changes to
- * b (when non-NULL) and count them. Returns the distance contribution. */
+ * b and count them. Returns the distance contribution. */
 static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng, int32_t j, const int32_t *mb,
-                           sbuf *b, kiln_diff_stats *st, int *changed) {
+                           kiln_text *b, kiln_diff_stats *st, int *changed) {
   const kiln_gnode *o = &og->nodes[i], *n = &ng->nodes[j];
   int parts = 0;
   double dist = 0;
   char t1[256], t2[256];
   if (o->dtype != n->dtype) {
-    sb_printf(b, "%sdtype %s -> %s", parts++ ? "; " : "", kiln_dtype_name((kiln_dtype)o->dtype),
-              kiln_dtype_name((kiln_dtype)n->dtype));
+    kiln_text_printf(b, "%sdtype %s -> %s", parts++ ? "; " : "", kiln_dtype_name((kiln_dtype)o->dtype),
+                     kiln_dtype_name((kiln_dtype)n->dtype));
     st->dtype++;
     dist += 1;
   }
   if (!shape_equal(o, n)) {
     fmt_shape(o, t1, sizeof t1);
     fmt_shape(n, t2, sizeof t2);
-    sb_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
+    kiln_text_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
     int nd = 0, dd = -1;
     if (o->rank == n->rank)
       for (int d = 0; d < o->rank; d++)
         if (o->shape[d] != n->shape[d]) nd++, dd = d;
     if (nd == 1)
-      sb_printf(b, " (dim %d: %" PRId64 " -> %" PRId64 ")", dd, o->shape[dd], n->shape[dd]);
+      kiln_text_printf(b, " (dim %d: %" PRId64 " -> %" PRId64 ")", dd, o->shape[dd], n->shape[dd]);
     st->shape++;
     dist += 0.1;
   }
   if (!attrs_equal(o, n)) {
     kiln_graphtext_format_attrs(o, t1, sizeof t1);
     kiln_graphtext_format_attrs(n, t2, sizeof t2);
-    sb_printf(b, "%sattrs %s -> %s", parts++ ? "; " : "", t1[0] ? t1 + 1 : "(none)", t2[0] ? t2 + 1 : "(none)");
+    kiln_text_printf(b, "%sattrs %s -> %s", parts++ ? "; " : "", t1[0] ? t1 + 1 : "(none)",
+                     t2[0] ? t2 + 1 : "(none)");
     st->attrs++;
     dist += 1;
   }
@@ -190,9 +176,9 @@ static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng
   const int32_t *oi = kiln_gnode_inputs(og, o), *ni = kiln_gnode_inputs(ng, n);
   for (int k = 0; !rewired && k < n->n_in; k++) rewired = mb[ni[k]] >= 0 && mb[ni[k]] != oi[k];
   if (rewired) {
-    sb_printf(b, "%sinputs ", parts++ ? "; " : "");
+    kiln_text_printf(b, "%sinputs ", parts++ ? "; " : "");
     fmt_inputs(og, o, b);
-    sb_printf(b, " -> ");
+    kiln_text_printf(b, " -> ");
     fmt_inputs(ng, n, b);
     st->inputs++;
     dist += 1;
@@ -201,15 +187,16 @@ static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng
   return dist;
 }
 
-/* The whole diff; text goes to b when non-NULL. Returns the distance. */
-static double diff_core(const kiln_graph *og, const kiln_graph *ng, sbuf *b, kiln_diff_stats *st) {
+/* The whole diff, its text appended to b (a kiln_text_on(NULL, 0) when no
+ * text is wanted). Returns the distance. */
+static double diff_core(const kiln_graph *og, const kiln_graph *ng, kiln_text *b, kiln_diff_stats *st) {
   memset(st, 0, sizeof *st);
   int32_t *ma = malloc(sizeof *ma * ((size_t)og->n_nodes + 1));
   int32_t *mb = malloc(sizeof *mb * ((size_t)ng->n_nodes + 1));
   if (!ma || !mb) {
     free(ma);
     free(mb);
-    sb_printf(b, "  ? graph diff: out of memory\n");
+    kiln_text_printf(b, "  ? graph diff: out of memory\n");
     st->total = 1;
     return (double)og->n_nodes + (double)ng->n_nodes + 1;
   }
@@ -221,29 +208,30 @@ static double diff_core(const kiln_graph *og, const kiln_graph *ng, sbuf *b, kil
     fmt_node(n, name, sizeof name);
     if (mb[j] < 0) {
       fmt_shape(n, shape, sizeof shape);
-      sb_printf(b, "  + %s %s\n", name, shape);
+      kiln_text_printf(b, "  + %s %s\n", name, shape);
       st->added++, st->total++, dist += 1;
       continue;
     }
     /* measure first, then write the line only when something changed */
     int changed = 0;
     kiln_diff_stats tmp = *st;
-    compare_pair(og, mb[j], ng, j, mb, NULL, &tmp, &changed);
+    kiln_text none = kiln_text_on(NULL, 0);
+    compare_pair(og, mb[j], ng, j, mb, &none, &tmp, &changed);
     if (!changed) continue;
-    sb_printf(b, "  ~ %s: ", name);
+    kiln_text_printf(b, "  ~ %s: ", name);
     dist += compare_pair(og, mb[j], ng, j, mb, b, st, &changed);
-    sb_printf(b, "\n");
+    kiln_text_printf(b, "\n");
     st->total++;
   }
   for (int32_t i = 0; i < og->n_nodes; i++) {
     if (ma[i] >= 0) continue;
     fmt_node(&og->nodes[i], name, sizeof name);
     fmt_shape(&og->nodes[i], shape, sizeof shape);
-    sb_printf(b, "  - %s %s\n", name, shape);
+    kiln_text_printf(b, "  - %s %s\n", name, shape);
     st->removed++, st->total++, dist += 1;
   }
   if (og->n_outputs != ng->n_outputs) {
-    sb_printf(b, "  ~ outputs: %d -> %d\n", (int)og->n_outputs, (int)ng->n_outputs);
+    kiln_text_printf(b, "  ~ outputs: %d -> %d\n", (int)og->n_outputs, (int)ng->n_outputs);
     st->outputs++, st->total++, dist += 1;
   } else {
     for (int32_t o = 0; o < ng->n_outputs; o++) {
@@ -252,13 +240,13 @@ static double diff_core(const kiln_graph *og, const kiln_graph *ng, sbuf *b, kil
         char was[400];
         fmt_node(&ng->nodes[nn], name, sizeof name);
         fmt_node(&og->nodes[on], was, sizeof was);
-        sb_printf(b, "  ~ output %d: now %s (was %s)\n", (int)o, name, was);
+        kiln_text_printf(b, "  ~ output %d: now %s (was %s)\n", (int)o, name, was);
         st->outputs++, st->total++, dist += 1;
       } else if (og->output_alias[o] != ng->output_alias[o]) {
         char was[16] = "none", now[16] = "none";
         if (og->output_alias[o] >= 0) snprintf(was, sizeof was, "#%d", (int)og->output_alias[o]);
         if (ng->output_alias[o] >= 0) snprintf(now, sizeof now, "#%d", (int)ng->output_alias[o]);
-        sb_printf(b, "  ~ output %d: aliases input %s -> %s\n", (int)o, was, now);
+        kiln_text_printf(b, "  ~ output %d: aliases input %s -> %s\n", (int)o, was, now);
         st->outputs++, st->total++, dist += 1;
       }
     }
@@ -271,7 +259,8 @@ static double diff_core(const kiln_graph *og, const kiln_graph *ng, sbuf *b, kil
 double kiln_graphdiff_distance(const kiln_graph *a, const kiln_graph *b) {
   if (kiln_graph_equal(a, b)) return 0;
   kiln_diff_stats st;
-  double d = diff_core(a, b, NULL, &st);
+  kiln_text none = kiln_text_on(NULL, 0);
+  double d = diff_core(a, b, &none, &st);
   /* structurally different but aligned identically (e.g. only the source
    * lines moved): still not 0 */
   return d > 0 ? d : 0.01;
@@ -281,9 +270,8 @@ int kiln_graphdiff_format_stats(const kiln_graph *old_g, const kiln_graph *new_g
                                 kiln_diff_stats *stats) {
   kiln_diff_stats st;
   size_t start = out && cap ? strnlen(out, cap - 1) : 0;
-  sbuf b = {out, cap, start};
-  diff_core(old_g, new_g, out && cap ? &b : NULL, &st);
-  if (out && cap && b.len >= cap) out[cap - 1] = 0;
+  kiln_text b = out && cap ? kiln_text_on(out + start, cap - start) : kiln_text_on(NULL, 0);
+  diff_core(old_g, new_g, &b, &st);
   if (stats) *stats = st;
   return st.total;
 }
@@ -293,13 +281,12 @@ int kiln_graphdiff_format(const kiln_graph *old_g, const kiln_graph *new_g, char
 }
 
 char *kiln_graphdiff_summary(const kiln_diff_stats *s, char *out, size_t cap) {
-  sbuf b = {out, cap, 0};
-  if (cap) out[0] = 0;
+  kiln_text b = kiln_text_on(out, cap);
   if (!s->total) {
-    sb_printf(&b, "no differences");
+    kiln_text_printf(&b, "no differences");
     return out;
   }
-  sb_printf(&b, "%d difference%s:", s->total, s->total == 1 ? "" : "s");
+  kiln_text_printf(&b, "%d difference%s:", s->total, s->total == 1 ? "" : "s");
   const struct {
     int n;
     const char *one, *many;
@@ -312,7 +299,7 @@ char *kiln_graphdiff_summary(const kiln_diff_stats *s, char *out, size_t cap) {
   int first = 1;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     if (!parts[i].n) continue;
-    sb_printf(&b, "%s %d %s", first ? "" : ",", parts[i].n, parts[i].n == 1 ? parts[i].one : parts[i].many);
+    kiln_text_printf(&b, "%s %d %s", first ? "" : ",", parts[i].n, parts[i].n == 1 ? parts[i].one : parts[i].many);
     first = 0;
   }
   return out;
@@ -339,18 +326,18 @@ static int cmp_i64(const void *a, const void *b) {
 
 /* The values of a chain's dim d over the history, "96 -> 104 -> 112"
  * (long histories keep the first two and the last three). */
-static void fmt_series(const int64_t *v, int n, sbuf *b) {
+static void fmt_series(const int64_t *v, int n, kiln_text *b) {
   for (int k = 0; k < n; k++) {
     if (n > 6 && k == 2) {
-      sb_printf(b, " -> ...");
+      kiln_text_printf(b, " -> ...");
       k = n - 4;
       continue;
     }
-    sb_printf(b, k ? " -> %" PRId64 : "%" PRId64, v[k]);
+    kiln_text_printf(b, k ? " -> %" PRId64 : "%" PRId64, v[k]);
   }
 }
 
-static void explain_growing(const kiln_gnode *node, int d, const int64_t *v, int n, sbuf *b) {
+static void explain_growing(const kiln_gnode *node, int d, const int64_t *v, int n, kiln_text *b) {
   char name[400], loc[300];
   fmt_node(node, name, sizeof name);
   fmt_loc(node, loc, sizeof loc);
@@ -360,25 +347,26 @@ static void explain_growing(const kiln_gnode *node, int d, const int64_t *v, int
     if (dl < dmin) dmin = dl;
     if (dl > dmax) dmax = dl;
   }
-  sb_printf(b, "growing tensor: %s, dim %d: ", name, d);
+  kiln_text_printf(b, "growing tensor: %s, dim %d: ", name, d);
   fmt_series(v, n, b);
   if (dmin == dmax)
-    sb_printf(b, " (+%" PRId64 " per compile). The tensor made at %s grows by %" PRId64 " every step", dmin, loc, dmin);
+    kiln_text_printf(b, " (+%" PRId64 " per compile). The tensor made at %s grows by %" PRId64 " every step", dmin,
+                     loc, dmin);
   else
-    sb_printf(b, " (+%" PRId64 " to +%" PRId64 " per compile). The tensor made at %s grows every step", dmin, dmax,
-              loc);
-  sb_printf(b, ", so every step is a new graph; accumulate it on the host (read each step's piece) or "
-               "preallocate a fixed-size buffer.");
+    kiln_text_printf(b, " (+%" PRId64 " to +%" PRId64 " per compile). The tensor made at %s grows every step", dmin,
+                     dmax, loc);
+  kiln_text_printf(b, ", so every step is a new graph; accumulate it on the host (read each step's piece) or "
+                      "preallocate a fixed-size buffer.");
 }
 
-static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int n, sbuf *b) {
+static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int n, kiln_text *b) {
   char name[400];
   fmt_node(node, name, sizeof name);
   int64_t *sorted = malloc(sizeof *sorted * (size_t)n), *vals = malloc(sizeof *vals * (size_t)n),
           *cnts = malloc(sizeof *cnts * (size_t)n);
   if (!sorted || !vals || !cnts) {
     free(sorted), free(vals), free(cnts);
-    sb_printf(b, "varying input: dim %d of %s takes different sizes (out of memory listing them).", d, name);
+    kiln_text_printf(b, "varying input: dim %d of %s takes different sizes (out of memory listing them).", d, name);
     return;
   }
   memcpy(sorted, v, sizeof *v * (size_t)n);
@@ -392,41 +380,40 @@ static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int
       cnts[nd++] = 1;
     }
   }
-  sb_printf(b, "varying input: dim %d of %s takes %d sizes over %d compiles (", d, name, nd, n);
+  kiln_text_printf(b, "varying input: dim %d of %s takes %d sizes over %d compiles (", d, name, nd, n);
   for (int k = 0; k < nd; k++) {
     if (k == 16) {
-      sb_printf(b, ", ... %d more", nd - k);
+      kiln_text_printf(b, ", ... %d more", nd - k);
       break;
     }
-    sb_printf(b, k ? ", %" PRId64 : "%" PRId64, vals[k]);
-    if (cnts[k] > 1) sb_printf(b, " x%" PRId64, cnts[k]);
+    kiln_text_printf(b, k ? ", %" PRId64 : "%" PRId64, vals[k]);
+    if (cnts[k] > 1) kiln_text_printf(b, " x%" PRId64, cnts[k]);
   }
-  sb_printf(b, "). Each new size is a new graph; pad to buckets");
+  kiln_text_printf(b, "). Each new size is a new graph; pad to buckets");
   int64_t bounds[8];
   double waste = 0;
   int64_t align = vals[nd - 1] >= 64 ? 8 : 1;
   int maxb = nd - 1 < 4 ? (nd - 1 < 1 ? 1 : nd - 1) : 4;
   int nb = kiln_bucket_advise(vals, cnts, nd, maxb, align, bounds, &waste);
   if (nb > 0) {
-    sb_printf(b, " (suggested boundaries: ");
-    for (int k = 0; k < nb; k++) sb_printf(b, k ? ", %" PRId64 : "%" PRId64, bounds[k]);
-    sb_printf(b, "; %.1f%% padding)", 100.0 * waste);
+    kiln_text_printf(b, " (suggested boundaries: ");
+    for (int k = 0; k < nb; k++) kiln_text_printf(b, k ? ", %" PRId64 : "%" PRId64, bounds[k]);
+    kiln_text_printf(b, "; %.1f%% padding)", 100.0 * waste);
   }
-  sb_printf(b, " with kiln's bucketing batcher (include/kiln/data.h) and warm them up with kiln_compile.");
+  kiln_text_printf(b, " with kiln's bucketing batcher (include/kiln/data.h) and warm them up with kiln_compile.");
   free(sorted), free(vals), free(cnts);
 }
 
 kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int n, char *out, size_t cap) {
-  sbuf b = {out, cap, 0};
-  if (cap) out[0] = 0;
+  kiln_text b = kiln_text_on(out, cap);
   if (n < 2 || !history) {
-    sb_printf(&b, "no recompilation: fewer than two graphs to compare.");
+    kiln_text_printf(&b, "no recompilation: fewer than two graphs to compare.");
     return KILN_DIFF_PATTERN_NONE;
   }
   int all_equal = 1;
   for (int k = 1; k < n && all_equal; k++) all_equal = kiln_graph_equal(history[k - 1], history[k]);
   if (all_equal) {
-    sb_printf(&b, "no recompilation pattern: all %d graphs are structurally equal.", n);
+    kiln_text_printf(&b, "no recompilation pattern: all %d graphs are structurally equal.", n);
     return KILN_DIFF_PATTERN_NONE;
   }
   const kiln_graph *last = history[n - 1];
@@ -486,9 +473,10 @@ kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int 
     if (nl) *nl = 0;
     const char *first = diff;
     while (*first == ' ') first++;
-    sb_printf(&b, "the graph changed in another way (%d difference%s between the last two graphs; first: %s). Make "
-                  "the traced program the same at every step: no data-dependent control flow or shapes.",
-              st.total, st.total == 1 ? "" : "s", *first ? first : "?");
+    kiln_text_printf(&b,
+                     "the graph changed in another way (%d difference%s between the last two graphs; first: %s). "
+                     "Make the traced program the same at every step: no data-dependent control flow or shapes.",
+                     st.total, st.total == 1 ? "" : "s", *first ? first : "?");
   }
   for (int k = 0; back && k < n; k++) free(back[k]);
   free(back);

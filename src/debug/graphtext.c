@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/text.h"
 
 /* ───────────── attribute schema ─────────────
  * Named attributes per op. An int field fills iattr[slot]; a list field
@@ -73,70 +74,54 @@ static int schema_fits(const schema *s, const kiln_gnode *n) {
   return 1;
 }
 
-/* A small appender that tracks the full length like snprintf. */
-typedef struct sbuf {
-  char *p;
-  size_t cap, len;
-} sbuf;
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  size_t room = b->len < b->cap ? b->cap - b->len : 0;
-  int k = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
-  va_end(ap);
-  if (k > 0) b->len += (size_t)k;
-}
-
-static void sb_list(sbuf *b, const char *name, const int64_t *v, int n) {
-  sb_printf(b, " %s=[", name);
-  for (int k = 0; k < n; k++) sb_printf(b, k ? ",%" PRId64 : "%" PRId64, v[k]);
-  sb_printf(b, "]");
+static void text_list(kiln_text *b, const char *name, const int64_t *v, int n) {
+  kiln_text_printf(b, " %s=[", name);
+  for (int k = 0; k < n; k++) kiln_text_printf(b, k ? ",%" PRId64 : "%" PRId64, v[k]);
+  kiln_text_printf(b, "]");
 }
 
 /* %.17g round-trips every finite double; a NaN payload or -nan does not, so
  * the exact bits follow when the short form would lose them. */
-static void sb_double(sbuf *b, const char *name, double v) {
+static void text_double(kiln_text *b, const char *name, double v) {
   char tmp[40];
   snprintf(tmp, sizeof tmp, "%.17g", v);
-  sb_printf(b, " %s=%s", name, tmp);
+  kiln_text_printf(b, " %s=%s", name, tmp);
   double back = strtod(tmp, NULL);
   if (memcmp(&back, &v, sizeof v)) {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
-    sb_printf(b, " fbits=0x%016" PRIx64, bits);
+    kiln_text_printf(b, " fbits=0x%016" PRIx64, bits);
   }
 }
 
 int kiln_graphtext_format_attrs(const kiln_gnode *n, char *buf, size_t cap) {
-  sbuf b = {buf, cap, 0};
-  if (cap) buf[0] = 0;
+  kiln_text b = kiln_text_on(buf, cap);
   schema s = schema_of(n->op);
   const int r = n->rank <= KILN_MAX_RANK ? n->rank : KILN_MAX_RANK;
   const int ni = n->n_iattr >= 0 && n->n_iattr <= KILN_MAX_IATTR ? n->n_iattr : 0;
   if (schema_fits(&s, n)) {
     for (int i = 0; i < s.n_fields; i++) {
       const field *f = &s.f[i];
-      if (f->kind == FK_INT) sb_printf(&b, " %s=%" PRId64, f->name, n->iattr[f->slot]);
-      if (f->kind == FK_DIST) sb_printf(&b, " %s=%s", f->name, n->iattr[0] ? "normal" : "uniform");
-      if (f->kind == FK_LIST) sb_list(&b, f->name, n->iattr + f->slot * r, r);
+      if (f->kind == FK_INT) kiln_text_printf(&b, " %s=%" PRId64, f->name, n->iattr[f->slot]);
+      if (f->kind == FK_DIST) kiln_text_printf(&b, " %s=%s", f->name, n->iattr[0] ? "normal" : "uniform");
+      if (f->kind == FK_LIST) text_list(&b, f->name, n->iattr + f->slot * r, r);
       if (f->kind == FK_MASK) {
         int64_t bits[64];
         int nb = 0;
         for (int d = 0; d < 64; d++)
           if (((uint64_t)n->iattr[0] >> d) & 1) bits[nb++] = d;
-        sb_list(&b, f->name, bits, nb);
+        text_list(&b, f->name, bits, nb);
       }
     }
   } else if (ni) {
-    sb_list(&b, "iattr", n->iattr, ni);
+    text_list(&b, "iattr", n->iattr, ni);
   }
   uint64_t fb;
   memcpy(&fb, &n->fattr, sizeof fb);
   if (s.has_value)
-    sb_double(&b, "value", n->fattr);
+    text_double(&b, "value", n->fattr);
   else if (fb)
-    sb_double(&b, "f", n->fattr);
+    text_double(&b, "f", n->fattr);
   return (int)b.len;
 }
 

@@ -134,22 +134,6 @@ const char *kiln_metrics_report_short(void) {
   return kiln_report_publish(KILN_REPORT_SHORT, &b);
 }
 
-/* JSON string: names are kiln's own identifiers and file names from
- * __FILE__; escape what JSON requires anyway. */
-static void kiln_json_str(kiln_text *b, const char *s) {
-  kiln_text_printf(b, "\"");
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      kiln_text_printf(b, "\\%c", c);
-    else if (c < 0x20)
-      kiln_text_printf(b, "\\u%04x", c);
-    else
-      kiln_text_printf(b, "%c", c);
-  }
-  kiln_text_printf(b, "\"");
-}
-
 /* Finite numbers only: JSON has no NaN or infinity. */
 static void kiln_json_num(kiln_text *b, double v) { kiln_text_printf(b, "%.17g", isfinite(v) ? v : 0.0); }
 
@@ -162,7 +146,7 @@ const char *kiln_metrics_report_json(void) {
     int64_t val = kiln_counter_value(v[i]);
     if (val == 0) continue;
     kiln_text_printf(&b, "%s", first ? "" : ",");
-    kiln_json_str(&b, v[i]);
+    kiln_text_json_str(&b, v[i]);
     kiln_text_printf(&b, ":%lld", (long long)val);
     first = 0;
   }
@@ -173,7 +157,7 @@ const char *kiln_metrics_report_json(void) {
     kiln_metric_stats st;
     if (kiln_metric_data(v[i], &st) != 0 || st.count == 0) continue;
     kiln_text_printf(&b, "%s", first ? "" : ",");
-    kiln_json_str(&b, v[i]);
+    kiln_text_json_str(&b, v[i]);
     kiln_text_printf(&b, ":{\"count\":%lld,\"sum\":", (long long)st.count);
     kiln_json_num(&b, st.sum);
     const char *keys[] = {"min", "max", "p50", "p90", "p99"};
@@ -195,9 +179,9 @@ const char *kiln_metrics_report_json(void) {
   }
   for (int i = 0; sv && i < ns; i++) {
     kiln_text_printf(&b, "%s{\"file\":", i ? "," : "");
-    kiln_json_str(&b, kiln_fmt_file(sv[i].file));
+    kiln_text_json_str(&b, kiln_fmt_file(sv[i].file));
     kiln_text_printf(&b, ",\"line\":%d,\"kind\":", sv[i].line);
-    kiln_json_str(&b, kiln_site_kind_name(sv[i].kind));
+    kiln_text_json_str(&b, kiln_site_kind_name(sv[i].kind));
     kiln_text_printf(&b, ",\"count\":%lld,\"bytes\":%lld,\"time_ns\":", (long long)sv[i].count,
                      (long long)sv[i].bytes);
     kiln_json_num(&b, sv[i].time_ns);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
+
 static const struct {
   const char *name;
   size_t bytes;
@@ -79,27 +81,6 @@ typedef struct parser {
   size_t n, i;
   kiln_err *err;
 } parser;
-
-/* A growable byte string. */
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-} sbuf;
-
-static int sbuf_put(sbuf *b, const void *d, size_t n) {
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 32;
-    while (b->n + n + 1 > cap) cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q) return -1;
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, d, n);
-  b->n += n;
-  b->p[b->n] = 0;
-  return 0;
-}
 
 static kiln_status fail(parser *p, const char *what) {
   if (p->i >= p->n) return kiln_err_set(p->err, KILN_ERR_CORRUPT, "header ends early: %s", what);
@@ -570,27 +551,6 @@ int kiln_st_header_find(const kiln_st_header *h, const char *name) {
 
 /* ───────────── the encoder ───────────── */
 
-static int put_str(sbuf *b, const char *s) { return sbuf_put(b, s, strlen(s)); }
-
-static int put_json_string(sbuf *b, const char *s) {
-  if (sbuf_put(b, "\"", 1)) return -1;
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    char esc[8];
-    if (*c == '"' || *c == '\\') {
-      esc[0] = '\\', esc[1] = (char)*c;
-      if (sbuf_put(b, esc, 2)) return -1;
-    } else if (*c < 0x20) {
-      static const char hexd[] = "0123456789abcdef";
-      memcpy(esc, "\\u00", 4);
-      esc[4] = hexd[*c >> 4], esc[5] = hexd[*c & 15];
-      if (sbuf_put(b, esc, 6)) return -1;
-    } else if (sbuf_put(b, c, 1)) {
-      return -1;
-    }
-  }
-  return sbuf_put(b, "\"", 1);
-}
-
 kiln_status kiln_st_header_encode(const kiln_st_header *h, char **out, size_t *out_n, kiln_err *err) {
   *out = NULL;
   *out_n = 0;
@@ -601,42 +561,35 @@ kiln_status kiln_st_header_encode(const kiln_st_header *h, char **out, size_t *o
     if (!kiln_st_utf8_valid(h->meta[i], strlen(h->meta[i])))
       return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "metadata %s #%d is not valid UTF-8",
                           i % 2 ? "value" : "key", i / 2);
-  sbuf b = {0};
-  int bad = put_str(&b, "{");
+  kiln_text b = {0};
+  kiln_text_printf(&b, "{");
   if (h->n_meta || h->has_meta) {
-    bad |= put_str(&b, "\"__metadata__\":{");
+    kiln_text_printf(&b, "\"__metadata__\":{");
     for (int i = 0; i < h->n_meta; i++) {
-      if (i) bad |= put_str(&b, ",");
-      bad |= put_json_string(&b, h->meta[2 * i]);
-      bad |= put_str(&b, ":");
-      bad |= put_json_string(&b, h->meta[2 * i + 1]);
+      if (i) kiln_text_printf(&b, ",");
+      kiln_text_json_str(&b, h->meta[2 * i]);
+      kiln_text_printf(&b, ":");
+      kiln_text_json_str(&b, h->meta[2 * i + 1]);
     }
-    bad |= put_str(&b, "}");
-    if (h->n) bad |= put_str(&b, ",");
+    kiln_text_printf(&b, "}");
+    if (h->n) kiln_text_printf(&b, ",");
   }
-  for (int i = 0; i < h->n && !bad; i++) {
+  for (int i = 0; i < h->n && !b.failed; i++) {
     const kiln_st_entry *e = &h->entries[i];
-    char num[64];
-    if (i) bad |= put_str(&b, ",");
-    bad |= put_json_string(&b, e->name);
-    bad |= put_str(&b, ":{\"dtype\":\"");
-    bad |= put_str(&b, kiln_st_dt_name(e->dtype));
-    bad |= put_str(&b, "\",\"shape\":[");
-    for (int d = 0; d < e->rank; d++) {
-      snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)e->shape[d]);
-      bad |= put_str(&b, num);
-    }
-    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)e->begin,
-             (unsigned long long)e->end);
-    bad |= put_str(&b, num);
+    if (i) kiln_text_printf(&b, ",");
+    kiln_text_json_str(&b, e->name);
+    kiln_text_printf(&b, ":{\"dtype\":\"%s\",\"shape\":[", kiln_st_dt_name(e->dtype));
+    for (int d = 0; d < e->rank; d++) kiln_text_printf(&b, "%s%lld", d ? "," : "", (long long)e->shape[d]);
+    kiln_text_printf(&b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)e->begin,
+                     (unsigned long long)e->end);
   }
-  bad |= put_str(&b, "}");
-  while (!bad && b.n % 8) bad |= put_str(&b, " ");
-  if (bad) {
-    free(b.p);
+  kiln_text_printf(&b, "}");
+  while (!b.failed && b.len % 8) kiln_text_printf(&b, " ");
+  if (b.failed) {
+    kiln_text_free(&b);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory encoding the header");
   }
-  *out = b.p;
-  *out_n = b.n;
+  *out_n = b.len;
+  *out = kiln_text_take(&b);
   return KILN_OK;
 }

@@ -3,91 +3,37 @@
  * start, process/thread names as "M" metadata events. pid 1 holds the host
  * threads (tid = OS thread id), pid 2 the kernel lanes (tid = lane + 1), so
  * the viewers show kernels apart from the host work that launched them. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "base/fs.h"
+#include "base/text.h"
 #include "profiler/capture.h"
-
-typedef struct sb {
-  char *p;
-  size_t n, cap;
-  int oom;
-} sb;
-
-static void sb_reserve(sb *b, size_t more) {
-  if (b->oom || b->n + more + 1 <= b->cap) return;
-  size_t cap = b->cap ? b->cap : 1 << 16;
-  while (cap < b->n + more + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) {
-    b->oom = 1;
-    return;
-  }
-  b->p = p;
-  b->cap = cap;
-}
-
-static void sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sb *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char tmp[512];
-  int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (k < 0) return;
-  if ((size_t)k >= sizeof tmp) k = sizeof tmp - 1; /* callers print short fields only */
-  sb_reserve(b, (size_t)k);
-  if (b->oom) return;
-  memcpy(b->p + b->n, tmp, (size_t)k);
-  b->n += (size_t)k;
-  b->p[b->n] = 0;
-}
-
-/* A JSON string literal: quotes, backslashes and control bytes escaped;
- * other bytes pass through (names are UTF-8 or ASCII). */
-static void sb_str(sb *b, const char *s) {
-  sb_reserve(b, strlen(s) * 6 + 2);
-  if (b->oom) return;
-  char *o = b->p + b->n;
-  *o++ = '"';
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\') {
-      *o++ = '\\';
-      *o++ = (char)*c;
-    } else if (*c < 0x20) {
-      o += sprintf(o, "\\u%04x", *c);
-    } else {
-      *o++ = (char)*c;
-    }
-  }
-  *o++ = '"';
-  b->n = (size_t)(o - b->p);
-  b->p[b->n] = 0;
-}
 
 static int device_tid(const kiln_prof_thread_events *t, int index) { return t->lane >= 0 ? t->lane + 1 : 1000 + index; }
 
-static void meta(sb *b, int pid, int64_t tid, const char *what, const char *name, int sort) {
-  sb_printf(b, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%lld,\"name\":\"%s\",\"args\":{\"name\":", pid, (long long)tid, what);
-  sb_str(b, name);
-  sb_printf(b, "}},\n");
+static void meta(kiln_text *b, int pid, int64_t tid, const char *what, const char *name, int sort) {
+  kiln_text_printf(b, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%lld,\"name\":\"%s\",\"args\":{\"name\":", pid,
+                   (long long)tid, what);
+  kiln_text_json_str(b, name);
+  kiln_text_printf(b, "}},\n");
   if (sort >= 0)
-    sb_printf(b, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%lld,\"name\":\"%s_sort_index\",\"args\":{\"sort_index\":%d}},\n",
-              pid, (long long)tid, what[0] == 'p' ? "process" : "thread", sort);
+    kiln_text_printf(b,
+                     "{\"ph\":\"M\",\"pid\":%d,\"tid\":%lld,\"name\":\"%s_sort_index\","
+                     "\"args\":{\"sort_index\":%d}},\n",
+                     pid, (long long)tid, what[0] == 'p' ? "process" : "thread", sort);
 }
 
 kiln_status kiln_prof_chrome_json(const kiln_prof_capture *c, char **out, size_t *n, kiln_err *err) {
   *out = NULL;
   *n = 0;
-  sb b = {0};
-  sb_printf(&b, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"kiln\",\"host\":");
-  sb_str(&b, c->host);
-  sb_printf(&b, ",\"dropped_events\":%llu,\"capture_ns\":%llu},\n\"traceEvents\":[\n",
-            (unsigned long long)c->dropped, (unsigned long long)(c->end_ns - c->start_ns));
+  kiln_text b = {0};
+  kiln_text_printf(&b, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"kiln\",\"host\":");
+  kiln_text_json_str(&b, c->host);
+  kiln_text_printf(&b, ",\"dropped_events\":%llu,\"capture_ns\":%llu},\n\"traceEvents\":[\n",
+                   (unsigned long long)c->dropped, (unsigned long long)(c->end_ns - c->start_ns));
   meta(&b, 1, 0, "process_name", "/host:CPU (kiln host threads)", -1);
   meta(&b, 2, 0, "process_name", "/device:CUSTOM:0 (kiln kernels, one lane per worker thread)", -1);
   for (int i = 0; i < c->n_threads; i++) {
@@ -106,40 +52,42 @@ kiln_status kiln_prof_chrome_json(const kiln_prof_capture *c, char **out, size_t
   }
   int first = 1;
   if (c->dropped) {
-    sb_printf(&b, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":0,\"name\":\"kiln: %llu events dropped "
-                  "(full per-thread buffers)\"}",
-              (unsigned long long)c->dropped);
+    kiln_text_printf(&b,
+                     "{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":0,\"name\":\"kiln: %llu events dropped "
+                     "(full per-thread buffers)\"}",
+                     (unsigned long long)c->dropped);
     first = 0;
   }
   for (int i = 0; i < c->n_threads; i++) {
     const kiln_prof_thread_events *t = &c->threads[i];
-    for (uint32_t k = 0; k < t->n && !b.oom; k++) {
+    for (uint32_t k = 0; k < t->n && !b.failed; k++) {
       const kiln_prof_event *e = &t->ev[k];
       int dev = e->kind == KILN_PROF_KERNEL;
       uint64_t eb = e->begin_ns < c->start_ns ? c->start_ns : e->begin_ns; /* as in xplane.c */
       double ts = (double)(eb - c->start_ns) / 1e3;
       double dur = e->end_ns > eb ? (double)(e->end_ns - eb) / 1e3 : 0;
-      sb_printf(&b, "%s{\"ph\":\"X\",\"pid\":%d,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":",
-                first ? "" : ",\n", dev ? 2 : 1, dev ? (long long)device_tid(t, i) : (long long)t->tid, ts, dur,
-                kiln_prof_kind_name((kiln_prof_kind)e->kind));
+      kiln_text_printf(&b, "%s{\"ph\":\"X\",\"pid\":%d,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":",
+                       first ? "" : ",\n", dev ? 2 : 1, dev ? (long long)device_tid(t, i) : (long long)t->tid, ts,
+                       dur, kiln_prof_kind_name((kiln_prof_kind)e->kind));
       first = 0;
-      sb_str(&b, e->name);
-      sb_printf(&b, ",\"args\":{");
+      kiln_text_json_str(&b, e->name);
+      kiln_text_printf(&b, ",\"args\":{");
       int comma = 0;
-      if (e->kind == KILN_PROF_STEP) sb_printf(&b, "\"step_num\":%lld", (long long)e->arg), comma = 1;
-      else if (e->arg >= 0 && e->kind == KILN_PROF_TRANSFER) sb_printf(&b, "\"bytes\":%lld", (long long)e->arg), comma = 1;
-      if (e->flops > 0) sb_printf(&b, "%s\"flops\":%.0f", comma ? "," : "", e->flops), comma = 1;
-      if (e->bytes > 0) sb_printf(&b, "%s\"bytes_accessed\":%.0f", comma ? "," : "", e->bytes), comma = 1;
-      sb_printf(&b, "}}");
+      if (e->kind == KILN_PROF_STEP) kiln_text_printf(&b, "\"step_num\":%lld", (long long)e->arg), comma = 1;
+      else if (e->arg >= 0 && e->kind == KILN_PROF_TRANSFER)
+        kiln_text_printf(&b, "\"bytes\":%lld", (long long)e->arg), comma = 1;
+      if (e->flops > 0) kiln_text_printf(&b, "%s\"flops\":%.0f", comma ? "," : "", e->flops), comma = 1;
+      if (e->bytes > 0) kiln_text_printf(&b, "%s\"bytes_accessed\":%.0f", comma ? "," : "", e->bytes), comma = 1;
+      kiln_text_printf(&b, "}}");
     }
   }
-  sb_printf(&b, "\n]}\n");
-  if (b.oom) {
-    free(b.p);
+  kiln_text_printf(&b, "\n]}\n");
+  if (b.failed) {
+    kiln_text_free(&b);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profiler: out of memory writing the Chrome trace");
   }
-  *out = b.p;
-  *n = b.n;
+  *n = b.len;
+  *out = kiln_text_take(&b);
   return KILN_OK;
 }
 

@@ -1,5 +1,6 @@
 /* The metrics registry: counters, sampled metrics, percentiles, the report
- * format and the exit report. Oracles are computed here independently
+ * format and the exit report; the text buffers (base/text.h) the reports are
+ * built in. Oracles are computed here independently
  * (closed-form sums, nearest-rank percentiles of known sequences). */
 #include <pthread.h>
 #include <stdint.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/config.h"
+#include "base/text.h"
 #include "debug/metrics.h"
 #include "kiln/kiln.h"
 #include "kt.h"
@@ -151,6 +153,53 @@ KT_TEST(duration_format) {
   KT_STR_CONTAINS(r, "Accumulator: 3ms808.394us\n");
   KT_STR_CONTAINS(r, "Accumulator: 0.250us\n");
   KT_STR_CONTAINS(r, "Accumulator: 1m02s005ms000.000us\n");
+}
+
+/* kiln_text_on writes like snprintf: truncated and NUL-terminated within
+ * cap, len counting everything asked; a zero cap only counts. */
+KT_TEST(text_fixed_buffer) {
+  char buf[8];
+  memset(buf, 'x', sizeof buf);
+  kiln_text t = kiln_text_on(buf, sizeof buf);
+  KT_CHECK(buf[0] == 0 && !strcmp(kiln_text_str(&t), ""));
+  kiln_text_printf(&t, "%d-", 123);
+  kiln_text_append(&t, "abcdef", 6);
+  kiln_text_printf(&t, "%s", "tail");
+  KT_CHECK(!strcmp(buf, "123-abc"));
+  KT_EQ_INT((long long)t.len, 14);
+  KT_CHECK(!t.failed);
+  kiln_text_free(&t); /* empties it; the buffer stays the caller's */
+  KT_CHECK(buf[0] == 0 && t.len == 0 && t.p == buf);
+  kiln_text_json_str(&t, "a\"b");
+  KT_CHECK(!strcmp(buf, "\"a\\\"b\""));
+  char *copy = kiln_text_take(&t);
+  KT_CHECK(copy && !strcmp(copy, "\"a\\\"b\"") && copy != buf);
+  free(copy);
+  kiln_text n = kiln_text_on(NULL, 0);
+  kiln_text_printf(&n, "%s", "hello");
+  kiln_text_append(&n, "!", 1);
+  KT_EQ_INT((long long)n.len, 6);
+  KT_CHECK(!strcmp(kiln_text_str(&n), ""));
+}
+
+KT_TEST(text_append_json) {
+  kiln_text t = {0};
+  kiln_text_append(&t, "", 0);
+  KT_CHECK(t.p && !strcmp(t.p, "")); /* any append makes a string */
+  kiln_text_append(&t, "ab\0c", 4);
+  KT_EQ_INT((long long)t.len, 4);
+  KT_CHECK(!memcmp(t.p, "ab\0c", 5));
+  kiln_text_free(&t);
+  kiln_text_json_str(&t, "q\"\\\n\x1f\xc3\xa9");
+  KT_CHECK(!strcmp(kiln_text_str(&t), "\"q\\\"\\\\\\u000a\\u001f\xc3\xa9\""));
+  kiln_text_json_str(&t, NULL);
+  KT_CHECK(!strcmp(kiln_text_str(&t) + t.len - 2, "\"\""));
+  /* past the first growth */
+  kiln_text_free(&t);
+  for (int i = 0; i < 1000; i++) kiln_text_append(&t, "0123456789", 10);
+  KT_EQ_INT((long long)t.len, 10000);
+  KT_CHECK(strlen(t.p) == 10000 && t.p[9999] == '9');
+  kiln_text_free(&t);
 }
 
 KT_TEST(now_monotonic) {
@@ -372,5 +421,6 @@ KT_TEST(exit_report_file) {
 }
 
 KT_MAIN(KT_CASE(counter_basic), KT_CASE(counter_keyed_by_content), KT_CASE(counter_threads), KT_CASE(metric_stats),
-        KT_CASE(metric_window), KT_CASE(report_format), KT_CASE(duration_format), KT_CASE(now_monotonic),
-        KT_CASE(exit_report_file), KT_CASE(report_parses), KT_CASE(json_report), KT_CASE(names_and_clear_one))
+        KT_CASE(metric_window), KT_CASE(report_format), KT_CASE(duration_format), KT_CASE(text_fixed_buffer),
+        KT_CASE(text_append_json), KT_CASE(now_monotonic), KT_CASE(exit_report_file), KT_CASE(report_parses),
+        KT_CASE(json_report), KT_CASE(names_and_clear_one))

@@ -1,0 +1,214 @@
+/* The cpu backend's execution: the plan's steps run in order, loops and
+ * GEMMs spread over the thread pool (the plan is built by cpu.c). */
+#include "backends/cpu/cpu_internal.h"
+
+/* ───────────── buffers ───────────── */
+
+void *kiln_cpu_buffer_alloc(kiln_backend *kb, size_t bytes) {
+  void *p = NULL;
+  size_t n = (bytes + 63) & ~(size_t)63;
+  if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+  return p;
+}
+void kiln_cpu_buffer_free(kiln_backend *kb, void *p) { free(p); }
+void kiln_cpu_copy(kiln_backend *kb, void *dst, const void *src, size_t bytes) {
+  if (bytes) memcpy(dst, src, bytes);
+}
+
+/* ───────────── execute ───────────── */
+
+typedef struct loop_ctx {
+  kernel_fn fn;
+  void *const *args;
+} loop_ctx;
+
+static void run_loop(void *ctx, int64_t begin, int64_t end) {
+  loop_ctx *l = ctx;
+  l->fn(l->args, begin, end);
+}
+
+/* GEMM work is split across kiln's own pool, with the library running one
+ * thread per call: the library's threads (OpenMP in Debian's oneDNN) and
+ * kiln's pool would otherwise take turns on the same cores, and on 2 cores
+ * that was measured to make a step 100x slower for tens of steps while the
+ * two sets of threads spun against each other. Parts: whole batch entries
+ * when there are enough of them, else row blocks of C (or column blocks
+ * when C is wide and short). */
+typedef struct gemm_job {
+  const step *sp;
+  void *const *ptr;
+  int64_t parts;   /* parts per batch entry */
+  int split_rows;  /* 1: split M, 0: split N */
+} gemm_job;
+
+static void gemm_part(const gemm_job *j, int64_t item) {
+  const step *sp = j->sp;
+  size_t es = sp->f64 ? 8 : 4;
+  int64_t bi = item / j->parts, part = item % j->parts;
+  int64_t oa = 0, ob = 0, rem = bi;
+  for (int d = sp->brank - 1; d >= 0; d--) {
+    int64_t ix = rem % sp->bshape[d];
+    rem /= sp->bshape[d];
+    oa += ix * sp->sa[d];
+    ob += ix * sp->sb[d];
+  }
+  const char *A = (const char *)j->ptr[sp->abuf] + (size_t)oa * es;
+  const char *B = (const char *)j->ptr[sp->bbuf] + (size_t)ob * es;
+  size_t c_off = (size_t)(bi * sp->m * sp->n) * es;
+  char *c = (char *)j->ptr[sp->cbuf] + c_off;
+  const char *c0 = sp->c0buf >= 0 ? (const char *)j->ptr[sp->c0buf] + c_off : NULL;
+  int64_t m = sp->m, n = sp->n, total = j->split_rows ? m : n;
+  int64_t lo = total * part / j->parts, hi = total * (part + 1) / j->parts;
+  if (hi <= lo) return;
+  if (j->split_rows) { /* rows lo..hi of C: rows of op(A) */
+    A += (size_t)(sp->ta ? lo : lo * sp->lda) * es;
+    c += (size_t)(lo * n) * es;
+    if (c0) c0 += (size_t)(lo * n) * es;
+    m = hi - lo;
+  } else { /* columns lo..hi of C: columns of op(B) */
+    B += (size_t)(sp->tb ? lo * sp->ldb : lo) * es;
+    c += (size_t)lo * es;
+    if (c0) c0 += (size_t)lo * es;
+    n = hi - lo;
+  }
+  /* a fused update: C starts as the updated input (this part of it), unless
+   * C is that input's own buffer */
+  if (c0 && c0 != c)
+    for (int64_t r = 0; r < m; r++) memcpy(c + (size_t)(r * sp->n) * es, c0 + (size_t)(r * sp->n) * es, (size_t)n * es);
+  double alpha = sp->alpha, beta = sp->beta; /* beta is 0 without c0 */
+  if (sp->alphabuf >= 0) {
+    double v;
+    memcpy(&v, j->ptr[sp->alphabuf], sizeof v); /* a float SCALAR input is held as a double */
+    alpha *= sp->f64 ? v : (double)(float)v;
+  }
+  if (sp->k == 0) { /* C = beta·C */
+    for (int64_t r = 0; r < m; r++) {
+      char *cr = c + (size_t)(r * sp->n) * es;
+      if (beta == 0.0) memset(cr, 0, (size_t)n * es);
+      else if (sp->f64) for (int64_t q = 0; q < n; q++) ((double *)cr)[q] *= beta;
+      else for (int64_t q = 0; q < n; q++) ((float *)cr)[q] *= (float)beta;
+    }
+  } else if (sp->f64) {
+    kiln_gemm_dgemm(sp->ta, sp->tb, m, n, sp->k, alpha, (const double *)A, sp->lda, (const double *)B, sp->ldb, beta,
+                    (double *)c, sp->n);
+  } else {
+    kiln_gemm_sgemm(sp->ta, sp->tb, m, n, sp->k, (float)alpha, (const float *)A, sp->lda, (const float *)B, sp->ldb,
+                    (float)beta, (float *)c, sp->n);
+  }
+}
+
+static void gemm_range(void *ctx, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; i++) gemm_part(ctx, i);
+}
+
+static void run_gemm(cpu_backend *b, const step *sp, void *const *ptr) {
+  int64_t nb = 1;
+  for (int d = 0; d < sp->brank; d++) nb *= sp->bshape[d];
+  if (sp->m == 0 || sp->n == 0 || nb == 0) return;
+  int T = b->num_threads;
+  double flops = 2.0 * (double)sp->m * (double)sp->n * (double)(sp->k ? sp->k : 1) * (double)nb;
+  gemm_job j = {sp, ptr, 1, sp->m >= sp->n};
+  /* below ~1 MFLOP a split costs more than it saves */
+  if (T > 1 && nb < T && flops >= 1e6) {
+    int64_t dim = j.split_rows ? sp->m : sp->n;
+    j.parts = dim >= 16 * T ? T : (dim >= 2 * T ? T : 1);
+  }
+  int64_t items = nb * j.parts;
+  /* a grain of all items runs inline, as the direct call did */
+  kiln_pool_parallel_for_tagged(b->pool, gemm_range, &j, items, (T == 1 || flops < 1e6) ? items : 1, &sp->tag);
+}
+
+kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
+                               kiln_err *err) {
+  cpu_backend *b = (cpu_backend *)kb;
+  pthread_mutex_lock(&e->mu);
+  if (e->scratch_bytes && !e->arena) {
+    e->arena = kiln_cpu_buffer_alloc(kb, e->scratch_bytes);
+    if (!e->arena) {
+      pthread_mutex_unlock(&e->mu);
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: cannot allocate %zu scratch bytes",
+                          e->scratch_bytes);
+    }
+  }
+  void *small[64];
+  size_t need = (size_t)e->n_bufs + (size_t)e->max_args;
+  void **ptr = need <= 64 ? small : malloc(sizeof *ptr * need);
+  if (!ptr) {
+    pthread_mutex_unlock(&e->mu);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: out of memory");
+  }
+  void **args = ptr + e->n_bufs;
+  /* the error word of the index checks (codegen.h): {site + 1, index} */
+  int64_t errw[2] = {0, 0};
+  int32_t fault_step = -1;
+  e->has_fault = 0;
+  for (int32_t i = 0; i < e->n_bufs; i++) {
+    const kiln_sbuf *bf = &e->bufs[i];
+    ptr[i] = bf->kind == KILN_SBUF_INPUT    ? inputs[bf->index]
+             : bf->kind == KILN_SBUF_OUTPUT ? outputs[bf->index]
+                                            : (char *)e->arena + bf->offset;
+  }
+  for (int32_t i = 0; i < e->n_steps; i++) {
+    const step *sp = &e->steps[i];
+    kiln_kernel_timing *t = &e->timings[i];
+    t->begin_ns = kiln_now_ns();
+    switch (sp->kind) {
+      case ST_LOOP: {
+        for (int32_t a = 0; a < sp->n_args; a++) {
+          int32_t id = e->arg_bufs[sp->arg_off + a];
+          args[a] = id == KILN_CG_ERR_ARG ? (void *)errw : ptr[id];
+        }
+        loop_ctx l = {sp->fn, args};
+        kiln_pool_parallel_for_tagged(b->pool, run_loop, &l, sp->items, sp->grain, &sp->tag);
+        /* the first failing kernel is the one to report; later ones cannot
+         * overwrite the word. The run goes on (indices were clamped), so
+         * every output is written and nothing is left half-done. */
+        if (sp->n_sites && fault_step < 0 && errw[0]) fault_step = i;
+        break;
+      }
+      case ST_GEMM: run_gemm(b, sp, ptr); break;
+      default: {
+        uint64_t c0 = kiln_prof_span_begin();
+        kiln_cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes);
+        if (c0 && kiln_prof_on()) kiln_prof_record(KILN_PROF_KERNEL, sp->tag.name, c0, kiln_prof_now(), -1, 0, sp->mem_bytes);
+        break;
+      }
+    }
+    t->end_ns = kiln_now_ns();
+    t->name = sp->name;
+    t->flops = sp->flops;
+    t->bytes = sp->mem_bytes;
+  }
+  if (ptr != small) free(ptr);
+  kiln_status st = KILN_OK;
+  if (fault_step >= 0) {
+    const step *sp = &e->steps[fault_step];
+    int64_t site = errw[0] - 1;
+    if (site >= 0 && site < sp->n_sites) {
+      const isite *is = &e->sites[sp->site_off + site];
+      e->fault_loc = is->loc;
+      e->has_fault = 1;
+      st = kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, KILN_INDEX_ERR_FMT, is->op, (long long)errw[1], is->axis,
+                        (long long)is->dim);
+    } else {
+      st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu execute: bad index-check site %lld", (long long)site);
+    }
+  }
+  pthread_mutex_unlock(&e->mu);
+  return st;
+}
+
+int kiln_cpu_last_error_loc(kiln_backend *kb, const kiln_executable *e, kiln_loc *out) {
+  (void)kb;
+  if (!e->has_fault) return 0;
+  *out = e->fault_loc;
+  return 1;
+}
+
+void kiln_cpu_executable_info(kiln_backend *kb, const kiln_executable *e, kiln_exec_info *out) { *out = e->info; }
+
+int kiln_cpu_last_kernel_timings(kiln_backend *kb, const kiln_executable *e, const kiln_kernel_timing **out) {
+  *out = e->timings;
+  return e->n_steps;
+}
+

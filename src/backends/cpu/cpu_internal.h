@@ -1,0 +1,116 @@
+/* Internal to the cpu backend: its state and the executable's plan (the
+ * steps execute interprets), shared by compile (cpu.c) and execution
+ * (cpu_execute.c). */
+#ifndef KILN_BACKENDS_CPU_CPU_INTERNAL_H
+#define KILN_BACKENDS_CPU_CPU_INTERNAL_H
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "backends/cpu/gemm.h"
+#include "codegen/codegen.h"
+#include "base/counters.h"
+#include "base/spans.h"
+#include "toolchain/compiler.h"
+#include "base/pool.h"
+#include "schedule/schedule.h"
+
+typedef void (*kernel_fn)(void *const *args, int64_t begin, int64_t end);
+
+/* A loaded shared object and the executables whose steps call into it:
+ * closed (and its kernels dropped from the table) when the last of them is
+ * freed, so a runtime that evicts executables (KILN_GRAPH_CACHE_SIZE) does
+ * not keep every object it ever loaded mapped. */
+typedef struct so_ref {
+  kiln_so *so;
+  int refs;
+} so_ref;
+
+typedef struct kent {
+  uint64_t hash;
+  char *src; /* verifies a hash hit: a collision never runs the wrong code */
+  kernel_fn fn;
+  so_ref *owner;
+} kent;
+
+typedef struct cpu_backend {
+  kiln_backend base;
+  kiln_pool *pool;
+  kiln_cc *cc;
+  int num_threads;
+  pthread_mutex_t mu; /* kernel table, shared objects, the compiler */
+  kent *tab;
+  size_t tab_cap, tab_n;
+  so_ref **sos;
+  size_t n_sos, cap_sos;
+  int dump_code; /* KILN_DUMP_CODE=1 when the backend was created */
+  char desc[1024];
+} cpu_backend;
+
+enum { ST_LOOP, ST_GEMM, ST_COPY };
+
+/* An index check of a kernel, for the error message: the op, the checked
+ * axis, its size and the user's line that traced the node. */
+typedef struct isite {
+  const char *op;
+  int axis;
+  int64_t dim;
+  kiln_loc loc;
+} isite;
+
+typedef struct step {
+  int kind;
+  const char *name;
+  /* LOOP */
+  kernel_fn fn;
+  int64_t items, grain;
+  int32_t n_args, arg_off; /* buffer ids in exe->arg_bufs[arg_off ..] (KILN_CG_ERR_ARG: the error word) */
+  int32_t n_sites, site_off; /* index checks: exe->sites[site_off ..] */
+  /* GEMM */
+  int f64, ta, tb;
+  int64_t m, n, k, lda, ldb;
+  int brank;
+  int64_t bshape[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK];
+  int32_t abuf, bbuf, cbuf;
+  int32_t c0buf, alphabuf; /* a fused update: C's initial value (times beta) and alpha's SCALAR, or -1 */
+  double alpha, beta;
+  /* COPY */
+  int32_t src, dst;
+  size_t bytes;
+  double flops, mem_bytes;
+  kiln_pool_tag tag; /* profiler name: "<scope>/fusion.3 (mul,add,relu)" */
+} step;
+
+struct kiln_executable {
+  int32_t n_steps;
+  step *steps;
+  int32_t *arg_bufs;
+  char *names; /* kernel names, "k_<hash>\0" each */
+  int32_t n_bufs;
+  kiln_sbuf *bufs;
+  size_t scratch_bytes;
+  pthread_mutex_t mu;
+  void *arena;
+  kiln_kernel_timing *timings;
+  int32_t max_args;
+  isite *sites;
+  so_ref **uses; /* the objects its steps call into, one reference each */
+  int32_t n_uses;
+  kiln_loc fault_loc; /* of the last execute's failure (last_error_loc) */
+  int has_fault;
+  kiln_exec_info info;
+};
+
+/* Execution (cpu_execute.c): buffers, the backend's execute and its queries. */
+void *kiln_cpu_buffer_alloc(kiln_backend *kb, size_t bytes);
+void kiln_cpu_buffer_free(kiln_backend *kb, void *p);
+void kiln_cpu_copy(kiln_backend *kb, void *dst, const void *src, size_t bytes);
+kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
+                             kiln_err *err);
+int kiln_cpu_last_error_loc(kiln_backend *kb, const kiln_executable *e, kiln_loc *out);
+void kiln_cpu_executable_info(kiln_backend *kb, const kiln_executable *e, kiln_exec_info *out);
+int kiln_cpu_last_kernel_timings(kiln_backend *kb, const kiln_executable *e, const kiln_kernel_timing **out);
+
+#endif

@@ -126,7 +126,8 @@ static kiln_tensor unary(int op, kiln_tensor x, kiln_loc loc) {
   if ((t->flags & OPF_PROMOTE) && !kiln_dtype_is_float(dt)) dt = KILN_F32;
   if (!(t->in >> dt & 1u)) return kiln_api_fail(fe, loc, "%s: not defined for %s tensors", name, kiln_dtype_name(dt));
   n = kiln_api_cast(fe, n, dt, loc);
-  n = n ? kiln_fe_node(fe, op, dt, n->rank, n->shape, 1, &n, 0, NULL, 0.0, loc) : NULL;
+  kiln_dtype out_dt = kiln_op_is_predicate(op) ? KILN_BOOL : dt;
+  n = n ? kiln_fe_node(fe, op, out_dt, n->rank, n->shape, 1, &n, 0, NULL, 0.0, loc) : NULL;
   return kiln_fe_tensor(fe, n, loc);
 }
 

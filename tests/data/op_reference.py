@@ -45,13 +45,24 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def integral(f):
+    """a rounding function: the identity on integers (NumPy's would go through f64)"""
+    return lambda a: a if a.dtype.kind in "iub" else f(a)
+
+
+def remainder(a, b):
+    """Python's %: NumPy's remainder, except x % 0 = 0 on integers (NumPy's too)"""
+    return np.remainder(a, b)
+
+
 def relu(x):
     return np.where(x < 0, np.zeros_like(x), x)
 
 
 # name: (arity, rule, function). rule: "float" (integer and bool operands in
 # f32, computed in f64 and rounded), "num" (same dtype, not bool), "any" (same
-# dtype, bool included), "cmp" (bool result), "logic" (operands as bool).
+# dtype, bool included), "cmp" (bool result), "logic" (operands as bool),
+# "fpred" (a bool test of the operand, integer and bool operands in f32).
 OPS = {
     "neg": (1, "num", lambda a: -a),
     "abs": (1, "num", np.abs),
@@ -68,6 +79,16 @@ OPS = {
     "sin": (1, "float", np.sin),
     "cos": (1, "float", np.cos),
     "logical_not": (1, "logic", np.logical_not),
+    "floor": (1, "num", integral(np.floor)),
+    "ceil": (1, "num", integral(np.ceil)),
+    "round": (1, "num", integral(np.rint)),
+    "trunc": (1, "num", integral(np.trunc)),
+    "sign": (1, "num", np.sign),
+    "log1p": (1, "float", np.log1p),
+    "expm1": (1, "float", np.expm1),
+    "isnan": (1, "fpred", np.isnan),
+    "isinf": (1, "fpred", np.isinf),
+    "isfinite": (1, "fpred", np.isfinite),
     "add": (2, "any", lambda a, b: a + b),
     "sub": (2, "num", lambda a, b: a - b),
     "mul": (2, "any", lambda a, b: a * b),
@@ -83,6 +104,8 @@ OPS = {
     "ge": (2, "cmp", lambda a, b: a >= b),
     "logical_and": (2, "logic", np.logical_and),
     "logical_or": (2, "logic", np.logical_or),
+    "remainder": (2, "num", remainder),
+    "fmod": (2, "num", np.fmod),
 }
 
 
@@ -108,6 +131,8 @@ def case(fn, arity, rule, f, dt):
             odt = dt if dt in (F32, F64) else F32
             x = [o.astype(NP[odt]).astype(np.float64) for o in ops]
             return ops, odt, f(*x).astype(NP[odt])
+        if rule == "fpred":
+            return ops, BOOL, f(ops[0].astype(NP[dt if dt in (F32, F64) else F32]))
         if rule == "num" and dt == BOOL:
             return None
         if rule == "logic":

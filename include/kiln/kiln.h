@@ -322,6 +322,35 @@ kiln_tensor kiln_gather_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc lo
 #define kiln_one_hot(idx, n, dt) kiln_one_hot_at((idx), (n), (dt), KILN_HERE)
 kiln_tensor kiln_one_hot_at(kiln_tensor idx, int64_t n, kiln_dtype dt, kiln_loc loc);
 
+/* ───────────── composed ops (built from the ops above; gradients flow) ───────────── */
+/* torch.clamp(x, lo, hi): NaN stays NaN; -INFINITY / INFINITY: no bound. */
+#define kiln_clamp(x, lo, hi) kiln_clamp_at((x), (lo), (hi), KILN_HERE)
+kiln_tensor kiln_clamp_at(kiln_tensor x, double lo, double hi, kiln_loc loc);
+/* Index of the first minimum along axis, as i64 (a NaN is the minimum, as torch.argmin). */
+#define kiln_argmin(x, axis, keep) kiln_argmin_at((x), (axis), (keep), KILN_HERE)
+kiln_tensor kiln_argmin_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc);
+/* torch.stack: n tensors of one shape joined along a new axis (in [-rank-1, rank]). */
+#define kiln_stack(n, xs, axis) kiln_stack_at((n), (xs), (axis), KILN_HERE)
+kiln_tensor kiln_stack_at(int n, const kiln_tensor *xs, int axis, kiln_loc loc);
+/* torch.flip: reversed along each of n_axes axes. */
+#define kiln_flip(x, n, axes) kiln_flip_at((x), (n), (axes), KILN_HERE)
+kiln_tensor kiln_flip_at(kiln_tensor x, int n_axes, const int *axes, kiln_loc loc);
+/* torch.roll along one axis: out[(i + shift) mod n] = x[i]. */
+#define kiln_roll(x, shift, axis) kiln_roll_at((x), (shift), (axis), KILN_HERE)
+kiln_tensor kiln_roll_at(kiln_tensor x, int64_t shift, int axis, kiln_loc loc);
+/* torch.tril / torch.triu over the last two axes: keep column - row <= k
+ * (tril) or >= k (triu), zero elsewhere. */
+#define kiln_tril(x, k) kiln_tril_at((x), (k), KILN_HERE)
+#define kiln_triu(x, k) kiln_triu_at((x), (k), KILN_HERE)
+kiln_tensor kiln_tril_at(kiln_tensor x, int64_t k, kiln_loc loc);
+kiln_tensor kiln_triu_at(kiln_tensor x, int64_t k, kiln_loc loc);
+/* Padding modes of F.pad: constant (value), reflect (mirror without the
+ * edge; each pad < the axis size), replicate (repeat the edge). */
+typedef enum kiln_pad_mode { KILN_PAD_CONSTANT = 0, KILN_PAD_REFLECT = 1, KILN_PAD_REPLICATE = 2 } kiln_pad_mode;
+#define kiln_pad_with(x, lo, hi, mode, value) kiln_pad_with_at((x), (lo), (hi), (mode), (value), KILN_HERE)
+kiln_tensor kiln_pad_with_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, kiln_pad_mode mode, double value,
+                             kiln_loc loc);
+
 /* ───────────── matmul ─────────────
  * NumPy matmul semantics: 1-D operands are promoted and the added dim
  * removed; batch dims broadcast. f32 and f64. */

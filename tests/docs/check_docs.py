@@ -74,7 +74,6 @@ def parse_blocks(path, text):
             k, eq, v = word.partition("=")
             tags[k] = v if eq else True
         b = Block(path, i + 1, lang, tags, code + "\n")
-        b.end = j
         if lang == "output":  # belongs to the program just above (prose between is fine)
             prev = blocks[-1] if blocks else None
             if prev and prev.lang == "c" and prev.output is None:
@@ -210,6 +209,8 @@ class Checker:
         bad = [t for t in b.tags if t not in known]
         if bad:
             return self.fail(b, f"unknown tag(s) {' '.join(bad)} on a ```c block (see docs/testing.md)")
+        if b.output is not None and (set(b.tags) & {"pseudo", "excerpt", "wrap", "no-run"}):
+            return self.fail(b, "an ```output block follows a block that is not run as a program")
         if b.tags.get("pseudo"):
             self.pseudo.append(b.where())
         elif "excerpt" in b.tags:
@@ -297,6 +298,7 @@ def self_test(root, prefix, env, tmp, line):
         "good program and output": (f"```c\n{prog}```\n\n```output\n10\n```\n", True),
         "output with ellipses": (f"```c\n{prog}```\nIt prints:\n```output\n1...\n...\n```\n", True),
         "orphan output block": ("```output\n10\n```\n", False),
+        "output after a fragment": ("```c wrap=self_test run\n(void)shape;\n```\n```output\n\n```\n", False),
         "program built only": ("```c no-run\nint main(void) { return 3; }\n```\n", True),
         "pseudo is counted": ("```c pseudo\nthis is not C;\n```\n", True),
         "good fragment": ("```c wrap=self_test run\nkiln_tensor t = kiln_ones(KILN_F32, 1, shape);\n...\n"

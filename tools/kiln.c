@@ -60,6 +60,32 @@ enum { KILN_CLI_N_COMMANDS = sizeof kiln_cli_commands / sizeof kiln_cli_commands
 /* The backends compiled into this library, in order of preference. */
 static const char *const kiln_cli_backends[] = {"cpu", "ref"};
 
+/* Where docs/environment.md is: installed beside this program
+ * (<bin>/KILN_DOCS_FROM_BIN, wherever the install now lies), else, for a
+ * program run from its build tree, in the source tree. */
+static void kiln_cli_env_doc(char *out, size_t cap) {
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  const char *rel = KILN_DOCS_FROM_BIN;
+  if (rel[0] == '/') {
+    snprintf(out, cap, "%s/environment.md", rel);
+  } else if (len > 0) {
+    self[len] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    snprintf(out, cap, "%s/%s/environment.md", self, rel);
+  } else {
+    out[0] = 0;
+  }
+  char *real = out[0] && access(out, R_OK) == 0 ? realpath(out, NULL) : NULL;
+  if (real) {
+    snprintf(out, cap, "%s", real); /* without the bin/.. */
+    free(real);
+  } else {
+    snprintf(out, cap, "%s/environment.md", KILN_DOCS_SOURCE);
+  }
+}
+
 static void kiln_cli_usage(FILE *f) {
   fprintf(f, "usage: kiln <command> [args]\n       kiln --version\n\ncommands:\n");
   for (int i = 0; i < KILN_CLI_N_COMMANDS; i++) {
@@ -67,9 +93,12 @@ static void kiln_cli_usage(FILE *f) {
     snprintf(head, sizeof head, "%s %s", kiln_cli_commands[i].name, kiln_cli_commands[i].args);
     fprintf(f, "  %-24s %s\n", head, kiln_cli_commands[i].summary);
   }
+  char doc[4200];
+  kiln_cli_env_doc(doc, sizeof doc);
   fprintf(f, "\nenvironment: KILN_BACKEND, KILN_NUM_THREADS, KILN_CACHE_DIR, KILN_CC, KILN_CFLAGS,\n"
              "KILN_METRICS, KILN_METRICS_FILE, KILN_GEMM, KILN_DISK_CACHE, KILN_DEBUG, KILN_DEBUG_FILE,\n"
-             "KILN_SAVE_GRAPHS, KILN_SAVE_GRAPHS_FMT (see docs/environment.md)\n");
+             "KILN_SAVE_GRAPHS, KILN_SAVE_GRAPHS_FMT (see %s)\n",
+          doc);
 }
 
 static int kiln_cli_usage_error(const char *fmt, const char *arg) {

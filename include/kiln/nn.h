@@ -55,6 +55,11 @@ typedef struct kiln_module {
 int kiln_module_params(const kiln_module *m, const char **names, kiln_tensor *out, int max);
 /* Like kiln_module_params but lists parameters and buffers (a state dict). */
 int kiln_module_state(const kiln_module *m, const char **names, kiln_tensor *out, int max);
+/* torch's module.zero_grad() (set_to_none=True): kiln_zero_grad(t) for
+ * every tensor of m, which releases the gradients of its parameters (see
+ * kiln/autograd.h). NULL m is a no-op; nothing is recorded in the sticky
+ * status. */
+void kiln_module_zero_grad(const kiln_module *m);
 /* Release every tensor of m and clear it (used by the _destroy functions). */
 void kiln_module_release(kiln_module *m);
 

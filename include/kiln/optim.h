@@ -11,7 +11,7 @@
  *
  * Gradient accumulation over micro-batches: run forward + kiln_backward for
  * each micro-batch (gradients accumulate), then call the optimizer step once
- * and kiln_zero_grad. Scale the loss by 1/micro_batches for a mean.
+ * and kiln_optim_zero_grad. Scale the loss by 1/micro_batches for a mean.
  *
  * Ownership: kiln_optim_create_sgd/_adamw copy the parameter handle array
  * (the tensors stay the caller's); kiln_optim_destroy releases only the
@@ -85,12 +85,19 @@ void kiln_optim_set_step_count(kiln_optim *o, int64_t steps);
 kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *params, const kiln_tensor *grads,
                                        kiln_loc loc);
 /* One update with the gradients accumulated by autograd (kiln_grad(p)).
- * It does not clear them: call kiln_zero_grad(p) for each parameter after
- * the update (before the step marker, so gradients are not step outputs),
- * or they keep accumulating as in gradient accumulation.
+ * It does not clear them: call kiln_optim_zero_grad(o) after the update
+ * (before the step marker, so gradients are not step outputs), or they keep
+ * accumulating as in gradient accumulation.
  * KILN_ERR_UNSUPPORTED when kiln was built without autograd. */
 #define kiln_optim_step(o) kiln_optim_step_at((o), KILN_HERE)
 kiln_status kiln_optim_step_at(kiln_optim *o, kiln_loc loc);
+
+/* torch's optimizer.zero_grad() (set_to_none=True): kiln_zero_grad(p) for
+ * every parameter of o. Their gradients are released (kiln_grad(p) becomes
+ * the null tensor, old gradient handles become stale) and the next backward
+ * starts from zero. NULL o, or parameters without a gradient, are no-ops;
+ * nothing is recorded in the sticky status. */
+void kiln_optim_zero_grad(kiln_optim *o);
 
 /* The state tensors of parameter i, for checkpoints: SGD with momentum
  * "momentum_buffer"; AdamW "exp_avg", "exp_avg_sq" (torch's names). Copies

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "frontend/api.h"
+#include "kiln/autograd.h"
 #include "nn/nn_internal.h"
 
 void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer) {
@@ -50,6 +51,11 @@ int kiln_module_params(const kiln_module *m, const char **names, kiln_tensor *ou
 
 int kiln_module_state(const kiln_module *m, const char **names, kiln_tensor *out, int max) {
   return list(m, 1, names, out, max);
+}
+
+void kiln_module_zero_grad(const kiln_module *m) {
+  if (!m) return;
+  for (int i = 0; i < m->n; i++) kiln_zero_grad(m->tensors[i]);
 }
 
 void kiln_module_release(kiln_module *m) {

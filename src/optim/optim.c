@@ -229,6 +229,15 @@ kiln_status kiln_optim_step_at(kiln_optim *o, kiln_loc loc) {
 #endif
 }
 
+void kiln_optim_zero_grad(kiln_optim *o) {
+#ifdef KILN_OPTIM_HAVE_AUTOGRAD
+  if (!o) return;
+  for (int i = 0; i < o->n; i++) kiln_zero_grad(o->params[i]);
+#else
+  (void)o; /* without autograd there are no gradients to release */
+#endif
+}
+
 double kiln_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, double base_lr, double min_lr) {
   if (step < 0) step = 0;
   if (warmup > 0 && step < warmup) return base_lr * (double)(step + 1) / (double)warmup;

@@ -1,6 +1,7 @@
 /* nn layers: each forward against a plain-C reference computed here on
  * small random inputs (direct loops: a 7-loop convolution, per-head
  * attention, ...). Runs on the backend chosen by KILN_BACKEND. */
+#include <kiln/autograd.h>
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
 
@@ -661,9 +662,50 @@ KT_TEST(torch_reference_encoder_and_cross_entropy) {
   kiln_shutdown();
 }
 
+/* kiln_module_zero_grad (torch's module.zero_grad(set_to_none=True)): the
+ * gradients of a Linear's parameters are released and the next backward
+ * starts from zero. For loss = sum(x Wᵀ + b) over a batch of B rows,
+ * dW[o][i] = Σ_b x[b][i] and db[o] = B, by hand. */
+KT_TEST(module_zero_grad_restarts_accumulation) {
+  start();
+  enum { B = 3, IN = 4, OUT = 2 };
+  kiln_linear *l = NULL;
+  KT_CHECK(kiln_linear_create(IN, OUT, true, 7, &l) == KILN_OK);
+  kiln_module_zero_grad(&l->m); /* nothing yet: a no-op */
+  kiln_requires_grad(l->weight);
+  kiln_requires_grad(l->bias);
+  float x[B * IN];
+  fill(x, B * IN);
+  const int64_t xs[2] = {B, IN};
+  float colsum[IN] = {0};
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < IN; i++) colsum[i] += x[b * IN + i];
+  for (int round = 0; round < 2; round++) {
+    int times = round == 0 ? 2 : 1; /* round 0 accumulates two backwards */
+    for (int k = 0; k < times; k++)
+      KT_CHECK(kiln_backward(kiln_sum(kiln_linear_forward(l, host(x, 2, xs)), 0, NULL, false)) == KILN_OK);
+    KT_CHECK(kiln_mark_step() == KILN_OK);
+    kiln_tensor gw = kiln_grad(l->weight), gb = kiln_grad(l->bias);
+    float w[OUT * IN], b[OUT];
+    read(gw, w, OUT * IN);
+    read(gb, b, OUT);
+    for (int o = 0; o < OUT; o++) {
+      for (int i = 0; i < IN; i++) KT_NEAR(w[o * IN + i], times * colsum[i], 1e-5);
+      KT_NEAR(b[o], times * B, 0);
+    }
+    kiln_module_zero_grad(&l->m);
+    KT_CHECK(kiln_grad(l->weight).gen == 0 && kiln_grad(l->bias).gen == 0);
+    KT_CHECK(!kiln_is_valid(gw) && !kiln_is_valid(gb));
+  }
+  kiln_module_zero_grad(NULL);
+  KT_CHECK(kiln_last_status() == KILN_OK);
+  kiln_linear_destroy(l);
+  kiln_shutdown();
+}
+
 KT_MAIN(KT_CASE(linear_forward_and_init), KT_CASE(embedding_lookup), KT_CASE(layernorm_forward),
         KT_CASE(conv2d_matches_direct_loops), KT_CASE(pooling_max_and_avg), KT_CASE(attention_masks_match_direct),
         KT_CASE(encoder_layer_pre_and_post_norm), KT_CASE(batchnorm_train_eval_running_stats),
         KT_CASE(cross_entropy_ignore_index_and_smoothing), KT_CASE(dropout_mean_and_new_seed_no_recompile),
         KT_CASE(bad_arguments_are_errors), KT_CASE(cnn_step_compiles_once),
-        KT_CASE(torch_reference_encoder_and_cross_entropy))
+        KT_CASE(torch_reference_encoder_and_cross_entropy), KT_CASE(module_zero_grad_restarts_accumulation))

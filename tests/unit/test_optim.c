@@ -1,7 +1,9 @@
 /* Optimizers: SGD (momentum, dampening, Nesterov, weight decay) and AdamW
  * over several steps with given gradient tensors against a plain-C
  * implementation of torch.optim's update formulas; the lr schedule; global
- * norm clipping; and that a changing learning rate never recompiles. */
+ * norm clipping; that a changing learning rate never recompiles; and
+ * kiln_optim_zero_grad (torch's optimizer.zero_grad(set_to_none=True)). */
+#include <kiln/autograd.h>
 #include <kiln/kiln.h>
 #include <kiln/optim.h>
 
@@ -209,6 +211,51 @@ KT_TEST(optimizer_misuse_is_an_error) {
   kiln_shutdown();
 }
 
+/* kiln_optim_zero_grad releases the gradient of every parameter (handles
+ * stale, kiln_grad null) and the next backward accumulates from zero.
+ * Expected gradients by hand: d/dw sum(w*w) = 2w, d/db sum(3b) = 3. */
+KT_TEST(optim_zero_grad_restarts_accumulation) {
+  start();
+  float w0[12], b0[5];
+  for (int i = 0; i < 12; i++) w0[i] = frand();
+  for (int i = 0; i < 5; i++) b0[i] = frand();
+  kiln_tensor ps[NP] = {kiln_param(make(w0, 0)), kiln_param(make(b0, 1))};
+  for (int i = 0; i < NP; i++) kiln_requires_grad(ps[i]);
+  kiln_sgd_opts so = {.lr = 0.1};
+  kiln_optim *o = NULL;
+  KT_CHECK(kiln_optim_create_sgd(NP, ps, &so, &o) == KILN_OK);
+  kiln_optim_zero_grad(o); /* nothing to release yet: a no-op */
+  KT_CHECK(kiln_grad(ps[0]).gen == 0 && kiln_grad(ps[1]).gen == 0);
+  kiln_tensor loss = kiln_add(kiln_sum(kiln_mul(ps[0], ps[0]), 0, NULL, false),
+                              kiln_sum(kiln_mul_c(ps[1], 3.0), 0, NULL, false));
+  KT_CHECK(kiln_backward(loss) == KILN_OK);
+  KT_CHECK(kiln_backward(loss) == KILN_OK); /* accumulates: 4w and 6 */
+  KT_CHECK(kiln_mark_step() == KILN_OK);
+  kiln_tensor g0 = kiln_grad(ps[0]), g1 = kiln_grad(ps[1]);
+  float gw[12], gb[5];
+  KT_CHECK(kiln_to_host(g0, gw, sizeof gw) == KILN_OK);
+  KT_CHECK(kiln_to_host(g1, gb, sizeof gb) == KILN_OK);
+  for (int i = 0; i < 12; i++) KT_NEAR(gw[i], 4 * w0[i], 1e-6);
+  for (int i = 0; i < 5; i++) KT_NEAR(gb[i], 6, 0);
+  kiln_optim_zero_grad(o);
+  KT_CHECK(kiln_grad(ps[0]).gen == 0 && kiln_grad(ps[1]).gen == 0);
+  KT_CHECK(!kiln_is_valid(g0) && !kiln_is_valid(g1)); /* released */
+  /* from zero again: d/dw sum(2w) = 2, d/db sum(b) = 1 */
+  KT_CHECK(kiln_backward(kiln_add(kiln_sum(kiln_mul_c(ps[0], 2.0), 0, NULL, false),
+                                  kiln_sum(ps[1], 0, NULL, false))) == KILN_OK);
+  KT_CHECK(kiln_mark_step() == KILN_OK);
+  KT_CHECK(kiln_to_host(kiln_grad(ps[0]), gw, sizeof gw) == KILN_OK);
+  KT_CHECK(kiln_to_host(kiln_grad(ps[1]), gb, sizeof gb) == KILN_OK);
+  for (int i = 0; i < 12; i++) KT_NEAR(gw[i], 2, 0);
+  for (int i = 0; i < 5; i++) KT_NEAR(gb[i], 1, 0);
+  kiln_optim_zero_grad(NULL); /* a no-op, like destroy */
+  KT_CHECK(kiln_last_status() == KILN_OK);
+  kiln_optim_destroy(o);
+  for (int i = 0; i < NP; i++) kiln_release(ps[i]);
+  kiln_shutdown();
+}
+
 KT_MAIN(KT_CASE(sgd_plain), KT_CASE(sgd_momentum_weight_decay), KT_CASE(sgd_nesterov), KT_CASE(sgd_dampening),
         KT_CASE(adamw_steps), KT_CASE(adamw_no_decay_other_betas), KT_CASE(changing_lr_compiles_once),
-        KT_CASE(lr_schedule_values), KT_CASE(clip_grad_norm_global), KT_CASE(optimizer_misuse_is_an_error))
+        KT_CASE(lr_schedule_values), KT_CASE(clip_grad_norm_global), KT_CASE(optimizer_misuse_is_an_error),
+        KT_CASE(optim_zero_grad_restarts_accumulation))

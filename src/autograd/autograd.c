@@ -183,7 +183,6 @@ static int64_t numel(const kiln_node *n) {
 typedef struct sweep {
   kiln_frontend *fe;
   uint32_t n;          /* nodes made by this pass come later and are not visited */
-  kiln_node **created; /* fe->created */
   posmap pm;           /* node -> position in created */
   uint8_t *needs;      /* per position: depends on a requiring-grad tensor */
   kiln_node **grads;   /* per position: the gradient so far */
@@ -199,7 +198,7 @@ static void mark_needs(sweep *w) {
     if (w->epos[k] >= 0) w->needs[w->epos[k]] = 1;
   }
   for (uint32_t i = 0; i < w->n; i++) {
-    kiln_node *x = w->created[i];
+    kiln_node *x = w->fe->created[i];
     uint8_t *needs = w->needs;
     if (x->op == KILN_OP_LEAF && x->tape) { /* a value read this step stands for its tape */
       int64_t p = posmap_get(&w->pm, x->tape);
@@ -274,7 +273,8 @@ static int backprop_node(sweep *w, kiln_node *x, kiln_node *g) {
 /* 2. The reverse sweep from position po. */
 static kiln_status reverse_sweep(sweep *w, int64_t po) {
   for (int64_t i = po; i >= 0; i--) {
-    kiln_node *x = w->created[i], *g = w->grads[i];
+    /* through fe: the sweep appends gradient nodes to fe->created, which may move it */
+    kiln_node *x = w->fe->created[i], *g = w->grads[i];
     if (g && x->op == KILN_OP_LEAF && x->tape) { /* on to the node the read computed (made earlier) */
       int64_t p = posmap_get(&w->pm, x->tape);
       if (p >= 0 && w->needs[p] && add_grad(w, p, g))
@@ -305,12 +305,12 @@ static void accumulate_grads(sweep *w) {
 
 /* The reverse sweep proper; out and seed are resolved nodes. */
 static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *seed, kiln_loc loc) {
-  sweep w = {.fe = fe, .n = fe->n_created, .created = fe->created, .loc = loc};
+  sweep w = {.fe = fe, .n = fe->n_created, .loc = loc};
   w.needs = calloc(w.n ? w.n : 1, 1);
   w.grads = calloc(w.n ? w.n : 1, sizeof *w.grads);
   w.epos = calloc(g_ag.n ? g_ag.n : 1, sizeof *w.epos);
   kiln_status st = KILN_OK;
-  if (!w.needs || !w.grads || !w.epos || posmap_build(&w.pm, w.created, w.n)) {
+  if (!w.needs || !w.grads || !w.epos || posmap_build(&w.pm, fe->created, w.n)) {
     st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
     goto done;
   }

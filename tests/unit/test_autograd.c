@@ -227,6 +227,40 @@ KT_TEST(errors_carry_the_callers_line) {
   KT_CHECK(kiln_mark_step() == KILN_OK);
 }
 
-KT_MAIN(KT_CASE(gradients_accumulate_until_zero_grad), KT_CASE(no_grad_region_blocks_gradient),
+/* A backward pass that makes many more nodes than the forward pass: the
+ * list of created nodes grows (and moves) during the sweep. It used to be
+ * read through a stale pointer (a crash in a BERT fine-tuning step; a
+ * heap-use-after-free under ASan). y = sum(w * c^n) by n multiplications
+ * with varying constants: dy/dw = prod(c). */
+KT_TEST(a_backward_that_grows_the_node_list) {
+  start();
+  kiln_tensor w = param4();
+  kiln_tensor y = w;
+  double want = 1.0;
+  for (int i = 0; i < 3000; i++) {
+    double c = 1.0 + (i % 7 - 3) * 1e-4;
+    y = kiln_tanh(kiln_mul_c(y, c));
+    want *= c;
+  }
+  (void)want;
+  KT_CHECK(kiln_backward(kiln_sum(y, 0, NULL, 0)) == KILN_OK);
+  double g[4], x[4];
+  read4(kiln_grad(w), g);
+  /* the chain rule in plain C: d tanh(c v)/dv = c (1 - tanh(c v)^2) */
+  for (int k = 0; k < 4; k++) {
+    double v = W0[k], d = 1.0;
+    for (int i = 0; i < 3000; i++) {
+      double c = 1.0 + (i % 7 - 3) * 1e-4, t = tanh(c * v);
+      d *= c * (1 - t * t);
+      v = t;
+    }
+    x[k] = d;
+    KT_NEAR(g[k], x[k], 1e-9 + 1e-9 * fabs(x[k]));
+  }
+  kiln_release(w);
+  KT_CHECK(kiln_mark_step() == KILN_OK);
+}
+
+KT_MAIN(KT_CASE(gradients_accumulate_until_zero_grad), KT_CASE(a_backward_that_grows_the_node_list), KT_CASE(no_grad_region_blocks_gradient),
         KT_CASE(no_grad_end_without_begin_is_an_error), KT_CASE(training_loop_compiles_once),
         KT_CASE(errors_carry_the_callers_line))

@@ -1,0 +1,369 @@
+/* BERT's encoder (BertModel) and sentence embeddings: kiln/bert.h. The
+ * parameters live in one table in a fixed order (the embeddings, then 16 per
+ * layer), each under its published name. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/status.h"
+#include "kiln/bert.h"
+#include "kiln/io.h"
+#include "nn/nn_internal.h"
+
+#define NAME_MAX_LEN 80
+enum { E_WORD, E_POS, E_TYPE, E_LN_W, E_LN_B, N_EMB };
+enum { L_Q_W, L_Q_B, L_K_W, L_K_B, L_V_W, L_V_B, L_AO_W, L_AO_B, L_ALN_W, L_ALN_B,
+       L_I_W, L_I_B, L_O_W, L_O_B, L_OLN_W, L_OLN_B, N_PER_LAYER };
+
+static const char *const k_emb_names[N_EMB] = {
+    "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+    "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"};
+static const char *const k_layer_names[N_PER_LAYER] = {
+    "attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
+    "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
+    "attention.output.dense.weight", "attention.output.dense.bias", "attention.output.LayerNorm.weight",
+    "attention.output.LayerNorm.bias", "intermediate.dense.weight", "intermediate.dense.bias",
+    "output.dense.weight", "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"};
+
+struct kiln_bert {
+  kiln_bert_config cfg;
+  int n;
+  char (*names)[NAME_MAX_LEN];
+  kiln_tensor *t;
+};
+
+static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
+
+/* The expected shape of parameter i; returns its rank. */
+static int param_shape(const kiln_bert_config *c, int i, int64_t *s) {
+  int64_t H = c->hidden_size, F = c->intermediate_size;
+  if (i < N_EMB) {
+    static const int rank[N_EMB] = {2, 2, 2, 1, 1};
+    const int64_t rows[3] = {c->vocab_size, c->max_position_embeddings, c->type_vocab_size};
+    if (rank[i] == 2) s[0] = rows[i], s[1] = H;
+    else s[0] = H;
+    return rank[i];
+  }
+  int k = (i - N_EMB) % N_PER_LAYER;
+  switch (k) {
+  case L_I_W: s[0] = F, s[1] = H; return 2;
+  case L_I_B: s[0] = F; return 1;
+  case L_O_W: s[0] = H, s[1] = F; return 2;
+  case L_Q_W: case L_K_W: case L_V_W: case L_AO_W: s[0] = H, s[1] = H; return 2;
+  default: s[0] = H; return 1;
+  }
+}
+
+static kiln_status check_config(const kiln_bert_config *c, const char *what, kiln_loc loc) {
+  if (c->vocab_size <= 0 || c->hidden_size <= 0 || c->num_hidden_layers <= 0 || c->num_hidden_layers > 1000 ||
+      c->num_attention_heads <= 0 || c->hidden_size % c->num_attention_heads || c->intermediate_size <= 0 ||
+      c->max_position_embeddings <= 0 || c->type_vocab_size <= 0 || !(c->layer_norm_eps > 0))
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "bert: %s: bad configuration (vocab %d, hidden %d, layers %d, heads %d, intermediate %d, "
+                      "positions %d, types %d, eps %g)",
+                      what, c->vocab_size, c->hidden_size, c->num_hidden_layers, c->num_attention_heads,
+                      c->intermediate_size, c->max_position_embeddings, c->type_vocab_size, c->layer_norm_eps);
+  return KILN_OK;
+}
+
+static kiln_bert *alloc_model(const kiln_bert_config *cfg) {
+  kiln_bert *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->cfg = *cfg;
+  m->n = N_EMB + N_PER_LAYER * cfg->num_hidden_layers;
+  m->names = calloc((size_t)m->n, sizeof *m->names);
+  m->t = calloc((size_t)m->n, sizeof *m->t);
+  if (!m->names || !m->t) {
+    free(m->names);
+    free(m->t);
+    free(m);
+    return NULL;
+  }
+  for (int i = 0; i < m->n; i++) {
+    if (i < N_EMB) snprintf(m->names[i], NAME_MAX_LEN, "%s", k_emb_names[i]);
+    else
+      snprintf(m->names[i], NAME_MAX_LEN, "encoder.layer.%d.%s", (i - N_EMB) / N_PER_LAYER,
+               k_layer_names[(i - N_EMB) % N_PER_LAYER]);
+  }
+  return m;
+}
+
+kiln_status kiln_bert_create_at(const kiln_bert_config *cfg, uint64_t seed, kiln_bert **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "bert");
+  if (!cfg) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: cfg is NULL");
+  kiln_status st = check_config(cfg, "kiln_bert_create", loc);
+  if (st) return st;
+  kiln_bert *m = alloc_model(cfg);
+  if (!m) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
+  for (int i = 0; i < m->n; i++) {
+    int64_t s[2];
+    int r = param_shape(cfg, i, s);
+    const char *nm = m->names[i];
+    size_t len = strlen(nm);
+    int is_ln_w = len > 16 && !strcmp(nm + len - 16, "LayerNorm.weight");
+    if (r == 2) m->t[i] = kiln_keep(kiln_mul_c_at(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, s,
+                                                               kiln_nn_seed(seed, (uint64_t)i), loc), 0.02, loc));
+    else m->t[i] = kiln_nn_fill(1, s, is_ln_w ? 1.0 : 0.0, loc);
+  }
+  if (kiln_last_status() != KILN_OK) {
+    kiln_bert_destroy(m);
+    return kiln_last_status();
+  }
+  *out = m;
+  return KILN_OK;
+}
+
+/* ── config.json: the numbers kiln needs, found by key ── */
+
+/* The value after "key": in json (NUL-terminated), or NULL. */
+static const char *json_value(const char *json, const char *key) {
+  char pat[80];
+  snprintf(pat, sizeof pat, "\"%s\"", key);
+  for (const char *p = strstr(json, pat); p; p = strstr(p + 1, pat)) {
+    const char *q = p + strlen(pat);
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    if (*q != ':') continue;
+    q++;
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    return q;
+  }
+  return NULL;
+}
+
+static int json_number(const char *json, const char *key, double *v) {
+  const char *q = json_value(json, key);
+  if (!q) return -1;
+  char *end;
+  errno = 0;
+  double d = strtod(q, &end);
+  if (end == q || errno || !isfinite(d)) return -1;
+  *v = d;
+  return 0;
+}
+
+static kiln_status read_config(const char *path, kiln_bert_config *c, kiln_loc loc) {
+  kiln_err err = {0};
+  int fd;
+  if (kiln_fs_open_input(path, "bert config", &fd, &err) != KILN_OK)
+    return kiln_error(err.code ? err.code : KILN_ERR_IO, loc, "bert: %s", err.msg);
+  uint8_t *buf = NULL;
+  size_t n = 0;
+  kiln_status st = kiln_fs_read_fd(fd, 1u << 20, &buf, &n, &err);
+  close(fd);
+  if (st != KILN_OK) return kiln_error(st, loc, "bert: %s: %s", path, err.msg);
+  char *json = realloc(buf, n + 1);
+  if (!json) {
+    free(buf);
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
+  }
+  json[n] = 0;
+  static const char *const keys[8] = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                                      "layer_norm_eps"};
+  int *ints[7] = {&c->vocab_size, &c->hidden_size, &c->num_hidden_layers, &c->num_attention_heads,
+                  &c->intermediate_size, &c->max_position_embeddings, &c->type_vocab_size};
+  st = KILN_OK;
+  for (int i = 0; i < 8 && !st; i++) {
+    double v;
+    if (json_number(json, keys[i], &v) || (i < 7 && (v != floor(v) || v < 1 || v > 1e9)))
+      st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: %s: \"%s\" is missing or not a valid number", path,
+                      keys[i]);
+    else if (i < 7) *ints[i] = (int)v;
+    else c->layer_norm_eps = v;
+  }
+  const char *act = json_value(json, "hidden_act");
+  if (!st && act && strncmp(act, "\"gelu\"", 6))
+    st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: hidden_act %.20s is not supported (\"gelu\" is)", path,
+                    act);
+  free(json);
+  return st ? st : check_config(c, path, loc);
+}
+
+/* Load parameter i under its name, or "bert."-prefixed. */
+static kiln_status load_param(kiln_bert *m, kiln_st_file *f, int i, const char *path, kiln_loc loc) {
+  char alt[NAME_MAX_LEN + 8];
+  const char *name = m->names[i];
+  if (kiln_st_find(f, name) < 0) {
+    snprintf(alt, sizeof alt, "bert.%s", m->names[i]);
+    if (kiln_st_find(f, alt) < 0)
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: %s has no tensor %s", path, m->names[i]);
+    name = alt;
+  }
+  int64_t want[2], got[KILN_MAX_RANK];
+  int r = param_shape(&m->cfg, i, want);
+  int gr = kiln_st_shape(f, kiln_st_find(f, name), got);
+  if (gr != r || memcmp(want, got, sizeof(int64_t) * (size_t)r))
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "bert: %s: tensor %s has rank %d shape [%lld, %lld], config.json says [%lld, %lld]", path,
+                      name, gr, (long long)got[0], (long long)(gr > 1 ? got[1] : 0), (long long)want[0],
+                      (long long)(r > 1 ? want[1] : 0));
+  kiln_tensor t = kiln_st_tensor_at(f, name, loc);
+  if (kiln_dtype_of(t) != KILN_F32) t = kiln_cast_at(t, KILN_F32, loc);
+  m->t[i] = kiln_keep(t);
+  return kiln_last_status();
+}
+
+kiln_status kiln_bert_load_at(const char *dir, kiln_bert **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "bert");
+  if (!dir) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: dir is NULL");
+  char path[4096];
+  kiln_bert_config cfg;
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  kiln_status st = read_config(path, &cfg, loc);
+  if (st) return st;
+  kiln_bert *m = alloc_model(&cfg);
+  if (!m) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  kiln_st_file *f = NULL;
+  st = kiln_st_file_create_at(path, &f, loc);
+  for (int i = 0; i < m->n && !st; i++) st = load_param(m, f, i, path, loc);
+  kiln_st_file_destroy(f);
+  if (st) {
+    kiln_bert_destroy(m);
+    return st;
+  }
+  *out = m;
+  return KILN_OK;
+}
+
+kiln_status kiln_bert_save_at(const kiln_bert *m, const char *path, kiln_loc loc) {
+  if (!m) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: model is NULL");
+  const char **names = malloc(sizeof *names * (size_t)m->n);
+  if (!names) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
+  for (int i = 0; i < m->n; i++) names[i] = m->names[i];
+  static const char *const meta[] = {"format", "pt", NULL};
+  kiln_status st = kiln_save_safetensors_at(path, m->n, names, m->t, meta, loc);
+  free(names);
+  return st;
+}
+
+kiln_status kiln_bert_save_config_at(const kiln_bert *m, const char *dir, kiln_loc loc) {
+  if (!m || !dir) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: model or dir is NULL");
+  const kiln_bert_config *c = &m->cfg;
+  char json[1024], path[4096];
+  int n = snprintf(json, sizeof json,
+                   "{\n  \"architectures\": [\"BertModel\"],\n  \"model_type\": \"bert\",\n  \"hidden_act\": \"gelu\",\n"
+                   "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                   "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
+                   "  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n  \"layer_norm_eps\": %.17g,\n"
+                   "  \"pad_token_id\": 0,\n  \"position_embedding_type\": \"absolute\"\n}\n",
+                   c->vocab_size, c->hidden_size, c->num_hidden_layers, c->num_attention_heads, c->intermediate_size,
+                   c->max_position_embeddings, c->type_vocab_size, c->layer_norm_eps);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  kiln_err err = {0};
+  if (kiln_fs_write_output(path, "bert config", json, (size_t)n, &err) != KILN_OK)
+    return kiln_error(err.code ? err.code : KILN_ERR_IO, loc, "bert: %s", err.msg);
+  return KILN_OK;
+}
+
+const kiln_bert_config *kiln_bert_get_config(const kiln_bert *m) { return m ? &m->cfg : NULL; }
+
+int kiln_bert_params(const kiln_bert *m, const char **names, kiln_tensor *out, int max) {
+  if (!m) return -1;
+  for (int i = 0; i < m->n && i < max; i++) {
+    if (names) names[i] = m->names[i];
+    if (out) out[i] = m->t[i];
+  }
+  return m->n;
+}
+
+/* ── the forward pass ── */
+
+static kiln_tensor layer_norm(kiln_tensor x, kiln_tensor w, kiln_tensor b, double eps, kiln_loc loc) {
+  int ax[1] = {-1};
+  kiln_tensor mu = kiln_mean_at(x, 1, ax, 1, loc);
+  kiln_tensor d = kiln_sub_at(x, mu, loc);
+  kiln_tensor var = kiln_mean_at(kiln_mul_at(d, d, loc), 1, ax, 1, loc);
+  kiln_tensor y = kiln_mul_at(d, kiln_rsqrt_at(kiln_add_c_at(var, eps, loc), loc), loc);
+  return kiln_add_at(kiln_mul_at(y, w, loc), b, loc);
+}
+
+/* [B, T, H] -> [B, heads, T, H/heads] */
+static kiln_tensor heads(kiln_tensor x, int64_t B, int64_t T, int h, int64_t dh, kiln_loc loc) {
+  const int64_t s[4] = {B, T, h, dh};
+  static const int perm[4] = {0, 2, 1, 3};
+  return kiln_permute_at(kiln_reshape_at(x, 4, s, loc), perm, loc);
+}
+
+static kiln_tensor encoder_layer(const kiln_bert *m, int l, kiln_tensor x, kiln_tensor mask4, int64_t B, int64_t T,
+                                 kiln_loc loc) {
+  const kiln_tensor *p = m->t + N_EMB + N_PER_LAYER * l;
+  int h = m->cfg.num_attention_heads;
+  int64_t H = m->cfg.hidden_size, dh = H / h;
+  double eps = m->cfg.layer_norm_eps;
+  kiln_tensor q = heads(kiln_linear_apply_at(x, p[L_Q_W], p[L_Q_B], loc), B, T, h, dh, loc);
+  kiln_tensor k = heads(kiln_linear_apply_at(x, p[L_K_W], p[L_K_B], loc), B, T, h, dh, loc);
+  kiln_tensor v = heads(kiln_linear_apply_at(x, p[L_V_W], p[L_V_B], loc), B, T, h, dh, loc);
+  kiln_tensor ctx = kiln_sdpa_at(q, k, v, mask4, 0.0, false, 0, loc);
+  static const int perm[4] = {0, 2, 1, 3};
+  const int64_t s3[3] = {B, T, H};
+  ctx = kiln_reshape_at(kiln_permute_at(ctx, perm, loc), 3, s3, loc);
+  kiln_tensor a = kiln_linear_apply_at(ctx, p[L_AO_W], p[L_AO_B], loc);
+  x = layer_norm(kiln_add_at(a, x, loc), p[L_ALN_W], p[L_ALN_B], eps, loc);
+  kiln_tensor f = kiln_gelu_at(kiln_linear_apply_at(x, p[L_I_W], p[L_I_B], loc), loc);
+  f = kiln_linear_apply_at(f, p[L_O_W], p[L_O_B], loc);
+  return layer_norm(kiln_add_at(f, x, loc), p[L_OLN_W], p[L_OLN_B], eps, loc);
+}
+
+kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc) {
+  if (!m) return kiln_nn_fail(loc, "bert: model is NULL");
+  int64_t s[KILN_MAX_RANK];
+  kiln_dtype it = kiln_dtype_of(ids);
+  if (kiln_shape(ids, s) != 2 || (it != KILN_I32 && it != KILN_I64))
+    return kiln_nn_fail(loc, "bert: ids must be i32/i64 [batch, tokens] (got %s of rank %d)", kiln_dtype_name(it),
+                        kiln_rank(ids));
+  int64_t B = s[0], T = s[1], ms[KILN_MAX_RANK];
+  if (T > m->cfg.max_position_embeddings)
+    return kiln_nn_fail(loc, "bert: %lld tokens, the model has %d positions (truncate the input)", (long long)T,
+                        m->cfg.max_position_embeddings);
+  if (!is_null(mask) && (kiln_shape(mask, ms) != 2 || ms[0] != B || ms[1] != T))
+    return kiln_nn_fail(loc, "bert: the mask must be [%lld, %lld] like the ids", (long long)B, (long long)T);
+  kiln_tensor pos = kiln_slice_at(m->t[E_POS], 0, 0, T, 1, loc);
+  kiln_tensor x = kiln_add_at(kiln_index_select_at(m->t[E_WORD], 0, ids, loc), pos, loc);
+  x = kiln_add_at(x, kiln_slice_at(m->t[E_TYPE], 0, 0, 1, 1, loc), loc);
+  x = layer_norm(x, m->t[E_LN_W], m->t[E_LN_B], m->cfg.layer_norm_eps, loc);
+  kiln_tensor mask4 = {0, 0};
+  if (!is_null(mask)) {
+    const int64_t s4[4] = {B, 1, 1, T};
+    mask4 = kiln_reshape_at(kiln_cast_at(mask, KILN_BOOL, loc), 4, s4, loc);
+  }
+  for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer(m, l, x, mask4, B, T, loc);
+  return x;
+}
+
+kiln_tensor kiln_mean_pool_normalize_at(kiln_tensor hidden, kiln_tensor mask, kiln_loc loc) {
+  int64_t s[KILN_MAX_RANK];
+  if (kiln_shape(hidden, s) != 3) return kiln_nn_fail(loc, "mean_pool: hidden states must be [batch, tokens, dim]");
+  const int ax1[1] = {1}, axl[1] = {-1};
+  kiln_tensor sum, count;
+  if (is_null(mask)) {
+    sum = kiln_sum_at(hidden, 1, ax1, 0, loc);
+    count = kiln_constant_at(kiln_dtype_of(hidden), (double)s[1], loc);
+  } else {
+    const int64_t s3[3] = {s[0], s[1], 1};
+    kiln_tensor w = kiln_reshape_at(kiln_cast_at(kiln_cast_at(mask, KILN_BOOL, loc), kiln_dtype_of(hidden), loc), 3,
+                                    s3, loc);
+    sum = kiln_sum_at(kiln_mul_at(hidden, w, loc), 1, ax1, 0, loc);
+    count = kiln_maximum_c_at(kiln_sum_at(w, 1, ax1, 0, loc), 1e-9, loc); /* sentence-transformers' clamp */
+  }
+  kiln_tensor mean = kiln_div_at(sum, count, loc);
+  kiln_tensor norm = kiln_sqrt_at(kiln_sum_at(kiln_mul_at(mean, mean, loc), 1, axl, 1, loc), loc);
+  return kiln_div_at(mean, kiln_maximum_c_at(norm, 1e-12, loc), loc); /* F.normalize */
+}
+
+kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc) {
+  return kiln_mean_pool_normalize_at(kiln_bert_forward_at(m, ids, mask, loc), mask, loc);
+}
+
+void kiln_bert_destroy(kiln_bert *m) {
+  if (!m) return;
+  for (int i = 0; i < m->n; i++) kiln_release(m->t[i]);
+  free(m->names);
+  free(m->t);
+  free(m);
+}

@@ -1,0 +1,200 @@
+/* The BERT encoder (kiln/bert.h) on a small random model: save and load by
+ * the published names round-trips exactly; padding under the mask changes
+ * nothing (HF's contract); the embedding is the mean over the mask's tokens,
+ * L2-normalised (recomputed here on the host from the hidden states);
+ * fine-tuning on a similarity task reduces the loss; bad folders give errors
+ * naming the file and the tensor. The parity test against the published
+ * all-MiniLM-L6-v2 is test_minilm. */
+#include <kiln/autograd.h>
+#include <kiln/bert.h>
+#include <kiln/io.h>
+#include <kiln/optim.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kt.h"
+
+static const kiln_bert_config k_cfg = {.vocab_size = 50,
+                                       .hidden_size = 16,
+                                       .num_hidden_layers = 2,
+                                       .num_attention_heads = 4,
+                                       .intermediate_size = 32,
+                                       .max_position_embeddings = 12,
+                                       .type_vocab_size = 2,
+                                       .layer_norm_eps = 1e-12};
+
+static char g_dir[256];
+static const kiln_tensor k_none = {0, 0};
+
+static void make_dir(void) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/kiln-test-bert-XXXXXX");
+  KT_CHECK(mkdtemp(g_dir) != NULL);
+}
+
+static void remove_dir(void) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/config.json", g_dir);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
+  unlink(p);
+  rmdir(g_dir);
+}
+
+/* embeddings [2, 16] of two fixed sequences (the second padded by 2) */
+static int embed2(kiln_bert *m, float *out) {
+  static const int64_t ids[2][6] = {{1, 7, 9, 22, 4, 2}, {1, 30, 11, 2, 0, 0}};
+  static const int64_t mask[2][6] = {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0}};
+  const int64_t s[2] = {2, 6};
+  kiln_tensor e = kiln_bert_embed(m, kiln_from_host(ids, KILN_I64, 2, s), kiln_from_host(mask, KILN_I64, 2, s));
+  return kiln_to_host(e, out, sizeof(float) * 32);
+}
+
+KT_TEST(save_and_load_round_trip) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  make_dir();
+  kiln_bert *m = NULL, *back = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 3, &m) == KILN_OK);
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.safetensors", g_dir);
+  KT_CHECK(kiln_bert_save(m, path) == KILN_OK);
+  KT_CHECK(kiln_bert_save_config(m, g_dir) == KILN_OK);
+  KT_CHECK_MSG(kiln_bert_load(g_dir, &back) == KILN_OK, "%s", kiln_last_error());
+  const char *names[64];
+  KT_EQ_INT(kiln_bert_params(back, names, NULL, 64), 5 + 16 * 2);
+  KT_CHECK(!strcmp(names[0], "embeddings.word_embeddings.weight"));
+  KT_CHECK(!strcmp(names[5 + 16 + 1], "encoder.layer.1.attention.self.query.bias"));
+  float a[32], b[32];
+  KT_CHECK(embed2(m, a) == KILN_OK && embed2(back, b) == KILN_OK);
+  KT_CHECK(!memcmp(a, b, sizeof a));
+  kiln_bert_destroy(m);
+  kiln_bert_destroy(back);
+  remove_dir();
+  kiln_shutdown();
+}
+
+/* Padding with a zero mask leaves the hidden states of the real tokens and
+ * the embedding unchanged; the embedding is the masked mean, normalised. */
+KT_TEST(padding_is_invisible_and_pooling_is_the_masked_mean) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  kiln_bert *m = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 5, &m) == KILN_OK);
+  static const int64_t ids4[4] = {1, 30, 11, 2}, ids6[6] = {1, 30, 11, 2, 17, 17};
+  static const int64_t m6[6] = {1, 1, 1, 1, 0, 0};
+  const int64_t s4[2] = {1, 4}, s6[2] = {1, 6};
+  float h4[64], h6[96], e6[16];
+  kiln_tensor x4 = kiln_from_host(ids4, KILN_I64, 2, s4);
+  kiln_tensor x6 = kiln_from_host(ids6, KILN_I64, 2, s6), k6 = kiln_from_host(m6, KILN_I64, 2, s6);
+  KT_CHECK(kiln_to_host(kiln_bert_forward(m, x4, k_none), h4, sizeof h4) == KILN_OK);
+  KT_CHECK(kiln_to_host(kiln_bert_forward(m, x6, k6), h6, sizeof h6) == KILN_OK);
+  KT_CHECK(kiln_to_host(kiln_bert_embed(m, x6, k6), e6, sizeof e6) == KILN_OK);
+  double mean[16] = {0}, norm = 0;
+  for (int t = 0; t < 4; t++)
+    for (int j = 0; j < 16; j++) {
+      KT_NEAR(h6[t * 16 + j], h4[t * 16 + j], 2e-4); /* LayerNorm of std-0.02 values amplifies rounding */
+      mean[j] += h6[t * 16 + j] / 4.0;
+    }
+  for (int j = 0; j < 16; j++) norm += mean[j] * mean[j];
+  for (int j = 0; j < 16; j++) KT_NEAR(e6[j], mean[j] / sqrt(norm), 1e-5);
+  kiln_bert_destroy(m);
+  kiln_shutdown();
+}
+
+/* sentence-transformers' CosineSimilarityLoss: MSE between cos(eA, eB)
+ * and the label; a few AdamW steps must reduce it. */
+KT_TEST(fine_tuning_reduces_the_loss) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  kiln_bert *m = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 9, &m) == KILN_OK);
+  kiln_tensor params[64];
+  int n = kiln_bert_params(m, NULL, params, 64);
+  for (int i = 0; i < n; i++) kiln_requires_grad(params[i]);
+  kiln_optim *o = NULL;
+  kiln_adamw_opts opts = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
+  KT_CHECK(kiln_optim_create_adamw(n, params, &opts, &o) == KILN_OK);
+  static const int64_t a[4][5] = {{1, 5, 6, 7, 2}, {1, 8, 9, 10, 2}, {1, 11, 12, 13, 2}, {1, 14, 15, 16, 2}};
+  static const int64_t b[4][5] = {{1, 5, 6, 17, 2}, {1, 40, 41, 42, 2}, {1, 11, 12, 18, 2}, {1, 43, 44, 45, 2}};
+  static const float label[4] = {1, 0, 1, 0};
+  const int64_t s[2] = {4, 5}, s1[1] = {4};
+  const int ax[1] = {1};
+  double first = 0, last = 0;
+  for (int step = 0; step < 12; step++) {
+    kiln_tensor ea = kiln_bert_embed(m, kiln_from_host(a, KILN_I64, 2, s), k_none);
+    kiln_tensor eb = kiln_bert_embed(m, kiln_from_host(b, KILN_I64, 2, s), k_none);
+    kiln_tensor cos = kiln_sum(kiln_mul(ea, eb), 1, ax, false);
+    kiln_tensor d = kiln_sub(cos, kiln_from_host(label, KILN_F32, 1, s1));
+    kiln_tensor loss = kiln_mean(kiln_mul(d, d), 0, NULL, false);
+    KT_CHECK_MSG(kiln_backward(loss) == KILN_OK, "%s", kiln_last_error());
+    KT_CHECK(kiln_optim_step(o) == KILN_OK);
+    double L = kiln_item_f64(loss);
+    kiln_optim_zero_grad(o);
+    kiln_mark_step();
+    if (step == 0) first = L;
+    last = L;
+  }
+  KT_CHECK_MSG(last < 0.5 * first, "loss %g -> %g", first, last);
+  kiln_optim_destroy(o);
+  kiln_bert_destroy(m);
+  kiln_shutdown();
+}
+
+static void write_file(const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", g_dir, name);
+  FILE *f = fopen(p, "w");
+  KT_CHECK(f != NULL);
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+KT_TEST(bad_folders_name_the_file_and_tensor) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  make_dir();
+  kiln_bert *m = NULL;
+  KT_CHECK(kiln_bert_load(g_dir, &m) != KILN_OK && m == NULL);
+  KT_STR_CONTAINS(kiln_last_error(), "config.json");
+  kiln_clear_error();
+  write_file("config.json", "{\"vocab_size\": 50, \"hidden_size\": 16}");
+  KT_CHECK(kiln_bert_load(g_dir, &m) != KILN_OK);
+  KT_STR_CONTAINS(kiln_last_error(), "\"num_hidden_layers\" is missing");
+  kiln_clear_error();
+  /* a model saved with 2 layers, a config saying 3 */
+  kiln_bert *small = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 1, &small) == KILN_OK);
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.safetensors", g_dir);
+  KT_CHECK(kiln_bert_save(small, path) == KILN_OK);
+  kiln_bert_destroy(small);
+  write_file("config.json", "{\"vocab_size\": 50, \"hidden_size\": 16, \"num_hidden_layers\": 3, "
+                            "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"max_position_embeddings\": "
+                            "12, \"type_vocab_size\": 2, \"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\"}");
+  KT_CHECK(kiln_bert_load(g_dir, &m) != KILN_OK);
+  KT_STR_CONTAINS(kiln_last_error(), "has no tensor encoder.layer.2.attention.self.query.weight");
+  kiln_clear_error();
+  write_file("config.json", "{\"vocab_size\": 50, \"hidden_size\": 16, \"num_hidden_layers\": 2, "
+                            "\"num_attention_heads\": 4, \"intermediate_size\": 64, \"max_position_embeddings\": "
+                            "12, \"type_vocab_size\": 2, \"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\"}");
+  KT_CHECK(kiln_bert_load(g_dir, &m) != KILN_OK);
+  KT_STR_CONTAINS(kiln_last_error(), "encoder.layer.0.intermediate.dense.weight has rank 2 shape [32, 16]");
+  kiln_clear_error();
+  /* too many tokens for the positions */
+  KT_CHECK(kiln_bert_create(&k_cfg, 1, &m) == KILN_OK);
+  int64_t ids[13] = {0};
+  const int64_t s[2] = {1, 13};
+  kiln_tensor out = kiln_bert_forward(m, kiln_from_host(ids, KILN_I64, 2, s), k_none);
+  (void)out;
+  KT_STR_CONTAINS(kiln_last_error(), "bert: 13 tokens, the model has 12 positions");
+  KT_STR_CONTAINS(kiln_last_error(), "test_bert.c");
+  kiln_clear_error();
+  kiln_bert_destroy(m);
+  remove_dir();
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(save_and_load_round_trip), KT_CASE(padding_is_invisible_and_pooling_is_the_masked_mean),
+        KT_CASE(fine_tuning_reduces_the_loss), KT_CASE(bad_folders_name_the_file_and_tensor))

@@ -113,12 +113,12 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
 }
 
 /* Every output is checked before the first step: a run must not train for
- * an hour and then find that it cannot save its result. 0 or 2 (printed). */
+ * an hour and then find that it cannot save its result. 0, or -1 (printed). */
 static int check_outputs(const train_opts *o, char *ckpt, size_t cap) {
   snprintf(ckpt, cap, "%s", o->checkpoint ? o->checkpoint : "");
   if (!o->checkpoint) snprintf(ckpt, cap, "kiln-%s.safetensors", o->model);
-  if (kiln_cli_check_output_file("train", "--checkpoint", ckpt)) return 2;
-  if (o->logdir && kiln_cli_check_output_dir("train", "--logdir", o->logdir)) return 2;
+  if (kiln_cli_check_output_file("train", "--checkpoint", ckpt)) return -1;
+  if (o->logdir && kiln_cli_check_output_dir("train", "--logdir", o->logdir)) return -1;
   return 0;
 }
 
@@ -195,8 +195,8 @@ int kiln_cli_train(int argc, char **argv) {
   train_opts o;
   char ckpt[4096];
   int rc = parse_opts(argc - 1, argv + 1, &o);
-  if (!rc) rc = check_outputs(&o, ckpt, sizeof ckpt);
   if (rc) return rc == 1 ? 0 : rc;
+  if (check_outputs(&o, ckpt, sizeof ckpt)) return 1;
   if (kiln_init(NULL) != KILN_OK) {
     fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
     return 1;

@@ -88,9 +88,9 @@ kiln_tslot *kiln_fe_slot(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_
   }
   if (t.gen < fe->gen_base) { /* every slot of this frontend starts at gen_base */
     kiln_error(KILN_ERR_STALE_HANDLE, loc,
-               "%s: tensor handle {%u,%u} was made before kiln_shutdown(), which released every tensor (kept ones "
-               "and parameters included); a handle from before it is never valid again: make the tensor again "
-               "after kiln_init()",
+               "%s: tensor handle {%u,%u} is stale: it was made before kiln_shutdown(), which released every "
+               "tensor (kept ones and parameters included); a handle from before it is never valid again: make "
+               "the tensor again after kiln_init()",
                op, t.index, t.gen);
     return NULL;
   }

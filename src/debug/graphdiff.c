@@ -444,6 +444,21 @@ static int fed_back(const kiln_graph *const *history, int n, int32_t *const *bac
   return 1;
 }
 
+/* OTHER: the first difference of the last two graphs. */
+static void explain_other(const kiln_graph *prev, const kiln_graph *last, kiln_text *b) {
+  char diff[512] = "";
+  kiln_diff_stats st;
+  kiln_graphdiff_format_stats(prev, last, diff, sizeof diff, &st);
+  char *nl = strchr(diff, '\n');
+  if (nl) *nl = 0;
+  const char *first = diff;
+  while (*first == ' ') first++;
+  kiln_text_printf(b,
+                   "the graph changed in another way (%d difference%s between the last two graphs; first: %s). "
+                   "Make the traced program the same at every step: no data-dependent control flow or shapes.",
+                   st.total, st.total == 1 ? "" : "s", *first ? first : "?");
+}
+
 kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int n, char *out, size_t cap) {
   return kiln_graphdiff_classify_site(history, n, n, out, cap);
 }
@@ -515,19 +530,7 @@ kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history,
       }
     }
   }
-  if (pat == KILN_DIFF_PATTERN_OTHER) {
-    char diff[512] = "";
-    kiln_diff_stats st;
-    kiln_graphdiff_format_stats(history[n - 2], last, diff, sizeof diff, &st);
-    char *nl = strchr(diff, '\n');
-    if (nl) *nl = 0;
-    const char *first = diff;
-    while (*first == ' ') first++;
-    kiln_text_printf(&b,
-                     "the graph changed in another way (%d difference%s between the last two graphs; first: %s). "
-                     "Make the traced program the same at every step: no data-dependent control flow or shapes.",
-                     st.total, st.total == 1 ? "" : "s", *first ? first : "?");
-  }
+  if (pat == KILN_DIFF_PATTERN_OTHER) explain_other(history[n - 2], last, &b);
   for (int k = 0; back && k < n; k++) free(back[k]);
   free(back);
   free(chain);

@@ -72,7 +72,7 @@ static int profile_capture(int argc, char **argv) {
       addr = v;
     } else if (!strcmp(a, "--duration-ms")) {
       duration = parse_uint(v, 1, KILN_PROFILER_MAX_DURATION_MS);
-      if (duration < 0) return profile_bad("--duration-ms %s: expected a number of milliseconds in 1..600000", v);
+      if (duration < 0) return profile_bad("--duration-ms: expected a number of milliseconds from 1 to 600000, got '%s'", v);
     } else if (!strcmp(a, "--logdir")) {
       logdir = v;
     } else {
@@ -81,12 +81,14 @@ static int profile_capture(int argc, char **argv) {
   }
   if (!addr) return profile_bad("capture: --addr HOST:PORT is required%s", "");
   if (!kiln_profiler_client_addr_valid(addr))
-    return profile_bad("--addr %s: expected HOST:PORT with a port in 1..65535, e.g. localhost:6009", addr);
+    return profile_bad("--addr: expected HOST:PORT with a port from 1 to 65535 (e.g. localhost:6009), got '%s'", addr);
+  /* the capture's output, checked before the capture's wait */
+  if (kiln_cli_check_output_dir("profile capture", "--logdir", logdir)) return PROFILE_PROBLEM;
   fprintf(stderr, "kiln profile: capturing %lld ms from %s ...\n", duration, addr);
   char run[4096];
   /* No source location: the user of a command line has no use for ours. */
   kiln_status st = kiln_profiler_client_capture_at(addr, (uint32_t)duration, logdir, run, sizeof run, KILN_CLI_NO_LOC);
-  if (st != KILN_OK) fprintf(stderr, "kiln profile: %s\n", kiln_last_error());
+  if (st != KILN_OK) fprintf(stderr, "kiln profile: %s\n", kiln_cli_error_message());
   /* gRPC's own threads are gone before the process exits (see
    * kiln_profiler_server_stop): a leak checker at exit never meets them. */
   kiln_shutdown();
@@ -109,12 +111,12 @@ static int profile_summary(int argc, char **argv) {
       const char *v = argv[++i];
       if (!strcmp(a, "--top")) {
         long long n = parse_uint(v, 1, 1000);
-        if (n < 0) return profile_bad("--top %s: expected a number in 1..1000", v);
+        if (n < 0) return profile_bad("--top: expected an integer from 1 to 1000, got '%s'", v);
         opts.top_kernels = (int)n;
       } else {
         char *end = NULL;
         double g = strtod(v, &end);
-        if (!end || *end || !(g > 0) || g > 1e6) return profile_bad("--gap-ms %s: expected a positive number", v);
+        if (!end || *end || !(g > 0) || g > 1e6) return profile_bad("--gap-ms: expected a positive number of milliseconds, got '%s'", v);
         opts.gap_ms = g;
       }
     } else if (a[0] == '-') {

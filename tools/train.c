@@ -8,9 +8,12 @@
  * and compiled into one graph, executed once per step. */
 #include "tools/train.h"
 
+#include "tools/cli.h"
+
 #include <kiln/kiln.h>
 #include <kiln/summary.h>
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,50 +46,79 @@ static void usage(FILE *f) {
           "and cosine decay; checkpoint kiln-<model>.safetensors.\n");
 }
 
+/* One option's value into o; 0, or 2 (a usage error, already printed). */
+static int parse_value(train_opts *o, const char *a, const char *v) {
+  long long n = 0;
+  if (!strcmp(a, "--model")) o->model = v;
+  else if (!strcmp(a, "--optim")) o->optim = v;
+  else if (!strcmp(a, "--data")) o->data = v;
+  else if (!strcmp(a, "--logdir")) o->logdir = v;
+  else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
+  else if (!strcmp(a, "--epochs") || !strcmp(a, "--eval-every")) {
+    if (kiln_cli_parse_int("train", a, v, 1, INT_MAX, &n)) return 2;
+    *(!strcmp(a, "--epochs") ? &o->epochs : &o->eval_every) = (int)n;
+  } else if (!strcmp(a, "--max-steps")) {
+    if (kiln_cli_parse_int("train", a, v, 1, LLONG_MAX, &n)) return 2;
+    o->max_steps = n;
+  } else if (!strcmp(a, "--batch")) {
+    if (kiln_cli_parse_int("train", a, v, 1, 65536, &n)) return 2;
+    o->batch = (int)n;
+  } else if (!strcmp(a, "--lr")) {
+    if (kiln_cli_parse_number("train", a, v, 0, 1, &o->lr)) return 2;
+  } else if (!strcmp(a, "--weight-decay")) {
+    if (kiln_cli_parse_number("train", a, v, 0, 0, &o->weight_decay)) return 2;
+  } else if (!strcmp(a, "--seed")) {
+    if (kiln_cli_parse_int("train", a, v, 0, LLONG_MAX, &n)) return 2;
+    o->seed = (uint64_t)n;
+  } else {
+    fprintf(stderr, "kiln train: unknown option '%s'\n\n", a);
+    usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
+/* 0: run; 1: --help was printed; 2: a usage error (printed). */
 static int parse_opts(int argc, char **argv, train_opts *o) {
   *o = (train_opts){.model = "mlp", .optim = "adamw", .batch = 128, .lr = 1e-3, .weight_decay = 0.01, .seed = 1};
   for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes = 1;
+    const char *a = argv[i];
     if (!strcmp(a, "--quiet")) {
       o->quiet = 1;
-      takes = 0;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       return 1;
-    } else if (!v) {
-      fprintf(stderr, "kiln train: %s needs a value\n", a);
-      return 2;
-    } else if (!strcmp(a, "--model")) o->model = v;
-    else if (!strcmp(a, "--optim")) o->optim = v;
-    else if (!strcmp(a, "--data")) o->data = v;
-    else if (!strcmp(a, "--logdir")) o->logdir = v;
-    else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
-    else if (!strcmp(a, "--epochs")) o->epochs = atoi(v);
-    else if (!strcmp(a, "--batch")) o->batch = atoi(v);
-    else if (!strcmp(a, "--eval-every")) o->eval_every = atoi(v);
-    else if (!strcmp(a, "--max-steps")) o->max_steps = atoll(v);
-    else if (!strcmp(a, "--lr")) o->lr = atof(v);
-    else if (!strcmp(a, "--weight-decay")) o->weight_decay = atof(v);
-    else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
-    else {
-      fprintf(stderr, "kiln train: unknown option %s\n", a);
+    } else if (a[0] != '-' || a[1] != '-') {
+      fprintf(stderr, "kiln train: unexpected argument '%s' (options start with --)\n\n", a);
       usage(stderr);
       return 2;
+    } else if (i + 1 >= argc) {
+      fprintf(stderr, "kiln train: %s needs a value\n", a);
+      return 2;
+    } else if (parse_value(o, a, argv[++i])) {
+      return 2;
     }
-    i += takes;
   }
   int kind = kiln_model_kind_parse(o->model);
   if (kind < 0) {
-    fprintf(stderr, "kiln train: unknown model \"%s\" (mlp, cnn or transformer)\n", o->model);
+    fprintf(stderr, "kiln train: --model: expected mlp, cnn or transformer, got '%s'\n", o->model);
+    return 2;
+  }
+  if (strcmp(o->optim, "adamw") && strcmp(o->optim, "sgd")) {
+    fprintf(stderr, "kiln train: --optim: expected adamw or sgd, got '%s'\n", o->optim);
     return 2;
   }
   if (!o->epochs) o->epochs = kind == KILN_MODEL_CNN ? 3 : kind == KILN_MODEL_TRANSFORMER ? 6 : 8;
-  if (o->epochs < 1 || o->batch < 1 || o->batch > 65536 || !(o->lr > 0) || o->max_steps < 0 ||
-      (strcmp(o->optim, "adamw") && strcmp(o->optim, "sgd"))) {
-    fprintf(stderr, "kiln train: bad --epochs, --batch, --lr, --max-steps or --optim value\n");
-    return 2;
-  }
+  return 0;
+}
+
+/* Every output is checked before the first step: a run must not train for
+ * an hour and then find that it cannot save its result. 0, or -1 (printed). */
+static int check_outputs(const train_opts *o, char *ckpt, size_t cap) {
+  snprintf(ckpt, cap, "%s", o->checkpoint ? o->checkpoint : "");
+  if (!o->checkpoint) snprintf(ckpt, cap, "kiln-%s.safetensors", o->model);
+  if (kiln_cli_check_output_file("train", "--checkpoint", ckpt)) return -1;
+  if (o->logdir && kiln_cli_check_output_dir("train", "--logdir", o->logdir)) return -1;
   return 0;
 }
 
@@ -161,17 +193,20 @@ static void progress(const train_opts *o, int64_t step, int64_t total, int epoch
 
 int kiln_cli_train(int argc, char **argv) {
   train_opts o;
+  char ckpt[4096];
   int rc = parse_opts(argc - 1, argv + 1, &o);
   if (rc) return rc == 1 ? 0 : rc;
+  if (check_outputs(&o, ckpt, sizeof ckpt)) return 1;
   if (kiln_init(NULL) != KILN_OK) {
-    fprintf(stderr, "kiln train: %s\n", kiln_last_error());
+    fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
     return 1;
   }
   kiln_dataset *train = NULL, *test = NULL;
   if (kiln_dataset_create_fashion_mnist(o.data, true, &train) == KILN_OK)
     kiln_dataset_create_fashion_mnist(o.data, false, &test);
   if (!train || !test) {
-    fprintf(stderr, "kiln train: cannot load Fashion-MNIST: %s\n", kiln_last_error());
+    fprintf(stderr, "kiln train: cannot load Fashion-MNIST%s%s: %s\n", o.data ? " from --data " : "",
+            o.data ? o.data : "", kiln_cli_error_message());
     return 1;
   }
   kiln_batch_options bo = {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false, .prefetch = 4};
@@ -183,7 +218,7 @@ int kiln_cli_train(int argc, char **argv) {
   kiln_model *m = NULL;
   kiln_model_create((kiln_model_kind)kiln_model_kind_parse(o.model), 10, o.seed, &m);
   if (!loader || !tb || !m) {
-    fprintf(stderr, "kiln train: %s\n", kiln_last_error());
+    fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
     return 1;
   }
   kiln_tensor params[MAX_PARAMS];
@@ -197,12 +232,14 @@ int kiln_cli_train(int argc, char **argv) {
   else
     kiln_optim_create_adamw(np, params, &adamw, &opt);
   if (!opt || kiln_mark_step() != KILN_OK) { /* materialize the initial parameters */
-    fprintf(stderr, "kiln train: %s\n", kiln_last_error());
+    fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
     return 1;
   }
   kiln_summary_writer *sw = NULL;
-  if (o.logdir) kiln_summary_writer_create(o.logdir, &sw);
-  if (o.logdir && !sw) fprintf(stderr, "kiln train: no TensorBoard logs: %s\n", kiln_last_error());
+  if (o.logdir && kiln_summary_writer_create(o.logdir, &sw) != KILN_OK) { /* before the first step */
+    fprintf(stderr, "kiln train: --logdir: %s\n", kiln_cli_error_message());
+    return 1;
+  }
 
   int64_t per_epoch = kiln_loader_num_batches(loader), total = per_epoch * o.epochs;
   if (o.max_steps && o.max_steps < total) total = o.max_steps;
@@ -259,12 +296,9 @@ int kiln_cli_train(int argc, char **argv) {
   }
   double wall = now_s() - t0;
   int ok = kiln_last_status() == KILN_OK && step == total;
-  if (!ok) fprintf(stderr, "kiln train: stopped at step %lld: %s\n", (long long)step, kiln_last_error());
-  char ckpt[512];
-  snprintf(ckpt, sizeof ckpt, "%s", o.checkpoint ? o.checkpoint : "");
-  if (!o.checkpoint) snprintf(ckpt, sizeof ckpt, "kiln-%s.safetensors", o.model);
+  if (!ok) fprintf(stderr, "kiln train: stopped at step %lld: %s\n", (long long)step, kiln_cli_error_message());
   if (ok && save_checkpoint(ckpt, m, opt, step)) {
-    fprintf(stderr, "kiln train: checkpoint not written: %s\n", kiln_last_error());
+    fprintf(stderr, "kiln train: checkpoint not written: %s\n", kiln_cli_error_message());
     ok = 0;
   }
   kiln_metric_stats eps = {0}, ct = {0}, et = {0};

@@ -20,6 +20,8 @@ enum {
   KILN_AN_DIFF_CAP = 8192,   /* bytes of "what changed" text per compile */
   KILN_AN_MAX_BUCKETS = 4,
   KILN_AN_DIFF_LINES = 10,   /* "what changed" lines printed per compile */
+  KILN_AN_BRIEF_ROWS = 10,   /* graphs listed by KILN_DEBUG=1's exit summary */
+  KILN_AN_FULL_RECORDS = 4,  /* KILN_DEBUG=1: full compile records per call site before a pattern is named */
 };
 
 typedef struct kiln_an_graph {
@@ -30,8 +32,11 @@ typedef struct kiln_an_graph {
 typedef struct kiln_an_site {
   const char *file;
   int line;
-  int n;                       /* graphs compiled here in all */
-  int recent[KILN_AN_HISTORY]; /* compile numbers, ring of the last KILN_AN_HISTORY */
+  int n, cap;   /* graphs compiled here in all */
+  int *all;     /* their compile numbers, oldest first */
+  int printed;       /* records printed for this site */
+  unsigned patterns; /* bit per kiln_diff_pattern already printed */
+  int noted;         /* KILN_DEBUG=1 said that the site's compiles are now counted */
 } kiln_an_site;
 
 struct kiln_analysis {
@@ -83,6 +88,7 @@ void kiln_analysis_destroy(kiln_analysis *a, kiln_runtime *rt) {
   kiln_analysis_exit_summary(a, rt);
   if (a->own_out) fclose(a->out);
   free(a->graphs);
+  for (int i = 0; i < a->n_sites; i++) free(a->sites[i].all);
   free(a->sites);
   free(a->explain);
   pthread_mutex_destroy(&a->mu);
@@ -106,64 +112,104 @@ static kiln_an_site *site_get(kiln_analysis *a, kiln_loc loc) {
   return s;
 }
 
-/* The site's remembered compile numbers, oldest first; returns the count. */
+/* Record compile number no at site s; -1 when out of memory. */
+static int site_add(kiln_an_site *s, int no) {
+  if (s->n == s->cap) {
+    int nc = s->cap ? s->cap * 2 : 8;
+    int *na = realloc(s->all, sizeof *na * (size_t)nc);
+    if (!na) return -1;
+    s->all = na;
+    s->cap = nc;
+  }
+  s->all[s->n++] = no;
+  return 0;
+}
+
+/* The site's most recent compile numbers (at most KILN_AN_HISTORY: the
+ * graph comparisons that name a pattern look no further back), oldest
+ * first; returns the count. */
 static int site_history(const kiln_an_site *s, int *out) {
   int n = s->n < KILN_AN_HISTORY ? s->n : KILN_AN_HISTORY;
-  for (int i = 0; i < n; i++) out[i] = s->recent[(s->n - n + i) % KILN_AN_HISTORY];
+  for (int i = 0; i < n; i++) out[i] = s->all[s->n - n + i];
   return n;
 }
 
-/* For a site whose graphs differ in an input dimension: the first (input,
- * dim) whose size varies across the history, with every value weighted by
- * the executions of its graphs, and kiln_bucket_advise's boundaries. */
-static void bucket_advice(kiln_analysis *a, const int *hist, int n, kiln_text *t, const char *indent) {
+/* The first (input, dim) whose size varies over the graphs hist[0..n) (all
+ * with the same inputs and ranks); 0 when none. */
+static int varying_dim(const kiln_analysis *a, const int *hist, int n, int *in_out, int *d_out) {
   const kiln_graph *g0 = a->graphs[hist[0] - 1].e->graph;
+  for (int k = 1; k < n; k++)
+    if (a->graphs[hist[k] - 1].e->graph->n_inputs != g0->n_inputs) return 0;
   for (int in = 0; in < g0->n_inputs; in++) {
     const kiln_gnode *x0 = &g0->nodes[g0->input_node[in]];
     for (int d = 0; d < x0->rank; d++) {
-      int64_t values[KILN_AN_HISTORY], counts[KILN_AN_HISTORY];
-      int nv = 0, varies = 0, ok = 1;
-      for (int k = 0; k < n && ok; k++) {
-        const kiln_cache_entry *e = a->graphs[hist[k] - 1].e;
-        const kiln_graph *g = e->graph;
-        if (g->n_inputs != g0->n_inputs) {
-          ok = 0;
-          break;
-        }
+      int same_rank = 1, varies = 0;
+      for (int k = 1; k < n && same_rank; k++) {
+        const kiln_graph *g = a->graphs[hist[k] - 1].e->graph;
         const kiln_gnode *x = &g->nodes[g->input_node[in]];
-        if (x->rank != x0->rank) {
-          ok = 0;
-          break;
-        }
-        int64_t v = x->shape[d], c = (int64_t)(e->execs ? e->execs : 1);
-        varies |= v != x0->shape[d];
-        int j = 0;
-        while (j < nv && values[j] != v) j++;
-        if (j == nv) values[nv] = v, counts[nv++] = 0;
-        counts[j] += c;
+        same_rank = x->rank == x0->rank;
+        varies |= same_rank && x->shape[d] != x0->shape[d];
       }
-      if (!ok || !varies) continue;
-      for (int j = 1; j < nv; j++) /* ascending, for the reader and the advisor */
-        for (int q = j; q > 0 && values[q - 1] > values[q]; q--) {
-          int64_t tv = values[q], tc = counts[q];
-          values[q] = values[q - 1], counts[q] = counts[q - 1];
-          values[q - 1] = tv, counts[q - 1] = tc;
-        }
-      int64_t bounds[KILN_AN_MAX_BUCKETS];
-      double waste = 0;
-      int64_t maxv = 0;
-      for (int j = 0; j < nv; j++) maxv = values[j] > maxv ? values[j] : maxv;
-      int nb = kiln_bucket_advise(values, counts, nv, KILN_AN_MAX_BUCKETS, maxv >= 64 ? 8 : 1, bounds, &waste);
-      if (nb <= 0) return;
-      kiln_text_printf(t, "%sexecutions per size of input %d (%s:%d) dim %d: ", indent, in,
-                       kiln_fmt_file(x0->loc.file), x0->loc.line, d);
-      for (int j = 0; j < nv; j++) kiln_text_printf(t, "%s%" PRId64 " x%" PRId64, j ? ", " : "", values[j], counts[j]);
-      kiln_text_printf(t, "; suggested buckets: ");
-      for (int j = 0; j < nb; j++) kiln_text_printf(t, "%s%" PRId64, j ? ", " : "", bounds[j]);
-      kiln_text_printf(t, " (padding waste %.1f%%, weighted by executions)\n", waste * 100.0);
-      return;
+      if (!same_rank) break;
+      if (varies) {
+        *in_out = in, *d_out = d;
+        return 1;
+      }
     }
   }
+  return 0;
+}
+
+/* For a site whose recent graphs hist[0..n) differ in an input dimension:
+ * the sizes of that (input, dim) over all the site's graphs (those with the
+ * same inputs), each weighted by the executions of its graphs, and
+ * kiln_bucket_advise's boundaries. */
+static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hist, int n, kiln_text *t,
+                          const char *indent) {
+  int in, d;
+  if (!varying_dim(a, hist, n, &in, &d)) return;
+  const kiln_graph *g0 = a->graphs[hist[0] - 1].e->graph;
+  const kiln_gnode *x0 = &g0->nodes[g0->input_node[in]];
+  int64_t *values = malloc(sizeof *values * (size_t)s->n), *counts = malloc(sizeof *counts * (size_t)s->n);
+  int nv = 0, used = 0;
+  for (int k = 0; values && counts && k < s->n; k++) {
+    const kiln_cache_entry *e = a->graphs[s->all[k] - 1].e;
+    const kiln_graph *g = e->graph;
+    if (g->n_inputs != g0->n_inputs || g->nodes[g->input_node[in]].rank != x0->rank) continue; /* another program */
+    int64_t v = g->nodes[g->input_node[in]].shape[d], c = (int64_t)(e->execs ? e->execs : 1);
+    int j = 0;
+    while (j < nv && values[j] != v) j++;
+    if (j == nv) values[nv] = v, counts[nv++] = 0;
+    counts[j] += c;
+    used++;
+  }
+  for (int j = 1; j < nv; j++) /* ascending, for the reader and the advisor */
+    for (int q = j; q > 0 && values[q - 1] > values[q]; q--) {
+      int64_t tv = values[q], tc = counts[q];
+      values[q] = values[q - 1], counts[q] = counts[q - 1];
+      values[q - 1] = tv, counts[q - 1] = tc;
+    }
+  int64_t bounds[KILN_AN_MAX_BUCKETS], maxv = nv ? values[nv - 1] : 0;
+  double waste = 0;
+  int nb = nv ? kiln_bucket_advise(values, counts, nv, KILN_AN_MAX_BUCKETS, maxv >= 64 ? 8 : 1, bounds, &waste) : 0;
+  if (nb > 0) {
+    kiln_text_printf(t, "%sexecutions per size of input %d (%s:%d) dim %d: ", indent, in, kiln_fmt_file(x0->loc.file),
+                     x0->loc.line, d);
+    for (int j = 0; j < nv && j < KILN_DIFF_LIST_MAX; j++)
+      kiln_text_printf(t, "%s%" PRId64 " x%" PRId64, j ? ", " : "", values[j], counts[j]);
+    if (nv > KILN_DIFF_LIST_MAX) kiln_text_printf(t, ", ... %d more of the %d sizes", nv - KILN_DIFF_LIST_MAX, nv);
+    kiln_text_printf(t, "; suggested buckets: ");
+    for (int j = 0; j < nb; j++) kiln_text_printf(t, "%s%" PRId64, j ? ", " : "", bounds[j]);
+    kiln_text_printf(t, " (padding waste %.1f%%, weighted by executions; %d size%s from ", waste * 100.0, nv,
+                     nv == 1 ? "" : "s");
+    if (used == s->n)
+      kiln_text_printf(t, "all %d compiles at this site)\n", s->n);
+    else
+      kiln_text_printf(t, "%d of the %d compiles at this site; %d compiled another graph)\n", used, s->n,
+                       s->n - used);
+  }
+  free(values);
+  free(counts);
 }
 
 /* Name the pattern of a site's history (oldest first) once it has three
@@ -172,11 +218,13 @@ static void bucket_advice(kiln_analysis *a, const int *hist, int n, kiln_text *t
  * is classified (when it has three graphs): a site's first graphs are often
  * another program (the first step of an accumulation has no concat yet)
  * and would hide the pattern of all the others. */
-static void classify_site(kiln_analysis *a, const int *hist_all, int n_all, kiln_text *t, const char *prefix,
-                          const char *indent) {
-  if (n_all < 3) return;
+static kiln_diff_pattern classify_site(kiln_analysis *a, const kiln_an_site *s, kiln_text *t, const char *prefix,
+                                       const char *indent) {
+  int hist_all[KILN_AN_HISTORY];
+  int n_all = site_history(s, hist_all);
+  if (n_all < 3) return KILN_DIFF_PATTERN_NONE;
   char *buf = malloc(KILN_AN_DIFF_CAP);
-  if (!buf) return;
+  if (!buf) return KILN_DIFF_PATTERN_NONE;
   /* The longest run of recent graphs in which each differs from the one
    * before only in shapes: one program whose sizes change. */
   int first = n_all - 1;
@@ -194,18 +242,19 @@ static void classify_site(kiln_analysis *a, const int *hist_all, int n_all, kiln
   const kiln_graph *gs[KILN_AN_HISTORY];
   for (int k = 0; k < n; k++) gs[k] = a->graphs[hist[k] - 1].e->graph;
   buf[0] = 0;
-  kiln_diff_pattern p = kiln_graphdiff_classify(gs, n, buf, KILN_AN_DIFF_CAP);
+  kiln_diff_pattern p = kiln_graphdiff_classify_site(gs, n, s->n - (n_all - n), buf, KILN_AN_DIFF_CAP);
   if (p != KILN_DIFF_PATTERN_NONE && buf[0]) kiln_text_printf(t, "%s%s\n", prefix, buf);
-  if (p == KILN_DIFF_PATTERN_VARYING_INPUT) bucket_advice(a, hist, n, t, indent);
+  if (p == KILN_DIFF_PATTERN_VARYING_INPUT) bucket_advice(a, s, hist, n, t, indent);
   free(buf);
+  return p;
 }
 
 /* "what changed" for the newest graph of a site, plus the pattern once the
- * site has compiled three graphs or more. */
-static void what_changed(kiln_analysis *a, kiln_an_site *s, kiln_text *t) {
+ * site has compiled three graphs or more (returned; NONE: none). */
+static kiln_diff_pattern what_changed(kiln_analysis *a, kiln_an_site *s, kiln_text *t) {
   int hist[KILN_AN_HISTORY];
   int n = site_history(s, hist);
-  if (n < 2) return;
+  if (n < 2) return KILN_DIFF_PATTERN_NONE;
   const kiln_graph *g = a->graphs[hist[n - 1] - 1].e->graph;
   int best = -1;
   double best_d = 0;
@@ -214,7 +263,7 @@ static void what_changed(kiln_analysis *a, kiln_an_site *s, kiln_text *t) {
     if (best < 0 || d <= best_d) best = k, best_d = d; /* ties: the most recent */
   }
   char *buf = malloc(KILN_AN_DIFF_CAP);
-  if (!buf) return;
+  if (!buf) return KILN_DIFF_PATTERN_NONE;
   buf[0] = 0;
   int nd = kiln_graphdiff_format(a->graphs[hist[best] - 1].e->graph, g, buf, KILN_AN_DIFF_CAP);
   kiln_text_printf(t, "  what changed since compile #%d at the same site (%d difference%s):\n", hist[best], nd,
@@ -230,7 +279,7 @@ static void what_changed(kiln_analysis *a, kiln_an_site *s, kiln_text *t) {
   }
   if (lines > shown) kiln_text_printf(t, "    ... %d more (KILN_SAVE_GRAPHS and `kiln graph diff` show all)\n", lines - shown);
   free(buf);
-  classify_site(a, hist, n, t, "  pattern: ", "  ");
+  return classify_site(a, s, t, "  pattern: ", "  ");
 }
 
 static void graph_line(kiln_text *t, const kiln_cache_entry *e) {
@@ -238,6 +287,61 @@ static void graph_line(kiln_text *t, const kiln_cache_entry *e) {
   kiln_text_printf(t, "  graph %016" PRIx64 ": %d node%s, %d input%s, %d output%s\n", e->key, g->n_nodes,
                    g->n_nodes == 1 ? "" : "s", g->n_inputs, g->n_inputs == 1 ? "" : "s", g->n_outputs,
                    g->n_outputs == 1 ? "" : "s");
+}
+
+/* The full record of a compile: the cause, the graph, its memory and
+ * compile time, and what changed since the site's closest earlier graph. */
+static kiln_diff_pattern compile_record(kiln_analysis *a, kiln_an_site *s, const kiln_cut_cause *cause,
+                                        const kiln_cache_entry *e, kiln_text *t) {
+  char cs[256], b1[32], b2[32], b3[32], b4[32], b5[32];
+  kiln_text_printf(t, "kiln: compile #%d (step %" PRIu64 "%s%s%s) cause: %s\n", e->compile_no, e->compile_step,
+                   e->tag[0] ? ", tag \"" : "", e->tag, e->tag[0] ? "\"" : "", kiln_cut_cause_str(cause, cs, sizeof cs));
+  graph_line(t, e);
+  const kiln_exec_info *in = &e->info;
+  kiln_text_printf(t, "  memory: inputs %s, outputs %s, aliased %s, intermediates %s, generated code %s\n",
+                   kiln_fmt_bytes((double)in->input_bytes, b1, sizeof b1),
+                   kiln_fmt_bytes((double)in->output_bytes, b2, sizeof b2),
+                   kiln_fmt_bytes((double)in->aliased_bytes, b3, sizeof b3),
+                   kiln_fmt_bytes((double)in->scratch_bytes, b4, sizeof b4),
+                   kiln_fmt_bytes((double)in->code_bytes, b5, sizeof b5));
+  kiln_text_printf(t, "  compile time %s (codegen %s, cc %s, load %s)%s\n",
+                   kiln_fmt_duration(in->compile_ns, b1, sizeof b1), kiln_fmt_duration(in->codegen_ns, b2, sizeof b2),
+                   kiln_fmt_duration(in->cc_ns, b3, sizeof b3), kiln_fmt_duration(in->load_ns, b4, sizeof b4),
+                   in->from_disk_cache ? ", loaded from the disk cache" : "");
+  return s ? what_changed(a, s, t) : KILN_DIFF_PATTERN_NONE;
+}
+
+/* KILN_DEBUG=1 says each cause once. A call site's compiles are printed in
+ * full (what changed, the pattern) until a pattern is named (a growing
+ * tensor, a varying input) or KILN_AN_FULL_RECORDS were printed; after
+ * that a compile prints one line when it names a pattern not named before
+ * at the site, and the first one that prints nothing says that the rest are
+ * counted (the exit summary has the counts). KILN_DEBUG=2 prints every
+ * compile in full. */
+static void compile_report(kiln_analysis *a, kiln_an_site *s, const kiln_cut_cause *cause, const kiln_cache_entry *e,
+                           kiln_text *t) {
+  const unsigned named = 1u << KILN_DIFF_PATTERN_GROWING | 1u << KILN_DIFF_PATTERN_VARYING_INPUT;
+  if (a->level >= 2 || !s || (!(s->patterns & named) && s->printed < KILN_AN_FULL_RECORDS)) {
+    kiln_diff_pattern p = compile_record(a, s, cause, e, t);
+    if (s) s->printed++, s->patterns |= 1u << p;
+    return;
+  }
+  kiln_text pt = {0};
+  kiln_diff_pattern p = classify_site(a, s, &pt, "  pattern: ", "  ");
+  char cs[256];
+  if (!(s->patterns & 1u << p) && pt.len) {
+    kiln_text_printf(t, "kiln: compile #%d (step %" PRIu64 ") cause: %s (graph %d at this call site)\n%s",
+                     e->compile_no, e->compile_step, kiln_cut_cause_str(cause, cs, sizeof cs), s->n,
+                     kiln_text_str(&pt));
+    s->printed++;
+    s->patterns |= 1u << p;
+  } else if (!s->noted) {
+    kiln_text_printf(t, "kiln: compile #%d (step %" PRIu64 ") at %s:%d and the further compiles there are counted, "
+                        "not printed: the summary at exit has the count; KILN_DEBUG=2 prints each\n",
+                     e->compile_no, e->compile_step, kiln_fmt_file(s->file), s->line);
+    s->noted = 1;
+  }
+  kiln_text_free(&pt);
 }
 
 void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e) {
@@ -257,27 +361,14 @@ void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
   if (e->compile_no != a->n_graphs + 1) goto out;
   a->graphs[a->n_graphs++] = (kiln_an_graph){e, *cause};
   kiln_an_site *s = site_get(a, cause->loc);
-  if (s) s->recent[s->n++ % KILN_AN_HISTORY] = e->compile_no;
+  if (s && site_add(s, e->compile_no)) s = NULL;
   if (a->level < 1) goto out;
   kiln_text t = {0};
-  char cs[256], b1[32], b2[32], b3[32], b4[32], b5[32];
-  kiln_text_printf(&t, "kiln: compile #%d (step %" PRIu64 "%s%s%s) cause: %s\n", e->compile_no, e->compile_step,
-                   e->tag[0] ? ", tag \"" : "", e->tag, e->tag[0] ? "\"" : "", kiln_cut_cause_str(cause, cs, sizeof cs));
-  graph_line(&t, e);
-  const kiln_exec_info *in = &e->info;
-  kiln_text_printf(&t, "  memory: inputs %s, outputs %s, aliased %s, intermediates %s, generated code %s\n",
-                   kiln_fmt_bytes((double)in->input_bytes, b1, sizeof b1),
-                   kiln_fmt_bytes((double)in->output_bytes, b2, sizeof b2),
-                   kiln_fmt_bytes((double)in->aliased_bytes, b3, sizeof b3),
-                   kiln_fmt_bytes((double)in->scratch_bytes, b4, sizeof b4),
-                   kiln_fmt_bytes((double)in->code_bytes, b5, sizeof b5));
-  kiln_text_printf(&t, "  compile time %s (codegen %s, cc %s, load %s)%s\n",
-                   kiln_fmt_duration(in->compile_ns, b1, sizeof b1), kiln_fmt_duration(in->codegen_ns, b2, sizeof b2),
-                   kiln_fmt_duration(in->cc_ns, b3, sizeof b3), kiln_fmt_duration(in->load_ns, b4, sizeof b4),
-                   in->from_disk_cache ? ", loaded from the disk cache" : "");
-  if (s) what_changed(a, s, &t);
-  fputs(kiln_text_str(&t), a->out);
-  fflush(a->out);
+  compile_report(a, s, cause, e, &t);
+  if (t.len) {
+    fputs(kiln_text_str(&t), a->out);
+    fflush(a->out);
+  }
   kiln_text_free(&t);
 out:
   pthread_mutex_unlock(&a->mu);
@@ -360,8 +451,45 @@ void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt) {
 
 /* ── kiln_explain ── */
 
-static void explain_build(kiln_analysis *a, kiln_runtime *rt, kiln_text *t) {
-  char b1[32], b2[32], b3[32], cs[256];
+/* The table of graphs; brief (KILN_DEBUG=1's exit summary): the first
+ * KILN_AN_BRIEF_ROWS rows, then how many more. */
+static void explain_graphs(const kiln_analysis *a, kiln_text *t, int brief) {
+  char b1[32], cs[256];
+  if (!a->n_graphs) return;
+  kiln_text_printf(t, "graphs:\n  %5s %6s %-12s %7s %6s %7s %10s %10s  %s\n", "#", "step", "tag", "nodes", "inputs",
+                   "outputs", "executions", "compile", "cause");
+  int rows = brief && a->n_graphs > KILN_AN_BRIEF_ROWS + 1 ? KILN_AN_BRIEF_ROWS : a->n_graphs;
+  for (int i = 0; i < rows; i++) {
+    const kiln_cache_entry *e = a->graphs[i].e;
+    kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s\n", e->compile_no,
+                     e->compile_step, e->tag[0] ? e->tag : "-", e->graph->n_nodes, e->graph->n_inputs,
+                     e->graph->n_outputs, e->execs, kiln_fmt_duration(e->info.compile_ns, b1, sizeof b1),
+                     kiln_cut_cause_str(&a->graphs[i].cause, cs, sizeof cs));
+  }
+  if (rows < a->n_graphs)
+    kiln_text_printf(t, "  ... %d more graphs (by call site below; kiln_explain() and KILN_DEBUG=2 list every one)\n",
+                     a->n_graphs - rows);
+}
+
+/* Sites that compiled several graphs: how many, why, and what to do. */
+static void explain_sites(kiln_analysis *a, kiln_text *t) {
+  int header = 0;
+  for (int i = 0; i < a->n_sites; i++) {
+    kiln_an_site *s = &a->sites[i];
+    if (s->n < 2) continue;
+    if (!header) kiln_text_printf(t, "call sites that compiled more than one graph:\n");
+    header = 1;
+    kiln_text_printf(t, "  %s:%d: %d graphs", kiln_fmt_file(s->file), s->line, s->n);
+    if (a->level == 1 && s->printed < s->n)
+      kiln_text_printf(t, " (KILN_DEBUG=1 printed %d of these compiles, counted %d more; KILN_DEBUG=2 prints each)",
+                       s->printed, s->n - s->printed);
+    kiln_text_printf(t, "\n");
+    classify_site(a, s, t, "    ", "    ");
+  }
+}
+
+static void explain_build(kiln_analysis *a, kiln_runtime *rt, kiln_text *t, int brief) {
+  char b1[32], b2[32], b3[32];
   int64_t steps = (int64_t)kiln_runtime_steps(rt);
   int64_t execs = 0, from_disk = 0;
   uint64_t hits = 0;
@@ -396,40 +524,19 @@ static void explain_build(kiln_analysis *a, kiln_runtime *rt, kiln_text *t) {
   if (kiln_metric_data("ExecuteTime", &ex) == 0 && ex.count)
     kiln_text_printf(t, "  device time per execution: %s median (%" PRId64 " executions)\n",
                      kiln_fmt_duration(ex.p50, b3, sizeof b3), ex.count);
-  if (a->n_graphs) {
-    kiln_text_printf(t, "graphs:\n  %5s %6s %-12s %7s %6s %7s %10s %10s  %s\n", "#", "step", "tag", "nodes", "inputs",
-                     "outputs", "executions", "compile", "cause");
-    for (int i = 0; i < a->n_graphs; i++) {
-      const kiln_cache_entry *e = a->graphs[i].e;
-      kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s\n", e->compile_no,
-                       e->compile_step, e->tag[0] ? e->tag : "-", e->graph->n_nodes, e->graph->n_inputs,
-                       e->graph->n_outputs, e->execs, kiln_fmt_duration(e->info.compile_ns, b1, sizeof b1),
-                       kiln_cut_cause_str(&a->graphs[i].cause, cs, sizeof cs));
-    }
-  }
+  explain_graphs(a, t, brief);
   kiln_text lines = {0};
   kiln_sites_format(&lines, ~0u, "  ");
   if (lines.len) kiln_text_printf(t, "graph cuts and device-to-host reads by source line:\n%s", kiln_text_str(&lines));
   kiln_text_free(&lines);
-  /* Sites that compiled several graphs: why, and what to do. */
-  int header = 0;
-  for (int i = 0; i < a->n_sites; i++) {
-    kiln_an_site *s = &a->sites[i];
-    if (s->n < 2) continue;
-    int hist[KILN_AN_HISTORY];
-    int n = site_history(s, hist);
-    if (!header) kiln_text_printf(t, "call sites that compiled more than one graph:\n");
-    header = 1;
-    kiln_text_printf(t, "  %s:%d: %d graphs\n", kiln_fmt_file(s->file), s->line, s->n);
-    classify_site(a, hist, n, t, "    ", "    ");
-  }
+  explain_sites(a, t);
 }
 
-const char *kiln_analysis_explain(kiln_analysis *a, kiln_runtime *rt) {
+static const char *explain_text(kiln_analysis *a, kiln_runtime *rt, int brief) {
   if (!a) return "";
   kiln_text t = {0};
   pthread_mutex_lock(&a->mu);
-  explain_build(a, rt, &t);
+  explain_build(a, rt, &t, brief);
   free(a->explain);
   a->explain = t.failed ? (kiln_text_free(&t), NULL) : kiln_text_take(&t);
   const char *r = a->explain ? a->explain : "";
@@ -437,10 +544,12 @@ const char *kiln_analysis_explain(kiln_analysis *a, kiln_runtime *rt) {
   return r;
 }
 
+const char *kiln_analysis_explain(kiln_analysis *a, kiln_runtime *rt) { return explain_text(a, rt, 0); }
+
 void kiln_analysis_exit_summary(kiln_analysis *a, kiln_runtime *rt) {
   if (!a || a->level < 1 || a->summary_done) return;
   a->summary_done = 1;
-  const char *s = kiln_analysis_explain(a, rt);
+  const char *s = explain_text(a, rt, a->level == 1);
   pthread_mutex_lock(&a->mu);
   fprintf(a->out, "kiln: summary\n%s", s);
   fflush(a->out);

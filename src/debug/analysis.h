@@ -24,8 +24,12 @@ void kiln_analysis_destroy(kiln_analysis *a, kiln_runtime *rt);
 int kiln_analysis_level(const kiln_analysis *a);
 
 /* A graph was compiled for cause (e is in the cache, numbered and tagged):
- * record it in the site history; at KILN_DEBUG >= 1 print its record and
- * what changed since the closest earlier graph of the same site. */
+ * record it in the site history (every compile number of the site). At
+ * KILN_DEBUG 2 print its record and what changed since the closest earlier
+ * graph of the same site; at KILN_DEBUG 1 each cause once: the site's
+ * records until its pattern is named (or 4 were printed), then one line per
+ * pattern not printed before and one note that the rest are counted (the
+ * exit summary has the counts). */
 void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e);
 /* A cut finished: host_ns from the cut's start to the enqueue (or to the
  * end of the compile for explicit compiles); hit = found in the cache;
@@ -40,7 +44,8 @@ void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt);
 /* kiln_explain's text (owned by a, valid until the next call). */
 const char *kiln_analysis_explain(kiln_analysis *a, kiln_runtime *rt);
 /* Print the summary now if KILN_DEBUG >= 1 and it was not printed yet (at
- * process exit while the runtime lives). */
+ * process exit while the runtime lives): kiln_explain's text, its graph
+ * table cut at 10 rows at KILN_DEBUG 1. */
 void kiln_analysis_exit_summary(kiln_analysis *a, kiln_runtime *rt);
 
 #endif

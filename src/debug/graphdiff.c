@@ -359,7 +359,7 @@ static void explain_growing(const kiln_gnode *node, int d, const int64_t *v, int
                       "preallocate a fixed-size buffer.");
 }
 
-static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int n, kiln_text *b) {
+static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int n, int n_site, kiln_text *b) {
   char name[400];
   fmt_node(node, name, sizeof name);
   int64_t *sorted = malloc(sizeof *sorted * (size_t)n), *vals = malloc(sizeof *vals * (size_t)n),
@@ -380,10 +380,14 @@ static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int
       cnts[nd++] = 1;
     }
   }
-  kiln_text_printf(b, "varying input: dim %d of %s takes %d sizes over %d compiles (", d, name, nd, n);
+  if (n_site > n)
+    kiln_text_printf(b, "varying input: dim %d of %s takes %d sizes over the last %d of the site's %d compiles (", d,
+                     name, nd, n, n_site);
+  else
+    kiln_text_printf(b, "varying input: dim %d of %s takes %d sizes over %d compiles (", d, name, nd, n);
   for (int k = 0; k < nd; k++) {
-    if (k == 16) {
-      kiln_text_printf(b, ", ... %d more", nd - k);
+    if (k == KILN_DIFF_LIST_MAX) {
+      kiln_text_printf(b, ", ... %d more of the %d sizes", nd - k, nd);
       break;
     }
     kiln_text_printf(b, k ? ", %" PRId64 : "%" PRId64, vals[k]);
@@ -404,7 +408,63 @@ static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int
   free(sorted), free(vals), free(cnts);
 }
 
+/* back[k][j]: the node of history[k-1] aligned with node j of history[k]
+ * (-1: none). Whether an input of history[k] changed its shape (or is new). */
+static int input_changed(const kiln_graph *const *history, int32_t *const *back, int k, int32_t j) {
+  int32_t pj = back[k][j];
+  return pj < 0 || !shape_equal(&history[k - 1]->nodes[pj], &history[k]->nodes[j]);
+}
+
+/* 1 when every graph's inputs are those of the graph before (in shape). */
+static int inputs_steady(const kiln_graph *const *history, int n, int32_t *const *back) {
+  for (int k = 1; k < n; k++)
+    for (int32_t i = 0; i < history[k]->n_inputs; i++)
+      if (input_changed(history, back, k, history[k]->input_node[i])) return 0;
+  return 1;
+}
+
+/* 1 when, from each graph to the next, an input changed its shape to that
+ * of an output of the graph before: a tensor the program keeps and feeds
+ * back (acc = concat(acc, piece) each step). A size that comes from the host
+ * (a from_host batch whose size changes, even steadily) has no such link. */
+static int fed_back(const kiln_graph *const *history, int n, int32_t *const *back) {
+  for (int k = 1; k < n; k++) {
+    const kiln_graph *g = history[k], *prev = history[k - 1];
+    int found = 0;
+    for (int32_t i = 0; i < g->n_inputs && !found; i++) {
+      const kiln_gnode *x = &g->nodes[g->input_node[i]];
+      if (!input_changed(history, back, k, g->input_node[i])) continue;
+      for (int32_t o = 0; o < prev->n_outputs && !found; o++) {
+        const kiln_gnode *y = &prev->nodes[prev->output_node[o]];
+        found = y->dtype == x->dtype && shape_equal(x, y);
+      }
+    }
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+/* OTHER: the first difference of the last two graphs. */
+static void explain_other(const kiln_graph *prev, const kiln_graph *last, kiln_text *b) {
+  char diff[512] = "";
+  kiln_diff_stats st;
+  kiln_graphdiff_format_stats(prev, last, diff, sizeof diff, &st);
+  char *nl = strchr(diff, '\n');
+  if (nl) *nl = 0;
+  const char *first = diff;
+  while (*first == ' ') first++;
+  kiln_text_printf(b,
+                   "the graph changed in another way (%d difference%s between the last two graphs; first: %s). "
+                   "Make the traced program the same at every step: no data-dependent control flow or shapes.",
+                   st.total, st.total == 1 ? "" : "s", *first ? first : "?");
+}
+
 kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int n, char *out, size_t cap) {
+  return kiln_graphdiff_classify_site(history, n, n, out, cap);
+}
+
+kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history, int n, int n_site, char *out,
+                                               size_t cap) {
   kiln_text b = kiln_text_on(out, cap);
   if (n < 2 || !history) {
     kiln_text_printf(&b, "no recompilation: fewer than two graphs to compare.");
@@ -430,10 +490,15 @@ kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int 
     free(ma);
   }
   kiln_diff_pattern pat = KILN_DIFF_PATTERN_OTHER;
-  /* pass 0: growth of a computed node (n >= 3); pass 1: growth of an input;
+  /* A steady growth is a growing tensor when the program makes it so: the
+   * grown tensor is fed back (kept and extended), or no input changed (a
+   * shape computed from the step count). Growth driven by an input that
+   * changes on its own is a varying input, however regular its sizes. */
+  int may_grow = n >= 3 && ok && (inputs_steady(history, n, back) || fed_back(history, n, back));
+  /* pass 0: growth of a computed node; pass 1: growth of an input;
    * pass 2: a varying input dimension */
   for (int pass = 0; pass < 3 && ok && pat == KILN_DIFF_PATTERN_OTHER; pass++) {
-    if (pass < 2 && n < 3) continue;
+    if (pass < 2 && !may_grow) continue;
     for (int32_t j = 0; j < last->n_nodes && pat == KILN_DIFF_PATTERN_OTHER; j++) {
       const kiln_gnode *node = &last->nodes[j];
       int is_input = node->op == KILN_OP_LEAF || node->op == KILN_OP_SCALAR;
@@ -459,25 +524,13 @@ kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int 
           explain_growing(node, d, vals, n, &b);
           pat = KILN_DIFF_PATTERN_GROWING;
         } else if (pass == 2 && varies) {
-          explain_varying(node, d, vals, n, &b);
+          explain_varying(node, d, vals, n, n_site < n ? n : n_site, &b);
           pat = KILN_DIFF_PATTERN_VARYING_INPUT;
         }
       }
     }
   }
-  if (pat == KILN_DIFF_PATTERN_OTHER) {
-    char diff[512] = "";
-    kiln_diff_stats st;
-    kiln_graphdiff_format_stats(history[n - 2], last, diff, sizeof diff, &st);
-    char *nl = strchr(diff, '\n');
-    if (nl) *nl = 0;
-    const char *first = diff;
-    while (*first == ' ') first++;
-    kiln_text_printf(&b,
-                     "the graph changed in another way (%d difference%s between the last two graphs; first: %s). "
-                     "Make the traced program the same at every step: no data-dependent control flow or shapes.",
-                     st.total, st.total == 1 ? "" : "s", *first ? first : "?");
-  }
+  if (pat == KILN_DIFF_PATTERN_OTHER) explain_other(history[n - 2], last, &b);
   for (int k = 0; back && k < n; k++) free(back[k]);
   free(back);
   free(chain);

@@ -72,18 +72,34 @@ char *kiln_graphdiff_summary(const kiln_diff_stats *s, char *out, size_t cap);
  * n >= 2) and write a one-paragraph explanation into out (NUL-terminated,
  * truncated at cap):
  *   GROWING        some aligned non-input node (an input when none) has a
- *                  dimension that increases strictly at every compile; needs
- *                  n >= 3 (two increases) so that one larger batch is not
- *                  mistaken for growth;
+ *                  dimension that increases by the same step at every
+ *                  compile, and the program makes it grow: from each graph
+ *                  to the next an input changed to the shape of an output of
+ *                  the graph before (a kept tensor fed back and extended), or
+ *                  no input changed at all (a shape computed from the step
+ *                  count); needs n >= 3 (two increases) so that one larger
+ *                  batch is not mistaken for growth;
  *   VARYING_INPUT  otherwise, a graph input's dimension takes differing
- *                  values (listed sorted with counts, with a bucket
- *                  suggestion from kiln_bucket_advise);
+ *                  values (listed sorted with counts, the first
+ *                  KILN_DIFF_LIST_MAX of them, with a bucket suggestion from
+ *                  kiln_bucket_advise): a size that comes from outside, such
+ *                  as a sweep of batch sizes, even a steady one;
  *   OTHER          the graphs differ in another way (the first difference
  *                  of the last two graphs is quoted);
  *   NONE           all graphs are structurally equal, or n < 2.
  * The explanation names the node, its file:line, the dimension and the
  * values, and the suggested fix. */
 kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int n, char *out, size_t cap);
+
+/* The same for the most recent n graphs of a call site that compiled n_site
+ * graphs in all (n_site >= n): a varying input then says "over the last n of
+ * the site's n_site compiles", so that a window is never read as the whole. */
+kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history, int n, int n_site, char *out,
+                                               size_t cap);
+
+/* How many distinct sizes a varying-input explanation lists before "... N
+ * more of the M sizes". */
+#define KILN_DIFF_LIST_MAX 32
 
 /* "none", "growing", "varying_input", "other". */
 const char *kiln_diff_pattern_name(kiln_diff_pattern p);

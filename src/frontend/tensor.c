@@ -86,6 +86,14 @@ kiln_tslot *kiln_fe_slot(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: the null tensor was passed", op);
     return NULL;
   }
+  if (t.gen < fe->gen_base) { /* every slot of this frontend starts at gen_base */
+    kiln_error(KILN_ERR_STALE_HANDLE, loc,
+               "%s: tensor handle {%u,%u} is stale: it was made before kiln_shutdown(), which released every "
+               "tensor (kept ones and parameters included); a handle from before it is never valid again: make "
+               "the tensor again after kiln_init()",
+               op, t.index, t.gen);
+    return NULL;
+  }
   if (t.index >= fe->n_slots || !fe->slots[t.index].live || fe->slots[t.index].gen != t.gen) {
     kiln_error(KILN_ERR_STALE_HANDLE, loc,
                "%s: tensor handle {%u,%u} is stale (released at a step marker or by kiln_release; "

@@ -1,5 +1,6 @@
 /* Linear, Embedding and LayerNorm. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/status.h"
@@ -7,7 +8,46 @@
 
 static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
 
+static const char *shape_str(kiln_tensor t, char *buf, size_t cap) {
+  int r = kiln_rank(t), o = snprintf(buf, cap, "[");
+  for (int i = 0; i < r && o > 0 && (size_t)o < cap; i++)
+    o += snprintf(buf + o, cap - (size_t)o, i ? ",%lld" : "%lld", (long long)kiln_dim(t, i));
+  if (o > 0 && (size_t)o < cap) snprintf(buf + o, cap - (size_t)o, "]");
+  return buf;
+}
+
+/* The shapes as the user passed them: x [..., in], weight [out, in], bias
+ * [out]. Checked here so that a mistake names linear and those shapes, not
+ * the matmul of a transposed weight the user never wrote. 1 and *err (a
+ * poisoned tensor) when they do not fit; 0 when they do, or when an operand
+ * is already invalid (the ops below report that). */
+static int linear_shapes_bad(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc, kiln_tensor *err) {
+  int rx = kiln_rank(x), rw = kiln_rank(w), rb = is_null(b) ? 1 : kiln_rank(b);
+  if (rx < 0 || rw < 0 || rb < 0) return 0;
+  char sx[160], sw[160], sb[160];
+  shape_str(x, sx, sizeof sx);
+  shape_str(w, sw, sizeof sw);
+  int64_t in = rx ? kiln_dim(x, -1) : -1;
+  if (rx == 0 || rw != 2 || kiln_dim(w, 1) != in) {
+    const char *hint = rx == 0 ? "the input must have at least one dimension (its last is in_features)"
+                       : rw != 2 ? "the weight must be a matrix [out_features, in_features]"
+                       : kiln_dim(w, 0) == in ? "the weight looks transposed: pass it as [out_features, in_features]"
+                                              : "the weight's last dimension must equal the input's last dimension";
+    *err = kiln_nn_fail(loc, "linear: input %s and weight %s do not fit: expected weight [out_features, %lld]; %s", sx, sw,
+                 (long long)in, hint);
+    return 1;
+  }
+  if (!is_null(b) && (rb != 1 || kiln_dim(b, 0) != kiln_dim(w, 0))) {
+    *err = kiln_nn_fail(loc, "linear: bias %s does not fit weight %s: expected bias [%lld] (out_features)",
+                 shape_str(b, sb, sizeof sb), sw, (long long)kiln_dim(w, 0));
+    return 1;
+  }
+  return 0;
+}
+
 kiln_tensor kiln_linear_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc) {
+  kiln_tensor err;
+  if (linear_shapes_bad(x, w, b, loc, &err)) return err;
   /* x Wᵀ: matmul broadcasts W over x's batch dims. */
   kiln_tensor y = kiln_matmul_at(x, kiln_transpose_at(w, 0, 1, loc), loc);
   return is_null(b) ? y : kiln_add_at(y, b, loc);

@@ -2,8 +2,16 @@
  * through the public API (models, autograd, AdamW, the asynchronous loader),
  * check the test accuracy and kiln's own counters (one compile for the
  * step, one execution per step), then save a checkpoint and check that a
- * fresh model loaded from it predicts exactly the same. */
+ * fresh model loaded from it predicts exactly the same.
+ *
+ * The `kiln train` command line: every bad flag value is named with the
+ * flag and the value, and an unusable output path (checkpoint, logdir) is
+ * refused before kiln starts, with no kiln source path in any message. */
+#define _GNU_SOURCE
 #include <kiln/kiln.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kt.h"
@@ -115,4 +123,104 @@ KT_TEST(mlp_trains_and_checkpoints) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(mlp_trains_and_checkpoints))
+/* ── the `kiln train` command line ── */
+
+static char g_kiln[4096]; /* <build>/bin/kiln */
+
+static void find_kiln(void) {
+  if (g_kiln[0]) return;
+  ssize_t n = readlink("/proc/self/exe", g_kiln, sizeof g_kiln - 1);
+  g_kiln[n > 0 ? n : 0] = 0;
+  for (int i = 0; i < 2; i++) { /* <build>/bin/tests/test_train -> <build>/bin */
+    char *s = strrchr(g_kiln, '/');
+    if (s) *s = 0;
+  }
+  strncat(g_kiln, "/kiln", sizeof g_kiln - strlen(g_kiln) - 1);
+}
+
+/* `kiln train ARGS` with stdout+stderr into out; returns the exit status. */
+static int run_train(const char *args, char *out, size_t cap) {
+  find_kiln();
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' train %s 2>&1", g_kiln, args);
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+KT_TEST(cli_bad_values_name_their_flag) {
+  static const struct {
+    const char *args, *want;
+  } cases[] = {
+      {"--batch -3", "kiln train: --batch: expected an integer from 1 to 65536, got '-3'\n"},
+      {"--batch 70000", "kiln train: --batch: expected an integer from 1 to 65536, got '70000'\n"},
+      {"--batch 12x", "kiln train: --batch: expected an integer from 1 to 65536, got '12x'\n"},
+      {"--epochs 0", "kiln train: --epochs: expected a positive integer, got '0'\n"},
+      {"--eval-every ''", "kiln train: --eval-every: expected a positive integer, got ''\n"},
+      {"--max-steps -5", "kiln train: --max-steps: expected a positive integer, got '-5'\n"},
+      {"--lr 0", "kiln train: --lr: expected a positive number, got '0'\n"},
+      {"--lr fast", "kiln train: --lr: expected a positive number, got 'fast'\n"},
+      {"--lr inf", "kiln train: --lr: expected a positive number, got 'inf'\n"},
+      {"--weight-decay -0.1", "kiln train: --weight-decay: expected a non-negative number, got '-0.1'\n"},
+      {"--seed -1", "kiln train: --seed: expected a non-negative integer, got '-1'\n"},
+      {"--optim adam", "kiln train: --optim: expected adamw or sgd, got 'adam'\n"},
+      {"--model resnet", "kiln train: --model: expected mlp, cnn or transformer, got 'resnet'\n"},
+      {"--batch", "kiln train: --batch needs a value\n"},
+  };
+  char out[16384];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int rc = run_train(cases[i].args, out, sizeof out);
+    KT_CHECK_MSG(rc == 2, "kiln train %s: exit %d", cases[i].args, rc);
+    KT_CHECK_MSG(strcmp(out, cases[i].want) == 0, "kiln train %s:\n got: %s want: %s", cases[i].args, out,
+                 cases[i].want);
+  }
+  KT_EQ_INT(run_train("--frob 1", out, sizeof out), 2);
+  KT_CHECK_MSG(strncmp(out, "kiln train: unknown option '--frob'\n\nusage: kiln train", 52) == 0, "got: %s", out);
+  KT_EQ_INT(run_train("--help", out, sizeof out), 0);
+  KT_STR_CONTAINS(out, "usage: kiln train");
+}
+
+KT_TEST(cli_outputs_are_checked_before_training) {
+  char out[16384], dir[] = "/tmp/kiln-e2e-cli-XXXXXX", args[512];
+  KT_CHECK(mkdtemp(dir) != NULL);
+  /* a checkpoint in a directory that does not exist: refused at once, before
+   * kiln starts (no "kiln train: model ..." line, no step) */
+  snprintf(args, sizeof args, "--max-steps 1 --checkpoint %s/missing/model.safetensors", dir);
+  KT_EQ_INT(run_train(args, out, sizeof out), 1);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "kiln train: --checkpoint: cannot write '%s/missing/model.safetensors': the directory '%s/missing' does "
+           "not exist\n",
+           dir, dir);
+  KT_CHECK_MSG(strcmp(out, want) == 0, "got: %s", out);
+  /* a checkpoint path that is a directory */
+  snprintf(args, sizeof args, "--max-steps 1 --checkpoint %s", dir);
+  KT_EQ_INT(run_train(args, out, sizeof out), 1);
+  KT_STR_CONTAINS(out, "it is a directory; give a file name");
+  /* a logdir below a regular file */
+  char file[128];
+  snprintf(file, sizeof file, "%s/plain", dir);
+  FILE *f = fopen(file, "w");
+  KT_CHECK(f != NULL);
+  if (f) fclose(f);
+  snprintf(args, sizeof args, "--max-steps 1 --checkpoint %s/ok.safetensors --logdir %s/tb", dir, file);
+  KT_EQ_INT(run_train(args, out, sizeof out), 1);
+  snprintf(want, sizeof want, "kiln train: --logdir: cannot write to '%s/tb': '%s' is not a directory\n", file, file);
+  KT_CHECK_MSG(strcmp(out, want) == 0, "got: %s", out);
+  /* a bad --data directory: reported with the directory, not kiln's source */
+  snprintf(args, sizeof args, "--max-steps 1 --checkpoint %s/ok.safetensors --data %s/nodata", dir, dir);
+  KT_EQ_INT(run_train(args, out, sizeof out), 1);
+  snprintf(want, sizeof want, "kiln train: cannot load Fashion-MNIST from --data %s/nodata: IDX file %s/nodata/", dir,
+           dir);
+  KT_CHECK_MSG(strncmp(out, want, strlen(want)) == 0, "got: %s", out);
+  KT_CHECK_MSG(strstr(out, "train.c") == NULL && strstr(out, "tools/") == NULL, "kiln's own source in: %s", out);
+  KT_CHECK(access(file, F_OK) == 0 && access(dir, F_OK) == 0);
+  unlink(file);
+  rmdir(dir);
+}
+
+KT_MAIN(KT_CASE(cli_bad_values_name_their_flag), KT_CASE(cli_outputs_are_checked_before_training),
+        KT_CASE(mlp_trains_and_checkpoints))

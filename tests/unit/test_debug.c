@@ -215,9 +215,10 @@ KT_TEST(debug_what_changed_growing) {
   free(out);
 }
 
-/* An input dimension that varies: the values seen and suggested buckets. */
+/* An input dimension that varies: the values seen and suggested buckets
+ * (level 2: a full record at every compile). */
 KT_TEST(debug_varying_input_buckets) {
-  start(1);
+  start(2);
     /* new lengths arrive out of order: not a growing tensor */
   static const int64_t lens[] = {112, 87, 112, 250, 87, 130, 87};
   int line = 0;
@@ -239,6 +240,90 @@ KT_TEST(debug_varying_input_buckets) {
   KT_STR_CONTAINS(out, "dim 0: 87 x2, 112 x2, 130 x1, 250 x1; suggested buckets: ");
   free(out);
   KT_STR_CONTAINS(kiln_explain(), "dim 0: 87 x3, 112 x2, 130 x1, 250 x1; suggested buckets: ");
+}
+
+static int lines_of(const char *s) { return count_of(s, "\n"); }
+
+/* The 60-step loop of the level tests: a batch whose size changes every
+ * step (1, 2, ..., 60 rows from the host), summed into a kept total: one
+ * new graph per step at the step marker. Returns the marker's line; the
+ * total is checked against the host's sum. */
+static int sweep_60_steps(void) {
+  kiln_tensor total = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
+  kiln_mark_step(); /* the total's zeros: a graph of its own line */
+  int mark_line = 0;
+  double want = 0;
+  for (int step = 0; step < 60; step++) {
+    kiln_tensor x = vec(0.5f, step + 1); /* 0.5, 1.5, ... */
+    for (int i = 0; i <= step; i++) want += 2.0 * (0.5 + i);
+    kiln_assign(total, kiln_add(total, kiln_sum(kiln_mul_c(x, 2.0), 0, NULL, 0)));
+    kiln_mark_step(); mark_line = __LINE__;
+  }
+  KT_NEAR(kiln_item_f64(total), want, 1e-6 * want);
+  kiln_release(total);
+  kiln_wait();
+  return mark_line;
+}
+
+/* KILN_DEBUG=1 says each cause once: the site's first graph and first
+ * recompile in full, the pattern once, a note that the rest are counted, and
+ * the count in the summary; KILN_DEBUG=2 prints every compile and every
+ * execution. The pattern is a varying input (a sweep of sizes from the
+ * host, not a growing tensor), and the sizes reported are all 60. */
+KT_TEST(debug_level_1_says_each_cause_once) {
+  start(1);
+  int mark = sweep_60_steps();
+  KT_EQ_INT(kiln_counter_value("UncachedCompile"), 61); /* the total's zeros, then one per step */
+  kiln_site_stats st;
+  KT_EQ_INT(kiln_site_find(__FILE__, mark, KILN_SITE_CUT_STEP_MARKER, &st), 0);
+  KT_EQ_INT(st.compiles, 60);
+  char *out = debug_output();
+  char want[320];
+  snprintf(want, sizeof want, "cause: step marker at test_debug.c:%d", mark);
+  KT_EQ_INT(count_of(out, want), 3); /* compiles #2, #3 and #4 (which names the pattern) in full */
+  KT_EQ_INT(count_of(out, "  memory: inputs "), 4); /* full records: the zeros' graph, #2, #3, #4 */
+  snprintf(want, sizeof want,
+           "kiln: compile #4 (step 3) cause: step marker at test_debug.c:%d\n", mark);
+  KT_STR_CONTAINS(out, want);
+  KT_STR_CONTAINS(out, "  pattern: varying input: dim 0 of input 1 (leaf) at test_debug.c:");
+  KT_STR_CONTAINS(out, "takes 3 sizes over 3 compiles (1, 2, 3)");
+  snprintf(want, sizeof want,
+           "kiln: compile #5 (step 4) at test_debug.c:%d and the further compiles there are counted, not printed: "
+           "the summary at exit has the count; KILN_DEBUG=2 prints each\n", mark);
+  KT_STR_CONTAINS(out, want);
+  KT_EQ_INT(count_of(out, "kiln: execute "), 0);
+  kiln_shutdown(); /* prints the summary */
+  free(out);
+  out = debug_output();
+  snprintf(want, sizeof want,
+           "  test_debug.c:%d: 60 graphs (KILN_DEBUG=1 printed 3 of these compiles, counted 57 more; KILN_DEBUG=2 "
+           "prints each)\n", mark);
+  KT_STR_CONTAINS(out, want);
+  /* every size of the site, not the last 16 */
+  KT_STR_CONTAINS(out, "takes 16 sizes over the last 16 of the site's 60 compiles (45, 46, ");
+  KT_STR_CONTAINS(out, "dim 0: 1 x1, 2 x1, 3 x1, ");
+  KT_STR_CONTAINS(out, ", 32 x1, ... 28 more of the 60 sizes; suggested buckets: ");
+  KT_STR_CONTAINS(out, "60 sizes from all 60 compiles at this site)\n");
+  fprintf(stderr, "  KILN_DEBUG=1: %d lines\n", lines_of(out));
+  KT_STR_CONTAINS(out, "  ... 51 more graphs (by call site below; kiln_explain() and KILN_DEBUG=2 list every one)\n");
+  KT_CHECK_MSG(strstr(out, "growing") == NULL, "a sweep of sizes called growing:\n%s", out);
+  int n1 = lines_of(out);
+  KT_CHECK_MSG(n1 <= 80, "KILN_DEBUG=1 printed %d lines for 60 steps:\n%s", n1, out);
+  free(out);
+
+  start(2);
+  mark = sweep_60_steps();
+  kiln_shutdown();
+  out = debug_output();
+  snprintf(want, sizeof want, "kiln: compile #61 (step 60) cause: step marker at test_debug.c:%d\n", mark);
+  KT_STR_CONTAINS(out, want);
+  KT_EQ_INT(count_of(out, "  memory: inputs "), 61);     /* every compile in full */
+  KT_EQ_INT(count_of(out, "kiln: execute graph "), 61); /* and every execution */
+  KT_CHECK(strstr(out, "counted, not printed") == NULL && strstr(out, "more graphs (by call site") == NULL);
+  int n2 = lines_of(out);
+  fprintf(stderr, "  KILN_DEBUG=2: %d lines\n", n2);
+  KT_CHECK_MSG(n2 > 10 * n1, "KILN_DEBUG=2: %d lines, KILN_DEBUG=1: %d", n2, n1);
+  free(out);
 }
 
 /* A cut inside a full-graph region is an error naming both lines; a read of
@@ -411,6 +496,6 @@ KT_TEST(graph_tags_and_explain) {
 }
 
 KT_MAIN(KT_CASE(per_line_reads), KT_CASE(debug_compile_record), KT_CASE(debug_execute_records),
-        KT_CASE(debug_too_frequent), KT_CASE(debug_what_changed_growing), KT_CASE(debug_varying_input_buckets),
+        KT_CASE(debug_too_frequent), KT_CASE(debug_what_changed_growing), KT_CASE(debug_varying_input_buckets), KT_CASE(debug_level_1_says_each_cause_once),
         KT_CASE(full_graph_region), KT_CASE(compile_and_discard), KT_CASE(warmup_training_step), KT_CASE(compile_named_tensors),
         KT_CASE(graph_tags_and_explain))

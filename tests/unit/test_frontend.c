@@ -76,6 +76,32 @@ KT_TEST(stale_handle_is_an_error_not_a_crash) {
   kiln_shutdown();
 }
 
+/* A handle kept across kiln_shutdown: the error names the shutdown, not a
+ * step marker or kiln_release, which the program never called on it. */
+KT_TEST(handle_from_before_shutdown_names_the_shutdown) {
+  start();
+  int64_t s[1] = {4};
+  kiln_tensor t = kiln_keep(kiln_zeros(KILN_F32, 1, s));
+  KT_CHECK(kiln_mark_step() == KILN_OK);
+  kiln_shutdown();
+  start();
+  kiln_clear_error();
+  KT_CHECK(!kiln_is_valid(kiln_add_c(t, 1.0)));
+  KT_EQ_INT(kiln_last_status(), KILN_ERR_STALE_HANDLE);
+  KT_STR_CONTAINS(kiln_last_error(), "add: tensor handle");
+  KT_STR_CONTAINS(kiln_last_error(), "is stale: it was made before kiln_shutdown()");
+  KT_CHECK(strstr(kiln_last_error(), "step marker") == NULL);
+  KT_STR_CONTAINS(kiln_last_error(), "test_frontend.c:");
+  /* a handle of this session released at a step marker still says so */
+  kiln_tensor u = kiln_zeros(KILN_F32, 1, s);
+  kiln_mark_step();
+  kiln_clear_error();
+  KT_CHECK(!kiln_is_valid(kiln_neg(u)));
+  KT_STR_CONTAINS(kiln_last_error(), "released at a step marker or by kiln_release");
+  kiln_clear_error();
+  kiln_shutdown();
+}
+
 KT_TEST(shape_error_names_op_shapes_and_line) {
   start();
   int64_t s1[2] = {2, 3}, s2[2] = {4, 5};
@@ -239,6 +265,7 @@ KT_TEST(parameter_update_is_donated) {
 }
 
 KT_MAIN(KT_CASE(parameter_update_is_donated), KT_CASE(lazy_add_and_read), KT_CASE(loop_compiles_once), KT_CASE(stale_handle_is_an_error_not_a_crash),
+        KT_CASE(handle_from_before_shutdown_names_the_shutdown),
         KT_CASE(shape_error_names_op_shapes_and_line), KT_CASE(value_read_executes_only_what_is_needed),
         KT_CASE(forced_hash_collision_runs_the_right_program), KT_CASE(aliasing_pattern_is_part_of_the_graph),
         KT_CASE(new_seed_never_recompiles), KT_CASE(async_pipeline_keeps_order), KT_CASE(many_temporaries_no_leak))

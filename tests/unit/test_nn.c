@@ -523,6 +523,30 @@ KT_TEST(bad_arguments_are_errors) {
   kiln_clear_error();
   KT_EQ_INT(kiln_linear_create(3, 4, true, 0, NULL), KILN_ERR_INVALID_ARGUMENT); /* no out parameter */
   kiln_clear_error();
+  /* a weight passed as [in, out]: linear and the shapes the user passed,
+   * not a matmul of a transposed weight */
+  const kiln_tensor no_bias = {0, 0};
+  int64_t x2[2] = {8, 3}, w2[2] = {3, 4}, wok[2] = {4, 3}, b1[1] = {5};
+  KT_CHECK(!kiln_is_valid(kiln_linear_apply(kiln_zeros(KILN_F32, 2, x2), kiln_zeros(KILN_F32, 2, w2), no_bias)));
+  KT_STR_CONTAINS(kiln_last_error(), "linear: input [8,3] and weight [3,4] do not fit: expected weight "
+                                     "[out_features, 3]; the weight looks transposed: pass it as [out_features, "
+                                     "in_features]");
+  KT_STR_CONTAINS(kiln_last_error(), "test_nn.c:");
+  KT_CHECK(strstr(kiln_last_error(), "matmul") == NULL);
+  kiln_clear_error();
+  int64_t w3[2] = {4, 5};
+  KT_CHECK(!kiln_is_valid(kiln_linear_apply(kiln_zeros(KILN_F32, 2, x2), kiln_zeros(KILN_F32, 2, w3), no_bias)));
+  KT_STR_CONTAINS(kiln_last_error(), "linear: input [8,3] and weight [4,5] do not fit: expected weight "
+                                     "[out_features, 3]; the weight's last dimension must equal the input's last");
+  kiln_clear_error();
+  KT_CHECK(!kiln_is_valid(kiln_linear_apply(kiln_zeros(KILN_F32, 2, x2), kiln_zeros(KILN_F32, 2, wok),
+                                            kiln_zeros(KILN_F32, 1, b1))));
+  KT_STR_CONTAINS(kiln_last_error(), "linear: bias [5] does not fit weight [4,3]: expected bias [4] (out_features)");
+  kiln_clear_error();
+  /* shapes that fit are untouched: [8,3] x [4,3]^T = [8,4] */
+  kiln_tensor y = kiln_linear_apply(kiln_zeros(KILN_F32, 2, x2), kiln_zeros(KILN_F32, 2, wok), no_bias);
+  KT_CHECK(kiln_is_valid(y) && kiln_dim(y, 0) == 8 && kiln_dim(y, 1) == 4);
+  KT_EQ_INT(kiln_last_status(), KILN_OK);
   int64_t xs[4] = {1, 1, 2, 2};
   KT_CHECK(!kiln_is_valid(kiln_max_pool2d(kiln_zeros(KILN_F32, 4, xs), 3, 1, 0)));
   KT_STR_CONTAINS(kiln_last_error(), "larger than the padded input");

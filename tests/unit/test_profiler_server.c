@@ -118,6 +118,7 @@ static int has_bytes(const uint8_t *hay, size_t n, const char *needle) {
 /* A tiny annotated training-like loop on its own thread (the tracing
  * thread), bounded by `stop` and by a step cap. */
 static atomic_int g_stop;
+static atomic_int g_steps_done; /* steps the loop has finished */
 static void *traced_loop(void *arg) {
   (void)arg;
   int64_t shape[2] = {32, 32};
@@ -134,6 +135,7 @@ static void *traced_loop(void *arg) {
     }
     KILN_TRACE("Backward") { usleep(200); }
     usleep(500);
+    atomic_fetch_add(&g_steps_done, 1);
   }
   kiln_step_trace_end();
   return NULL;
@@ -150,9 +152,13 @@ KT_TEST(capture_over_loopback) {
   int port = kiln_profiler_server_port();
   KT_CHECK(port > 0 && port <= 65535);
   atomic_store(&g_stop, 0);
+  atomic_store(&g_steps_done, 0);
   pthread_t th;
   pthread_create(&th, NULL, traced_loop, NULL);
-  usleep(50 * 1000);
+  /* Past the first steps' compiles (seconds on a cold cache and a loaded
+   * machine): a 300 ms capture must see whole steps, Backward included. */
+  for (int i = 0; i < 6000 && atomic_load(&g_steps_done) < 2; i++) usleep(5000); /* at most 30 s */
+  KT_CHECK(atomic_load(&g_steps_done) >= 2);
 
   char dir[512], logdir[600], addr[64], run[4096];
   tmpdir(dir, sizeof dir);

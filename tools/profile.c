@@ -6,9 +6,10 @@
  *       a capture, written to DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/, and
  *       prints that run directory on stdout (status lines go to stderr, so
  *       that `run=$(kiln profile capture ...)` works).
- *   kiln profile summary PATH [--gap-ms X] [--top N]
+ *   kiln profile summary PATH [--steps] [--gap-ms X] [--top N]
  *       prints kiln_profiler_summary for a run directory, a logdir or a
- *       .xplane.pb file.
+ *       .xplane.pb file: per step region, the count, median, p90 and
+ *       outlier steps; every step with --steps.
  *
  * Exit codes: 0 done, 1 the capture or summary failed (message on stderr),
  * 2 bad command line. */
@@ -27,15 +28,17 @@ enum { PROFILE_OK = 0, PROFILE_PROBLEM = 1, PROFILE_USAGE = 2 };
 static void profile_usage(FILE *f) {
   fprintf(f,
           "usage: kiln profile capture --addr HOST:PORT [--duration-ms N] [--logdir DIR]\n"
-          "       kiln profile summary PATH [--gap-ms X] [--top N]\n"
+          "       kiln profile summary PATH [--steps] [--gap-ms X] [--top N]\n"
           "\n"
           "capture  ask a running program's profiler server (kiln_profiler_server_start) to record\n"
           "         N milliseconds (default 1000, at most %u) and write them to\n"
           "         DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ (DIR default: ./logs), the layout\n"
           "         TensorBoard's profile plugin reads; prints that directory\n"
-          "summary  per step: wall time, device duty cycle, idle gaps and what the host did\n"
-          "         during them, top kernels; PATH is a run directory, a logdir or a .xplane.pb\n"
-          "         (--gap-ms: report gaps longer than X ms, default 1; --top: kernels listed, default 10)\n",
+          "summary  per step region: steps, median / p90 / max wall time, device duty cycle, idle\n"
+          "         gaps; the outlier steps (over 1.5 x the median and the median + 3 MAD) with\n"
+          "         their gaps and what the host did during them; top kernels. PATH is a run\n"
+          "         directory, a logdir or a .xplane.pb (--steps: every step with its gaps;\n"
+          "         --gap-ms: report gaps longer than X ms, default 1; --top: kernels listed, default 10)\n",
           KILN_PROFILER_MAX_DURATION_MS);
 }
 
@@ -106,7 +109,9 @@ static int profile_summary(int argc, char **argv) {
       profile_usage(stdout);
       return PROFILE_OK;
     }
-    if (!strcmp(a, "--gap-ms") || !strcmp(a, "--top")) {
+    if (!strcmp(a, "--steps")) {
+      opts.per_step = 1;
+    } else if (!strcmp(a, "--gap-ms") || !strcmp(a, "--top")) {
       if (i + 1 >= argc) return profile_bad("%s: missing value", a);
       const char *v = argv[++i];
       if (!strcmp(a, "--top")) {

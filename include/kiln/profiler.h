@@ -117,21 +117,29 @@ typedef struct kiln_profiler_summary_opts {
   int top_kernels;     /* kernels listed (0: 10) */
   double peak_gflops;  /* machine ceilings; 0: measured once in-process */
   double peak_gbps;
+  int per_step;        /* nonzero: also print every step's row and its gaps (`--steps`) */
 } kiln_profiler_summary_opts;
 
-/* Print the analysis of a capture to f: per step (the step regions; the
- * whole capture when there are none) its wall time, the device duty cycle
- * (fraction of the step where at least one kernel lane was busy), every idle
- * gap above the threshold with what the host was doing during it (tracing,
- * compiling, transferring, waiting for the device, waiting for input, or the
- * user's own code), then the top kernels by total time with achieved GFLOP/s
- * and GB/s beside the machine's ceilings. path is a run directory (the
- * newest *.xplane.pb in it, or in its newest plugins/profile/<run>) or a
- * .xplane.pb file; opts may be NULL (defaults). Errors: KILN_ERR_IO,
- * KILN_ERR_CORRUPT (not an XSpace written by a profiler, or over the size
- * limits), KILN_ERR_INVALID_ARGUMENT (path or f NULL), recorded in the
- * sticky status (kiln_last_error()) with the caller's file:line.
- * Thread-safe (reads only the file). */
+/* Print the analysis of a capture to f. Per step region name (the regions
+ * of kiln_step_trace; the whole capture when there are none): how many
+ * steps, the median, 90th percentile and longest wall time of those
+ * entirely inside the capture, their device duty cycle (busy time over wall
+ * time, where busy means at least one kernel lane ran), their idle gaps
+ * above the threshold; then the outlier steps, each with its gaps and what
+ * the host was doing during them (tracing, compiling, transferring, waiting
+ * for the device, waiting for input, or the user's own code). A step is an
+ * outlier when its wall time exceeds both 1.5 x its region's median and the
+ * median plus 3 median absolute deviations (regions of 3 or more whole
+ * steps). The median of an even count is the mean of the middle two; the
+ * 90th percentile is the nearest rank (the ceil(0.9 n)-th smallest). With
+ * opts->per_step every step is listed too. Then the top kernels by total
+ * time with achieved GFLOP/s and GB/s beside the machine's ceilings. path
+ * is a run directory (the newest *.xplane.pb in it, or in its newest
+ * plugins/profile/<run>) or a .xplane.pb file; opts may be NULL (defaults).
+ * Errors: KILN_ERR_IO, KILN_ERR_CORRUPT (not an XSpace written by a
+ * profiler, or over the size limits), KILN_ERR_INVALID_ARGUMENT (path or f
+ * NULL), recorded in the sticky status (kiln_last_error()) with the
+ * caller's file:line. Thread-safe (reads only the file). */
 #define kiln_profiler_summary(path, f, opts) kiln_profiler_summary_at((path), (f), (opts), KILN_HERE)
 kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_loc loc);
 

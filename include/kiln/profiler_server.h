@@ -12,10 +12,14 @@
  * for that long (kiln_profiler_capture) and writes
  * <repository_root>/<session_id>/<host_name>.xplane.pb and .trace.json.gz.
  * Requests are checked before anything is touched: the duration must be in
- * 1..600000 ms, repository_root an absolute path without "..", session_id
- * and host_name single file-name components. A bad or hostile request gets
- * a gRPC error; it never aborts the process and never changes the calling
- * program's sticky status.
+ * 1..600000 ms, repository_root a path without ".." (a relative one is
+ * resolved against the process's working directory at the time of the
+ * request, as TensorFlow's server does, and the server prints where the
+ * capture went on stderr), session_id and host_name single file-name
+ * components. Every failure, a bad or hostile request or a capture that
+ * cannot be written, gets a gRPC error whose message is the reason (also
+ * printed on stderr); it never aborts the process and never changes the
+ * calling program's sticky status.
  *
  * Security: whoever can reach the port can make the process write capture
  * files into any directory it may write to. The server therefore binds to

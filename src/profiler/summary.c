@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -87,6 +88,8 @@ void kiln_prof_analysis_free(kiln_prof_analysis *a) {
   if (!a) return;
   for (int i = 0; i < a->n_steps; i++) free(a->steps[i].gaps);
   free(a->steps);
+  for (int i = 0; i < a->n_regions; i++) free(a->regions[i].outliers);
+  free(a->regions);
   free(a->kernels);
   memset(a, 0, sizeof *a);
 }
@@ -162,7 +165,7 @@ static size_t collect_events(const kiln_prof_capture *c, analyze_scratch *s, kil
         s->kv[s->nk] = (ival){e->begin_ns, e->end_ns};
         s->kr[s->nk++] = (kref){e->name, e->begin_ns, e->end_ns, e->flops, e->bytes};
       } else if (kind == KILN_PROF_STEP) {
-        out->steps[ns++] = (kiln_prof_step_stats){e->name, e->arg, e->begin_ns, e->end_ns, 0, 0, NULL};
+        out->steps[ns++] = (kiln_prof_step_stats){e->name, e->arg, e->begin_ns, e->end_ns, 0, 0, 0, NULL};
       } else if (is_host_work(kind)) {
         s->hv[kind][s->nh[kind]++] = (ival){e->begin_ns, e->end_ns};
         s->any[s->na++] = (ival){e->begin_ns, e->end_ns};
@@ -257,6 +260,74 @@ static int analyze_step(kiln_prof_step_stats *st, const kiln_prof_analysis *out,
   return 0;
 }
 
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* The median of v[0..n) (sorted, n > 0): the mean of the middle two for an even n. */
+static double median_sorted(const double *v, int n) { return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; }
+
+/* One region's statistics over its whole steps (w: scratch for n_steps
+ * doubles); returns nonzero when out of memory. The rules are documented
+ * at kiln_profiler_summary (include/kiln/profiler.h). */
+static int region_stats(kiln_prof_analysis *out, kiln_prof_region_stats *rg, double *w) {
+  int n = 0;
+  for (int i = 0; i < out->n_steps; i++) {
+    const kiln_prof_step_stats *st = &out->steps[i];
+    if (strcmp(st->name, rg->name) || st->cut) continue;
+    double wall = (double)(st->end_ns - st->begin_ns);
+    w[n++] = wall;
+    rg->wall_ns += wall;
+    rg->busy_ns += st->busy_ns;
+    rg->n_gaps += st->n_gaps;
+  }
+  rg->n_whole = n;
+  if (n == 0) return 0;
+  qsort(w, (size_t)n, sizeof *w, cmp_double);
+  rg->median_ns = median_sorted(w, n);
+  rg->p90_ns = w[(9 * n + 9) / 10 - 1]; /* nearest rank: the ceil(0.9 n)-th smallest */
+  rg->max_ns = w[n - 1];
+  for (int i = 0; i < n; i++) w[i] = fabs(w[i] - rg->median_ns);
+  qsort(w, (size_t)n, sizeof *w, cmp_double);
+  rg->mad_ns = median_sorted(w, n);
+  if (n < 3) return 0; /* two steps say nothing about what is usual */
+  rg->outlier_ns = fmax(1.5 * rg->median_ns, rg->median_ns + 3 * rg->mad_ns);
+  for (int i = 0; i < out->n_steps; i++) {
+    const kiln_prof_step_stats *st = &out->steps[i];
+    if (strcmp(st->name, rg->name) || st->cut || (double)(st->end_ns - st->begin_ns) <= rg->outlier_ns) continue;
+    if (!rg->outliers && !(rg->outliers = malloc(sizeof *rg->outliers * (size_t)n))) return 1;
+    /* insertion, slowest first: outliers are few */
+    int k = rg->n_outliers++;
+    uint64_t wall = st->end_ns - st->begin_ns;
+    for (; k > 0; k--) {
+      const kiln_prof_step_stats *o = &out->steps[rg->outliers[k - 1]];
+      if (o->end_ns - o->begin_ns >= wall) break;
+      rg->outliers[k] = rg->outliers[k - 1];
+    }
+    rg->outliers[k] = i;
+  }
+  return 0;
+}
+
+/* Steps grouped by region name, in order of first appearance; returns
+ * nonzero when out of memory. */
+static int summarize_regions(kiln_prof_analysis *out) {
+  int ns = out->n_steps;
+  out->regions = calloc(ns ? (size_t)ns : 1, sizeof *out->regions);
+  double *w = malloc(sizeof *w * (ns ? (size_t)ns : 1));
+  int oom = !out->regions || !w;
+  for (int i = 0; i < ns && !oom; i++) {
+    int r = 0;
+    while (r < out->n_regions && strcmp(out->regions[r].name, out->steps[i].name)) r++;
+    if (r == out->n_regions) out->regions[out->n_regions++].name = out->steps[i].name;
+    out->regions[r].n_steps++;
+  }
+  for (int r = 0; r < out->n_regions && !oom; r++) oom = region_stats(out, &out->regions[r], w);
+  free(w);
+  return oom;
+}
+
 kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_summary_opts *opts,
                               kiln_prof_analysis *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
@@ -269,7 +340,7 @@ kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_su
   int oom = scratch_alloc(&s, &n, out);
   size_t ns = oom ? 0 : collect_events(c, &s, out);
   if (!oom && ns == 0) { /* no step regions: the whole capture is one */
-    out->steps[0] = (kiln_prof_step_stats){"capture", -1, c->start_ns, c->end_ns, 0, 0, NULL};
+    out->steps[0] = (kiln_prof_step_stats){"capture", -1, c->start_ns, c->end_ns, 0, 0, 0, NULL};
     ns = 1;
   }
   out->n_steps = (int)ns;
@@ -281,7 +352,15 @@ kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_su
     for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) s.nh[k] = merge(s.hv[k], s.nh[k]);
     s.na = merge(s.any, s.na);
   }
-  for (size_t si = 0; si < ns && !oom; si++) oom = analyze_step(&out->steps[si], out, c, &s);
+  for (size_t si = 0; si < ns && !oom; si++) {
+    kiln_prof_step_stats *st = &out->steps[si];
+    /* a step region is clipped to the capture: its wall time is only the
+     * part inside the window (the "capture" pseudo-step is the window) */
+    if (st->step >= 0 && st->begin_ns <= c->start_ns) st->cut |= KILN_PROF_CUT_BEFORE;
+    if (st->step >= 0 && st->end_ns >= c->end_ns) st->cut |= KILN_PROF_CUT_AFTER;
+    oom = analyze_step(st, out, c, &s);
+  }
+  if (!oom) oom = summarize_regions(out);
   scratch_free(&s);
   if (oom) {
     kiln_prof_analysis_free(out);
@@ -295,8 +374,121 @@ static void pct_of(char *buf, size_t n, double v, double peak) {
   else snprintf(buf, n, "   n/a");
 }
 
+/* One idle gap's line: its length, place, region and what the host did. */
+static void print_gap(const kiln_prof_gap *gp, const kiln_prof_step_stats *s, FILE *f) {
+  double len = (double)(gp->end_ns - gp->begin_ns);
+  fprintf(f, "      idle %.3f ms at +%.3f ms", len / 1e6, (double)(gp->begin_ns - s->begin_ns) / 1e6);
+  if (gp->region) fprintf(f, " (in %s)", gp->region);
+  fprintf(f, ": host was");
+  int any = 0;
+  for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) {
+    if (gp->kind_ns[k] < len * 0.01 || gp->kind_ns[k] <= 0) continue;
+    fprintf(f, "%s %s %.3f ms (%.0f%%)", any ? "," : "", kiln_prof_kind_name((kiln_prof_kind)k),
+            gp->kind_ns[k] / 1e6, 100.0 * gp->kind_ns[k] / len);
+    any = 1;
+  }
+  if (gp->user_ns >= len * 0.01 || !any)
+    fprintf(f, "%s in user code %.3f ms (%.0f%%)", any ? "," : "", gp->user_ns / 1e6, 100.0 * gp->user_ns / len);
+  fprintf(f, "\n");
+}
+
+static const char *cut_note(int cut) {
+  return cut == (KILN_PROF_CUT_BEFORE | KILN_PROF_CUT_AFTER) ? "  (spans the whole capture)"
+         : cut == KILN_PROF_CUT_BEFORE                       ? "  (began before the capture)"
+         : cut == KILN_PROF_CUT_AFTER                        ? "  (ends after the capture)"
+                                                             : "";
+}
+
+/* Every step's row and its gaps (--steps). */
+static void print_steps(const kiln_prof_analysis *a, FILE *f) {
+  fprintf(f, "\nevery step:\n");
+  fprintf(f, "  %-8s %-20s %10s %12s %7s %5s\n", "step", "name", "wall ms", "device ms", "duty", "gaps");
+  for (int i = 0; i < a->n_steps; i++) {
+    const kiln_prof_step_stats *s = &a->steps[i];
+    double wall = (double)(s->end_ns - s->begin_ns);
+    char num[24];
+    if (s->step >= 0) snprintf(num, sizeof num, "%lld", (long long)s->step);
+    else snprintf(num, sizeof num, "-");
+    fprintf(f, "  %-8s %-20.20s %10.3f %12.3f %6.1f%% %5d%s\n", num, s->name, wall / 1e6, s->busy_ns / 1e6,
+            wall > 0 ? 100.0 * s->busy_ns / wall : 0.0, s->n_gaps, cut_note(s->cut));
+    for (int g = 0; g < s->n_gaps; g++) print_gap(&s->gaps[g], s, f);
+  }
+}
+
+/* The per-region table: counts, median / p90 / max wall time, duty, gaps. */
+static void print_regions(const kiln_prof_analysis *a, FILE *f) {
+  fprintf(f, "\nsteps by region (times of the steps entirely inside the capture; idle gap: no kernel lane busy "
+             "for more than %.3g ms or %.3g%% of the step):\n",
+          a->gap_threshold_ms, 100.0 * a->gap_threshold_fraction);
+  fprintf(f, "  %-20s %6s %6s %10s %10s %10s %7s %5s %8s\n", "region", "steps", "whole", "median ms", "p90 ms",
+          "max ms", "duty", "gaps", "outliers");
+  int cut = 0;
+  for (int r = 0; r < a->n_regions; r++) {
+    const kiln_prof_region_stats *g = &a->regions[r];
+    cut += g->n_steps - g->n_whole;
+    if (!g->n_whole) {
+      fprintf(f, "  %-20.20s %6d %6d %10s %10s %10s %7s %5s %8s\n", g->name, g->n_steps, 0, "-", "-", "-", "-", "-",
+              "-");
+      continue;
+    }
+    fprintf(f, "  %-20.20s %6d %6d %10.3f %10.3f %10.3f %6.1f%% %5d %8d\n", g->name, g->n_steps, g->n_whole,
+            g->median_ns / 1e6, g->p90_ns / 1e6, g->max_ns / 1e6,
+            g->wall_ns > 0 ? 100.0 * g->busy_ns / g->wall_ns : 0.0, g->n_gaps, g->n_outliers);
+  }
+  if (cut)
+    fprintf(f, "  (%d step(s) cut by the capture's start or end: counted in \"steps\", left out of the times)\n",
+            cut);
+}
+
+/* The outlier steps, slowest first per region, each with its gaps. */
+static void print_outliers(const kiln_prof_analysis *a, FILE *f) {
+  int n = 0;
+  for (int r = 0; r < a->n_regions; r++) n += a->regions[r].n_outliers;
+  fprintf(f, "\noutlier steps (wall time over 1.5 x their region's median and over the median + 3 median absolute "
+             "deviations; regions of 3+ whole steps):%s\n",
+          n ? "" : " none");
+  for (int r = 0; r < a->n_regions; r++) {
+    const kiln_prof_region_stats *g = &a->regions[r];
+    for (int k = 0; k < g->n_outliers; k++) {
+      const kiln_prof_step_stats *s = &a->steps[g->outliers[k]];
+      double wall = (double)(s->end_ns - s->begin_ns);
+      fprintf(f, "  step %lld %s: %.3f ms, %.2f x the median; device busy %.3f ms (%.1f%%), %d idle gap(s)\n",
+              (long long)s->step, s->name, wall / 1e6, wall / g->median_ns, s->busy_ns / 1e6,
+              wall > 0 ? 100.0 * s->busy_ns / wall : 0.0, s->n_gaps);
+      for (int gi = 0; gi < s->n_gaps; gi++) print_gap(&s->gaps[gi], s, f);
+    }
+  }
+}
+
+static void print_kernels(const kiln_prof_analysis *a, double peak_gflops, double peak_gbps, int top, FILE *f) {
+  if (!a->n_kernels) {
+    fprintf(f, "\nno kernels ran during the capture\n");
+    return;
+  }
+  double total = 0;
+  int over = 0;
+  for (int i = 0; i < a->n_kernels; i++) total += a->kernels[i].wall_ns;
+  fprintf(f, "\ntop kernels by time (%d distinct, %.3f ms in all):\n", a->n_kernels, total / 1e6);
+  fprintf(f, "  %10s %6s %6s %10s %7s %10s %7s  %s\n", "time ms", "share", "calls", "GFLOP/s", "of peak", "GB/s",
+          "of peak", "kernel");
+  for (int i = 0; i < a->n_kernels && i < top; i++) {
+    const kiln_prof_kernel_stats *k = &a->kernels[i];
+    double gf = k->wall_ns > 0 ? k->flops / k->wall_ns : 0, gb = k->wall_ns > 0 ? k->bytes / k->wall_ns : 0;
+    char p1[16], p2[16];
+    pct_of(p1, sizeof p1, gf, peak_gflops);
+    pct_of(p2, sizeof p2, gb, peak_gbps);
+    fprintf(f, "  %10.3f %5.1f%% %6lld %10.2f %7s %10.2f %7s  %s\n", k->wall_ns / 1e6,
+            total > 0 ? 100.0 * k->wall_ns / total : 0.0, (long long)k->calls, gf, p1, gb, p2, k->name);
+    over |= (peak_gflops > 0 && gf > peak_gflops) || (peak_gbps > 0 && gb > peak_gbps);
+  }
+  if (over)
+    fprintf(f, "  (over 100%% of a ceiling: the ceilings were measured while the machine was busy, or the kernel's\n"
+               "   data stayed in cache, faster than the memory STREAM measures; set KILN_PEAK_GFLOPS and\n"
+               "   KILN_PEAK_GBPS to the machine's known ceilings)\n");
+}
+
 void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_capture *c, const char *what,
-                              double peak_gflops, double peak_gbps, int top, FILE *f) {
+                              double peak_gflops, double peak_gbps, int top, int per_step, FILE *f) {
   fprintf(f, "kiln profile summary of %s\n", what);
   fprintf(f, "capture: %.3f ms on host \"%s\": %d host thread(s), %d kernel lane(s), %llu events",
           (double)(c->end_ns - c->start_ns) / 1e6, c->host, a->n_host_threads, a->n_lanes,
@@ -309,67 +501,11 @@ void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_captu
     fprintf(f, ", none dropped\n");
   if (peak_gflops > 0 || peak_gbps > 0)
     fprintf(f, "machine ceilings: %.1f GFLOP/s (FP32 FMA peak), %.1f GB/s (STREAM triad)\n", peak_gflops, peak_gbps);
-  fprintf(f, "\nsteps (idle gap: no kernel lane busy for more than %.3g ms or %.3g%% of the step):\n",
-          a->gap_threshold_ms, 100.0 * a->gap_threshold_fraction);
-  fprintf(f, "  %-8s %-20s %10s %12s %7s %5s\n", "step", "name", "wall ms", "device ms", "duty", "gaps");
-  for (int i = 0; i < a->n_steps; i++) {
-    const kiln_prof_step_stats *s = &a->steps[i];
-    double wall = (double)(s->end_ns - s->begin_ns);
-    char num[24];
-    if (s->step >= 0) snprintf(num, sizeof num, "%lld", (long long)s->step);
-    else snprintf(num, sizeof num, "-");
-    /* a step region is clipped to the capture: say so, its wall time is
-     * only the part inside the window */
-    int cut_before = s->step >= 0 && s->begin_ns <= c->start_ns;
-    int cut_after = s->step >= 0 && s->end_ns >= c->end_ns;
-    fprintf(f, "  %-8s %-20.20s %10.3f %12.3f %6.1f%% %5d%s\n", num, s->name, wall / 1e6, s->busy_ns / 1e6,
-            wall > 0 ? 100.0 * s->busy_ns / wall : 0.0, s->n_gaps,
-            cut_before && cut_after ? "  (spans the whole capture)"
-            : cut_before            ? "  (began before the capture)"
-            : cut_after             ? "  (ends after the capture)"
-                                    : "");
-    for (int g = 0; g < s->n_gaps; g++) {
-      const kiln_prof_gap *gp = &s->gaps[g];
-      double len = (double)(gp->end_ns - gp->begin_ns);
-      fprintf(f, "      idle %.3f ms at +%.3f ms", len / 1e6, (double)(gp->begin_ns - s->begin_ns) / 1e6);
-      if (gp->region) fprintf(f, " (in %s)", gp->region);
-      fprintf(f, ": host was");
-      int any = 0;
-      for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) {
-        if (gp->kind_ns[k] < len * 0.01 || gp->kind_ns[k] <= 0) continue;
-        fprintf(f, "%s %s %.3f ms (%.0f%%)", any ? "," : "", kiln_prof_kind_name((kiln_prof_kind)k),
-                gp->kind_ns[k] / 1e6, 100.0 * gp->kind_ns[k] / len);
-        any = 1;
-      }
-      if (gp->user_ns >= len * 0.01 || !any)
-        fprintf(f, "%s in user code %.3f ms (%.0f%%)", any ? "," : "", gp->user_ns / 1e6, 100.0 * gp->user_ns / len);
-      fprintf(f, "\n");
-    }
-  }
-  if (a->n_kernels) {
-    double total = 0;
-    int over = 0;
-    for (int i = 0; i < a->n_kernels; i++) total += a->kernels[i].wall_ns;
-    fprintf(f, "\ntop kernels by time (%d distinct, %.3f ms in all):\n", a->n_kernels, total / 1e6);
-    fprintf(f, "  %10s %6s %6s %10s %7s %10s %7s  %s\n", "time ms", "share", "calls", "GFLOP/s", "of peak", "GB/s",
-            "of peak", "kernel");
-    for (int i = 0; i < a->n_kernels && i < top; i++) {
-      const kiln_prof_kernel_stats *k = &a->kernels[i];
-      double gf = k->wall_ns > 0 ? k->flops / k->wall_ns : 0, gb = k->wall_ns > 0 ? k->bytes / k->wall_ns : 0;
-      char p1[16], p2[16];
-      pct_of(p1, sizeof p1, gf, peak_gflops);
-      pct_of(p2, sizeof p2, gb, peak_gbps);
-      fprintf(f, "  %10.3f %5.1f%% %6lld %10.2f %7s %10.2f %7s  %s\n", k->wall_ns / 1e6,
-              total > 0 ? 100.0 * k->wall_ns / total : 0.0, (long long)k->calls, gf, p1, gb, p2, k->name);
-      over |= (peak_gflops > 0 && gf > peak_gflops) || (peak_gbps > 0 && gb > peak_gbps);
-    }
-    if (over)
-      fprintf(f, "  (over 100%% of a ceiling: the ceilings were measured while the machine was busy, or the kernel's\n"
-                 "   data stayed in cache, faster than the memory STREAM measures; set KILN_PEAK_GFLOPS and\n"
-                 "   KILN_PEAK_GBPS to the machine's known ceilings)\n");
-  } else {
-    fprintf(f, "\nno kernels ran during the capture\n");
-  }
+  print_regions(a, f);
+  print_outliers(a, f);
+  if (per_step) print_steps(a, f);
+  else fprintf(f, "\n(every step with its idle gaps: --steps)\n");
+  print_kernels(a, peak_gflops, peak_gbps, top, f);
 }
 
 /* The newest entry of dir whose name ends in suffix (regular file) or, with
@@ -458,7 +594,8 @@ kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler
       if (!(pf > 0)) pf = m.gflops;
       if (!(pb > 0)) pb = m.gbps;
     }
-    kiln_prof_analysis_print(&a, &c, file, pf, pb, opts && opts->top_kernels > 0 ? opts->top_kernels : 10, f);
+    kiln_prof_analysis_print(&a, &c, file, pf, pb, opts && opts->top_kernels > 0 ? opts->top_kernels : 10,
+                             opts && opts->per_step, f);
     kiln_prof_analysis_free(&a);
   }
   kiln_prof_capture_clear(&c);

@@ -23,14 +23,32 @@ typedef struct kiln_prof_gap {
   const char *region; /* innermost user annotation at the gap's middle, or NULL */
 } kiln_prof_gap;
 
+enum { KILN_PROF_CUT_BEFORE = 1, KILN_PROF_CUT_AFTER = 2 };
+
 typedef struct kiln_prof_step_stats {
   const char *name; /* the step region's name ("capture" when none) */
   int64_t step;     /* step number, -1 when none */
   uint64_t begin_ns, end_ns;
+  int cut;          /* KILN_PROF_CUT_* bits: the step began before / ends after the capture */
   double busy_ns;   /* time at least one kernel lane was busy */
   int n_gaps;       /* gaps over the threshold, in time order */
   kiln_prof_gap *gaps;
 } kiln_prof_step_stats;
+
+/* The steps of one region name, as kiln_profiler_summary aggregates them
+ * (include/kiln/profiler.h defines the median, p90 and outlier rules). Only
+ * whole steps (not cut by the capture's start or end) are in the sample. */
+typedef struct kiln_prof_region_stats {
+  const char *name;
+  int n_steps;                   /* steps of this name in the capture */
+  int n_whole;                   /* of which entirely inside it: the sample */
+  double median_ns, p90_ns, max_ns, mad_ns; /* of the whole steps' wall times (0 when none) */
+  double wall_ns, busy_ns;       /* sums over the whole steps */
+  int n_gaps;                    /* idle gaps over the threshold in the whole steps */
+  double outlier_ns;             /* wall time above which a whole step is an outlier; 0: none can be */
+  int n_outliers;
+  int *outliers;                 /* indices into kiln_prof_analysis.steps, slowest first */
+} kiln_prof_region_stats;
 
 typedef struct kiln_prof_kernel_stats {
   const char *name;
@@ -42,6 +60,8 @@ typedef struct kiln_prof_kernel_stats {
 typedef struct kiln_prof_analysis {
   int n_steps;
   kiln_prof_step_stats *steps;
+  int n_regions; /* in order of their first step */
+  kiln_prof_region_stats *regions;
   int n_kernels; /* sorted by wall_ns, descending */
   kiln_prof_kernel_stats *kernels;
   int n_lanes, n_host_threads;
@@ -53,12 +73,13 @@ typedef struct kiln_prof_analysis {
 kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_summary_opts *opts,
                               kiln_prof_analysis *out, kiln_err *err);
 void kiln_prof_analysis_free(kiln_prof_analysis *a);
-/* Print the analysis (the text of kiln_profiler_summary; `what` names the
- * source file). ceilings of 0 are printed as unknown. */
 /* kiln_profiler_summary with the message in *err instead of the sticky
  * status (kiln_profiler_summary_at records it there). */
 kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err);
+/* Print the analysis (the text of kiln_profiler_summary; `what` names the
+ * source file): the per-region table and outliers, every step too when
+ * per_step, then `top` kernels. Ceilings of 0 are printed as unknown. */
 void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_capture *c, const char *what,
-                              double peak_gflops, double peak_gbps, int top, FILE *f);
+                              double peak_gflops, double peak_gbps, int top, int per_step, FILE *f);
 
 #endif

@@ -5,10 +5,13 @@
  *         peer sends), then checked;
  *   odd:  the rest is split at 0xff bytes into root, session and host, so
  *         that strings may hold any byte, NUL included (protobuf strings can).
+ * The second bit picks the server's working directory: a fixed one (relative
+ * roots are resolved against it) or none (relative roots are refused).
  * Properties, for any input:
  *   1. no crash, no read outside the input (ASan/UBSan);
  *   2. an accepted request yields a duration in 1..600000, a session_dir
- *      that is absolute, ends with "/<session_id>", has no ".." component
+ *      that is absolute (below the working directory when the root was
+ *      relative), ends with "/<session_id>", has no ".." component
  *      and no byte below 0x20, a session of [A-Za-z0-9._-] and a host of
  *      [A-Za-z0-9._:[]-] only;
  *   3. a refusal is INVALID_ARGUMENT with a non-empty message of printable
@@ -36,15 +39,19 @@ static int name_ok(const char *s, int host) {
   return 1;
 }
 
-static void check_one(const kiln_profile_request *r) {
+#define FUZZ_CWD "/srv/kiln-fuzz"
+
+static void check_one(const kiln_profile_request *r, const char *cwd) {
   kiln_profile_plan plan;
   kiln_err err = {0};
-  kiln_status s = kiln_profile_request_check(r, &plan, &err);
+  kiln_status s = kiln_profile_request_check(r, cwd, &plan, &err);
   if (s == KILN_OK) {
     if (plan.duration_ms < 1 || plan.duration_ms > 600000) abort();
     const char *d = plan.session_dir;
     size_t n = strlen(d);
     if (d[0] != '/') abort();
+    if (plan.root_was_relative != (r->repository_root.ptr[0] != '/')) abort();
+    if (plan.root_was_relative && (!cwd || strncmp(d, FUZZ_CWD "/", sizeof FUZZ_CWD))) abort();
     for (size_t i = 0; i < n; i++)
       if ((unsigned char)d[i] < 0x20) abort();
     for (const char *p = d; (p = strstr(p, "/..")) != NULL; p++)
@@ -63,6 +70,7 @@ static kiln_profile_str str_of(const char *s) { return (kiln_profile_str){s, s ?
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
+  const char *cwd = (data[0] & 2) ? FUZZ_CWD : NULL;
   /* An exact-size copy, so any over-read hits ASan's redzone. */
   size_t n = size - 1;
   uint8_t *buf = malloc(n ? n : 1);
@@ -76,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 .repository_root = str_of(m->repository_root),
                                 .session_id = str_of(m->session_id),
                                 .host_name = str_of(m->host_name)};
-      check_one(&r);
+      check_one(&r, cwd);
       tensorflow__profile_request__free_unpacked(m, NULL);
     }
   } else {
@@ -91,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t dur = n ? (uint64_t)buf[0] * 4099u : 0;
     kiln_profile_request r = {.duration_ms = dur, .repository_root = part[0], .session_id = part[1],
                               .host_name = part[2]};
-    check_one(&r);
+    check_one(&r, cwd);
   }
   /* The address parser on the same bytes as a C string. */
   char addr[300];

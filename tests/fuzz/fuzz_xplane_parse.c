@@ -6,7 +6,9 @@
  *      and a message naming the file, or yields a capture whose every event
  *      has a name, end >= begin, and lies inside [start, end] of the
  *      capture; and the analysis of an accepted capture succeeds, with a
- *      duty cycle in [0, 1] for every step and every gap inside its step.
+ *      duty cycle in [0, 1] for every step and every gap inside its step,
+ *      every step counted in one region, median <= p90 <= max, and each
+ *      outlier a whole step above its region's threshold.
  *
  * Build: cmake -DKILN_FUZZ=ON -DCMAKE_C_COMPILER=clang -DKILN_SANITIZE=address,undefined
  * Run:   build/bin/fuzz/fuzz_xplane_parse tests/fuzz/corpus/fuzz_xplane_parse -max_total_time=60 */
@@ -39,6 +41,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (int g = 0; g < st->n_gaps; g++)
         if (st->gaps[g].begin_ns < st->begin_ns || st->gaps[g].end_ns > st->end_ns) abort();
     }
+    /* the per-region aggregate: every step in one region, the order statistics in order */
+    int counted = 0;
+    for (int r = 0; r < a.n_regions; r++) {
+      const kiln_prof_region_stats *g = &a.regions[r];
+      counted += g->n_steps;
+      if (g->n_whole > g->n_steps || g->n_outliers > g->n_whole) abort();
+      if (g->n_whole && !(g->median_ns <= g->p90_ns && g->p90_ns <= g->max_ns && g->mad_ns >= 0)) abort();
+      for (int k = 0; k < g->n_outliers; k++) {
+        const kiln_prof_step_stats *st = &a.steps[g->outliers[k]];
+        if ((double)(st->end_ns - st->begin_ns) <= g->outlier_ns || st->cut) abort();
+      }
+    }
+    if (counted != a.n_steps) abort();
     kiln_prof_analysis_free(&a);
     kiln_prof_capture_clear(&c);
   } else if ((s != KILN_ERR_CORRUPT && s != KILN_ERR_OUT_OF_MEMORY) || !strstr(err.msg, "fuzz.xplane.pb")) {

@@ -8,11 +8,18 @@
       markers and kiln's kernels are in the converted trace.
 
   check_profile.py capture LOGDIR SERVICE_ADDR [--screenshot PNG]
-      Starts TensorBoard on loopback with --logdir LOGDIR, sends the request
-      of its "Capture Profile" dialog (GET /data/plugin/profile/capture_profile)
-      for the kiln profiler server at SERVICE_ADDR, and checks that a new run
-      appears in the plugin's run list and converts. With --screenshot,
-      photographs the trace viewer of that run with headless Chromium.
+      Starts TensorBoard on loopback in LOGDIR's parent directory with the
+      relative --logdir basename(LOGDIR), as docs/profiling.md does (the
+      traced program must run in that directory too: TensorBoard sends the
+      relative path, the server resolves it against its own working
+      directory), sends the request of its "Capture Profile" dialog
+      (GET /data/plugin/profile/capture_profile) for the kiln profiler server
+      at SERVICE_ADDR, and checks that a new run appears in the plugin's run
+      list and converts. Then a capture the server refuses (a duration over
+      its 10-minute limit): TensorBoard must answer with an error, and the
+      server's reason must be in TensorBoard's log, where its client puts it.
+      With --screenshot, photographs the trace viewer of that run with
+      headless Chromium.
 
 Exit status 0 when every check passes; a failed check prints what was
 expected and what was found, and exits 1.
@@ -139,8 +146,11 @@ def check_capture(logdir, service_addr, png=None):
     tb = os.path.join(os.path.dirname(sys.executable), "tensorboard")
     port = free_port()
     before = run_dirs(logdir)
-    proc = subprocess.Popen([tb, "--logdir", logdir, "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log_path = logdir.rstrip("/") + ".tensorboard.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen([tb, "--logdir", os.path.basename(logdir.rstrip("/")), "--host", "127.0.0.1",
+                             "--port", str(port)],
+                            cwd=os.path.dirname(logdir.rstrip("/")), stdout=subprocess.DEVNULL, stderr=log)
     base = "http://127.0.0.1:%d" % port
     try:
         for _ in range(120):
@@ -152,12 +162,7 @@ def check_capture(logdir, service_addr, png=None):
                 time.sleep(0.5)
         else:
             fail("TensorBoard did not come up on %s" % base)
-        # The request the "Capture Profile" dialog sends.
-        q = urllib.parse.urlencode({"service_addr": service_addr, "is_tpu_name": "false", "duration": "500",
-                                    "num_retry": "0", "worker_list": "", "host_tracer_level": "2",
-                                    "device_tracer_level": "1", "python_tracer_level": "0", "delay": "0"})
-        status, body = http_get(base + "/data/plugin/profile/capture_profile?" + q)
-        reply = json.loads(body)
+        reply = tb_capture(base, service_addr, 500)
         print("TensorBoard capture_profile -> %s" % reply)
         if "error" in reply:
             fail("TensorBoard's capture against %s failed: %s" % (service_addr, reply["error"]))
@@ -180,12 +185,43 @@ def check_capture(logdir, service_addr, png=None):
             url = "%s/data/plugin/profile/index.html?%s" % (
                 base, urllib.parse.urlencode({"run": run, "tag": "trace_viewer@", "host": host}))
             screenshot(url, png)
+        check_refusal(base, service_addr, log_path)
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
+
+
+def tb_capture(base, service_addr, duration_ms):
+    """The request the "Capture Profile" dialog sends; TensorBoard's JSON reply."""
+    q = urllib.parse.urlencode({"service_addr": service_addr, "is_tpu_name": "false", "duration": str(duration_ms),
+                                "num_retry": "0", "worker_list": "", "host_tracer_level": "2",
+                                "device_tracer_level": "1", "python_tracer_level": "0", "delay": "0"})
+    status, body = http_get(base + "/data/plugin/profile/capture_profile?" + q)
+    return json.loads(body)
+
+
+def check_refusal(base, service_addr, log_path):
+    """A request kiln refuses: TensorBoard's page gets an error, and the
+    server's reason reaches TensorBoard's log (its client logs each server's
+    error there; the page only says that no trace was collected)."""
+    reply = tb_capture(base, service_addr, 700000)
+    print("TensorBoard capture_profile (700000 ms) -> %s" % reply)
+    if "error" not in reply:
+        fail("a 700000 ms capture (over kiln's 600000 ms limit) did not fail: %s" % reply)
+    want = "ProfileRequest.duration_ms 700000 is outside 1..600000"
+    for _ in range(50):  # the log line may trail the HTTP reply
+        with open(log_path) as f:
+            lines = [l.rstrip() for l in f if want in l]
+        if lines:
+            break
+        time.sleep(0.1)
+    else:
+        fail("the server's reason (%r) is not in TensorBoard's log %s" % (want, log_path))
+    print("TensorBoard's log: %s" % lines[0])
 
 
 def main(argv):

@@ -8,9 +8,12 @@
 #      tensorboard-plugin-profile) loads that capture: annotations
 #      (Training_Step, Forward, Backward, FINISH_UPDATE), steps and kernels
 #      must be there (tests/interop/check_profile.py convert);
-#   4. TensorBoard on loopback, asked through its HTTP API exactly as its
+#   4. TensorBoard on loopback, started in the program's directory with the
+#      relative --logdir logs and asked through its HTTP API exactly as its
 #      "Capture Profile" dialog asks, captures from the same server; the new
-#      run must appear in the plugin's run list and convert as well;
+#      run must appear in the plugin's run list and convert as well; a
+#      request the server refuses must fail with its reason in TensorBoard's
+#      log;
 #   5. a summary that could not read the capture fails the check at the end.
 # It installs tensorboard and tensorboard-plugin-profile from PyPI: about
 # 10 s once the venv exists, 36-126 s more to create it on a 2-core machine,
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     *) build=$1; shift ;;
   esac
 done
+build=$(cd "$build" && pwd) # absolute: the program runs in another directory
 start=$(date +%s)
 venv=${PROFILE_VENV:-/tmp/kiln-profile-venv}
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import xprof.convert.raw_to_tool_data' 2>/dev/null; then
@@ -53,8 +57,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# 1. the program, on a free port; its first line names the port.
-KILN_CACHE_DIR=$out/cache "$s5" --port 0 --seconds 120 --logdir "$out/logs" >"$out/s5.log" 2>&1 &
+# 1. the program, on a free port; its first line names the port. It runs in
+# $out, where TensorBoard runs with the relative --logdir logs (step 4).
+(cd "$out" && KILN_CACHE_DIR=$out/cache exec "$s5" --port 0 --seconds 120 --logdir "$out/logs") >"$out/s5.log" 2>&1 &
 s5_pid=$!
 port=
 i=0
@@ -86,6 +91,12 @@ if [ -n "$png" ]; then
   "$venv/bin/python" "$root/tests/interop/check_profile.py" capture "$out/logs" "localhost:$port" --screenshot "$png"
 else
   "$venv/bin/python" "$root/tests/interop/check_profile.py" capture "$out/logs" "localhost:$port"
+fi
+# TensorBoard sent its relative --logdir and the program resolved it (its stderr says so).
+if ! grep "repository_root was relative" "$out/s5.log"; then
+  tail -20 "$out/s5.log"
+  echo "FAIL: TensorBoard's capture did not go through a relative repository_root (the program's log above)"
+  exit 1
 fi
 if [ $summary_ok = 0 ]; then
   echo "FAIL: kiln profile summary could not read the capture (see above)"

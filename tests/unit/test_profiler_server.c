@@ -3,8 +3,13 @@
  *   - a real capture from the client while a traced loop runs: the files
  *     land where TensorBoard looks, the xplane.pb is well-formed protobuf
  *     and both files name the annotations;
- *   - hostile requests (relative root, "..", huge or zero duration, bad
- *     session / host names) get INVALID_ARGUMENT and touch no file;
+ *   - hostile requests ("..", huge or zero duration, bad session / host
+ *     names) get INVALID_ARGUMENT and touch no file;
+ *   - a relative root (TensorBoard sends its --logdir as typed) lands
+ *     below the server's working directory;
+ *   - a request the server accepts but cannot carry out (a directory it
+ *     cannot create, a capture already running) comes back to the client
+ *     with the server's reason;
  *   - the pure checks (request fields, addresses) against hand-written
  *     expectations;
  *   - usage errors of the public API (bad port, second server, nothing
@@ -14,6 +19,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +118,7 @@ static int has_bytes(const uint8_t *hay, size_t n, const char *needle) {
 /* A tiny annotated training-like loop on its own thread (the tracing
  * thread), bounded by `stop` and by a step cap. */
 static atomic_int g_stop;
+static atomic_int g_steps_done; /* steps the loop has finished */
 static void *traced_loop(void *arg) {
   (void)arg;
   int64_t shape[2] = {32, 32};
@@ -128,6 +135,7 @@ static void *traced_loop(void *arg) {
     }
     KILN_TRACE("Backward") { usleep(200); }
     usleep(500);
+    atomic_fetch_add(&g_steps_done, 1);
   }
   kiln_step_trace_end();
   return NULL;
@@ -144,9 +152,13 @@ KT_TEST(capture_over_loopback) {
   int port = kiln_profiler_server_port();
   KT_CHECK(port > 0 && port <= 65535);
   atomic_store(&g_stop, 0);
+  atomic_store(&g_steps_done, 0);
   pthread_t th;
   pthread_create(&th, NULL, traced_loop, NULL);
-  usleep(50 * 1000);
+  /* Past the first steps' compiles (seconds on a cold cache and a loaded
+   * machine): a 300 ms capture must see whole steps, Backward included. */
+  for (int i = 0; i < 6000 && atomic_load(&g_steps_done) < 2; i++) usleep(5000); /* at most 30 s */
+  KT_CHECK(atomic_load(&g_steps_done) >= 2);
 
   char dir[512], logdir[600], addr[64], run[4096];
   tmpdir(dir, sizeof dir);
@@ -220,7 +232,7 @@ KT_TEST(hostile_requests_refused) {
   tmpdir(dir, sizeof dir);
   snprintf(root, sizeof root, "%s/plugins/profile", dir);
   snprintf(dotdot, sizeof dotdot, "%s/../../escaped", root);
-  refused(addr, 100, "relative/dir", "s1", "h", "not an absolute path", dir);
+  refused(addr, 100, "relative/../../escaped", "s1", "h", "\"..\" component", dir);
   refused(addr, 100, dotdot, "s1", "h", "\"..\" component", dir);
   refused(addr, 100, root, "", "h", "session_id is empty", dir);
   refused(addr, 100, root, "../escaped", "h", "session_id", dir);
@@ -233,6 +245,76 @@ KT_TEST(hostile_requests_refused) {
   KT_CHECK(!exists(root)); /* nothing was created for any of them */
   /* The serving program's sticky status is untouched by all of that. */
   KT_EQ_INT(kiln_last_status(), KILN_OK);
+  kiln_profiler_server_stop();
+  kiln_fs_remove_tree(dir);
+}
+
+static kiln_profsrv_call raw_call(const char *addr, uint64_t ms, const char *root) {
+  return (kiln_profsrv_call){.addr = addr, .duration_ms = ms, .repository_root = root,
+                             .session_id = "2026_01_02_03_04_05", .host_name = "localhost:6009",
+                             .connect_timeout_ms = 5000};
+}
+
+static void *long_capture(void *arg) {
+  kiln_profsrv_call *call = arg;
+  static char msg[1024];
+  kiln_status s = kiln_profsrv_call_profile(call, msg, sizeof msg);
+  return (void *)(intptr_t)s;
+}
+
+/* TensorBoard's request for `tensorboard --logdir logs` has the relative
+ * repository_root "logs/plugins/profile": the files land below the serving
+ * process's working directory. A request the server accepts but cannot
+ * carry out comes back to the client with the server's reason: a
+ * directory it cannot create (a regular file in the way: root ignores
+ * permissions, a file in the path stops root too), a capture already
+ * running. */
+KT_TEST(relative_root_and_server_failures_reach_the_client) {
+  if (!kiln_profsrv_available()) return;
+  KT_EQ_INT(kiln_profiler_server_start(0), KILN_OK);
+  char addr[64], dir[512], old[4096], path[1200], msg[1024] = "";
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", kiln_profiler_server_port());
+  tmpdir(dir, sizeof dir);
+  KT_CHECK(getcwd(old, sizeof old) != NULL);
+  KT_CHECK(chdir(dir) == 0);
+  kiln_profsrv_call call = raw_call(addr, 50, "logs/plugins/profile");
+  kiln_status s = kiln_profsrv_call_profile(&call, msg, sizeof msg);
+  KT_CHECK(chdir(old) == 0);
+  KT_CHECK_MSG(s == KILN_OK, "relative root: %s (%s)", kiln_status_name(s), msg);
+  snprintf(path, sizeof path, "%s/logs/plugins/profile/2026_01_02_03_04_05/localhost:6009.xplane.pb", dir);
+  size_t n = 0;
+  uint8_t *pb = read_all(path, &n);
+  KT_CHECK_MSG(pb && n > 0 && wire_ok(pb, n), "no capture at %s", path);
+  free(pb);
+
+  /* a regular file where a directory of the root should be */
+  char file[600], root[700];
+  snprintf(file, sizeof file, "%s/not-a-dir", dir);
+  FILE *f = fopen(file, "w");
+  KT_CHECK(f != NULL);
+  if (f) fclose(f);
+  snprintf(root, sizeof root, "%s/plugins/profile", file);
+  call = raw_call(addr, 50, root);
+  KT_EQ_INT(kiln_profsrv_call_profile(&call, msg, sizeof msg), KILN_ERR_IO);
+  KT_STR_CONTAINS(msg, "failed to capture: cannot create directory");
+  KT_STR_CONTAINS(msg, root);
+  KT_STR_CONTAINS(msg, "Not a directory");
+
+  /* a second request while a capture runs */
+  char root2[700];
+  snprintf(root2, sizeof root2, "%s/busy", dir);
+  kiln_profsrv_call first = raw_call(addr, 1000, root2);
+  pthread_t th;
+  KT_CHECK(pthread_create(&th, NULL, long_capture, &first) == 0);
+  for (int i = 0; i < 2000 && !kiln_profiler_active(); i++) usleep(5000); /* at most 10 s */
+  KT_CHECK(kiln_profiler_active());
+  call = raw_call(addr, 50, root2);
+  KT_EQ_INT(kiln_profsrv_call_profile(&call, msg, sizeof msg), KILN_ERR_IO);
+  KT_STR_CONTAINS(msg, "a capture is already running");
+  void *ret = NULL;
+  pthread_join(th, &ret);
+  KT_EQ_INT((int)(intptr_t)ret, KILN_OK);
+  KT_EQ_INT(kiln_last_status(), KILN_OK); /* none of it touched the program's status */
   kiln_profiler_server_stop();
   kiln_fs_remove_tree(dir);
 }
@@ -269,15 +351,57 @@ KT_TEST(public_api_usage_errors) {
   kiln_profiler_server_stop(); /* none running: a no-op */
 }
 
-static kiln_status check(uint64_t d, uint64_t od, const char *root, size_t root_len, const char *session,
-                         const char *host, kiln_profile_plan *plan, kiln_err *err) {
+static kiln_status check_in(const char *cwd, uint64_t d, uint64_t od, const char *root, size_t root_len,
+                            const char *session, const char *host, kiln_profile_plan *plan, kiln_err *err) {
   kiln_profile_request r = {.duration_ms = d,
                             .opts_duration_ms = od,
                             .repository_root = {root, root_len},
                             .session_id = {session, strlen(session)},
                             .host_name = {host, strlen(host)}};
   memset(err, 0, sizeof *err);
-  return kiln_profile_request_check(&r, plan, err);
+  return kiln_profile_request_check(&r, cwd, plan, err);
+}
+
+static kiln_status check(uint64_t d, uint64_t od, const char *root, size_t root_len, const char *session,
+                         const char *host, kiln_profile_plan *plan, kiln_err *err) {
+  return check_in(NULL, d, od, root, root_len, session, host, plan, err);
+}
+
+#define STR_EQ(a, b) KT_CHECK_MSG(!strcmp((a), (b)), "got \"%s\", expected \"%s\"", (a), (b))
+
+/* A relative root is resolved against the server's working directory: the
+ * expected paths are written out by hand. */
+KT_TEST(request_relative_roots) {
+  kiln_profile_plan p;
+  kiln_err e;
+  const char *tb = "logs/plugins/profile"; /* TensorBoard's, for --logdir logs */
+  KT_EQ_INT(check_in("/home/me/run", 250, 0, tb, strlen(tb), "2026_01_02_03_04_05", "localhost:6009", &p, &e),
+            KILN_OK);
+  STR_EQ(p.session_dir, "/home/me/run/logs/plugins/profile/2026_01_02_03_04_05");
+  KT_EQ_INT(p.root_was_relative, 1);
+  KT_EQ_INT(check_in("/home/me/run", 250, 0, "/abs/r", 6, "s", "h", &p, &e), KILN_OK);
+  STR_EQ(p.session_dir, "/abs/r/s"); /* an absolute root ignores the working directory */
+  KT_EQ_INT(p.root_was_relative, 0);
+  KT_EQ_INT(check_in("/w", 5, 0, "./logs//", 8, "s", "h", &p, &e), KILN_OK);
+  STR_EQ(p.session_dir, "/w/logs/s");
+  KT_EQ_INT(check_in("/w", 5, 0, ".", 1, "s", "h", &p, &e), KILN_OK);
+  STR_EQ(p.session_dir, "/w/s");
+  KT_EQ_INT(check_in("/", 5, 0, "logs", 4, "s", "h", &p, &e), KILN_OK);
+  STR_EQ(p.session_dir, "/logs/s");
+  /* still no way out of the directory it names */
+  KT_EQ_INT(check_in("/w", 5, 0, "logs/../..", 10, "s", "h", &p, &e), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(e.msg, "\"..\" component");
+  KT_EQ_INT(check_in("/w", 5, 0, "..", 2, "s", "h", &p, &e), KILN_ERR_INVALID_ARGUMENT);
+  /* without a working directory (getcwd failed) a relative root is refused, saying why */
+  KT_EQ_INT(check(5, 0, tb, strlen(tb), "s", "h", &p, &e), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(e.msg, "\"logs/plugins/profile\" is not an absolute path");
+  KT_STR_CONTAINS(e.msg, "working directory");
+  /* the working directory counts towards the path limit */
+  static char long_cwd[4050];
+  long_cwd[0] = '/';
+  memset(long_cwd + 1, 'c', sizeof long_cwd - 2);
+  KT_EQ_INT(check_in(long_cwd, 5, 0, "logs", 4, "s", "h", &p, &e), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(e.msg, "below this server's working directory) is too long");
 }
 
 KT_TEST(request_check_rules) {
@@ -394,6 +518,7 @@ KT_TEST(shutdown_leaves_one_thread) {
   KT_EQ_INT(list_threads(names, sizeof names), 1);
 }
 
-KT_MAIN(KT_CASE(request_check_rules), KT_CASE(addresses), KT_CASE(public_api_usage_errors),
+KT_MAIN(KT_CASE(request_check_rules), KT_CASE(request_relative_roots), KT_CASE(addresses), KT_CASE(public_api_usage_errors),
         KT_CASE(nothing_listening), KT_CASE(hostile_requests_refused), KT_CASE(capture_over_loopback),
+        KT_CASE(relative_root_and_server_failures_reach_the_client),
         KT_CASE(shutdown_leaves_one_thread))

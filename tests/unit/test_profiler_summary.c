@@ -146,7 +146,7 @@ KT_TEST(summary_survives_the_xplane_round_trip_and_prints) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
-  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 100.0, 10.0, 10, f);
+  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 100.0, 10.0, 10, 1, f);
   fclose(f);
   KT_STR_CONTAINS(text, "idle 30.000 ms at +60.000 ms (in Forward): host was tracing 2.000 ms (7%), compiling "
                         "15.000 ms (50%), waiting for input 10.000 ms (33%), in user code 5.000 ms (17%)");
@@ -161,13 +161,13 @@ KT_TEST(summary_survives_the_xplane_round_trip_and_prints) {
   free(text);
   /* a ceiling below an achieved rate: the table says why */
   f = open_memstream(&text, &len);
-  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 50.0, 10.0, 10, f);
+  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 50.0, 10.0, 10, 0, f);
   fclose(f);
   KT_STR_CONTAINS(text, "85.71  171.4%");
   KT_STR_CONTAINS(text, "(over 100% of a ceiling: the ceilings were measured while the machine was busy");
   free(text);
   f = open_memstream(&text, &len);
-  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 1e6, 1e6, 10, f);
+  kiln_prof_analysis_print(&a, &back, "synthetic.xplane.pb", 1e6, 1e6, 10, 0, f);
   fclose(f);
   KT_CHECK(strstr(text, "over 100% of a ceiling") == NULL);
   free(text);
@@ -248,6 +248,112 @@ KT_TEST(reader_clips_early_events_and_rejects_garbage_times) {
   tensorflow__profiler__xspace__free_unpacked(sp, NULL);
 }
 
+/* Steps of known wall times, for the aggregate. Training_Step 100 begins
+ * at the capture's start and 111 ends at its end (cut: counted, left out of
+ * the times); 101..110 are whole, of these durations in ms: */
+static const double k_train_ms[10] = {10, 12, 11, 10, 30, 11, 12, 10, 15, 11};
+/* then two Eval_Step regions of 5 and 6 ms. One kernel covers each step,
+ * except step 105 (30 ms): its kernel runs 10 ms, then the host compiles
+ * for 20 ms with no kernel running. */
+typedef struct step_spec {
+  const char *name;
+  int64_t step;
+  double ms;
+} step_spec;
+
+static void build_steps(kiln_prof_capture *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->host, sizeof c->host, "steps");
+  c->n_threads = 2;
+  c->threads = calloc(2, sizeof *c->threads);
+  kiln_prof_thread_events *h = &c->threads[0], *l = &c->threads[1];
+  snprintf(h->name, sizeof h->name, "main thread");
+  h->tid = 1, h->lane = -1;
+  snprintf(l->name, sizeof l->name, "kiln executor");
+  l->tid = 2, l->lane = 0;
+  h->ev = calloc(32, sizeof *h->ev);
+  l->ev = calloc(32, sizeof *l->ev);
+  double t = 0;
+  step_spec steps[14] = {{"Training_Step", 100, 5}};
+  for (int i = 0; i < 10; i++) steps[1 + i] = (step_spec){"Training_Step", 101 + i, k_train_ms[i]};
+  steps[11] = (step_spec){"Eval_Step", 0, 5};
+  steps[12] = (step_spec){"Eval_Step", 1, 6};
+  steps[13] = (step_spec){"Training_Step", 111, 4};
+  for (int i = 0; i < 14; i++) {
+    kiln_prof_event st = ev(KILN_PROF_STEP, steps[i].name, t, t + steps[i].ms);
+    st.arg = steps[i].step;
+    h->ev[h->n++] = st;
+    double kend = steps[i].step == 105 ? t + 10 : t + steps[i].ms;
+    l->ev[l->n++] = ev(KILN_PROF_KERNEL, "Forward/fusion.0 (add)", t, kend);
+    if (steps[i].step == 105) h->ev[h->n++] = ev(KILN_PROF_COMPILE, "compile", t + 10, t + 30);
+    t += steps[i].ms;
+  }
+  c->start_ns = T0;
+  c->end_ns = T0 + (uint64_t)(t * MS);
+}
+
+/* The expected statistics, worked out by hand from k_train_ms:
+ * sorted 10 10 10 11 11 11 12 12 15 30; median (11 + 11) / 2 = 11; p90 the
+ * ceil(0.9 * 10) = 9th smallest = 15; max 30; deviations from 11 sorted
+ * 0 0 0 1 1 1 1 1 4 19, MAD (1 + 1) / 2 = 1; outlier above
+ * max(1.5 * 11, 11 + 3 * 1) = 16.5: step 105 (30 ms) only — step 109
+ * (15 ms) is over the median + 3 MAD but not 1.5 x the median. Duty: busy
+ * 132 - 20 of 132 ms. Eval_Step: 2 whole steps, median 5.5, p90 the 2nd
+ * smallest = 6, no outliers (fewer than 3). */
+KT_TEST(summary_aggregates_steps_by_region) {
+  kiln_prof_capture c;
+  build_steps(&c);
+  kiln_prof_analysis a;
+  kiln_err err = {0};
+  KT_CHECK(kiln_prof_analyze(&c, NULL, &a, &err) == KILN_OK);
+  KT_EQ_INT(a.n_regions, 2);
+  if (a.n_regions == 2) {
+    const kiln_prof_region_stats *t = &a.regions[0], *e = &a.regions[1];
+    KT_CHECK(!strcmp(t->name, "Training_Step") && !strcmp(e->name, "Eval_Step"));
+    KT_EQ_INT(t->n_steps, 12);
+    KT_EQ_INT(t->n_whole, 10);
+    KT_NEAR(t->median_ns / 1e6, 11.0, 1e-9);
+    KT_NEAR(t->p90_ns / 1e6, 15.0, 1e-9);
+    KT_NEAR(t->max_ns / 1e6, 30.0, 1e-9);
+    KT_NEAR(t->mad_ns / 1e6, 1.0, 1e-9);
+    KT_NEAR(t->outlier_ns / 1e6, 16.5, 1e-9);
+    KT_NEAR(t->wall_ns / 1e6, 132.0, 1e-6);
+    KT_NEAR(t->busy_ns / 1e6, 112.0, 1e-6);
+    KT_EQ_INT(t->n_gaps, 1);
+    KT_EQ_INT(t->n_outliers, 1);
+    if (t->n_outliers == 1) KT_EQ_INT((int)a.steps[t->outliers[0]].step, 105);
+    KT_EQ_INT(e->n_steps, 2);
+    KT_EQ_INT(e->n_whole, 2);
+    KT_NEAR(e->median_ns / 1e6, 5.5, 1e-9);
+    KT_NEAR(e->p90_ns / 1e6, 6.0, 1e-9);
+    KT_EQ_INT(e->n_outliers, 0);
+    KT_NEAR(e->outlier_ns, 0.0, 0);
+  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  kiln_prof_analysis_print(&a, &c, "steps.xplane.pb", 100.0, 10.0, 10, 0, f);
+  fclose(f);
+  KT_STR_CONTAINS(text, "  Training_Step            12     10     11.000     15.000     30.000   84.8%     1        1\n");
+  KT_STR_CONTAINS(text, "  Eval_Step                 2      2      5.500      6.000      6.000  100.0%     0        0\n");
+  KT_STR_CONTAINS(text, "(2 step(s) cut by the capture's start or end");
+  KT_STR_CONTAINS(text, "  step 105 Training_Step: 30.000 ms, 2.73 x the median; device busy 10.000 ms (33.3%), "
+                        "1 idle gap(s)\n      idle 20.000 ms at +10.000 ms: host was compiling 20.000 ms (100%)\n");
+  KT_CHECK(strstr(text, "step 109") == NULL);
+  KT_CHECK(strstr(text, "every step:") == NULL); /* the per-step table only with --steps */
+  KT_STR_CONTAINS(text, "(every step with its idle gaps: --steps)");
+  free(text);
+  f = open_memstream(&text, &len);
+  kiln_prof_analysis_print(&a, &c, "steps.xplane.pb", 100.0, 10.0, 10, 1, f);
+  fclose(f);
+  KT_STR_CONTAINS(text, "every step:");
+  KT_STR_CONTAINS(text, "  109      Training_Step            15.000       15.000  100.0%     0\n");
+  KT_STR_CONTAINS(text, "  100      Training_Step             5.000        5.000  100.0%     0  (began before the capture)");
+  free(text);
+  kiln_prof_analysis_free(&a);
+  kiln_prof_capture_clear(&c);
+}
+
 /* A program that includes only <kiln/kiln.h> and the profiler header passes
  * NULL for the error and reads the message from the sticky status. */
 KT_TEST(public_summary_with_null_err_reports_through_the_sticky_status) {
@@ -259,6 +365,6 @@ KT_TEST(public_summary_with_null_err_reports_through_the_sticky_status) {
   kiln_clear_error();
 }
 
-KT_MAIN(KT_CASE(summary_finds_known_gaps_and_attributions), KT_CASE(summary_survives_the_xplane_round_trip_and_prints),
+KT_MAIN(KT_CASE(summary_finds_known_gaps_and_attributions), KT_CASE(summary_aggregates_steps_by_region), KT_CASE(summary_survives_the_xplane_round_trip_and_prints),
         KT_CASE(reader_clips_early_events_and_rejects_garbage_times),
         KT_CASE(public_summary_with_null_err_reports_through_the_sticky_status))

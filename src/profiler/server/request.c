@@ -70,15 +70,19 @@ static kiln_status check_name(const char *field, kiln_profile_str s, int host, k
   return KILN_OK;
 }
 
-static kiln_status check_root(kiln_profile_str s, kiln_err *err) {
+/* A relative root needs the server's working directory (cwd); one without
+ * it is refused with the rule spelled out. */
+static kiln_status check_root(kiln_profile_str s, const char *cwd, kiln_err *err) {
   char q[300];
   if (s.len == 0)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
-                        "ProfileRequest.repository_root is empty; it must be the absolute directory to write into");
+                        "ProfileRequest.repository_root is empty; it must name the directory to write into");
   quote(s, q, sizeof q);
-  if (s.ptr[0] != '/')
+  if (s.ptr[0] != '/' && !cwd)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
-                        "ProfileRequest.repository_root %s is not an absolute path", q);
+                        "ProfileRequest.repository_root %s is not an absolute path (and this server's working "
+                        "directory, which a relative one is resolved against, is unknown)",
+                        q);
   for (size_t i = 0; i < s.len; i++) {
     unsigned char c = (unsigned char)s.ptr[i];
     if (c < 0x20 || c == 0x7f)
@@ -99,16 +103,18 @@ static kiln_status check_root(kiln_profile_str s, kiln_err *err) {
   return KILN_OK;
 }
 
-kiln_status kiln_profile_request_check(const kiln_profile_request *req, kiln_profile_plan *plan, kiln_err *err) {
+kiln_status kiln_profile_request_check(const kiln_profile_request *req, const char *cwd, kiln_profile_plan *plan,
+                                       kiln_err *err) {
   if (!req || !plan) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "ProfileRequest check: NULL argument");
   memset(plan, 0, sizeof *plan);
+  if (cwd && cwd[0] != '/') cwd = NULL; /* not getcwd's form: resolve nothing against it */
   /* The real server takes opts.duration_ms when set; older clients only set
    * the top-level field. Either way 0 would record nothing: refuse it. */
   uint64_t d = req->duration_ms ? req->duration_ms : req->opts_duration_ms;
   if (d == 0 || d > KILN_PROFILER_MAX_DURATION_MS)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "ProfileRequest.duration_ms %llu is outside 1..%u",
                         (unsigned long long)d, KILN_PROFILER_MAX_DURATION_MS);
-  kiln_status s = check_root(req->repository_root, err);
+  kiln_status s = check_root(req->repository_root, cwd, err);
   if (s != KILN_OK) return s;
   s = check_name("session_id", req->session_id, 0, err);
   if (s != KILN_OK) return s;
@@ -117,24 +123,37 @@ kiln_status kiln_profile_request_check(const kiln_profile_request *req, kiln_pro
   s = check_name("host_name", host, 1, err);
   if (s != KILN_OK) return s;
 
-  /* Drop trailing slashes of the root ("/" stays "/"). */
-  size_t rl = req->repository_root.len;
-  while (rl > 1 && req->repository_root.ptr[rl - 1] == '/') rl--;
-  const char *sep = (rl == 1) ? "" : "/";
+  /* Drop trailing slashes of the root ("/" stays "/"), and a leading "./"
+   * of a relative one; a relative root goes below cwd ("/" is cwd's "/"). */
+  kiln_profile_str root = req->repository_root;
+  int relative = root.ptr[0] != '/';
+  while (relative && root.len >= 2 && root.ptr[0] == '.' && root.ptr[1] == '/') {
+    root.ptr += 2, root.len -= 2;
+    while (root.len && root.ptr[0] == '/') root.ptr++, root.len--;
+  }
+  if (relative && root.len == 1 && root.ptr[0] == '.') root.len = 0; /* "." is cwd itself */
+  while (root.len > 1 && root.ptr[root.len - 1] == '/') root.len--;
+  const char *base = relative ? cwd : "";
+  size_t bl = strlen(base);
+  if (relative && bl == 1) bl = 0; /* cwd "/": "/logs", not "//logs" */
+  const char *base_sep = relative && root.len ? "/" : "";
+  const char *sep = (!relative && root.len == 1) ? "" : "/";
   /* The longest name written is <session_dir>/<host>.trace.json.gz (+ a
    * temp suffix): keep a margin of 64 bytes for it. */
-  size_t need = rl + 1 + req->session_id.len + 1 + host.len + 64;
+  size_t need = bl + 1 + root.len + 1 + req->session_id.len + 1 + host.len + 64;
   if (need >= KILN_PROFILE_PATH_MAX) {
     char q[300];
     quote(req->repository_root, q, sizeof q);
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
-                        "ProfileRequest.repository_root %s (%zu bytes) is too long: the capture's paths would "
+                        "ProfileRequest.repository_root %s (%zu bytes%s) is too long: the capture's paths would "
                         "exceed %d bytes",
-                        q, req->repository_root.len, KILN_PROFILE_PATH_MAX);
+                        q, req->repository_root.len, relative ? ", below this server's working directory" : "",
+                        KILN_PROFILE_PATH_MAX);
   }
   plan->duration_ms = (uint32_t)d;
-  snprintf(plan->session_dir, sizeof plan->session_dir, "%.*s%s%.*s", (int)rl, req->repository_root.ptr, sep,
-           (int)req->session_id.len, req->session_id.ptr);
+  plan->root_was_relative = relative;
+  snprintf(plan->session_dir, sizeof plan->session_dir, "%.*s%s%.*s%s%.*s", (int)bl, base, base_sep,
+           (int)root.len, root.ptr, sep, (int)req->session_id.len, req->session_id.ptr);
   snprintf(plan->host, sizeof plan->host, "%.*s", (int)host.len, host.ptr);
   return KILN_OK;
 }

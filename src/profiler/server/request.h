@@ -47,20 +47,27 @@ typedef struct kiln_profile_request {
 /* What a valid request asks for, as NUL-terminated strings. */
 typedef struct kiln_profile_plan {
   uint32_t duration_ms;                     /* 1..KILN_PROFILER_MAX_DURATION_MS */
-  char session_dir[KILN_PROFILE_PATH_MAX];  /* <repository_root>/<session_id>, no trailing '/' */
+  char session_dir[KILN_PROFILE_PATH_MAX];  /* <root>/<session_id>, absolute, no trailing '/' */
   char host[KILN_PROFILE_NAME_MAX + 1];     /* file name stem */
+  int root_was_relative;                    /* repository_root was resolved against `cwd` */
 } kiln_profile_plan;
 
 /* Check `req` and fill `plan`. Rules: the duration (duration_ms, else
- * opts_duration_ms) is in 1..600000; repository_root is absolute, has no
- * NUL or control byte and no ".." component; session_id is 1..128 bytes
- * of [A-Za-z0-9._-] and host_name 1..128 bytes of [A-Za-z0-9._:[]-]
- * (TensorBoard sends "host:port"), neither starting with '.' (host_name may
- * be empty: "localhost"); the longest file path built from them fits in
- * KILN_PROFILE_PATH_MAX. Errors: KILN_ERR_INVALID_ARGUMENT with a message
- * naming the field and the rule (the offending value is quoted with
+ * opts_duration_ms) is in 1..600000; repository_root has no NUL or control
+ * byte and no ".." component, and is absolute or, when `cwd` is given,
+ * relative: then it is resolved against `cwd` (the serving process's
+ * working directory, as TensorFlow's own profiler server does: TensorBoard
+ * sends its --logdir as it was typed, "logs/plugins/profile"); session_id
+ * is 1..128 bytes of [A-Za-z0-9._-] and host_name 1..128 bytes of
+ * [A-Za-z0-9._:[]-] (TensorBoard sends "host:port"), neither starting with
+ * '.' (host_name may be empty: "localhost"); the longest file path built
+ * from them fits in KILN_PROFILE_PATH_MAX. `cwd` is the server's, never the
+ * peer's: an absolute path without a trailing '/' (getcwd's form), or NULL
+ * to refuse relative roots. Errors: KILN_ERR_INVALID_ARGUMENT with a
+ * message naming the field and the rule (the offending value is quoted with
  * non-printable bytes escaped and long values shortened). */
-kiln_status kiln_profile_request_check(const kiln_profile_request *req, kiln_profile_plan *plan, kiln_err *err);
+kiln_status kiln_profile_request_check(const kiln_profile_request *req, const char *cwd, kiln_profile_plan *plan,
+                                       kiln_err *err);
 
 /* Split "host:port" / "[v6]:port" into host (without brackets) and port
  * (0..65535; 0 means "any free port" to a server, nothing to a client). Errors: KILN_ERR_INVALID_ARGUMENT naming `addr`. */

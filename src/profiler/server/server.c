@@ -208,11 +208,25 @@ kiln_status kiln_profsrv_call_profile(const kiln_profsrv_call *call, char *msg, 
 kiln_status kiln_profsrv_serve(const kiln_profile_request *req, char *msg, size_t cap) {
   kiln_err err = {0};
   kiln_profile_plan plan;
-  kiln_status s = kiln_profile_request_check(req, &plan, &err);
+  /* A relative repository_root (TensorBoard's --logdir as typed) resolves
+   * against this process's working directory now, like TensorFlow's server. */
+  char cwd[PATH_MAX];
+  const char *base = getcwd(cwd, sizeof cwd);
+  kiln_status s = kiln_profile_request_check(req, base, &plan, &err);
   if (s == KILN_OK) s = kiln_fs_mkdirs_private(plan.session_dir, &err);
   if (s == KILN_OK) s = kiln_prof_timed_capture(plan.duration_ms, plan.session_dir, plan.host, &err);
-  if (s != KILN_OK) snprintf(msg, cap, "%s", err.msg[0] ? err.msg : kiln_status_name(s));
-  return s;
+  if (s != KILN_OK) {
+    snprintf(msg, cap, "%s", err.msg[0] ? err.msg : kiln_status_name(s));
+    return s;
+  }
+  /* Where a relative root went is worth a line: a viewer started in another
+   * directory looks elsewhere (the peer sees only "OK"). */
+  if (plan.root_was_relative)
+    fprintf(stderr,
+            "kiln profiler server: capture written to %s (the request's repository_root was relative: resolved "
+            "against this program's working directory)\n",
+            plan.session_dir);
+  return KILN_OK;
 }
 
 static kiln_status start_on(const char *addr, kiln_loc loc) {
@@ -277,7 +291,8 @@ kiln_status kiln_profiler_client_capture_at(const char *addr, uint32_t duration_
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profile capture: the log directory is empty");
 
   /* TensorBoard's layout: <logdir>/plugins/profile/<session>/<host>.xplane.pb.
-   * The server needs an absolute path: it does not share our cwd. */
+   * Sent absolute: the server would resolve a relative path against its own
+   * working directory, and the user of this client means ours. */
   char root[KILN_PROFILE_PATH_MAX];
   if (snprintf(root, sizeof root, "%s/plugins/profile", logdir) >= (int)sizeof root)
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profile capture: log directory path too long");

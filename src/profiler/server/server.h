@@ -96,9 +96,12 @@ typedef struct kiln_profsrv_host {
 typedef const kiln_profsrv_ops *(*kiln_profsrv_module_fn)(const kiln_profsrv_host *host);
 
 /* Serve one Profile request (server.c, called by the gRPC handler): check
- * it (kiln_profile_request_check), create the session directory and run
+ * it (kiln_profile_request_check; a relative repository_root is resolved
+ * against the process's working directory, and where the capture went is
+ * printed on stderr), create the session directory and run
  * kiln_profiler_capture. Errors: INVALID_ARGUMENT for a bad request, those
- * of the capture otherwise. */
+ * of the directory or the capture otherwise (IO with the path and the
+ * system's reason); the message in (msg, cap) is what the client receives. */
 kiln_status kiln_profsrv_serve(const kiln_profile_request *req, char *msg, size_t cap);
 
 #ifdef __cplusplus

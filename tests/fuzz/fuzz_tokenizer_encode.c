@@ -90,9 +90,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *s = malloc(n ? n : 1);
   if (!s) return 0;
   if (n) memcpy(s, data + 1, n);
-  int64_t ids[64], count = -1;
+  int64_t ids[66], count = -1;
   kiln_err err = {0};
-  kiln_status st = kiln_tokenizer_encode_err(t, s, n, max_len, ids, 64, &count, &err);
+  kiln_status st = kiln_tokenizer_encode_err(t, s, n, max_len, ids, 66, &count, &err);
   size_t bad = first_invalid((const uint8_t *)s, n);
   if (bad < n) {
     char want[64];

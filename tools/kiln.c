@@ -26,6 +26,7 @@
 #include "kiln/kiln.h"
 #include "tools/cli.h"
 #include "tools/graph.h"
+#include "tools/embed.h"
 #include "tools/ops.h"
 #include "tools/profile.h"
 #include "tools/train.h"
@@ -49,6 +50,8 @@ static const kiln_cli_command kiln_cli_commands[] = {
     {"doctor", "[--quick]", "check this machine: CPU, threads, GEMM, compiler, cache", kiln_cli_doctor},
     {"train", "[--model mlp|cnn|transformer] [...]", "train a classifier on Fashion-MNIST (--help for options)",
      kiln_cli_train},
+    {"embed", "--model DIR [--batch N] [--ids]", "sentence embeddings of stdin's lines with a BERT model folder",
+     kiln_cli_embed},
     {"graph", "diff A B", "compare two graphs dumped with KILN_SAVE_GRAPHS", kiln_cli_graph},
     {"ops", "[--markdown]", "list kiln's ops: kind, arity, public functions, dtypes, gradient, doc", kiln_cli_ops},
     {"profile", "capture|summary [...]", "capture a profile from a running program, or summarize one",

@@ -1,0 +1,208 @@
+/* all-MiniLM-L6-v2 end to end, against sentence-transformers: every sentence
+ * of tests/data/minilm_sentences.txt embedded by kiln (its tokenizer, its
+ * BERT encoder, batches of mixed lengths with padding masks) has cosine >=
+ * 0.99999 and max abs difference <= 1e-5 with the reference embedding
+ * (tests/data/minilm_reference.txt, written by minilm_reference.py with
+ * transformers/sentence-transformers), and its token ids are identical;
+ * `kiln embed` prints the same embeddings and ids in input order. Needs only
+ * the model package's files (the minilm_model fixture: scripts/fetch-model.sh),
+ * not PyTorch. */
+#include <kiln/bert.h>
+#include <kiln/text.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kt.h"
+
+#define MAXS 64
+#define DIM 384
+
+typedef struct ref {
+  int n;
+  char *text[MAXS];
+  size_t len[MAXS];
+  int nid[MAXS];
+  int64_t ids[MAXS][256];
+  double emb[MAXS][DIM];
+} ref;
+
+static ref g_ref;
+static char *g_sent_buf;
+static const char *g_dir, *g_data;
+
+static char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long sz = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)sz + 1);
+  if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
+    free(b);
+    b = NULL;
+  }
+  if (b) b[sz] = 0;
+  fclose(f);
+  *n = (size_t)sz;
+  return b;
+}
+
+static int load_reference(void) {
+  g_dir = getenv("KILN_MINILM_DIR");
+  g_data = getenv("KILN_TEST_DATA");
+  if (!g_dir || !g_data) {
+    KT_FAIL("KILN_MINILM_DIR and KILN_TEST_DATA must be set (ctest sets them; scripts/fetch-model.sh fetches the model)");
+    return -1;
+  }
+  char path[1024];
+  size_t ns = 0, nr = 0;
+  snprintf(path, sizeof path, "%s/minilm_sentences.txt", g_data);
+  g_sent_buf = slurp(path, &ns);
+  snprintf(path, sizeof path, "%s/minilm_reference.txt", g_data);
+  char *r = slurp(path, &nr);
+  if (!g_sent_buf || !r) {
+    KT_FAIL("cannot read the sentences or the reference in %s", g_data);
+    free(r);
+    return -1;
+  }
+  /* sentences: split on '\n' only (one holds a NUL byte) */
+  for (char *s = g_sent_buf; s < g_sent_buf + ns && g_ref.n < MAXS; g_ref.n++) {
+    char *nl = memchr(s, '\n', (size_t)(g_sent_buf + ns - s));
+    size_t len = nl ? (size_t)(nl - s) : (size_t)(g_sent_buf + ns - s);
+    g_ref.text[g_ref.n] = s;
+    g_ref.len[g_ref.n] = len;
+    s += len + 1;
+  }
+  for (int i = 0; i < g_ref.n; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "\nids %d ", i);
+    char *p = strstr(r, key), *e;
+    KT_CHECK_MSG(p, "no reference ids for sentence %d", i);
+    if (!p) break;
+    p += strlen(key);
+    g_ref.nid[i] = (int)strtol(p, &p, 10);
+    for (int j = 0; j < g_ref.nid[i] && j < 256; j++) g_ref.ids[i][j] = strtoll(p, &p, 10);
+    snprintf(key, sizeof key, "\nemb %d %d ", i, DIM);
+    p = strstr(r, key);
+    KT_CHECK_MSG(p, "no reference embedding for sentence %d", i);
+    if (!p) break;
+    p += strlen(key);
+    for (int j = 0; j < DIM; j++) {
+      g_ref.emb[i][j] = strtod(p, &e);
+      p = e;
+    }
+  }
+  free(r);
+  return 0;
+}
+
+/* cosine and max abs difference of got vs sentence i's reference */
+static void compare(int i, const float *got, const char *how) {
+  double dot = 0, na = 0, nb = 0, mx = 0;
+  for (int j = 0; j < DIM; j++) {
+    double a = got[j], b = g_ref.emb[i][j];
+    dot += a * b, na += a * a, nb += b * b;
+    if (fabs(a - b) > mx) mx = fabs(a - b);
+  }
+  double cosine = dot / sqrt(na * nb);
+  KT_CHECK_MSG(cosine >= 0.99999 && mx <= 1e-5, "%s: sentence %d: cosine %.9f, max abs difference %.3g", how, i,
+               cosine, mx);
+}
+
+/* The library: batches of 5 sentences in file order (mixed lengths, padded
+ * to the batch's longest, masked). */
+KT_TEST(library_embeddings_match_sentence_transformers) {
+  if (load_reference()) return;
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/vocab.txt", g_dir);
+  kiln_tokenizer *tok = NULL;
+  kiln_bert *m = NULL;
+  KT_CHECK_MSG(kiln_tokenizer_create(path, NULL, &tok) == KILN_OK, "%s", kiln_last_error());
+  KT_CHECK_MSG(kiln_bert_load(g_dir, &m) == KILN_OK, "%s", kiln_last_error());
+  if (!tok || !m) goto out;
+  for (int i0 = 0; i0 < g_ref.n; i0 += 5) {
+    int B = g_ref.n - i0 < 5 ? g_ref.n - i0 : 5;
+    static int64_t ids[5][256];
+    int64_t n[5], T = 0;
+    for (int b = 0; b < B; b++) {
+      KT_CHECK(kiln_tokenizer_encode(tok, g_ref.text[i0 + b], g_ref.len[i0 + b], 256, ids[b], 256, &n[b]) == KILN_OK);
+      KT_CHECK_MSG(n[b] == g_ref.nid[i0 + b] && !memcmp(ids[b], g_ref.ids[i0 + b], sizeof(int64_t) * (size_t)n[b]),
+                   "sentence %d: token ids differ", i0 + b);
+      if (n[b] > T) T = n[b];
+    }
+    static int64_t flat[5 * 256], fmask[5 * 256];
+    for (int b = 0; b < B; b++)
+      for (int64_t t = 0; t < T; t++) {
+        flat[b * T + t] = t < n[b] ? ids[b][t] : 0;
+        fmask[b * T + t] = t < n[b];
+      }
+    const int64_t s[2] = {B, T};
+    static float out[5 * DIM];
+    kiln_tensor e = kiln_bert_embed(m, kiln_from_host(flat, KILN_I64, 2, s), kiln_from_host(fmask, KILN_I64, 2, s));
+    KT_CHECK_MSG(kiln_to_host(e, out, sizeof(float) * (size_t)(B * DIM)) == KILN_OK, "%s", kiln_last_error());
+    for (int b = 0; b < B; b++) compare(i0 + b, out + b * DIM, "library");
+    kiln_mark_step();
+  }
+out:
+  kiln_bert_destroy(m);
+  kiln_tokenizer_destroy(tok);
+  kiln_shutdown();
+}
+
+/* `kiln embed` (length-sorted batches of 4) and `kiln embed --ids`, output
+ * in input order */
+static void run_cli(const char *flags, const char *out_path) {
+  char self[4096], cmd[16384];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[k > 0 ? k : 0] = 0;
+  for (int i = 0; i < 2; i++) { /* <build>/bin/tests/test_minilm -> <build>/bin */
+    char *s = strrchr(self, '/');
+    if (s) *s = 0;
+  }
+  snprintf(cmd, sizeof cmd, "'%s/kiln' embed --model '%s' %s < '%s/minilm_sentences.txt' > '%s'", self, g_dir, flags,
+           g_data, out_path);
+  KT_CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+}
+
+KT_TEST(kiln_embed_prints_the_same) {
+  if (!g_ref.n && load_reference()) return;
+  char out[] = "/tmp/kiln-test-minilm-XXXXXX";
+  int fd = mkstemp(out);
+  KT_CHECK(fd >= 0);
+  if (fd < 0) return;
+  close(fd);
+  run_cli("--batch 4", out);
+  FILE *f = fopen(out, "r");
+  static float got[DIM];
+  int line = 0;
+  for (; f && line < g_ref.n; line++) {
+    int j = 0;
+    while (j < DIM && fscanf(f, "%f", &got[j]) == 1) j++;
+    KT_CHECK_MSG(j == DIM, "kiln embed: line %d has %d numbers", line + 1, j);
+    compare(line, got, "kiln embed");
+  }
+  KT_EQ_INT(line, g_ref.n);
+  if (f) fclose(f);
+  run_cli("--ids", out);
+  f = fopen(out, "r");
+  char buf[8192];
+  for (line = 0; f && fgets(buf, sizeof buf, f); line++) {
+    char *p = buf;
+    int j = 0, same = 1;
+    for (long long v; line < g_ref.n && sscanf(p, "%lld", &v) == 1; j++) {
+      same &= j < g_ref.nid[line] && v == g_ref.ids[line][j];
+      while (*p == ' ') p++;
+      while (*p && *p != ' ' && *p != '\n') p++;
+    }
+    KT_CHECK_MSG(same && j == g_ref.nid[line], "kiln embed --ids: line %d differs", line + 1);
+  }
+  KT_EQ_INT(line, g_ref.n);
+  if (f) fclose(f);
+  unlink(out);
+}
+
+KT_MAIN(KT_CASE(library_embeddings_match_sentence_transformers), KT_CASE(kiln_embed_prints_the_same))

@@ -1,0 +1,253 @@
+/* `kiln embed --model DIR [--batch N] [--ids] [--max-length N] [--stats]`:
+ * sentence embeddings of the lines of standard input (UTF-8), one output
+ * line per input line, in input order: the L2-normalised embedding as
+ * space-separated decimals (%.9g), or with --ids the token ids.
+ *
+ * DIR is a model folder as published (config.json, vocab.txt,
+ * model.safetensors; sentence_bert_config.json's max_seq_length, if there,
+ * is the default --max-length, else 256). Sentences are sorted by length
+ * and batched (--batch, default 32) so that padding is small; a batch's
+ * length is rounded up to a multiple of 8 (at most the maximum), which
+ * bounds the number of distinct shapes, hence compiles. Padding is masked:
+ * it does not change any embedding. --stats prints the batches, the tokens,
+ * the padding and the compiles to standard error. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/bert.h"
+#include "kiln/kiln.h"
+#include "kiln/text.h"
+#include "tools/cli.h"
+#include "tools/embed.h"
+
+typedef struct sentence {
+  int64_t *ids;
+  int64_t n;
+  float *emb;
+} sentence;
+
+typedef struct embed_opts {
+  const char *dir;
+  long long batch, max_len;
+  int ids_only, stats;
+} embed_opts;
+
+static int usage(const char *msg, const char *arg) {
+  if (msg) {
+    fprintf(stderr, "kiln embed: ");
+    fprintf(stderr, msg, arg);
+    fprintf(stderr, "\n\n");
+  }
+  fprintf(msg ? stderr : stdout,
+          "usage: kiln embed --model DIR [--batch N] [--ids] [--max-length N] [--stats] < sentences.txt\n"
+          "  one sentence per line (UTF-8) in; one line per sentence out: its L2-normalised embedding\n"
+          "  (space-separated), or its token ids with --ids. DIR: a published model folder (config.json,\n"
+          "  vocab.txt, model.safetensors). --batch: sentences per batch (default 32).\n");
+  return msg ? 2 : 0;
+}
+
+static int parse_args(int argc, char **argv, embed_opts *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL, NULL) + 1;
+    if (!strcmp(a, "--ids")) {
+      o->ids_only = 1;
+    } else if (!strcmp(a, "--stats")) {
+      o->stats = 1;
+    } else if (!strcmp(a, "--model") || !strcmp(a, "--batch") || !strcmp(a, "--max-length")) {
+      if (!v) return usage("%s needs a value", a);
+      i++;
+      if (!strcmp(a, "--model")) o->dir = v;
+      else if (!strcmp(a, "--batch") && kiln_cli_parse_int("embed", a, v, 1, 4096, &o->batch)) return 2;
+      else if (!strcmp(a, "--max-length") && kiln_cli_parse_int("embed", a, v, 2, 1 << 20, &o->max_len)) return 2;
+    } else {
+      return usage(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
+    }
+  }
+  if (!o->dir) return usage("%s", "--model DIR is required");
+  return 0;
+}
+
+/* max_seq_length from DIR/sentence_bert_config.json, or 256. */
+static long long default_max_len(const char *dir) {
+  char path[4096], buf[4096];
+  snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return 256;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strstr(buf, "\"max_seq_length\"");
+  if (p && (p = strchr(p, ':'))) {
+    long long v = strtoll(p + 1, NULL, 10);
+    if (v >= 2 && v <= (1 << 20)) return v;
+  }
+  return 256;
+}
+
+/* Read stdin's lines and tokenise them. Returns the count, -1 on error. */
+static int64_t read_sentences(const kiln_tokenizer *tok, long long max_len, sentence **out) {
+  size_t cap = 64, n = 0, lcap = 0;
+  sentence *s = malloc(cap * sizeof *s);
+  char *line = NULL;
+  ssize_t len;
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)max_len);
+  if (!s || !ids) goto oom;
+  while ((len = getline(&line, &lcap, stdin)) >= 0) {
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+    int64_t k = 0;
+    if (kiln_tokenizer_encode(tok, line, (size_t)len, max_len, ids, max_len, &k) != KILN_OK) {
+      fprintf(stderr, "kiln embed: line %zu: %s\n", n + 1, kiln_cli_error_message());
+      goto fail;
+    }
+    if (n == cap) {
+      sentence *t = realloc(s, 2 * cap * sizeof *s);
+      if (!t) goto oom;
+      s = t, cap *= 2;
+    }
+    s[n] = (sentence){malloc(sizeof(int64_t) * (size_t)(k ? k : 1)), k, NULL};
+    if (!s[n].ids) goto oom;
+    memcpy(s[n].ids, ids, sizeof(int64_t) * (size_t)k);
+    n++;
+  }
+  free(line);
+  free(ids);
+  *out = s;
+  return (int64_t)n;
+oom:
+  fprintf(stderr, "kiln embed: out of memory\n");
+fail:
+  for (size_t i = 0; s && i < n; i++) free(s[i].ids);
+  free(s);
+  free(line);
+  free(ids);
+  return -1;
+}
+
+static sentence *g_sort_base;
+static int by_length(const void *a, const void *b) {
+  int64_t x = g_sort_base[*(const int64_t *)a].n, y = g_sort_base[*(const int64_t *)b].n;
+  return x < y ? -1 : x > y ? 1 : (*(const int64_t *)a > *(const int64_t *)b) - (*(const int64_t *)a < *(const int64_t *)b);
+}
+
+/* Embed sentences order[0..count) as one batch padded to T. */
+static int run_batch(const kiln_bert *m, sentence *s, const int64_t *order, int64_t count, int64_t T, int64_t pad_id,
+                     int H) {
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(count * T)), *mask = calloc((size_t)(count * T), sizeof(int64_t));
+  float *out = malloc(sizeof(float) * (size_t)(count * H));
+  int rc = -1;
+  if (ids && mask && out) {
+    for (int64_t b = 0; b < count; b++) {
+      const sentence *x = &s[order[b]];
+      for (int64_t t = 0; t < T; t++) {
+        ids[b * T + t] = t < x->n ? x->ids[t] : pad_id;
+        mask[b * T + t] = t < x->n;
+      }
+    }
+    const int64_t shape[2] = {count, T};
+    kiln_tensor e = kiln_bert_embed_at(m, kiln_from_host_at(ids, KILN_I64, 2, shape, KILN_CLI_NO_LOC),
+                                       kiln_from_host_at(mask, KILN_I64, 2, shape, KILN_CLI_NO_LOC), KILN_CLI_NO_LOC);
+    if (kiln_to_host(e, out, sizeof(float) * (size_t)(count * H)) == KILN_OK) {
+      rc = 0;
+      for (int64_t b = 0; b < count; b++) {
+        sentence *x = &s[order[b]];
+        x->emb = malloc(sizeof(float) * (size_t)H);
+        if (!x->emb) {
+          rc = -1;
+          break;
+        }
+        memcpy(x->emb, out + b * H, sizeof(float) * (size_t)H);
+      }
+    }
+    kiln_mark_step();
+  }
+  free(ids);
+  free(mask);
+  free(out);
+  return rc;
+}
+
+static int embed_all(const embed_opts *o, const kiln_tokenizer *tok, sentence *s, int64_t n) {
+  kiln_bert *m = NULL;
+  if (kiln_bert_load_at(o->dir, &m, KILN_CLI_NO_LOC) != KILN_OK) {
+    fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());
+    return 1;
+  }
+  int H = kiln_bert_get_config(m)->hidden_size;
+  int64_t pad = kiln_tokenizer_token_id(tok, "[PAD]");
+  int64_t *order = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+  if (!order) {
+    kiln_bert_destroy(m);
+    return 1;
+  }
+  for (int64_t i = 0; i < n; i++) order[i] = i;
+  g_sort_base = s;
+  qsort(order, (size_t)n, sizeof *order, by_length);
+  int64_t compiles0 = kiln_counter_value("UncachedCompile"), tokens = 0, padded = 0, batches = 0;
+  int rc = 0;
+  for (int64_t i = 0; i < n && !rc; i += o->batch) {
+    int64_t count = n - i < o->batch ? n - i : o->batch, T = s[order[i + count - 1]].n;
+    T = (T + 7) / 8 * 8;
+    if (T > o->max_len) T = o->max_len;
+    for (int64_t b = 0; b < count; b++) tokens += s[order[i + b]].n;
+    padded += count * T;
+    batches++;
+    if (run_batch(m, s, order + i, count, T, pad < 0 ? 0 : pad, H)) {
+      fprintf(stderr, "kiln embed: %s\n", kiln_last_status() ? kiln_cli_error_message() : "out of memory");
+      rc = 1;
+    }
+  }
+  if (o->stats && !rc)
+    fprintf(stderr, "kiln embed: %lld sentences, %lld batches, %lld tokens, %lld with padding, %lld compiles\n",
+            (long long)n, (long long)batches, (long long)tokens, (long long)padded,
+            (long long)(kiln_counter_value("UncachedCompile") - compiles0));
+  for (int64_t i = 0; i < n && !rc; i++) {
+    for (int j = 0; j < H; j++) printf(j ? " %.9g" : "%.9g", (double)s[i].emb[j]);
+    putchar('\n');
+  }
+  free(order);
+  kiln_bert_destroy(m);
+  return rc;
+}
+
+int kiln_cli_embed(int argc, char **argv) {
+  embed_opts o = {.batch = 32};
+  int r = parse_args(argc, argv, &o);
+  if (r) return r == 1 ? 0 : r;
+  if (!o.max_len) o.max_len = default_max_len(o.dir);
+  char vocab[4096];
+  snprintf(vocab, sizeof vocab, "%s/vocab.txt", o.dir);
+  kiln_tokenizer *tok = NULL;
+  if (kiln_init(NULL) != KILN_OK || kiln_tokenizer_create(vocab, NULL, &tok) != KILN_OK) {
+    fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());
+    kiln_shutdown();
+    return 1;
+  }
+  sentence *s = NULL;
+  int64_t n = read_sentences(tok, o.max_len, &s);
+  int rc = n < 0 ? 1 : 0;
+  if (!rc && o.ids_only) {
+    for (int64_t i = 0; i < n; i++) {
+      for (int64_t j = 0; j < s[i].n; j++) printf(j ? " %lld" : "%lld", (long long)s[i].ids[j]);
+      putchar('\n');
+    }
+  } else if (!rc) {
+    rc = embed_all(&o, tok, s, n);
+  }
+  if (fflush(stdout) || ferror(stdout)) {
+    fprintf(stderr, "kiln embed: writing the output: %s\n", strerror(errno));
+    rc = 1;
+  }
+  for (int64_t i = 0; i < (n > 0 ? n : 0); i++) {
+    free(s[i].ids);
+    free(s[i].emb);
+  }
+  free(s);
+  kiln_tokenizer_destroy(tok);
+  kiln_shutdown();
+  return rc;
+}

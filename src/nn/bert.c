@@ -30,8 +30,14 @@ static const char *const k_layer_names[N_PER_LAYER] = {
     "attention.output.LayerNorm.bias", "intermediate.dense.weight", "intermediate.dense.bias",
     "output.dense.weight", "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"};
 
+/* BertModel's pooler (dense + tanh over [CLS]) is not used by sentence
+ * embeddings; when the file has it, it is carried through to the saved file
+ * (not trained: it is not among kiln_bert_params). */
+static const char *const k_pooler_names[2] = {"pooler.dense.weight", "pooler.dense.bias"};
+
 struct kiln_bert {
   kiln_bert_config cfg;
+  kiln_tensor pooler[2]; /* null tensors when absent */
   int n;
   char (*names)[NAME_MAX_LEN];
   kiln_tensor *t;
@@ -222,6 +228,15 @@ kiln_status kiln_bert_load_at(const char *dir, kiln_bert **out, kiln_loc loc) {
   kiln_st_file *f = NULL;
   st = kiln_st_file_create_at(path, &f, loc);
   for (int i = 0; i < m->n && !st; i++) st = load_param(m, f, i, path, loc);
+  for (int k = 0; k < 2 && !st; k++) {
+    char alt[64];
+    snprintf(alt, sizeof alt, "bert.%s", k_pooler_names[k]);
+    const char *name = kiln_st_find(f, k_pooler_names[k]) >= 0 ? k_pooler_names[k] : alt;
+    if (kiln_st_find(f, name) < 0) continue;
+    kiln_tensor t = kiln_st_tensor_at(f, name, loc);
+    m->pooler[k] = kiln_keep(kiln_dtype_of(t) == KILN_F32 ? t : kiln_cast_at(t, KILN_F32, loc));
+    st = kiln_last_status();
+  }
   kiln_st_file_destroy(f);
   if (st) {
     kiln_bert_destroy(m);
@@ -233,12 +248,21 @@ kiln_status kiln_bert_load_at(const char *dir, kiln_bert **out, kiln_loc loc) {
 
 kiln_status kiln_bert_save_at(const kiln_bert *m, const char *path, kiln_loc loc) {
   if (!m) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: model is NULL");
-  const char **names = malloc(sizeof *names * (size_t)m->n);
-  if (!names) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
-  for (int i = 0; i < m->n; i++) names[i] = m->names[i];
+  const char **names = malloc(sizeof *names * (size_t)(m->n + 2));
+  kiln_tensor *t = malloc(sizeof *t * (size_t)(m->n + 2));
+  if (!names || !t) {
+    free(names);
+    free(t);
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
+  }
+  int n = 0;
+  for (int i = 0; i < m->n; i++, n++) names[n] = m->names[i], t[n] = m->t[i];
+  for (int k = 0; k < 2; k++)
+    if (!is_null(m->pooler[k])) names[n] = k_pooler_names[k], t[n++] = m->pooler[k];
   static const char *const meta[] = {"format", "pt", NULL};
-  kiln_status st = kiln_save_safetensors_at(path, m->n, names, m->t, meta, loc);
+  kiln_status st = kiln_save_safetensors_at(path, n, names, t, meta, loc);
   free(names);
+  free(t);
   return st;
 }
 
@@ -363,6 +387,7 @@ kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor 
 void kiln_bert_destroy(kiln_bert *m) {
   if (!m) return;
   for (int i = 0; i < m->n; i++) kiln_release(m->t[i]);
+  for (int k = 0; k < 2; k++) kiln_release(m->pooler[k]);
   free(m->names);
   free(m->t);
   free(m);

@@ -458,6 +458,7 @@ static void *stepping_thread(void *p) {
   int64_t s = 0;
   while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
     kiln_step_trace("Training_Step", s++);
+    __atomic_store_n(&a->opened, 1, __ATOMIC_RELEASE);
     KILN_TRACE("Forward") { sleep_ms(1); }
     KILN_TRACE("Backward") { sleep_ms(1); }
   }
@@ -513,7 +514,9 @@ KT_TEST(a_capture_from_another_thread_holds_regions_across_its_edges) {
   while (!__atomic_load_n(&blocked.opened, __ATOMIC_ACQUIRE) || !__atomic_load_n(&spanning.opened, __ATOMIC_ACQUIRE))
     sleep_ms(1);
   pthread_create(&ts, NULL, stepping_thread, &step);
-  sleep_ms(5); /* the stepper is inside a step when the capture starts */
+  /* the stepper is inside a step when the capture starts (each step marker
+   * ends the step before: from its first one on it is always in a step) */
+  while (!__atomic_load_n(&step.opened, __ATOMIC_ACQUIRE)) sleep_ms(1);
   char dir[512], path[1024];
   kiln_err err = {0};
   KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-prof-", dir, sizeof dir, &err) == KILN_OK);

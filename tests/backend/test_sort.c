@@ -59,6 +59,7 @@ static kiln_tensor c_sort0_desc_idx(kiln_tensor x) { return (void)x, sort_i(xs()
 static kiln_tensor c_argsort_i32(kiln_tensor x) { return (void)x, kiln_argsort(is(), 1, false); }
 static kiln_tensor c_argsort_i32_desc(kiln_tensor x) { return (void)x, kiln_argsort(is(), 1, true); }
 static kiln_tensor c_sort_i32_vals(kiln_tensor x) { return (void)x, sort_v(is(), 0, true); }
+static kiln_tensor c_argsort_bool_desc(kiln_tensor x) { return (void)x, kiln_argsort(kiln_gt_c(xs(), 1.0), 1, true); }
 static kiln_tensor c_topk2_vals(kiln_tensor x) { return (void)x, topk_v(xs(), 2, 1, true); }
 static kiln_tensor c_topk2_idx(kiln_tensor x) { return (void)x, topk_i(xs(), 2, -1, true); }
 static kiln_tensor c_topk0_vals(kiln_tensor x) { return (void)x, topk_v(xs(), 0, 1, true); }
@@ -99,7 +100,7 @@ static const struct {
 } k_cases[] = {
     C(sort1_vals, 0),     C(sort_x_desc, 1),       C(sort1_idx, 0),         C(sort1_desc_vals, 0), C(sort1_desc_idx, 0),
     C(sort0_idx, 0),      C(sort0_desc_idx, 0),    C(argsort_i32, 0),     C(argsort_i32_desc, 0),
-    C(sort_i32_vals, 0),  C(topk2_vals, 0),        C(topk2_idx, 0),       C(topk0_vals, 0),
+    C(sort_i32_vals, 0),  C(argsort_bool_desc, 0),  C(topk2_vals, 0),        C(topk2_idx, 0),       C(topk0_vals, 0),
     C(topk4_small_idx, 0), C(topk_axis0_vals, 1),  C(topk_axis0_idx, 0),  C(scatter0, 1),
     C(scatter_add0, 1),   C(scatter1, 1),          C(scatter_add1, 1),    C(scatter_add_i32, 0),
     C(index_add1, 1),     C(index_put, 1),         C(index_put_acc, 1),   C(index_put_bcast, 1),

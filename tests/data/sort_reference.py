@@ -108,6 +108,7 @@ CASES = {
     "argsort_i32": ("i64", sort_idx(IS, 1, False)),
     "argsort_i32_desc": ("i64", sort_idx(IS, 1, True)),
     "sort_i32_vals": ("i32", sort_vals(IS, 0, True)),
+    "argsort_bool_desc": ("i64", sort_idx((XS > 1.0).astype(np.int64), 1, True)),  # bool sorts as 0/1
     "topk2_vals": ("f64", topk(XS, 2, 1, True)[0]),
     "topk2_idx": ("i64", topk(XS, 2, 1, True)[1]),
     "topk0_vals": ("f64", topk(XS, 0, 1, True)[0]),

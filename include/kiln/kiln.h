@@ -322,6 +322,48 @@ kiln_tensor kiln_gather_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_loc lo
 #define kiln_one_hot(idx, n, dt) kiln_one_hot_at((idx), (n), (dt), KILN_HERE)
 kiln_tensor kiln_one_hot_at(kiln_tensor idx, int64_t n, kiln_dtype dt, kiln_loc loc);
 
+/* ───────────── sorting and scattering (docs/semantics.md) ───────────── */
+/* torch.sort(x, axis, descending, stable=True): *values (x's dtype) and
+ * *indices (i64), both of x's shape; either pointer may be NULL. Ties keep
+ * their order; NaN sorts as the largest value (last ascending, first
+ * descending). Gradient: the values' gradient goes back to the positions
+ * they came from. The sort runs as a kernel of its own (docs/codegen.md). */
+#define kiln_sort(x, axis, descending, values, indices) \
+  kiln_sort_at((x), (axis), (descending), (values), (indices), KILN_HERE)
+void kiln_sort_at(kiln_tensor x, int axis, bool descending, kiln_tensor *values, kiln_tensor *indices, kiln_loc loc);
+/* The indices of kiln_sort (i64), as torch.argsort(stable=True). */
+#define kiln_argsort(x, axis, descending) kiln_argsort_at((x), (axis), (descending), KILN_HERE)
+kiln_tensor kiln_argsort_at(kiln_tensor x, int axis, bool descending, kiln_loc loc);
+/* torch.topk(x, k, axis, largest, sorted=True): the k largest (smallest)
+ * along axis, in order; among equal values the earlier position first (the
+ * first k of the stable sort). 0 <= k <= dim (k = 1 for a 0-d x). */
+#define kiln_topk(x, k, axis, largest, values, indices) \
+  kiln_topk_at((x), (k), (axis), (largest), (values), (indices), KILN_HERE)
+void kiln_topk_at(kiln_tensor x, int64_t k, int axis, bool largest, kiln_tensor *values, kiln_tensor *indices,
+                  kiln_loc loc);
+/* torch.Tensor.scatter(axis, idx, src), out of place: x with src[p] written
+ * at position idx[p] along axis, for every p of idx's shape. idx (i32/i64)
+ * and src (x's dtype) have x's rank; idx's dims are <= src's, and <= x's
+ * off the axis. Duplicate indices: the last along the axis wins
+ * (deterministic; PyTorch leaves it unspecified). Errors: an index outside
+ * [0, dim) as for kiln_index_select. */
+#define kiln_scatter(x, axis, idx, src) kiln_scatter_at((x), (axis), (idx), (src), KILN_HERE)
+kiln_tensor kiln_scatter_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_tensor src, kiln_loc loc);
+/* torch.Tensor.scatter_add: as kiln_scatter, the values added; duplicates
+ * accumulate in order along the axis (the same result on every run). */
+#define kiln_scatter_add(x, axis, idx, src) kiln_scatter_add_at((x), (axis), (idx), (src), KILN_HERE)
+kiln_tensor kiln_scatter_add_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_tensor src, kiln_loc loc);
+/* torch.Tensor.index_add(axis, idx, src): idx 1-D of length m, src of x's
+ * shape with m along axis; slice src[.., i, ..] is added to x[.., idx[i], ..]. */
+#define kiln_index_add(x, axis, idx, src) kiln_index_add_at((x), (axis), (idx), (src), KILN_HERE)
+kiln_tensor kiln_index_add_at(kiln_tensor x, int axis, kiln_tensor idx, kiln_tensor src, kiln_loc loc);
+/* torch.Tensor.index_put((idx,), values, accumulate), out of place, for a
+ * 1-D index on axis 0: x[idx[i]] = values[i] (accumulate: +=); values
+ * broadcast to [m, x.shape[1:]...]. Without accumulate the last duplicate
+ * wins. Negative indices are errors (as in kiln_index_select). */
+#define kiln_index_put(x, idx, values, accumulate) kiln_index_put_at((x), (idx), (values), (accumulate), KILN_HERE)
+kiln_tensor kiln_index_put_at(kiln_tensor x, kiln_tensor idx, kiln_tensor values, bool accumulate, kiln_loc loc);
+
 /* ───────────── composed ops (built from the ops above; gradients flow) ───────────── */
 /* torch.clamp(x, lo, hi): NaN stays NaN; -INFINITY / INFINITY: no bound. */
 #define kiln_clamp(x, lo, hi) kiln_clamp_at((x), (lo), (hi), KILN_HERE)

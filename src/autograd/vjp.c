@@ -401,39 +401,52 @@ static kiln_node *index_select_grad(vctx *c, kiln_node *n, kiln_node *g) {
   return reshape(c, r, x->rank, x->shape);
 }
 
-/* GATHER: out[.., i, ..] = x[.., idx[.., i, ..], ..] along axis a. With a
- * new axis after a holding x's positions k: T[.., i, k, ..] = g where
- * idx == k; summing over i gives the scatter-add, and zero padding covers
- * the positions of other axes that idx does not reach. */
+/* GATHER of a along axis at the indices ix (out: ix's shape). */
+static kiln_node *gather(vctx *c, kiln_node *a, int axis, kiln_node *ix) {
+  if (!a || !ix) return NULL;
+  kiln_node *in[2] = {a, ix};
+  int64_t at = axis;
+  return mk(c, KILN_OP_GATHER, (kiln_dtype)a->dtype, ix->rank, ix->shape, 2, in, 1, &at, 0.0);
+}
+/* SCATTER or SCATTER_ADD of src into x along axis at ix (out: x's shape). */
+static kiln_node *scatter(vctx *c, int op, kiln_node *x, int axis, kiln_node *ix, kiln_node *src) {
+  if (!x || !ix || !src) return NULL;
+  kiln_node *in[3] = {x, ix, src};
+  int64_t at = axis;
+  return mk(c, op, (kiln_dtype)x->dtype, x->rank, x->shape, 3, in, 1, &at, 0.0);
+}
+
+/* GATHER: g added into zeros of x's shape at the (clamped) indices, in one
+ * SCATTER_ADD line kernel (sort and topk values are gathers: their
+ * gradient goes to the positions the values came from). */
 static kiln_node *gather_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0], *ix = n->in[1];
-  int a = (int)n->iattr[0], r = x->rank;
-  int64_t Xa = x->shape[a];
+  int a = (int)n->iattr[0];
   if (numel(ix->rank, ix->shape) == 0) return cst(c, x, 0.0);
-  if (r + 1 > KILN_MAX_RANK) {
-    kiln_error(KILN_ERR_UNSUPPORTED, c->loc, "backward: the gradient of gather on a rank-%d tensor is not supported",
-               r);
-    return NULL;
+  return scatter(c, KILN_OP_SCATTER_ADD, cst(c, x, 0.0), a, clamp_idx(c, ix, x->shape[a]), g);
+}
+
+/* SCATTER / SCATTER_ADD: x's gradient is g (SCATTER: zero where a value was
+ * written over it); src's is g gathered at the indices (SCATTER: only for
+ * the duplicate that won, the last along the axis: the exact derivative),
+ * zero-padded to src's shape where the indices do not reach. */
+static void scatter_grad(vctx *c, kiln_node *n, kiln_node *g, const uint8_t *want, kiln_node **gin) {
+  kiln_node *x = n->in[0], *ix = n->in[1], *src = n->in[2];
+  int a = (int)n->iattr[0], add = n->op == KILN_OP_SCATTER_ADD;
+  kiln_node *ci = clamp_idx(c, ix, x->shape[a] > 0 ? x->shape[a] : 1);
+  kiln_node *z = kiln_api_const(c->fe, (kiln_dtype)g->dtype, ix->rank, ix->shape, 0.0, c->loc);
+  if (want[0]) gin[0] = add ? g : scatter(c, KILN_OP_SCATTER, g, a, ci, z);
+  if (!want[2]) return;
+  kiln_node *gs = gather(c, g, a, ci);
+  if (!add && numel(ix->rank, ix->shape) > 0) {
+    kiln_node *pos = iota(c, KILN_I64, ix->rank, ix->shape, a);
+    kiln_node *m1 = kiln_api_const(c->fe, KILN_I64, x->rank, x->shape, -1.0, c->loc);
+    kiln_node *won = bin(c, KILN_OP_EQ, gather(c, scatter(c, KILN_OP_SCATTER, m1, a, ci, pos), a, ci), pos);
+    gs = sel(c, won, gs, z);
   }
-  int64_t t[KILN_MAX_RANK], t1[KILN_MAX_RANK], o[KILN_MAX_RANK];
-  int k = 0;
-  for (int i = 0; i < r; i++) {
-    t[k] = t1[k] = ix->shape[i];
-    k++;
-    if (i == a) {
-      t[k] = Xa;
-      t1[k] = 1;
-      k++;
-    }
-  }
-  kiln_node *ci = expand(c, reshape(c, clamp_idx(c, ix, Xa), r + 1, t1), r + 1, t);
-  kiln_node *eq = bin(c, KILN_OP_EQ, ci, iota(c, (kiln_dtype)ix->dtype, r + 1, t, a + 1));
-  kiln_node *gx = expand(c, reshape(c, g, r + 1, t1), r + 1, t);
-  kiln_node *s = rsum(c, sel(c, eq, gx, cst(c, gx, 0.0)), 1ULL << a);
-  for (int i = 0; i < r; i++) o[i] = i == a ? Xa : ix->shape[i];
   int64_t lo[KILN_MAX_RANK] = {0}, hi[KILN_MAX_RANK];
-  for (int i = 0; i < r; i++) hi[i] = x->shape[i] - o[i];
-  return pad(c, reshape(c, s, r, o), lo, hi);
+  for (int d = 0; d < src->rank; d++) hi[d] = src->shape[d] - ix->shape[d];
+  gin[2] = pad(c, gs, lo, hi);
 }
 
 /* REDUCE_MAX / REDUCE_MIN: the gradient is spread evenly over the elements
@@ -511,6 +524,8 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
     case KILN_OP_PAD: *g0 = crop(c, g, n->iattr, x->shape); break;
     case KILN_OP_INDEX_SELECT: *g0 = index_select_grad(c, n, g); break;
     case KILN_OP_GATHER: *g0 = gather_grad(c, n, g); break;
+    case KILN_OP_SCATTER:
+    case KILN_OP_SCATTER_ADD: scatter_grad(c, n, g, want, gin); break;
     case KILN_OP_MATMUL:
       if (want[0]) *g0 = matmul(c, g, swap_last2(c, y));
       if (want[1]) *g1 = matmul(c, swap_last2(c, x), g);
@@ -519,7 +534,8 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
   }
   for (int k = 0; k < n->n_in; k++) {
     if (!want[k]) gin[k] = NULL;
-    else if (!gin[k] && !((n->op == KILN_OP_INDEX_SELECT || n->op == KILN_OP_GATHER) && k == 1)) {
+    else if (!gin[k] && !(k == 1 && (n->op == KILN_OP_INDEX_SELECT || n->op == KILN_OP_GATHER ||
+                                       n->op == KILN_OP_SCATTER || n->op == KILN_OP_SCATTER_ADD))) {
       if (kiln_last_status() == KILN_OK)
         kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory building the gradient of %s",
                    kiln_op_name(n->op));

@@ -516,7 +516,9 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
   int64_t items = 0;
   int col = 0;
   if (c.st == KILN_OK) {
-    if (k->row)
+    if (k->line)
+      kiln_cg_gen_line(&c, &body, &items);
+    else if (k->row)
       gen_row(&c, &body, &items, &col);
     else
       gen_elementwise(&c, &body, &items);

@@ -169,6 +169,8 @@ static void ix_range(const kiln_ix *x, int64_t *lo, int64_t *hi) {
   *hi = h;
 }
 
+const kiln_ix *kiln_cg_ix_atom(cg *c, const char *s, int64_t lo, int64_t hi) { return ix_atom(c, s, -1, lo, hi); }
+
 static const kiln_ix *ix_const(cg *c, int64_t k) {
   kiln_ix *r = ix_new(c);
   if (c->st == KILN_OK) r->k = k;

@@ -101,6 +101,12 @@ int kiln_cg_site_of(cg *c, int32_t n);
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to);
 /* Set up c->fctx and c->rsctx (the kernel's canonical indices). */
 void kiln_cg_init_ctx(cg *c);
+/* An index atom: the C text s (an int64_t variable) with values in [lo, hi]. */
+const kiln_ix *kiln_cg_ix_atom(cg *c, const char *s, int64_t lo, int64_t hi);
+/* The body of a line kernel (ARGSORT, SCATTER, SCATTER_ADD; codegen_line.c):
+ * a loop over the lines [begin, end) along the kernel's one inner axis;
+ * *items = the number of lines. */
+void kiln_cg_gen_line(cg *c, kiln_text *o, int64_t *items);
 /* The C expression for node n at index x (binding locals in F/RS contexts). */
 const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x);
 

@@ -7,6 +7,7 @@
 static const char k_prelude[] =
     "#include <math.h>\n"
     "#include <stdint.h>\n"
+    "#include <stdlib.h>\n"
     "#define KU __attribute__((unused))\n"
     /* the op table's scalar helpers (src/ir/scalar.inc), the text kiln
      * compiles for the ref backend and constant folding */
@@ -39,6 +40,26 @@ static const char k_prelude[] =
     "#else\n"
     "#define KIDX_FN\n"
     "#endif\n"
+    /* ARGSORT's line kernels (codegen_line.c): a stable bottom-up merge
+     * sort of the positions p[0, n) by the keys kf (doubles, NaN the
+     * largest) or ki (int64); t is scratch of n. An element from the right
+     * run is taken first only when it comes strictly before: ties keep
+     * their order, ascending or descending (ref_sort.c's order) */
+    "static inline KU int kbefore(const double *kf, const int64_t *ki, int64_t a, int64_t b, int desc) {\n"
+    "  if (kf) { double x = kf[a], y = kf[b];\n"
+    "    return desc ? ((x != x && y == y) || x > y) : ((y != y && x == x) || x < y); }\n"
+    "  return desc ? ki[a] > ki[b] : ki[a] < ki[b]; }\n"
+    "static KU void ksort(const double *kf, const int64_t *ki, int64_t *p, int64_t *t, int64_t n, int desc) {\n"
+    "  for (int64_t i = 0; i < n; i++) p[i] = i;\n"
+    "  int64_t *s = p, *d = t;\n"
+    "  for (int64_t w = 1; w < n; w *= 2) {\n"
+    "    for (int64_t lo = 0; lo < n; lo += 2 * w) {\n"
+    "      int64_t m = lo + w < n ? lo + w : n, h = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = m, o = lo;\n"
+    "      while (i < m && j < h) d[o++] = kbefore(kf, ki, s[j], s[i], desc) ? s[j++] : s[i++];\n"
+    "      while (i < m) d[o++] = s[i++];\n"
+    "      while (j < h) d[o++] = s[j++]; }\n"
+    "    int64_t *x = s; s = d; d = x; }\n"
+    "  if (s != p) for (int64_t i = 0; i < n; i++) p[i] = s[i]; }\n"
     /* src/base/rng.h */
     "static inline KU uint64_t krng_bits(uint64_t seed, uint64_t k) {\n"
     "  uint64_t z = seed * 0x9e3779b97f4a7c15ULL + (k + 1) * 0xd1b54a32d192ed03ULL;\n"

@@ -51,7 +51,10 @@ static schema schema_of(int op) {
     case KILN_OP_ARGMAX:
     case KILN_OP_CONCAT:
     case KILN_OP_INDEX_SELECT:
-    case KILN_OP_GATHER: s = (schema){1, {{"axis", FK_INT, 0}}, 0}; break;
+    case KILN_OP_GATHER:
+    case KILN_OP_SCATTER:
+    case KILN_OP_SCATTER_ADD: s = (schema){1, {{"axis", FK_INT, 0}}, 0}; break;
+    case KILN_OP_ARGSORT: s = (schema){2, {{"axis", FK_INT, 0}, {"descending", FK_INT, 1}}, 0}; break;
     case KILN_OP_PERMUTE: s = (schema){1, {{"perm", FK_LIST, 0}}, 0}; break;
     case KILN_OP_SLICE: s = (schema){2, {{"start", FK_LIST, 0}, {"step", FK_LIST, 1}}, 0}; break;
     case KILN_OP_PAD: s = (schema){2, {{"lo", FK_LIST, 0}, {"hi", FK_LIST, 1}}, 1}; break;

@@ -60,7 +60,12 @@ static void print_attrs(FILE *f, const kiln_gnode *n) {
     case KILN_OP_CONCAT:
     case KILN_OP_INDEX_SELECT:
     case KILN_OP_GATHER:
+    case KILN_OP_SCATTER:
+    case KILN_OP_SCATTER_ADD:
       if (ni >= 1) fprintf(f, " axis=%" PRId64, n->iattr[0]);
+      return;
+    case KILN_OP_ARGSORT:
+      if (ni >= 2) fprintf(f, " axis=%" PRId64 " descending=%" PRId64, n->iattr[0], n->iattr[1]);
       return;
     case KILN_OP_PERMUTE: print_list(f, "perm", n->iattr, ni < r ? ni : r); return;
     case KILN_OP_SLICE:

@@ -293,11 +293,46 @@ static int check_index(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode
   return 0;
 }
 
+/* ARGSORT: i64 of the input's shape; iattr = {axis, descending}. */
+static int check_argsort(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x) {
+  if (need_iattr(c, i, 2) || check_dtype(c, i, x->dtype, kiln_op_table[n->op].in, "the input")) return -1;
+  if (n->dtype != KILN_I64) return node_fail(c, i, "argsort outputs i64");
+  if (n->iattr[0] < 0 || n->iattr[0] >= x->rank)
+    return node_fail(c, i, "axis %lld out of range for rank %d", (long long)n->iattr[0], x->rank);
+  if (n->iattr[1] != 0 && n->iattr[1] != 1) return node_fail(c, i, "descending flag %lld is not 0 or 1", (long long)n->iattr[1]);
+  if (!same_shape(x, n)) return node_fail(c, i, "output shape differs from the input's");
+  return 0;
+}
+
+/* SCATTER and SCATTER_ADD: in[0] data (the output's type), in[1] indices of
+ * its rank, in[2] values of its dtype and rank; the index shape fits both. */
+static int check_scatter(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x, const int32_t *in) {
+  const kiln_gnode *idx = &c->g->nodes[in[1]], *src = &c->g->nodes[in[2]];
+  if (need_iattr(c, i, 1) || check_dtype(c, i, idx->dtype, DT_INDEX, "the index input") ||
+      check_dtype(c, i, n->dtype, kiln_op_table[n->op].in, "the output"))
+    return -1;
+  int64_t axis = n->iattr[0];
+  if (axis < 0 || axis >= x->rank) return node_fail(c, i, "axis %lld out of range for rank %d", (long long)axis, x->rank);
+  if (!same_shape(x, n)) return node_fail(c, i, "output shape differs from the data's");
+  if (src->dtype != n->dtype) return node_fail(c, i, "values dtype %s differs from the data's", dt_name((int)src->dtype));
+  if (idx->rank != x->rank || src->rank != x->rank)
+    return node_fail(c, i, "index rank %d and values rank %d must be the data's %d", idx->rank, src->rank, x->rank);
+  for (int d = 0; d < x->rank; d++) {
+    if (idx->shape[d] > src->shape[d] || (d != axis && idx->shape[d] > x->shape[d]))
+      return node_fail(c, i, "index dim %d (%lld) exceeds the values' (%lld) or the data's (%lld)", d,
+                       (long long)idx->shape[d], (long long)src->shape[d], (long long)x->shape[d]);
+  }
+  if (x->shape[axis] == 0 && numel_of(idx) > 0)
+    return node_fail(c, i, "scatters into an empty axis %lld", (long long)axis);
+  return 0;
+}
+
 static int check_move(vctx *c, int32_t i) {
   const kiln_gnode *n = &c->g->nodes[i];
   const int32_t *in = kiln_gnode_inputs(c->g, n);
   const kiln_gnode *x = &c->g->nodes[in[0]];
   const int R = n->rank;
+  if (n->op == KILN_OP_ARGSORT) return check_argsort(c, i, n, x);
   if (x->dtype != n->dtype) return node_fail(c, i, "output dtype differs from input 0's %s", dt_name((int)x->dtype));
   switch (n->op) {
     case KILN_OP_RESHAPE:
@@ -316,6 +351,8 @@ static int check_move(vctx *c, int32_t i) {
     case KILN_OP_PAD: return check_pad(c, i, n, x, R);
     case KILN_OP_INDEX_SELECT:
     case KILN_OP_GATHER: return check_index(c, i, n, x, &c->g->nodes[in[1]], R);
+    case KILN_OP_SCATTER:
+    case KILN_OP_SCATTER_ADD: return check_scatter(c, i, n, x, in);
     default: return 0;
   }
 }

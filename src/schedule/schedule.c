@@ -68,7 +68,7 @@ static kiln_status mark_uses(bld *b) {
         s->mat[op.node] = 1;
       }
     }
-    if (is_reduce(x->op) || x->op == KILN_OP_LEAF) s->mat[n] = 1;
+    if (is_reduce(x->op) || x->op == KILN_OP_LEAF || is_line(x->op)) s->mat[n] = 1;
   }
   for (int32_t o = 0; o < g->n_outputs; o++) {
     b->uses[g->output_node[o]]++;

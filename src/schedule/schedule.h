@@ -59,6 +59,9 @@ typedef struct kiln_skernel {
   int rank;
   int64_t shape[KILN_MAX_RANK]; /* domain F */
   uint32_t mask;                /* inner (reduced) axes of F (row kernels) */
+  int line; /* 1: a line kernel (row = 1, mask = one axis): its one member, an
+             * ARGSORT or SCATTER(_ADD), is computed line by line along the
+             * axis (codegen_line.c); nothing else joins it */
   int32_t n_members, *members;  /* nodes computed here, increasing; reductions are locals */
   int32_t n_stores, *stores;    /* members written to their buffers */
   /* GEMM: node = the value written, mm = the MATMUL. They differ when an

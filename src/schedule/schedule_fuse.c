@@ -78,7 +78,7 @@ static int candidate_fits(bld *b, int32_t m) {
   kiln_sched *s = b->s;
   kiln_skernel *k = &s->kernels[b->kid];
   const kiln_gnode *x = N(g, m);
-  if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF || b->upd[m]) return 0;
+  if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF || b->upd[m] || is_line(x->op) || k->line) return 0;
   if (k->row) {
     if (is_reduce(x->op)) {
       const kiln_gnode *in = N(g, IN(g, m, 0));
@@ -282,6 +282,14 @@ static kiln_status fill_loop_kernel(bld *b, int32_t kid, int32_t n) {
   const kiln_gnode *x = N(g, n);
   int32_t mcap = 0;
   k->kind = KILN_SK_LOOP;
+  if (is_line(x->op)) { /* its own kernel, one task per line along the axis */
+    k->row = k->line = 1;
+    k->rank = x->rank;
+    memcpy(k->shape, x->shape, sizeof k->shape);
+    k->mask = 1u << x->iattr[0];
+    return kernel_add_member(k, n, &mcap) ? kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory")
+                                          : KILN_OK;
+  }
   k->row = is_reduce(x->op);
   const kiln_gnode *dom = k->row ? N(g, IN(g, n, 0)) : x;
   k->rank = dom->rank;

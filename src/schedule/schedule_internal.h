@@ -51,6 +51,12 @@ static inline int32_t IN(const kiln_graph *g, int32_t n, int k) { return kiln_gn
 
 static inline int is_reduce(int op) { return kiln_op_table[op].kind == KILN_KIND_REDUCE; }
 
+/* The per-line ops: a LOOP kernel of their own (row = line = 1, mask = the
+ * axis), every input read through a load or an inlined expression. */
+static inline int is_line(int op) {
+  return op == KILN_OP_ARGSORT || op == KILN_OP_SCATTER || op == KILN_OP_SCATTER_ADD;
+}
+
 static inline uint32_t reduce_mask(const kiln_gnode *n) {
   if (n->op == KILN_OP_ARGMAX) return 1u << n->iattr[0];
   return (uint32_t)n->iattr[0] & ((1u << n->rank) - 1);

@@ -282,6 +282,25 @@ static kiln_tensor r_gather(const kiln_tensor *p) {
   return kiln_gather(p[0], 1, kiln_from_host(ix, KILN_I64, 2, S22));
 }
 static kiln_tensor r_matmul(const kiln_tensor *p) { return kiln_matmul(p[0], p[1]); }
+/* sort values (a gather: their gradient is checked through it) and the
+ * indices, and topk of the transpose (sorting along axis 0) */
+static kiln_tensor r_argsort(const kiln_tensor *p) {
+  kiln_tensor v, i, tv, ti;
+  kiln_sort(p[0], 1, true, &v, &i);
+  kiln_topk(p[0], 1, 0, false, &tv, &ti);
+  kiln_tensor r = kiln_add(v, kiln_mul_c(kiln_cast(i, KILN_F64), 0.25));
+  return kiln_add(r, kiln_add(kiln_expand(tv, 2, S23), kiln_expand(kiln_cast(ti, KILN_F64), 2, S23)));
+}
+/* duplicates on axis 0 (column 0: the last wins), column 2 out of the index's reach */
+static kiln_tensor r_scatter(const kiln_tensor *p) {
+  static const int64_t ix[4] = {2, 0, 2, 1};
+  return kiln_scatter(p[0], 0, kiln_from_host(ix, KILN_I64, 2, S22), p[1]);
+}
+/* duplicates on axis 1 accumulate; src wider than the index */
+static kiln_tensor r_scatter_add(const kiln_tensor *p) {
+  static const int32_t ix[4] = {2, 2, 0, 1};
+  return kiln_scatter_add(p[0], 1, kiln_from_host(ix, KILN_I32, 2, S22), p[1]);
+}
 
 #define P1(r0, ...) 1, {r0}, {{__VA_ARGS__}}
 static const recipe k_recipes[] = {
@@ -305,6 +324,9 @@ static const recipe k_recipes[] = {
     {KILN_OP_INDEX_SELECT, r_index_select, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_GATHER, r_gather, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_MATMUL, r_matmul, 2, {2, 2}, {{2, 3}, {3, 2}}, 1e-6, 1e-6},
+    {KILN_OP_ARGSORT, r_argsort, P1(2, 2, 3), 1e-6, 1e-6},
+    {KILN_OP_SCATTER, r_scatter, 2, {2, 2}, {{3, 3}, {2, 3}}, 1e-6, 1e-6},
+    {KILN_OP_SCATTER_ADD, r_scatter_add, 2, {2, 2}, {{2, 3}, {2, 3}}, 1e-6, 1e-6},
 };
 #define N_RECIPES ((int)(sizeof k_recipes / sizeof k_recipes[0]))
 

@@ -138,6 +138,15 @@ static kiln_tensor run_op(char **tok, int nt) {
   if (!strcmp(name, "matmul")) return kiln_matmul(x, y);
   if (!strcmp(name, "index_select")) return kiln_index_select(x, ii[0], y);
   if (!strcmp(name, "gather")) return kiln_gather(x, ii[0], y);
+  if (!strcmp(name, "sort") || !strcmp(name, "topk")) { /* sort ax desc which | topk k ax largest which */
+    kiln_tensor v, i;
+    if (name[0] == 's')
+      kiln_sort(x, ii[0], ii[1], &v, &i);
+    else
+      kiln_topk(x, ai[0], ii[1], ii[2], &v, &i);
+    return ii[name[0] == 's' ? 2 : 3] ? i : v;
+  }
+  if (!strcmp(name, "scatter_add")) return kiln_scatter_add(x, ii[0], y, in[2]);
   fprintf(stderr, "diff_run: unknown op %s\n", name);
   exit(2);
 }

@@ -146,7 +146,34 @@ def apply_op(name, ins, attrs, dts):
         return np.take(x, ins[1], axis=int(attrs[0])), dts[0]
     if name == "gather":
         return np.take_along_axis(x, ins[1], axis=int(attrs[0])), dts[0]
+    if name in ("sort", "topk"):  # attrs: sort ax desc which | topk k ax largest which (which 1: indices)
+        k, a = (None, attrs) if name == "sort" else (int(attrs[0]), attrs[1:])
+        ax, desc, which = (int(v) for v in a)
+        i = sort_positions(x, ax, desc)
+        if k is not None:
+            i = np.take(i, np.arange(k), axis=ax)
+        return (i, I64) if which else (np.take_along_axis(x, i, ax), dts[0])
+    if name == "scatter_add":
+        out, ax = x.astype(np.float64 if is_float(dts[0]) else np.int64), int(attrs[0])
+        for pos in np.ndindex(ins[1].shape):
+            t = list(pos)
+            t[ax] = ins[1][pos]
+            out[tuple(t)] += ins[2][pos]
+        return out, dts[0]
     raise ValueError("unknown op " + name)
+
+
+def sort_positions(x, ax, desc):
+    """torch.sort(stable=True) positions along ax (no NaN in programs): ascending by NumPy's stable
+    argsort, descending by Python's stable sorted(reverse=True)"""
+    if not desc:
+        return np.argsort(x, axis=ax, kind="stable")
+    xm = np.moveaxis(x, ax, -1)
+    out = np.empty(xm.shape, dtype=np.int64)
+    for pos in np.ndindex(xm.shape[:-1]):
+        row = xm[pos].tolist()
+        out[pos] = sorted(range(len(row)), key=lambda j: row[j], reverse=True)
+    return np.moveaxis(out, -1, ax)
 
 
 def to_dtype(v, dt):
@@ -323,8 +350,10 @@ def reaches(node, target, seen=None):
     ins = node.ins
     if node.op == "where":
         ins = ins[1:]
-    if node.op in ("index_select", "gather"):
+    if node.op in ("index_select", "gather", "sort", "topk"):
         ins = ins[:1]
+    if node.op == "scatter_add":
+        ins = [ins[0], ins[2]]
     if node.op == "cast" and not is_float(node.ins[0].dt):
         return False
     return any(reaches(i, target, seen) for i in ins)
@@ -488,7 +517,19 @@ class Gen:
             return self.op("matmul", [a, b], [], promote(dt, F32), s[:-1] + [n])
         if k < 0.94:  # indexing
             ax = r.randrange(len(s))
-            if r.random() < 0.5:
+            q = r.random()
+            if q < 0.4:  # sort/topk, scatter_add (duplicates accumulate); read half the time, as
+                if q < 0.25:  # their results are otherwise often dead ends or unread
+                    t = self.sorting(x, ax)
+                else:
+                    gs = [r.randint(1, d) for d in s]
+                    gs[ax] = r.randint(1, 4)
+                    idx = self.inp(r.choice([I32, I64]), gs, ilo=0, ihi=s[ax] - 1)
+                    t = self.op("scatter_add", [x, idx, self.inp(dt, gs)], [ax], dt, s)
+                if r.random() < 0.5:
+                    self.read(t)
+                return t
+            if q < 0.7:
                 m = r.randint(1, 4)
                 idx = self.inp(I64, [m], ilo=0, ihi=s[ax] - 1)
                 return self.op("index_select", [x, idx], [ax], dt, s[:ax] + [m] + s[ax + 1:])
@@ -505,6 +546,19 @@ class Gen:
         out[ax] += ys[ax]
         a, b = (x, y) if r.random() < 0.5 else (y, x)
         return self.op("concat", [a, b], [ax], promote(dt, F32), out)
+
+    def sorting(self, x, ax):
+        """sort or topk values or indices; of x plus a fresh input, so that floats have no ties (a
+        tie's finite difference is the mean of the tied positions' gradients)"""
+        r = self.r
+        dt, s = self.info[x]
+        y = self.op("add", [x, self.inp(dt, s)], [], dt, s)
+        which = r.randint(0, 1)
+        odt = I64 if which else dt
+        if r.random() < 0.5:
+            return self.op("sort", [y], [ax, r.randint(0, 1), which], odt, s)
+        k = r.randint(1, s[ax])
+        return self.op("topk", [y], [k, ax, r.randint(0, 1), which], odt, s[:ax] + [k] + s[ax + 1:])
 
     def reduced(self, s, keep, axes):
         if not axes:

@@ -742,9 +742,61 @@ KT_TEST(teardown) {
   be = NULL;
 }
 
+/* ARGSORT and SCATTER_ADD are line kernels of their own, with their
+ * producers (a mul, a neg) inlined: two kernels, no scratch. The sort is
+ * checked as a stable permutation (many ties, lines longer than a merge
+ * pass), the scatter-add against the same additions in order in plain C. */
+KT_TEST(sort_and_scatter_are_line_kernels) {
+  enum { R = 64, L = 3001, M = 70 };
+  gb b = {0};
+  int64_t sx[2] = {R, L}, si[2] = {R, M}, ax1[2] = {1, 0};
+  int x = leaf(&b, KILN_F32, 2, sx), idx = leaf(&b, KILN_I64, 2, si), src = leaf(&b, KILN_F32, 2, si);
+  int y = bin(&b, KILN_OP_MUL, x, cnst(&b, KILN_F32, 2, sx, 2.0));
+  output(&b, add(&b, KILN_OP_ARGSORT, KILN_I64, 2, sx, 1, &y, 2, ax1, 0), -1);
+  int ins[3] = {x, idx, un(&b, KILN_OP_NEG, src)};
+  output(&b, add(&b, KILN_OP_SCATTER_ADD, KILN_F32, 2, sx, 3, ins, 1, ax1, 0), -1);
+  kiln_graph *g = finish(&b);
+  float *xs = malloc(sizeof(float) * R * L), *ss = malloc(sizeof(float) * R * M), *o2 = malloc(sizeof(float) * R * L);
+  int64_t *is = malloc(sizeof(int64_t) * R * M), *o1 = malloc(sizeof(int64_t) * R * L);
+  uint64_t s = 7;
+  for (int i = 0; i < R * L; i++) xs[i] = floorf(frand(&s) * 20) / 4; /* ties */
+  for (int i = 0; i < R * M; i++) ss[i] = frand(&s), is[i] = (int64_t)((frand(&s) + 1) * 4) % 8; /* duplicates */
+  void *in[] = {xs, is, ss}, *out[] = {o1, o2};
+  kiln_exec_info info = run(g, in, out);
+  KT_EQ_INT(info.n_kernels, 2);
+  KT_EQ_INT(info.scratch_bytes, 0);
+  int bad = 0;
+  uint8_t *seen = calloc(L, 1);
+  for (int r = 0; r < R; r++) {
+    memset(seen, 0, L);
+    for (int j = 0; j < L; j++) {
+      int64_t p = o1[r * L + j];
+      if (p < 0 || p >= L || seen[p]++) {
+        bad++;
+        continue;
+      }
+      if (j == 0) continue;
+      int64_t q = o1[r * L + j - 1];
+      float a = xs[r * L + q], c = xs[r * L + p];
+      bad += a > c || (a == c && q > p); /* ascending, ties in order */
+    }
+  }
+  KT_EQ_INT(bad, 0);
+  for (int r = 0; r < R; r++) {
+    float line[L];
+    memcpy(line, xs + r * L, sizeof line);
+    for (int q = 0; q < M; q++) line[is[r * M + q]] = line[is[r * M + q]] + -ss[r * M + q];
+    bad += memcmp(line, o2 + r * L, sizeof line) != 0;
+  }
+  KT_EQ_INT(bad, 0);
+  free(seen);
+  free(xs), free(ss), free(o2), free(is), free(o1);
+  kiln_graph_free(g);
+}
+
 KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kernels),
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
         KT_CASE(move_ops_match_c), KT_CASE(im2col_and_its_backward_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
         KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
         KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(gemm_updates_match_c), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
-        KT_CASE(scratch_is_reused_by_liveness), KT_CASE(teardown))
+        KT_CASE(scratch_is_reused_by_liveness), KT_CASE(sort_and_scatter_are_line_kernels), KT_CASE(teardown))

@@ -118,6 +118,23 @@ static void run_gemm(cpu_backend *b, const step *sp, void *const *ptr) {
   kiln_pool_parallel_for_tagged(b->pool, gemm_range, &j, items, (T == 1 || flops < 1e6) ? items : 1, &sp->tag);
 }
 
+/* The error of the first failing kernel, sp, from its error word errw
+ * (codegen.h): an index out of range at one of its sites, or site -2: a
+ * line kernel could not allocate its scratch (codegen_line.c). */
+static kiln_status fault_status(kiln_executable *e, const step *sp, const int64_t *errw, kiln_err *err) {
+  int64_t site = errw[0] - 1;
+  if (site == -2)
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: out of memory for the scratch of kernel %s",
+                        sp->name);
+  if (site < 0 || site >= sp->n_sites)
+    return kiln_err_set(err, KILN_ERR_INTERNAL, "cpu execute: bad index-check site %lld", (long long)site);
+  const isite *is = &e->sites[sp->site_off + site];
+  e->fault_loc = is->loc;
+  e->has_fault = 1;
+  return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, KILN_INDEX_ERR_FMT, is->op, (long long)errw[1], is->axis,
+                      (long long)is->dim);
+}
+
 kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
                                kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
@@ -180,20 +197,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
     t->bytes = sp->mem_bytes;
   }
   if (ptr != small) free(ptr);
-  kiln_status st = KILN_OK;
-  if (fault_step >= 0) {
-    const step *sp = &e->steps[fault_step];
-    int64_t site = errw[0] - 1;
-    if (site >= 0 && site < sp->n_sites) {
-      const isite *is = &e->sites[sp->site_off + site];
-      e->fault_loc = is->loc;
-      e->has_fault = 1;
-      st = kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, KILN_INDEX_ERR_FMT, is->op, (long long)errw[1], is->axis,
-                        (long long)is->dim);
-    } else {
-      st = kiln_err_set(err, KILN_ERR_INTERNAL, "cpu execute: bad index-check site %lld", (long long)site);
-    }
-  }
+  kiln_status st = fault_step >= 0 ? fault_status(e, &e->steps[fault_step], errw, err) : KILN_OK;
   pthread_mutex_unlock(&e->mu);
   return st;
 }

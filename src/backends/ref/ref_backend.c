@@ -115,7 +115,12 @@ static kiln_status eval_node(const kiln_graph *g, int32_t i, kiln_ref_val *vals,
       break;
     case KILN_KIND_MOVE: {
       int64_t bad = 0;
-      if (kiln_ref_eval_move(n, &vals[i], ins, n->n_in, &bad)) {
+      int line = n->op == KILN_OP_ARGSORT || n->op == KILN_OP_SCATTER || n->op == KILN_OP_SCATTER_ADD;
+      int r = line ? kiln_ref_eval_line(n, &vals[i], ins, &bad) : kiln_ref_eval_move(n, &vals[i], ins, n->n_in, &bad);
+      if (r < 0) {
+        s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "ref: out of memory in %s at node %%%d", kiln_op_name(n->op),
+                         (int)i);
+      } else if (r) {
         int ax = (int)n->iattr[0];
         s = kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, KILN_INDEX_ERR_FMT, kiln_op_name(n->op), (long long)bad, ax,
                          (long long)ins[0].shape[ax]);

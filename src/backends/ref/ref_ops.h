@@ -62,6 +62,9 @@ int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_
 /* Returns 1 if an index (INDEX_SELECT, GATHER) is out of range: the first
  * such index is stored in *bad (the read is clamped). */
 int kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int n_in, int64_t *bad);
+/* ARGSORT, SCATTER, SCATTER_ADD (ref_sort.c): 0, 1 if an index is out of
+ * range (the first in *bad, the write clamped), -1 when out of memory. */
+int kiln_ref_eval_line(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int64_t *bad);
 void kiln_ref_eval_matmul(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins);
 
 #endif

@@ -85,7 +85,8 @@ int main(int argc, char **argv) {
   kiln_tensor y = kiln_param(kiln_zeros(KILN_F32, 2, shape));
   int rc = 0;
   for (int k = 0; k < (int)(sizeof k_ops / sizeof k_ops[0]) && rc == 0; k++)
-    if (argc < 2 || strcmp(argv[1], k_ops[k].name) == 0) rc = bench_op(k, xs[k_ops[k].positive], y, host, threads, triad);
+    if (argc < 2 || strcmp(argv[1], k_ops[k].name) == 0)
+      rc = bench_op(k, xs[k_ops[k].positive], y, host, threads, triad);
   free(host);
   kiln_shutdown();
   return rc;

@@ -69,6 +69,15 @@ run machine -- machine
 run trace -- trace
 run step -- step
 run fused -- fused
+# One transcendental op per kernel beside PyTorch eager on the same threads
+# (bench/torch_vmath.py prints "op=ms,..."; without torch the rows say so).
+vmath_env=()
+if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 &&
+  r=$(/usr/bin/python3 "$root/bench/torch_vmath.py" "$cores" 2>/dev/null); then
+  echo "== PyTorch eager transcendental ops: $r"
+  vmath_env=(KILN_BENCH_TORCH_VMATH="$r")
+fi
+run vmath ${vmath_env[@]+"${vmath_env[@]}"} -- vmath
 run sgemm-1t KILN_NUM_THREADS=1 -- sgemm
 [ "$cores" -gt 1 ] && run "sgemm-${cores}t" -- sgemm
 run compile -- compile

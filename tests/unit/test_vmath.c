@@ -1,0 +1,216 @@
+/* kiln's own f32 transcendental functions (src/ir/scalar.inc: kexpf, klogf,
+ * ktanhf, kerff, ksinf, kcosf), which the op table uses instead of libm so
+ * that generated loops vectorize (docs/codegen.md §4b).
+ *
+ * 1. Accuracy, against the double-precision libm as the oracle: every 2039th
+ *    f32 bit pattern (both signs, subnormals, the whole exponent range, so
+ *    sin/cos up to 3.4e38), dense sweeps around each range split and
+ *    reduction boundary, and the special values. The error is in ulps of
+ *    the exact result rounded to f32; the bounds are the ones documented in
+ *    docs/codegen.md. NaN, infinities and the sign of zero must be exact.
+ * 2. The cpu backend's compiled (vectorized) kernels give the same bits as
+ *    the ref backend, which evaluates the same C scalar by scalar, for each
+ *    op built on these functions. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/scalar.h"
+#include "kiln/kiln.h"
+#include "kt.h"
+
+static float f_of(uint32_t b) {
+  float x;
+  memcpy(&x, &b, sizeof x);
+  return x;
+}
+static uint32_t bits_of(float x) {
+  uint32_t b;
+  memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+/* ulp of the f32 nearest y: 2^-149 in the subnormal range */
+static double ulp_f32(double y) {
+  y = fabs(y);
+  if (y < 0x1p-126) return 0x1p-149;
+  if (y >= 0x1p127) return 0x1p104;
+  int e;
+  frexp(y, &e);
+  return ldexp(1.0, e - 24);
+}
+
+typedef struct acc {
+  const char *name;
+  float (*f)(float);
+  double (*oracle)(double);
+  double bound; /* ulps */
+  double worst;
+  float worst_x;
+  int bad; /* special-value or bound failures reported */
+} acc;
+
+static void acc_check(acc *a, float x) {
+  float r = a->f(x);
+  double want = a->oracle((double)x);
+  int fail = 0;
+  double err = 0;
+  if (isnan(want) || isnan(r)) {
+    fail = isnan(want) != isnan(r);
+  } else if (isinf(want) || isinf(r) || fabs(want) >= 0x1p128) {
+    fail = (double)r != (double)(float)want;
+  } else if (want == 0.0) {
+    fail = r != 0.0f || !signbit(r) != !signbit(want);
+  } else {
+    err = fabs((double)r - want) / ulp_f32(want);
+    fail = !(err <= a->bound);
+  }
+  if (err > a->worst) {
+    a->worst = err;
+    a->worst_x = x;
+  }
+  if (fail && a->bad++ < 5)
+    KT_FAIL("%s(%a) = %a, want %a (%.3g ulp, bound %g)", a->name, (double)x, (double)r, want, err, a->bound);
+}
+
+static void acc_sweep(acc *a, float lo, float hi) { /* [lo, hi], both signs: every float, or 2^17 */
+  uint32_t step = (bits_of(hi) - bits_of(lo)) / 131072 + 1;
+  for (uint32_t b = bits_of(lo); b <= bits_of(hi); b += step) {
+    acc_check(a, f_of(b));
+    acc_check(a, -f_of(b));
+  }
+}
+
+static void acc_run(acc *a) {
+  for (uint64_t b = 0; b < (1ull << 32); b += 2039) acc_check(a, f_of((uint32_t)b));
+  static const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 0x1p-149f, -0x1p-149f,
+                                   0x1.fffffcp-127f, 0x1p-126f, 1.0f, -1.0f, 2.0f, 0.5f, 3.4028235e38f,
+                                   -3.4028235e38f, 88.7228394f, 88.72284f, -103.972084f, -103.97209f,
+                                   0.625f, 1.0f, 3.92f, 4.0f, 120.0f, -120.0f, 119.99999f};
+  for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) acc_check(a, specials[i]);
+  fprintf(stderr, "  %-4s max %.3f ulp (at %a), bound %g\n", a->name, a->worst, (double)a->worst_x, a->bound);
+}
+
+KT_TEST(exp_within_2_ulp) {
+  acc a = {"exp", kexpf, exp, 2.0, 0, 0, 0};
+  acc_run(&a);
+  acc_sweep(&a, 87.0f, 89.0f);       /* overflow edge */
+  acc_sweep(&a, 100.0f, 104.5f);     /* negative side: subnormal results, underflow */
+  acc_sweep(&a, 0.0f, 0x1p-20f);     /* tiny arguments */
+}
+
+KT_TEST(log_within_1_ulp) {
+  acc a = {"log", klogf, log, 1.0, 0, 0, 0};
+  acc_run(&a);
+  acc_sweep(&a, 0.99f, 1.01f);       /* near 1: the result is small */
+  acc_sweep(&a, 0.70f, 0.72f);       /* the sqrt(1/2) split */
+  acc_sweep(&a, 0.0f, 0x1p-120f);    /* subnormals */
+}
+
+KT_TEST(tanh_within_2_ulp) {
+  acc a = {"tanh", ktanhf, tanh, 2.0, 0, 0, 0};
+  acc_run(&a);
+  acc_sweep(&a, 0.6f, 0.65f);        /* the polynomial / exp split at 0.625 */
+  acc_sweep(&a, 8.0f, 10.0f);        /* rounding to 1 */
+  acc_sweep(&a, 0.0f, 0x1p-100f);
+}
+
+KT_TEST(erf_within_2_ulp) {
+  acc a = {"erf", kerff, erf, 2.0, 0, 0, 0};
+  acc_run(&a);
+  acc_sweep(&a, 0.95f, 1.05f);       /* the polynomial / erfc split at 1 */
+  acc_sweep(&a, 3.8f, 4.2f);         /* rounding to 1, the clamp at 4 */
+  acc_sweep(&a, 0.0f, 0x1p-100f);
+}
+
+static void sweep_multiples_of_pi_2(acc *a) { /* arguments near k pi/2: tiny results */
+  for (int k = 1; k < 4000; k += (k < 100 ? 1 : 37)) {
+    float c = (float)(k * 1.57079632679489661923);
+    uint32_t b = bits_of(c);
+    for (uint32_t d = b - 64; d <= b + 64; d++) {
+      acc_check(a, f_of(d));
+      acc_check(a, -f_of(d));
+    }
+  }
+}
+
+KT_TEST(sin_within_1_ulp) {
+  acc a = {"sin", ksinf, sin, 1.0, 0, 0, 0};
+  acc_run(&a);
+  sweep_multiples_of_pi_2(&a);
+  acc_sweep(&a, 119.9f, 120.1f);     /* the two reductions' boundary */
+  acc_sweep(&a, 0x1.8p127f, 0x1.80008p127f);
+}
+
+KT_TEST(cos_within_1_ulp) {
+  acc a = {"cos", kcosf, cos, 1.0, 0, 0, 0};
+  acc_run(&a);
+  sweep_multiples_of_pi_2(&a);
+  acc_sweep(&a, 119.9f, 120.1f);
+  acc_sweep(&a, 0x1.8p127f, 0x1.80008p127f);
+}
+
+/* GELU: the cancellation in 1 + erf(x / sqrt 2) for negative x costs as
+ * much with libm's erff; bound 4 ulp of the result plus 2^-23 |x|. */
+KT_TEST(gelu_close_to_double) {
+  int bad = 0;
+  for (uint64_t b = 0; b < (1ull << 32); b += 65521) {
+    float x = f_of((uint32_t)b);
+    if (!isfinite(x)) continue;
+    double xd = x, g = xd * 0.5 * (1.0 + erf(xd / sqrt(2.0)));
+    double gt = 0.5 * xd * (1.0 + tanh(sqrt(2.0 / M_PI) * (xd + 0.044715 * xd * xd * xd)));
+    double tol = 4 * ulp_f32(g) + 0x1p-23 * fabs(xd);
+    if (!(fabs(kgelu_f32(x) - g) <= tol) && bad++ < 5) KT_FAIL("gelu(%a) = %a, want %a", xd, kgelu_f32(x), g);
+    tol = 4 * ulp_f32(gt) + 0x1p-23 * fabs(xd);
+    if (fabs(xd) < 1e12 && !(fabs(kgelut_f32(x) - gt) <= tol) && bad++ < 5)
+      KT_FAIL("gelu_tanh(%a) = %a, want %a", xd, kgelut_f32(x), gt);
+  }
+}
+
+/* ── compiled kernels against ref, bit for bit ── */
+
+enum { NV = 1 << 16 };
+typedef kiln_tensor (*unary_fn)(kiln_tensor, kiln_loc);
+static const struct {
+  const char *name;
+  unary_fn fn;
+} k_ops[] = {{"exp", kiln_exp_at},   {"log", kiln_log_at},   {"tanh", kiln_tanh_at},
+             {"erf", kiln_erf_at},   {"sin", kiln_sin_at},   {"cos", kiln_cos_at},
+             {"gelu", kiln_gelu_at}, {"gelu_tanh", kiln_gelu_tanh_at}, {"sigmoid", kiln_sigmoid_at}};
+enum { NOPS = sizeof k_ops / sizeof k_ops[0] };
+
+static int run_ops(const char *backend, const float *in, float *out /* NOPS * NV */) {
+  if (kiln_init(&(kiln_options){.backend = backend}) != KILN_OK) return -1;
+  int64_t shape[1] = {NV};
+  kiln_tensor x = kiln_from_host(in, KILN_F32, 1, shape);
+  kiln_tensor y[NOPS];
+  for (int i = 0; i < NOPS; i++) y[i] = kiln_keep(k_ops[i].fn(x, KILN_HERE));
+  int rc = kiln_mark_step() == KILN_OK ? 0 : -1;
+  for (int i = 0; i < NOPS && rc == 0; i++)
+    if (kiln_to_host(y[i], out + (size_t)i * NV, sizeof(float) * NV) != KILN_OK) rc = -1;
+  kiln_shutdown();
+  return rc;
+}
+
+KT_TEST(compiled_kernels_match_ref_bitwise) {
+  static float in[NV], got[NOPS * NV], want[NOPS * NV];
+  static const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-149f, 1e30f, -1e30f, 120.0f, 0.625f};
+  for (int i = 0; i < NV; i++) /* a spread of bit patterns, then small values, then specials */
+    in[i] = i < NV / 2 ? f_of((uint32_t)i * 65537u + 12345u) : (float)(i - 3 * NV / 4) / 1024.0f;
+  for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) in[i * 7] = specials[i];
+  KT_CHECK(run_ops("ref", in, want) == 0);
+  KT_CHECK(run_ops("cpu", in, got) == 0);
+  for (int o = 0; o < NOPS; o++) {
+    int bad = 0;
+    for (int i = 0; i < NV; i++) {
+      float w = want[(size_t)o * NV + i], g = got[(size_t)o * NV + i];
+      int same = isnan(w) ? isnan(g) != 0 : bits_of(w) == bits_of(g);
+      if (!same && bad++ < 3) KT_FAIL("%s(%a): cpu %a, ref %a", k_ops[o].name, (double)in[i], (double)g, (double)w);
+    }
+  }
+}
+
+KT_MAIN(KT_CASE(exp_within_2_ulp), KT_CASE(log_within_1_ulp), KT_CASE(tanh_within_2_ulp),
+        KT_CASE(erf_within_2_ulp), KT_CASE(sin_within_1_ulp), KT_CASE(cos_within_1_ulp),
+        KT_CASE(gelu_close_to_double), KT_CASE(compiled_kernels_match_ref_bitwise))

@@ -1,4 +1,4 @@
-/* ref backend: reductions, data movement, indexing and matmul, written as
+/* ref backend: reductions, scans, data movement, indexing and matmul, written as
  * plain loops over output (or input) coordinates. */
 #include <math.h>
 #include <stdlib.h>

@@ -277,6 +277,17 @@ kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim
 kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
 kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
 kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
+/* torch.prod over the axes (1 over an empty axis); bool and integers give
+ * i64 (wrapping), floats accumulate in double. */
+#define kiln_prod(x, n, axes, keep) kiln_prod_at((x), (n), (axes), (keep), KILN_HERE)
+kiln_tensor kiln_prod_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc);
+/* torch.cumsum / torch.cumprod along axis (negative counts from the end):
+ * out[..., i, ...] = the sum / product of x[..., 0..i, ...]; the shape of
+ * x; bool and integers give i64 (wrapping), floats accumulate in double. */
+#define kiln_cumsum(x, axis) kiln_cumsum_at((x), (axis), KILN_HERE)
+#define kiln_cumprod(x, axis) kiln_cumprod_at((x), (axis), KILN_HERE)
+kiln_tensor kiln_cumsum_at(kiln_tensor x, int axis, kiln_loc loc);
+kiln_tensor kiln_cumprod_at(kiln_tensor x, int axis, kiln_loc loc);
 /* Index of the first maximum along axis, as i64. */
 #define kiln_argmax(x, axis, keep) kiln_argmax_at((x), (axis), (keep), KILN_HERE)
 kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc);

@@ -464,6 +464,71 @@ static kiln_node *extremum_grad(vctx *c, kiln_node *n, kiln_node *g) {
   return sel(c, hit, share, cst(c, x, 0.0));
 }
 
+/* Keepdim product over the axes in mask. */
+static kiln_node *rprod(vctx *c, kiln_node *a, uint64_t mask) {
+  if (!a) return NULL;
+  int64_t s[KILN_MAX_RANK];
+  for (int i = 0; i < a->rank; i++) s[i] = (mask >> i) & 1 ? 1 : a->shape[i];
+  int64_t attr = (int64_t)mask;
+  return mk(c, KILN_OP_REDUCE_PROD, (kiln_dtype)a->dtype, a->rank, s, 1, &a, 1, &attr, 0.0);
+}
+
+/* REDUCE_PROD, torch.prod's rule, exact with zeros: no zero among the
+ * reduced elements: g * out / x; one zero: at the zero g times the product
+ * of the others, 0 elsewhere; two or more: 0. From nz, the product of the
+ * elements with the zeros read as 1, and z, the number of zeros. */
+static kiln_node *prod_grad(vctx *c, kiln_node *n, kiln_node *g) {
+  kiln_node *x = n->in[0];
+  uint64_t mask = (uint64_t)n->iattr[0];
+  kiln_node *zero = bin(c, KILN_OP_EQ, x, cst(c, x, 0.0));
+  kiln_node *x1 = sel(c, zero, cst(c, x, 1.0), x);
+  kiln_node *gnz = expand(c, bin(c, KILN_OP_MUL, g, rprod(c, x1, mask)), x->rank, x->shape);
+  kiln_node *z = expand(c, rsum(c, cast(c, zero, (kiln_dtype)x->dtype), mask), x->rank, x->shape);
+  kiln_node *at_zero = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 1.0)), gnz, cst(c, x, 0.0));
+  kiln_node *other = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 0.0)), bin(c, KILN_OP_DIV, gnz, x1), cst(c, x, 0.0));
+  return sel(c, zero, at_zero, other);
+}
+
+/* a reversed along axis: an index_select by L-1 .. 0. */
+static kiln_node *flip_axis(vctx *c, kiln_node *a, int axis) {
+  if (!a || a->shape[axis] <= 1) return a;
+  int64_t L = a->shape[axis], attr = axis;
+  kiln_node *io = iota(c, KILN_I64, 1, &L, 0);
+  kiln_node *in[2] = {a, bin(c, KILN_OP_SUB, cst(c, io, (double)(L - 1)), io)};
+  return mk(c, KILN_OP_INDEX_SELECT, (kiln_dtype)a->dtype, a->rank, a->shape, 2, in, 1, &attr, 0.0);
+}
+static kiln_node *scan_node(vctx *c, int op, kiln_node *a, int axis) {
+  int64_t attr = axis;
+  return a ? mk(c, op, (kiln_dtype)a->dtype, a->rank, a->shape, 1, &a, 1, &attr, 0.0) : NULL;
+}
+
+/* CUMPROD, exact with zeros (no division): d out_j / d x_i is the product
+ * of x_k over k <= j, k != i, for j >= i. With a new axis i before the
+ * scanned axis j: P[i, j] = cumprod over j of (j == i ? 1 : x_j), and the
+ * gradient of x_i is the sum over j >= i of g_j * P[i, j]. L^2 elements per
+ * line: meant for the short scans a model takes the product of. */
+static kiln_node *cumprod_grad(vctx *c, kiln_node *n, kiln_node *g) {
+  kiln_node *x = n->in[0];
+  int a = (int)n->iattr[0], r = x->rank;
+  if (r + 1 > KILN_MAX_RANK) {
+    kiln_error(KILN_ERR_UNSUPPORTED, c->loc, "backward: the gradient of cumprod needs rank + 1 <= %d, got rank %d",
+               KILN_MAX_RANK, r);
+    return NULL;
+  }
+  int64_t t[KILN_MAX_RANK], t1[KILN_MAX_RANK];
+  for (int i = 0, k = 0; i < r; i++) {
+    if (i == a) t[k] = x->shape[a], t1[k++] = 1;
+    t[k] = t1[k] = x->shape[i];
+    k++;
+  }
+  kiln_node *xb = expand(c, reshape(c, x, r + 1, t1), r + 1, t);
+  kiln_node *ii = iota(c, KILN_I64, r + 1, t, a), *jj = iota(c, KILN_I64, r + 1, t, a + 1);
+  kiln_node *p = scan_node(c, KILN_OP_CUMPROD, sel(c, bin(c, KILN_OP_EQ, ii, jj), cst(c, xb, 1.0), xb), a + 1);
+  kiln_node *gb = expand(c, reshape(c, g, r + 1, t1), r + 1, t);
+  kiln_node *term = sel(c, bin(c, KILN_OP_GE, jj, ii), bin(c, KILN_OP_MUL, gb, p), cst(c, xb, 0.0));
+  return reshape(c, rsum(c, term, 1ULL << (a + 1)), r, x->shape);
+}
+
 int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *want, kiln_node **gin,
                 kiln_loc loc) {
   vctx cx = {fe, loc}, *c = &cx;
@@ -497,6 +562,13 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
     case KILN_OP_REDUCE_SUM: *g0 = expand(c, g, x->rank, x->shape); break;
     case KILN_OP_REDUCE_MAX:
     case KILN_OP_REDUCE_MIN: *g0 = extremum_grad(c, n, g); break;
+    case KILN_OP_REDUCE_PROD: *g0 = prod_grad(c, n, g); break;
+    case KILN_OP_CUMSUM: { /* the reverse running sum of g */
+      int a = (int)n->iattr[0];
+      *g0 = flip_axis(c, scan_node(c, KILN_OP_CUMSUM, flip_axis(c, g, a), a), a);
+      break;
+    }
+    case KILN_OP_CUMPROD: *g0 = cumprod_grad(c, n, g); break;
     case KILN_OP_RESHAPE: *g0 = reshape(c, g, x->rank, x->shape); break;
     case KILN_OP_PERMUTE: {
       int inv[KILN_MAX_RANK];

@@ -79,6 +79,7 @@ static void nested_index(cg *c, kiln_text *outer, kiln_text *inner, int dl) {
 }
 
 static const char *comb(cg *c, int op, int fl, const char *a, const char *b) {
+  if (op == KILN_OP_REDUCE_PROD) return fl ? kiln_cg_sf(c, "(%s * %s)", a, b) : kiln_cg_sf(c, "kmul_i(%s, %s)", a, b);
   const char *fn = op == KILN_OP_REDUCE_SUM ? (fl ? NULL : "kadd_i")
                    : op == KILN_OP_REDUCE_MAX ? (fl ? "kmax_f64" : "kmax_i")
                                               : (fl ? "kmin_f64" : "kmin_i");
@@ -95,7 +96,7 @@ static void loop_j(kiln_text *o, int64_t L, int unroll, const char *text) {
   for (int64_t j = 0; j < L; j++) kiln_text_printf(o, "{\nconst int64_t j KU = %lldLL;\n%s}\n", (long long)j, text);
 }
 
-/* The identity of a max/min/sum reduction over the input dtype idt, as in
+/* The identity of a max/min/sum/prod reduction over the input dtype idt, as in
  * ref (what an empty reduction gives). */
 static const char *reduce_init(int op, int idt) {
   int fl = is_float(idt);
@@ -103,7 +104,7 @@ static const char *reduce_init(int op, int idt) {
     return fl ? "(-__builtin_inf())" : idt == KILN_I32 ? "INT32_MIN" : idt == KILN_I64 ? "INT64_MIN" : "0";
   if (op == KILN_OP_REDUCE_MIN)
     return fl ? "(__builtin_inf())" : idt == KILN_I32 ? "INT32_MAX" : idt == KILN_I64 ? "INT64_MAX" : "1";
-  return "0";
+  return op == KILN_OP_REDUCE_PROD ? "1" : "0";
 }
 
 /* One reduction of a row kernel being generated (gen_reduce): its node m,
@@ -141,17 +142,18 @@ static void gen_reduce_short(cg *c, kiln_text *o, const red *r) {
  * reduction`, honoured through -fopenmp-simd): gcc does not vectorize the
  * 16 partial accumulators of integers when the body mixes dtypes or selects
  * (a softmax backward ran at 10 ns an element that way, 1.3 ns this way).
- * A sum accumulates in double; a max/min in the input's own type (exact), a
+ * A sum or product accumulates in double; a max/min in the input's own type (exact), a
  * NaN anywhere making the result NaN as ref's kmax/kmin do. The order is the
  * vector lanes' (fixed for a given compiler and machine, the same on every
  * thread). dl: nested_axis. */
 static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
-  int sum = r->nd->op == KILN_OP_REDUCE_SUM, mx = r->nd->op == KILN_OP_REDUCE_MAX;
+  int prod = r->nd->op == KILN_OP_REDUCE_PROD, sum = r->nd->op == KILN_OP_REDUCE_SUM || prod;
+  int mx = r->nd->op == KILN_OP_REDUCE_MAX;
   const char *ft = cty(r->idt), *clause, *step;
-  if (sum) {
-    kiln_text_printf(o, "double acc = 0;\n");
-    clause = "reduction(+:acc)";
-    step = "acc += (double)x;\n";
+  if (sum) { /* a sum or a product: in double */
+    kiln_text_printf(o, "double acc = %s;\n", prod ? "1" : "0");
+    clause = prod ? "reduction(*:acc)" : "reduction(+:acc)";
+    step = prod ? "acc *= (double)x;\n" : "acc += (double)x;\n";
   } else {
     kiln_text_printf(o, "%s acc = (%s%s);\nint anynan = 0;\n", ft, mx ? "-" : "",
                      r->idt == KILN_F32 ? "__builtin_inff()" : "__builtin_inf()");
@@ -453,6 +455,35 @@ static void row_body(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   free(tail.p);
 }
 
+/* A scan kernel (CUMSUM, CUMPROD; the schedule gives it alone): per row, a
+ * sequential loop along the axis (L elements) that combines its input,
+ * fused in F, into a running accumulator (double for floats, as the sums,
+ * wrapping int64 for integers) and stores each element. The order is the
+ * axis's, the same on every thread and as ref's. Rows run in parallel. */
+static void gen_scan(cg *c, kiln_text *o, int suffix, int64_t L) {
+  int32_t m = c->k->members[0], in = INP(c, m, 0);
+  const kiln_gnode *nd = NODE(c, m);
+  int idt = NODE(c, in)->dtype, fl = is_float(idt), prod = nd->op == KILN_OP_CUMPROD;
+  memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  kiln_text body = {0}, idx = {0};
+  c->cur = &body;
+  const char *v = kiln_cg_ex(c, in, &c->fctx);
+  KILN_ASSERT(c->s->buf_of[m] >= 0); /* a scan is stored (schedule_mem.c) */
+  int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(nd->dtype));
+  const char *step = fl ? (prod ? "acc * (double)x" : "acc + (double)x")
+                        : (prod ? "kmul_i(acc, (int64_t)x)" : "kadd_i(acc, (int64_t)x)");
+  row_loop_head(c, o, 0, -1);
+  flush_pre(c, o);
+  inner_index(c, &idx, suffix, L);
+  kiln_text_printf(o, "%s acc = %s;\n", fl ? "double" : "int64_t", prod ? "1" : "0");
+  kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\na%d[f] = %s;\n}\n}\n",
+                   (long long)L, idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, step, a,
+                   kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
+  if (body.failed || idx.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
+  free(body.p);
+  free(idx.p);
+}
+
 /* A row kernel: a column kernel when col_mode says so (*col = 1), else a
  * loop over rows (items: the number of rows) computing the reductions over
  * the inner axes (L elements) and the stores. suffix: the inner axes (those
@@ -478,6 +509,10 @@ static void gen_row(cg *c, kiln_text *o, int64_t *items, int *col) {
       rows *= k->shape[d];
   }
   *items = rows;
+  if (kiln_op_table[NODE(c, k->seed)->op].kind == KILN_KIND_SCAN) {
+    gen_scan(c, o, suffix, L);
+    return;
+  }
   if (col_mode(c, suffix, prefix, rows)) {
     *col = 1;
     gen_col(c, o, rows, L);

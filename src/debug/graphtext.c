@@ -46,9 +46,12 @@ static schema schema_of(int op) {
     case KILN_OP_RANDOM: s = (schema){1, {{"dist", FK_DIST, 0}}, 0}; break;
     case KILN_OP_REDUCE_SUM:
     case KILN_OP_REDUCE_MAX:
-    case KILN_OP_REDUCE_MIN: s = (schema){1, {{"axes", FK_MASK, 0}}, 0}; break;
+    case KILN_OP_REDUCE_MIN:
+    case KILN_OP_REDUCE_PROD: s = (schema){1, {{"axes", FK_MASK, 0}}, 0}; break;
     case KILN_OP_IOTA:
     case KILN_OP_ARGMAX:
+    case KILN_OP_CUMSUM:
+    case KILN_OP_CUMPROD:
     case KILN_OP_CONCAT:
     case KILN_OP_INDEX_SELECT:
     case KILN_OP_GATHER:

@@ -1,4 +1,5 @@
-/* Reduction builders: sum, mean, max, min, argmax, softmax, log_softmax. */
+/* Reduction builders: sum, mean, prod, max, min, argmax, softmax, log_softmax;
+ * the scans cumsum and cumprod. */
 #include <string.h>
 
 #include "frontend/api.h"
@@ -66,13 +67,13 @@ static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, c
   int64_t count = 1;
   for (int i = 0; i < n->rank; i++)
     if ((mask >> i) & 1) count *= n->shape[i];
-  if (count == 0 && op != KILN_OP_REDUCE_SUM)
+  if (count == 0 && op != KILN_OP_REDUCE_SUM && op != KILN_OP_REDUCE_PROD)
     return kiln_api_fail(fe, loc, "%s: reduction over an empty axis of shape %s has no identity", name,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
   if (mean && !kiln_dtype_is_float((kiln_dtype)n->dtype))
     return kiln_api_fail(fe, loc, "%s: needs a floating-point tensor, got %s", name, kiln_dtype_name(n->dtype));
-  /* PyTorch: sums of bool and int32 are int64 (they do not wrap at 2^31) */
-  if (op == KILN_OP_REDUCE_SUM && (n->dtype == KILN_BOOL || n->dtype == KILN_I32)) n = kiln_api_cast(fe, n, KILN_I64, loc);
+  /* PyTorch: sums and products of bool and int32 are int64 (they do not wrap at 2^31) */
+  if ((op == KILN_OP_REDUCE_SUM || op == KILN_OP_REDUCE_PROD) && (n->dtype == KILN_BOOL || n->dtype == KILN_I32)) n = kiln_api_cast(fe, n, KILN_I64, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc); /* the cast's bytes overflow: recorded */
   kiln_node *r = reduce_node(fe, op, n, mask, keepdim, loc);
   if (r && mean) {
@@ -90,6 +91,9 @@ kiln_tensor kiln_sum_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim
 kiln_tensor kiln_mean_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_REDUCE_SUM, "mean", x, n_axes, axes, keepdim, 1, loc);
 }
+kiln_tensor kiln_prod_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc) {
+  return reduce(KILN_OP_REDUCE_PROD, "prod", x, n_axes, axes, keepdim, 0, loc);
+}
 kiln_tensor kiln_max_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_REDUCE_MAX, "max", x, n_axes, axes, keepdim, 0, loc);
 }
@@ -98,6 +102,30 @@ kiln_tensor kiln_min_at(kiln_tensor x, int n_axes, const int *axes, bool keepdim
 }
 kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc) {
   return reduce(KILN_OP_ARGMAX, "argmax", x, 1, &axis, keepdim, 0, loc);
+}
+
+/* cumsum / cumprod: one SCAN node of x's shape (bool and int32 first
+ * widened to i64, as torch.cumsum). */
+static kiln_tensor scan(int op, const char *name, kiln_tensor x, int axis, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
+  if (!fe) return (kiln_tensor){0, 0};
+  kiln_node *n;
+  if (kiln_api_input(fe, x, name, loc, NULL, &n)) return kiln_fe_poison(fe, loc);
+  char sb[128];
+  int a = n->rank ? kiln_api_axis(axis, n->rank) : (axis == 0 || axis == -1) ? 0 : -1;
+  if (a < 0)
+    return kiln_api_fail(fe, loc, "%s: axis %d is out of range for shape %s", name, axis,
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  if (n->dtype == KILN_BOOL || n->dtype == KILN_I32) n = kiln_api_cast(fe, n, KILN_I64, loc);
+  if (!n || n->rank == 0) return kiln_fe_tensor(fe, n, loc); /* a 0-d scan is the value (torch) */
+  int64_t attr = a;
+  return kiln_fe_tensor(fe, kiln_fe_node(fe, op, (kiln_dtype)n->dtype, n->rank, n->shape, 1, &n, 1, &attr, 0.0, loc),
+                        loc);
+}
+
+kiln_tensor kiln_cumsum_at(kiln_tensor x, int axis, kiln_loc loc) { return scan(KILN_OP_CUMSUM, "cumsum", x, axis, loc); }
+kiln_tensor kiln_cumprod_at(kiln_tensor x, int axis, kiln_loc loc) {
+  return scan(KILN_OP_CUMPROD, "cumprod", x, axis, loc);
 }
 
 static kiln_node *binop(kiln_frontend *fe, int op, kiln_node *a, kiln_node *b, kiln_loc loc) {

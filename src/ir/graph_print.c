@@ -44,6 +44,7 @@ static void print_attrs(FILE *f, const kiln_gnode *n) {
     case KILN_OP_REDUCE_SUM:
     case KILN_OP_REDUCE_MAX:
     case KILN_OP_REDUCE_MIN:
+    case KILN_OP_REDUCE_PROD:
       if (ni >= 1) {
         fprintf(f, " axes=[");
         int first = 1;
@@ -57,6 +58,8 @@ static void print_attrs(FILE *f, const kiln_gnode *n) {
       return;
     case KILN_OP_IOTA:
     case KILN_OP_ARGMAX:
+    case KILN_OP_CUMSUM:
+    case KILN_OP_CUMPROD:
     case KILN_OP_CONCAT:
     case KILN_OP_INDEX_SELECT:
     case KILN_OP_GATHER:

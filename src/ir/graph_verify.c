@@ -202,6 +202,20 @@ static int check_reduce(vctx *c, int32_t i) {
   return 0;
 }
 
+/* A scan (CUMSUM, CUMPROD): the input's shape and dtype, one axis. */
+static int check_scan(vctx *c, int32_t i) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  const kiln_gnode *x = &c->g->nodes[kiln_gnode_inputs(c->g, n)[0]];
+  if (need_iattr(c, i, 1)) return -1;
+  int64_t axis = n->iattr[0];
+  if (axis < 0 || axis >= n->rank) return node_fail(c, i, "axis %lld out of range for rank %d", (long long)axis, n->rank);
+  if (n->dtype != x->dtype) return node_fail(c, i, "output dtype differs from the input's");
+  if (check_dtype(c, i, n->dtype, kiln_op_table[n->op].in, "the input")) return -1;
+  if (x->rank != n->rank || memcmp(x->shape, n->shape, sizeof(int64_t) * (size_t)n->rank))
+    return node_fail(c, i, "output shape differs from the input's");
+  return 0;
+}
+
 /* The shape rules of the data-movement ops (ops.def's doc column says
  * what each computes). Each takes the node i, its input x and its rank. */
 static int check_permute(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x, int R) {
@@ -433,6 +447,7 @@ int kiln_graph_verify(const kiln_graph *g, char *err, size_t err_len) {
       case KILN_KIND_REDUCE: r = check_reduce(&c, i); break;
       case KILN_KIND_MOVE: r = check_move(&c, i); break;
       case KILN_KIND_MATMUL: r = check_matmul(&c, i); break;
+      case KILN_KIND_SCAN: r = check_scan(&c, i); break;
     }
     if (r) return -1;
   }

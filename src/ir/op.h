@@ -15,6 +15,7 @@ typedef enum kiln_op_kind {
   KILN_KIND_REDUCE,
   KILN_KIND_MOVE,
   KILN_KIND_MATMUL,
+  KILN_KIND_SCAN,
 } kiln_op_kind;
 
 /* The IN column: dtype masks (bit = 1 << kiln_dtype). */

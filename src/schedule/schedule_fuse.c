@@ -3,7 +3,7 @@
  * Kernels are formed in node order. A materialized MATMUL, or a GEMM update
  * absorbing one (below), is a GEMM kernel of its own. Any other
  * materialized node seeds a LOOP kernel (a row kernel when it is a
- * reduction) and later materialized nodes join it while they fit: same
+ * reduction or a scan; a scan's kernel is its alone) and later materialized nodes join it while they fit: same
  * domain, and every value they read is at hand (walk). */
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +53,7 @@ static void walk(bld *b, int32_t n, kiln_sctx c, int root) {
 void kiln_sched_walk_member(bld *b, int32_t m) {
   const kiln_skernel *k = &b->s->kernels[b->kid];
   const kiln_gnode *x = N(b->g, m);
-  if (k->row && is_reduce(x->op)) {
+  if (k->row && (is_reduce(x->op) || is_scan(x->op))) {
     walk(b, IN(b->g, m, 0), KILN_SCTX_F, 0);
     return;
   }
@@ -79,6 +79,7 @@ static int candidate_fits(bld *b, int32_t m) {
   kiln_skernel *k = &s->kernels[b->kid];
   const kiln_gnode *x = N(g, m);
   if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF || b->upd[m] || is_line(x->op) || k->line) return 0;
+  if (is_scan(x->op) || is_scan(N(g, k->seed)->op)) return 0; /* a scan is a kernel of its own */
   if (k->row) {
     if (is_reduce(x->op)) {
       const kiln_gnode *in = N(g, IN(g, m, 0));
@@ -290,7 +291,7 @@ static kiln_status fill_loop_kernel(bld *b, int32_t kid, int32_t n) {
     return kernel_add_member(k, n, &mcap) ? kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory")
                                           : KILN_OK;
   }
-  k->row = is_reduce(x->op);
+  k->row = is_reduce(x->op) || is_scan(x->op);
   const kiln_gnode *dom = k->row ? N(g, IN(g, n, 0)) : x;
   k->rank = dom->rank;
   memcpy(k->shape, dom->shape, sizeof k->shape);
@@ -298,7 +299,7 @@ static kiln_status fill_loop_kernel(bld *b, int32_t kid, int32_t n) {
   if (kernel_add_member(k, n, &mcap)) return kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
   b->kid = kid;
   b->seed = n;
-  for (int32_t m = n + 1, misses = 0; m < g->n_nodes && misses < 64; m++) {
+  for (int32_t m = n + 1, misses = 0; m < g->n_nodes && misses < 64 && !is_scan(x->op); m++) {
     if (!s->mat[m] || s->owner[m] >= 0) continue;
     if (!k->row && k->n_members >= 8) break; /* many streams in one loop stop paying off */
     if (candidate_fits(b, m)) {

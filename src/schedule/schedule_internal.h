@@ -56,9 +56,13 @@ static inline int is_reduce(int op) { return kiln_op_table[op].kind == KILN_KIND
 static inline int is_line(int op) {
   return op == KILN_OP_ARGSORT || op == KILN_OP_SCATTER || op == KILN_OP_SCATTER_ADD;
 }
+/* A scan (CUMSUM, CUMPROD) is a row kernel of its own: the rows are the
+ * lines along its axis (the mask), its input is fused into it in F, and it
+ * stores every element (codegen's gen_scan). */
+static inline int is_scan(int op) { return kiln_op_table[op].kind == KILN_KIND_SCAN; }
 
 static inline uint32_t reduce_mask(const kiln_gnode *n) {
-  if (n->op == KILN_OP_ARGMAX) return 1u << n->iattr[0];
+  if (n->op == KILN_OP_ARGMAX || is_scan(n->op)) return 1u << n->iattr[0];
   return (uint32_t)n->iattr[0] & ((1u << n->rank) - 1);
 }
 

@@ -260,6 +260,9 @@ static const int k_ax1[1] = {1};
 static kiln_tensor r_sum(const kiln_tensor *p) { return kiln_sum(p[0], 1, k_ax1, 0); }
 static kiln_tensor r_max(const kiln_tensor *p) { return kiln_max(p[0], 1, k_ax1, 0); }
 static kiln_tensor r_min(const kiln_tensor *p) { return kiln_min(p[0], 1, k_ax1, 0); }
+static kiln_tensor r_prod(const kiln_tensor *p) { return kiln_prod(p[0], 1, k_ax1, 0); }
+static kiln_tensor r_cumsum(const kiln_tensor *p) { return kiln_cumsum(p[0], 1); }
+static kiln_tensor r_cumprod(const kiln_tensor *p) { return kiln_cumprod(p[0], -1); }
 static kiln_tensor r_argmax(const kiln_tensor *p) { return kiln_cast(kiln_argmax(p[0], 1, 0), KILN_F64); }
 static kiln_tensor r_reshape(const kiln_tensor *p) {
   static const int64_t s[2] = {3, 2};
@@ -315,6 +318,9 @@ static const recipe k_recipes[] = {
     {KILN_OP_REDUCE_MAX, r_max, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_REDUCE_MIN, r_min, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_ARGMAX, r_argmax, P1(2, 2, 3), 1e-6, 1e-6},
+    {KILN_OP_REDUCE_PROD, r_prod, P1(2, 2, 3), 1e-6, 1e-6}, /* zeros: test_scan.c */
+    {KILN_OP_CUMSUM, r_cumsum, P1(2, 2, 3), 1e-6, 1e-6},
+    {KILN_OP_CUMPROD, r_cumprod, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_RESHAPE, r_reshape, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_PERMUTE, r_permute, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_EXPAND, r_expand, 2, {2, 2}, {{2, 1}, {2, 3}}, 1e-6, 1e-6},

@@ -124,6 +124,9 @@ static kiln_tensor run_op(char **tok, int nt) {
   if (!strcmp(name, "mean")) return kiln_mean(x, ii[1], ii[1] ? ii + 2 : NULL, ii[0]);
   if (!strcmp(name, "max")) return kiln_max(x, ii[1], ii[1] ? ii + 2 : NULL, ii[0]);
   if (!strcmp(name, "min")) return kiln_min(x, ii[1], ii[1] ? ii + 2 : NULL, ii[0]);
+  if (!strcmp(name, "prod")) return kiln_prod(x, ii[1], ii[1] ? ii + 2 : NULL, ii[0]);
+  if (!strcmp(name, "cumsum")) return kiln_cumsum(x, ii[0]);
+  if (!strcmp(name, "cumprod")) return kiln_cumprod(x, ii[0]);
   if (!strcmp(name, "softmax")) return kiln_softmax(x, ii[0]);
   if (!strcmp(name, "log_softmax")) return kiln_log_softmax(x, ii[0]);
   if (!strcmp(name, "reshape")) return kiln_reshape(x, ii[0], ai + 1);

@@ -120,6 +120,14 @@ def apply_op(name, ins, attrs, dts):
         f = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[name]
         dt = I64 if name == "sum" and dts[0] in (BOOL, I32) else dts[0]  # int sums widen, as PyTorch's
         return f(x.astype(np.float64), axis=axes, keepdims=bool(keep)), dt
+    if name == "prod":
+        keep, n = int(attrs[0]), int(attrs[1])
+        axes = tuple(int(a) for a in attrs[2:2 + n]) if n else None
+        dt = I64 if dts[0] in (BOOL, I32) else dts[0]  # as torch.prod
+        return np.prod(x.astype(np.float64), axis=axes, keepdims=bool(keep)), dt
+    if name in ("cumsum", "cumprod"):
+        dt = I64 if dts[0] in (BOOL, I32) else dts[0]  # as torch.cumsum
+        return (np.cumsum if name == "cumsum" else np.cumprod)(x.astype(np.float64), axis=int(attrs[0])), dt
     if name in ("softmax", "log_softmax"):
         s = softmax(x.astype(np.float64), int(attrs[0]))
         return (s if name == "softmax" else np.log(s)), dts[0]
@@ -484,6 +492,8 @@ class Gen:
                     c = self.op("max", [c], [0, 1, ax], to, self.reduced(s, 0, [ax]))
                 c = self.op("cast", [c], [DTYPE_CODE[F32]], F32, self.info[c][1])
             return c
+        if k < 0.64 and r.random() < 0.3:
+            return self.scan_or_prod(x)
         if k < 0.64:  # reductions
             name = r.choice(["sum", "mean", "max", "min"])
             keep = r.randint(0, 1)
@@ -559,6 +569,25 @@ class Gen:
             return self.op("sort", [y], [ax, r.randint(0, 1), which], odt, s)
         k = r.randint(1, s[ax])
         return self.op("topk", [y], [k, ax, r.randint(0, 1), which], odt, s[:ax] + [k] + s[ax + 1:])
+    def scan_or_prod(self, x):
+        """cumsum of x, or prod / cumprod of tanh(x) + 1 (in (0, 2): the
+        products stay bounded) over axes of at most 8 elements"""
+        r = self.r
+        dt, s = self.info[x]
+        name = r.choice(["prod", "cumsum", "cumprod"])
+        if name != "cumsum":
+            x = self.op("add_c", [self.op("tanh", [x], [], dt, s)], [1], dt, s)
+        if name != "prod":
+            ax = r.randrange(len(s))
+            return self.op(name, [x], [ax - len(s) if r.random() < 0.3 else ax], dt, s)
+        keep = r.randint(0, 1)
+        axes, n = [], 1
+        for a in r.sample(range(len(s)), len(s)):
+            if n * s[a] <= 8 and (not axes or r.random() < 0.5):
+                axes.append(a)
+                n *= s[a]
+        axes = axes or [0]  # (a view may have made every axis longer than 8)
+        return self.op("prod", [x], [keep, len(axes)] + axes, dt, self.reduced(s, keep, axes))
 
     def reduced(self, s, keep, axes):
         if not axes:

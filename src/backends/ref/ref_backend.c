@@ -128,6 +128,11 @@ static kiln_status eval_node(const kiln_graph *g, int32_t i, kiln_ref_val *vals,
       break;
     }
     case KILN_KIND_MATMUL: kiln_ref_eval_matmul(n, &vals[i], ins); break;
+    case KILN_KIND_SCAN:
+      if (kiln_ref_eval_scan(n, &vals[i], &ins[0]) != 0)
+        s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "ref: out of memory in %s at node %%%d",
+                         kiln_op_name(n->op), (int)i);
+      break;
   }
   if (ins != small) free(ins);
   return s;

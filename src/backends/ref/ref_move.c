@@ -1,4 +1,4 @@
-/* ref backend: reductions, data movement, indexing and matmul, written as
+/* ref backend: reductions, scans, data movement, indexing and matmul, written as
  * plain loops over output (or input) coordinates. */
 #include <math.h>
 #include <stdlib.h>
@@ -72,6 +72,9 @@ int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_
     } else if (n->op == KILN_OP_REDUCE_MIN) {
       accf[o] = INFINITY;
       acci[o] = int_highest(x->dtype);
+    } else if (n->op == KILN_OP_REDUCE_PROD) {
+      accf[o] = 1;
+      acci[o] = 1;
     }
   }
   int64_t coord[KILN_MAX_RANK];
@@ -84,6 +87,7 @@ int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_
       double v = kiln_ref_get_f(x, i), a = accf[o];
       switch (n->op) {
         case KILN_OP_REDUCE_SUM: accf[o] = a + v; break;
+        case KILN_OP_REDUCE_PROD: accf[o] = a * v; break;
         /* NaN propagates: once the accumulator is NaN it stays NaN */
         case KILN_OP_REDUCE_MAX: accf[o] = isnan(a) ? a : (isnan(v) || v > a) ? v : a; break;
         case KILN_OP_REDUCE_MIN: accf[o] = isnan(a) ? a : (isnan(v) || v < a) ? v : a; break;
@@ -93,6 +97,7 @@ int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_
       int64_t v = kiln_ref_get_i(x, i), a = acci[o];
       switch (n->op) {
         case KILN_OP_REDUCE_SUM: acci[o] = (int64_t)((uint64_t)a + (uint64_t)v); break;
+        case KILN_OP_REDUCE_PROD: acci[o] = (int64_t)((uint64_t)a * (uint64_t)v); break;
         case KILN_OP_REDUCE_MAX: acci[o] = v > a ? v : a; break;
         case KILN_OP_REDUCE_MIN: acci[o] = v < a ? v : a; break;
         default: break;
@@ -107,6 +112,35 @@ int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_
   }
   free(accf);
   free(acci);
+  return 0;
+}
+
+/* ───────────── scans ───────────── */
+
+/* CUMSUM / CUMPROD along iattr[0]: element by element in row-major order,
+ * each output the one before it along the axis combined with the input;
+ * floats in double (rounded at each store), integers wrapping in int64. */
+int kiln_ref_eval_scan(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *x) {
+  const int axis = (int)n->iattr[0];
+  const int prod = n->op == KILN_OP_CUMPROD;
+  int64_t stride = 1;
+  for (int d = axis + 1; d < x->rank; d++) stride *= x->shape[d];
+  const int64_t len = x->shape[axis];
+  double *acc = calloc((size_t)x->numel + 1, sizeof *acc); /* the running values, in double */
+  if (!acc) return -1;
+  for (int64_t i = 0; i < x->numel; i++) {
+    int first = (i / stride) % len == 0;
+    if (kiln_ref_is_float(x->dtype)) {
+      double v = kiln_ref_get_f(x, i), a = first ? (prod ? 1.0 : 0.0) : acc[i - stride];
+      acc[i] = prod ? a * v : a + v;
+      kiln_ref_set_f(out, i, acc[i]);
+    } else {
+      uint64_t v = (uint64_t)kiln_ref_get_i(x, i);
+      uint64_t a = first ? (uint64_t)prod : (uint64_t)kiln_ref_get_i(out, i - stride);
+      kiln_ref_set_i(out, i, (int64_t)(prod ? a * v : a + v));
+    }
+  }
+  free(acc);
   return 0;
 }
 

@@ -59,6 +59,8 @@ void kiln_ref_eval_source(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref
 void kiln_ref_eval_elementwise(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins);
 /* Returns 0, or -1 when its accumulators cannot be allocated. */
 int kiln_ref_eval_reduce(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins);
+/* CUMSUM / CUMPROD; 0, or -1 when its accumulators cannot be allocated. */
+int kiln_ref_eval_scan(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *x);
 /* Returns 1 if an index (INDEX_SELECT, GATHER) is out of range: the first
  * such index is stored in *bad (the read is clamped). */
 int kiln_ref_eval_move(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *ins, int n_in, int64_t *bad);

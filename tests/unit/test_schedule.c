@@ -791,6 +791,9 @@ KT_TEST(sort_and_scatter_are_line_kernels) {
   KT_EQ_INT(bad, 0);
   free(seen);
   free(xs), free(ss), free(o2), free(is), free(o1);
+  kiln_graph_free(g);
+}
+
 /* A scan is a kernel of its own with its producer fused in: cumsum along
  * the last axis (rows contiguous) and the first (strided), cumprod, against
  * running sums / products in double written here. */

@@ -168,6 +168,12 @@ typedef enum kiln_dtype {
   KILN_I32,
   KILN_I64,
   KILN_BOOL, /* one byte per element, 0 or 1 */
+  /* storage types: 16-bit floats are computed in f32 inside kernels and
+   * stored rounded to nearest even (docs/semantics.md, "Dtypes") */
+  KILN_BF16, /* bfloat16: the top 16 bits of an f32 */
+  KILN_F16,  /* IEEE 754 binary16 */
+  KILN_U8,   /* uint8, wraps modulo 2^8 */
+  KILN_I8,   /* int8, wraps modulo 2^8 */
   KILN_DTYPE_COUNT
 } kiln_dtype;
 

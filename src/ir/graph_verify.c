@@ -15,12 +15,10 @@
 #include "ir/graph.h"
 
 /* Dtype classes. */
-enum { DT_F32 = 1 << KILN_F32, DT_F64 = 1 << KILN_F64, DT_I32 = 1 << KILN_I32, DT_I64 = 1 << KILN_I64,
-       DT_BOOL = 1 << KILN_BOOL };
-#define DT_FLOAT (DT_F32 | DT_F64)
-#define DT_NUM (DT_FLOAT | DT_I32 | DT_I64)
-#define DT_ANY (DT_NUM | DT_BOOL)
-#define DT_INDEX (DT_I32 | DT_I64)
+#define DT_FLOAT KILN_DT_FLOAT
+#define DT_NUM KILN_DT_NUM
+#define DT_ANY KILN_DT_ANY
+#define DT_INDEX KILN_DT_INDEX
 
 /* Largest element count accepted: keeps every byte count and flat index
  * far from int64/size_t overflow. */

@@ -86,6 +86,20 @@ static inline void *bc_host_data(kiln_dtype dt, int64_t n, uint64_t seed, int ki
       case KILN_F64: ((double *)p)[i] = f; break;
       case KILN_I32: ((int32_t *)p)[i] = (int32_t)k; break;
       case KILN_I64: ((int64_t *)p)[i] = k; break;
+      case KILN_BF16: { /* the f32's top half: truncated, a bf16 all the same */
+        float x = (float)f;
+        uint32_t b;
+        memcpy(&b, &x, 4);
+        ((uint16_t *)p)[i] = (uint16_t)(b >> 16);
+        break;
+      }
+      case KILN_F16: {
+        _Float16 h = (_Float16)f;
+        memcpy((uint16_t *)p + i, &h, 2);
+        break;
+      }
+      case KILN_U8: ((uint8_t *)p)[i] = (uint8_t)(kind == 1 ? k : k + 128); break;
+      case KILN_I8: ((int8_t *)p)[i] = (int8_t)k; break;
       default: ((uint8_t *)p)[i] = u < 0.5; break;
     }
   }

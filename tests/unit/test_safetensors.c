@@ -149,7 +149,7 @@ static void expect_f64(kiln_tensor t, kiln_dtype dt, const double *want, int n, 
   double got[16];
   KT_CHECK(n <= 16 && !read_back(kiln_cast(t, KILN_F64), got, sizeof(double) * (size_t)n));
   for (int i = 0; i < n; i++) {
-    int same = isnan(want[i]) ? isnan(got[i]) : got[i] == want[i] && signbit(got[i]) == signbit(want[i]);
+    int same = isnan(want[i]) ? isnan(got[i]) : got[i] == want[i] && !signbit(got[i]) == !signbit(want[i]);
     KT_CHECK_MSG(same, "%s[%d]: %.17g, want %.17g", what, i, got[i], want[i]);
   }
 }

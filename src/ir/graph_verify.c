@@ -323,7 +323,7 @@ static int check_matmul(vctx *c, int32_t i) {
   const int32_t *in = kiln_gnode_inputs(c->g, n);
   const kiln_gnode *a = &c->g->nodes[in[0]], *b = &c->g->nodes[in[1]];
   const int R = n->rank;
-  if (check_dtype(c, i, n->dtype, DT_FLOAT, "the output")) return -1;
+  if (check_dtype(c, i, n->dtype, KILN_DT_CONTRACT, "the output")) return -1;
   if (a->dtype != n->dtype || b->dtype != n->dtype) return node_fail(c, i, "input dtypes differ from the output's");
   if (R < 2 || a->rank != R || b->rank != R) return node_fail(c, i, "needs inputs and output of one rank >= 2");
   for (int d = 0; d < R - 2; d++)

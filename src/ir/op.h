@@ -26,6 +26,9 @@ enum {
   /* u8 and i8 are integers but not index dtypes */
   KILN_DT_NUM = KILN_DT_FLOAT | KILN_DT_INDEX | (1 << KILN_U8) | (1 << KILN_I8),
   KILN_DT_ANY = KILN_DT_NUM | KILN_DT_BOOL,
+  /* matmul: floats, and i32/i64 accumulating in themselves (the frontend
+   * widens u8/i8 operands to i32 first) */
+  KILN_DT_CONTRACT = KILN_DT_FLOAT | KILN_DT_INDEX,
 };
 
 /* Dtype classes. bf16 and f16 are floats stored in 16 bits and computed in

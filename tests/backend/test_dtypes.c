@@ -288,5 +288,77 @@ KT_TEST(eight_bit_reduction_identities) {
   bc_result_free(&ref);
 }
 
+/* ───────────── matmul ───────────── */
+
+/* x [3, 5, 37] @ y [37, 29], and x @ yᵀ through a transposed operand */
+static void prog_matmul(bc_result *r, const void *arg) {
+  (void)arg;
+  int64_t sx[3] = {3, 5, 37}, sy[2] = {37, 29}, st[2] = {29, 37};
+  const kiln_dtype dts[6] = {KILN_BF16, KILN_F16, KILN_U8, KILN_I8, KILN_I32, KILN_I64};
+  for (int k = 0; k < 6; k++) {
+    kiln_dtype dt = dts[k];
+    kiln_tensor x = bc_input(dt, 3, sx, 61 + k, 0), y = bc_input(dt, 2, sy, 71 + k, 0);
+    kiln_tensor yt = bc_input(dt, 2, st, 81 + k, 0);
+    /* 16-bit: f32 accumulation against ref's f64, then one rounding */
+    bc_emit(r, kiln_matmul(x, y), 0, 0, "%s matmul", kiln_dtype_name(dt));
+    bc_emit(r, kiln_matmul(x, kiln_transpose(yt, 0, 1)), 0, 0, "%s matmul_t", kiln_dtype_name(dt));
+  }
+}
+
+/* the same products computed here from the host data, in f64 (floats) or
+ * wrapping int64 narrowed to the output dtype */
+static void check_matmul_host(const bc_result *ref) {
+  const kiln_dtype dts[6] = {KILN_BF16, KILN_F16, KILN_U8, KILN_I8, KILN_I32, KILN_I64};
+  const kiln_dtype outs[6] = {KILN_BF16, KILN_F16, KILN_I32, KILN_I32, KILN_I32, KILN_I64};
+  for (int k = 0; k < 6; k++) {
+    kiln_dtype dt = dts[k];
+    void *x = bc_host_data(dt, 3 * 5 * 37, 61 + k, 0), *y = bc_host_data(dt, 37 * 29, 71 + k, 0);
+    bc_out hx = {.dt = dt, .data = x}, hy = {.dt = dt, .data = y};
+    const bc_out *o = &ref->o[2 * k];
+    KT_CHECK_MSG(o->dt == outs[k], "%s matmul gives %s", kiln_dtype_name(dt), kiln_dtype_name(o->dt));
+    for (int64_t i = 0; i < 15 && o->dt == outs[k]; i++)
+      for (int64_t j = 0; j < 29; j++) {
+        double s = 0, mag = 0;
+        uint64_t si = 0;
+        for (int64_t q = 0; q < 37; q++) {
+          double u = bc_get_f(&hx, i * 37 + q), v = bc_get_f(&hy, q * 29 + j);
+          s += u * v, mag += fabs(u * v);
+          si += (uint64_t)bc_get_i(&hx, i * 37 + q) * (uint64_t)bc_get_i(&hy, q * 29 + j);
+        }
+        int ok;
+        if (bc_is_float(o->dt)) ok = fabs(bc_get_f(o, i * 29 + j) - s) <= bc_rtol(o->dt) * mag + 1e-6;
+        else if (o->dt == KILN_I32) ok = bc_get_i(o, i * 29 + j) == (int32_t)(uint32_t)si;
+        else ok = bc_get_i(o, i * 29 + j) == (int64_t)si;
+        if (!ok) {
+          KT_FAIL("%s matmul (%lld, %lld): ref gives %.17g, the host %.17g", kiln_dtype_name(dt), (long long)i,
+                  (long long)j, bc_get_f(o, i * 29 + j), s);
+          i = 15;
+          break;
+        }
+      }
+    free(x);
+    free(y);
+  }
+}
+
+KT_TEST(matmul_16bit_and_integer) {
+  static bc_result ref;
+  bc_check("matmul", prog_matmul, NULL, &ref);
+  if (ref.status == KILN_OK && ref.n == 12) check_matmul_host(&ref);
+  bc_result_free(&ref);
+}
+
+KT_TEST(matmul_on_bool_is_an_error) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  int64_t s[2] = {2, 2};
+  kiln_tensor r = kiln_matmul(kiln_zeros(KILN_BOOL, 2, s), kiln_zeros(KILN_BOOL, 2, s));
+  KT_CHECK(!kiln_is_valid(r));
+  KT_STR_CONTAINS(kiln_last_error(), "matmul: not defined for bool operands");
+  KT_STR_CONTAINS(kiln_last_error(), "test_dtypes.c");
+  kiln_clear_error();
+  kiln_shutdown();
+}
+
 KT_MAIN(KT_CASE(casts_match_pytorch_bits), KT_CASE(every_16bit_pattern_widens_and_narrows_exactly),
-        KT_CASE(promotion_is_pytorchs), KT_CASE(fused_kernels_round_like_ref), KT_CASE(eight_bit_reduction_identities))
+        KT_CASE(promotion_is_pytorchs), KT_CASE(fused_kernels_round_like_ref), KT_CASE(eight_bit_reduction_identities),
+        KT_CASE(matmul_16bit_and_integer), KT_CASE(matmul_on_bool_is_an_error))

@@ -237,6 +237,8 @@ static void prog_fused(bc_result *r, const void *arg) {
     bc_emit(r, kiln_sum(kiln_mul_c(e, 3.0), 1, (int[]){1}, 0), 0, 0, "%s/sum", kiln_dtype_name(dt));
     bc_emit(r, kiln_max(e, 1, (int[]){0}, 0), 0, 0, "%s/max", kiln_dtype_name(dt));
     bc_emit(r, kiln_add(e, bc_input(KILN_U8, 2, s, 31 + k, 1)), 0, 0, "%s+u8", kiln_dtype_name(dt));
+    /* a scalar input (a double at run time) and a fill, rounded to dt */
+    bc_emit(r, kiln_add_s(kiln_mul(e, kiln_full(dt, 2, s, 0.1)), 0.3), 0, 0, "%s/scalar", kiln_dtype_name(dt));
   }
   for (int k = 0; k < 2; k++) {
     kiln_dtype dt = k ? KILN_I8 : KILN_U8;

@@ -95,7 +95,7 @@ static void ops_dtypes(const ops_row *r, char *out, size_t cap) {
               {"FLOAT", "bf16 f16 f32 f64"},
               {"BOOL", "bool"},
               {"INDEX", "i32 i64"},
-              {"CONTRACT", "i32 i64 bf16 f16 f32 f64 (u8 i8 bool: as i32)"},
+              {"CONTRACT", "i32 i64 bf16 f16 f32 f64 (u8 i8: as i32)"},
               {"NONE", "-"}};
   const char *d = r->in;
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)

@@ -11,6 +11,7 @@
  *     8-bit reductions whose identities are the dtype's extremes;
  *   - matmul on bf16/f16 (f32 accumulation) and on u8/i8/i32 (i32
  *     accumulation), against products computed here. */
+#include <kiln/autograd.h>
 #include <kiln/kiln.h>
 
 #include "backend/backend_compare.h"
@@ -361,6 +362,46 @@ KT_TEST(matmul_on_bool_is_an_error) {
   kiln_shutdown();
 }
 
+/* ───────────── gradients through 16-bit values ───────────── */
+
+/* loss = sum(f32(h(p) * h(p) + h(p))) with h a cast to bf16/f16: dloss/dp is
+ * 2·h(p) + 1 rounded in the 16-bit dtype (g = 1 is exact; each 16-bit node
+ * of the backward rounds like the forward), cast back to f32 */
+static void prog_grad(bc_result *r, const void *arg) {
+  (void)arg;
+  static const float v[6] = {0.1f, -1.3f, 2.71828f, 100.3f, -0.007f, 3.0f};
+  int64_t s[1] = {6};
+  for (int k = 0; k < 2; k++) {
+    kiln_dtype dt = k ? KILN_F16 : KILN_BF16;
+    kiln_tensor p = kiln_param(kiln_from_host(v, KILN_F32, 1, s));
+    kiln_requires_grad(p);
+    kiln_tensor h = kiln_cast(p, dt);
+    kiln_backward(kiln_sum(kiln_cast(kiln_add(kiln_mul(h, h), h), KILN_F32), 0, NULL, 0));
+    bc_emit(r, kiln_grad(p), 0, 0, "%s grad", kiln_dtype_name(dt));
+    bc_emit(r, h, 0, 0, "%s h", kiln_dtype_name(dt));
+  }
+}
+
+KT_TEST(gradients_through_16bit_casts) {
+  static bc_result ref;
+  bc_check("16-bit gradients", prog_grad, NULL, &ref);
+  if (ref.status != KILN_OK || ref.n != 4) return;
+  for (int k = 0; k < 2; k++) {
+    kiln_dtype dt = k ? KILN_F16 : KILN_BF16;
+    const float *g = ref.o[2 * k].data;
+    for (int i = 0; i < 6; i++) {
+      double hv = bc_get_f(&ref.o[2 * k + 1], i);
+      /* h + h is exact in any binary format; + 1 rounds once in dt: both
+       * values as 16-bit floats differ by under a 16-bit ulp of the result */
+      double want = 2 * hv + 1;
+      KT_CHECK_MSG(fabs(g[i] - want) <= bc_rtol(dt) * fabs(want), "%s grad[%d] = %.9g, want %.9g",
+                   kiln_dtype_name(dt), i, (double)g[i], want);
+    }
+  }
+  bc_result_free(&ref);
+}
+
 KT_MAIN(KT_CASE(casts_match_pytorch_bits), KT_CASE(every_16bit_pattern_widens_and_narrows_exactly),
         KT_CASE(promotion_is_pytorchs), KT_CASE(fused_kernels_round_like_ref), KT_CASE(eight_bit_reduction_identities),
-        KT_CASE(matmul_16bit_and_integer), KT_CASE(matmul_on_bool_is_an_error))
+        KT_CASE(matmul_16bit_and_integer), KT_CASE(matmul_on_bool_is_an_error),
+        KT_CASE(gradients_through_16bit_casts))

@@ -212,8 +212,8 @@ static void check_against_reference(const char *backend) {
       int ok = isf ? bc_close(bc_get_f(o, k), c->want[k], rtol, atol) : bc_get_i(o, k) == c->want_i[k];
       if (!ok) {
         char in[96];
-        if (c->arity == 1)
-          snprintf(in, sizeof in, "x = %.9g", (c->in_dt == KILN_F32 || c->in_dt == KILN_F64) ? (c->in_dt == KILN_F32 ? ((float *)c->a)[k] : ((double *)c->a)[k]) : NAN);
+        if (c->arity == 1 && (c->in_dt == KILN_F32 || c->in_dt == KILN_F64))
+          snprintf(in, sizeof in, "x = %.9g", c->in_dt == KILN_F32 ? ((float *)c->a)[k] : ((double *)c->a)[k]);
         else
           snprintf(in, sizeof in, "element %lld", (long long)k);
         KT_FAIL("%s: %s (%s): kiln gives %.17g, NumPy %.17g", backend, o->name, in, bc_get_f(o, k), c->want[k]);

@@ -90,8 +90,13 @@ static void ops_public(const ops_row *r, int quote, char *out, size_t cap) {
 static void ops_dtypes(const ops_row *r, char *out, size_t cap) {
   static const struct {
     const char *in, *dtypes;
-  } sets[] = {{"ANY", "bool i32 i64 f32 f64"}, {"NUM", "i32 i64 f32 f64"}, {"FLOAT", "f32 f64"},
-              {"BOOL", "bool"},                 {"INDEX", "i32 i64"},        {"NONE", "-"}};
+  } sets[] = {{"ANY", "bool u8 i8 i32 i64 bf16 f16 f32 f64"},
+              {"NUM", "u8 i8 i32 i64 bf16 f16 f32 f64"},
+              {"FLOAT", "bf16 f16 f32 f64"},
+              {"BOOL", "bool"},
+              {"INDEX", "i32 i64"},
+              {"CONTRACT", "i32 i64 bf16 f16 f32 f64 (u8 i8: as i32)"},
+              {"NONE", "-"}};
   const char *d = r->in;
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
     if (!strcmp(r->in, sets[i].in)) d = sets[i].dtypes;

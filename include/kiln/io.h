@@ -67,9 +67,9 @@ int kiln_st_find(const kiln_st_file *f, const char *name);
 int kiln_st_shape(const kiln_st_file *f, int i, int64_t *out);
 /* The file's dtype name of tensor i ("F32", "BF16", "U8", ...), or NULL. */
 const char *kiln_st_dtype_str(const kiln_st_file *f, int i);
-/* The kiln dtype tensor i loads as (F16/BF16 load as F32; U8/I8/U16/I16 as
- * I32; U32 as I64), or -1 if kiln cannot load it (U64, F8_*) or i is out of
- * range. */
+/* The kiln dtype tensor i loads as (F32, F64, I32, I64, BOOL, BF16, F16, U8
+ * and I8 as themselves; U16/I16 as I32; U32 as I64), or -1 if kiln cannot
+ * load it (U64, F8_*) or i is out of range. */
 int kiln_st_dtype(const kiln_st_file *f, int i);
 /* Value of metadata key `key`, or NULL. Owned by f. */
 const char *kiln_st_metadata(const kiln_st_file *f, const char *key);
@@ -83,7 +83,9 @@ const char *kiln_st_metadata(const kiln_st_file *f, const char *key);
 kiln_tensor kiln_st_tensor_at(kiln_st_file *f, const char *name, kiln_loc loc);
 
 /* Copy the entry `name` into the existing (kept) tensor dst, in place
- * (kiln_assign): shape and loaded dtype must match dst's. Errors as
+ * (kiln_assign): shapes must match, and the loaded dtype must be dst's or
+ * convert to it exactly (BF16/F16 into f32 or f64, U8/I8 into i32 or i64).
+ * Errors as
  * kiln_st_tensor, plus KILN_ERR_INVALID_ARGUMENT on a shape/dtype mismatch
  * (dst is then unchanged). */
 #define kiln_st_load_into(f, name, dst) kiln_st_load_into_at((f), (name), (dst), KILN_HERE)

@@ -168,6 +168,12 @@ typedef enum kiln_dtype {
   KILN_I32,
   KILN_I64,
   KILN_BOOL, /* one byte per element, 0 or 1 */
+  /* storage types: 16-bit floats are computed in f32 inside kernels and
+   * stored rounded to nearest even (docs/semantics.md, "Dtypes") */
+  KILN_BF16, /* bfloat16: the top 16 bits of an f32 */
+  KILN_F16,  /* IEEE 754 binary16 */
+  KILN_U8,   /* uint8, wraps modulo 2^8 */
+  KILN_I8,   /* int8, wraps modulo 2^8 */
   KILN_DTYPE_COUNT
 } kiln_dtype;
 
@@ -218,7 +224,9 @@ void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc);
 /* A parameter: a tensor that lives until released (like kiln_keep). */
 #define kiln_param(t) kiln_keep(t)
 
-/* Copy host data (row-major, packed) into a new device tensor. */
+/* Copy host data (row-major, packed) into a new device tensor. bf16 and f16
+ * data are their 16-bit patterns (uint16_t), u8/i8 are uint8_t/int8_t,
+ * bool one byte 0 or 1; kiln_to_host copies out the same layouts. */
 kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const int64_t *shape, kiln_loc loc);
 /* A tensor filled with v (a constant of the graph). */
 kiln_tensor kiln_full_at(kiln_dtype dt, int rank, const int64_t *shape, double v, kiln_loc loc);

@@ -101,9 +101,11 @@ static void loop_j(kiln_text *o, int64_t L, int unroll, const char *text) {
 static const char *reduce_init(int op, int idt) {
   int fl = is_float(idt);
   if (op == KILN_OP_REDUCE_MAX)
-    return fl ? "(-__builtin_inf())" : idt == KILN_I32 ? "INT32_MIN" : idt == KILN_I64 ? "INT64_MIN" : "0";
+    return fl ? "(-__builtin_inf())" : idt == KILN_I32 ? "INT32_MIN" : idt == KILN_I64 ? "INT64_MIN"
+                                     : idt == KILN_I8 ? "INT8_MIN" : "0";
   if (op == KILN_OP_REDUCE_MIN)
-    return fl ? "(__builtin_inf())" : idt == KILN_I32 ? "INT32_MAX" : idt == KILN_I64 ? "INT64_MAX" : "1";
+    return fl ? "(__builtin_inf())" : idt == KILN_I32 ? "INT32_MAX" : idt == KILN_I64 ? "INT64_MAX"
+                                    : idt == KILN_I8 ? "INT8_MAX" : idt == KILN_U8 ? "UINT8_MAX" : "1";
   return op == KILN_OP_REDUCE_PROD ? "1" : "0";
 }
 
@@ -270,8 +272,9 @@ static void gen_f_stores(cg *c, kiln_text *body, int *any) {
     if (k->row && kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) continue;
     const char *v = kiln_cg_ex(c, m, &c->fctx);
     KILN_ASSERT(c->s->buf_of[m] >= 0); /* a store has a buffer (schedule_mem.c) */
-    int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
-    kiln_text_printf(&stores, "a%d[f] = %s;\n", a, v);
+    int dt = NODE(c, m)->dtype;
+    int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(dt));
+    kiln_text_printf(&stores, "a%d[f] = %s;\n", a, kiln_cg_st(c, dt, v));
     *any = 1;
   }
   if (stores.p) kiln_text_append(body, stores.p, stores.len);
@@ -361,7 +364,8 @@ static void gen_col(cg *c, kiln_text *o, int64_t rows, int64_t L) {
   for (int32_t j = 0; j < k->n_stores; j++) {
     int32_t st = k->stores[j];
     const char *sv = kiln_cg_ex(c, st, &c->rsctx);
-    kiln_text_printf(&tail, "a%d[row] = %s;\n", kiln_cg_arg_of(c, c->s->buf_of[st], cty(NODE(c, st)->dtype)), sv);
+    int dt = NODE(c, st)->dtype;
+    kiln_text_printf(&tail, "a%d[row] = %s;\n", kiln_cg_arg_of(c, c->s->buf_of[st], sty(dt)), kiln_cg_st(c, dt, sv));
   }
   flush_pre(c, o);
   if (tail.p) kiln_text_append(o, tail.p, tail.len);
@@ -446,8 +450,9 @@ static void row_body(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
     if (!red && kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
     const char *v = kiln_cg_ex(c, m, &c->rsctx);
     KILN_ASSERT(c->s->buf_of[m] >= 0);
-    int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(NODE(c, m)->dtype));
-    kiln_text_printf(&tail, "a%d[row] = %s;\n", a, v);
+    int dt = NODE(c, m)->dtype;
+    int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(dt));
+    kiln_text_printf(&tail, "a%d[row] = %s;\n", a, kiln_cg_st(c, dt, v));
   }
   flush_pre(c, o);
   if (tail.p) kiln_text_append(o, tail.p, tail.len);

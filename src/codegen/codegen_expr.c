@@ -99,7 +99,27 @@ static const char *with_check(cg *c, const char *v, const char *text) {
 
 /* ───────────── conversions and literals (the CAST rules) ───────────── */
 
+const char *kiln_cg_ld(cg *c, int dt, const char *elem) {
+  if (dt == KILN_BF16) return kiln_cg_sf(c, "kbf16_f32(%s)", elem);
+  if (dt == KILN_F16) return kiln_cg_sf(c, "kf16_f32(%s)", elem);
+  return elem;
+}
+
+const char *kiln_cg_st(cg *c, int dt, const char *v) {
+  if (dt == KILN_BF16) return kiln_cg_sf(c, "kf32_bf16(%s)", v);
+  if (dt == KILN_F16) return kiln_cg_sf(c, "kf32_f16(%s)", v);
+  return v;
+}
+
+/* to a 16-bit float: the f32 value (by the f32 rule), rounded; a 16-bit
+ * float source is its f32 value */
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to) {
+  if (from == to) return e;
+  if (kiln_dt_is_half(to)) {
+    const char *f = kiln_cg_conv(c, e, kiln_dt_compute(from), KILN_F32);
+    return kiln_cg_sf(c, to == KILN_BF16 ? "kbf16r(%s)" : "kf16r(%s)", f);
+  }
+  if (kiln_dt_is_half(from)) from = KILN_F32;
   if (from == to) return e;
   if (to == KILN_BOOL) return kiln_cg_sf(c, "((int32_t)((%s) != 0))", e);
   if (is_float(from)) {
@@ -107,6 +127,8 @@ const char *kiln_cg_conv(cg *c, const char *e, int from, int to) {
       case KILN_F32: return kiln_cg_sf(c, "((float)(%s))", e);
       case KILN_F64: return kiln_cg_sf(c, "((double)(%s))", e);
       case KILN_I32: return kiln_cg_sf(c, "kf2i32((double)(%s))", e);
+      case KILN_U8: return kiln_cg_sf(c, "ki2u8(kf2i64((double)(%s)))", e);
+      case KILN_I8: return kiln_cg_sf(c, "ki2i8(kf2i64((double)(%s)))", e);
       default: return kiln_cg_sf(c, "kf2i64((double)(%s))", e);
     }
   }
@@ -117,6 +139,8 @@ const char *kiln_cg_conv(cg *c, const char *e, int from, int to) {
     case KILN_F32: return kiln_cg_sf(c, "((float)(int64_t)(%s))", e);
     case KILN_F64: return kiln_cg_sf(c, "((double)(int64_t)(%s))", e);
     case KILN_I32: return kiln_cg_sf(c, "ki2i32((int64_t)(%s))", e);
+    case KILN_U8: return kiln_cg_sf(c, "ki2u8((int64_t)(%s))", e);
+    case KILN_I8: return kiln_cg_sf(c, "ki2i8((int64_t)(%s))", e);
     default: return kiln_cg_sf(c, "((int64_t)(%s))", e);
   }
 }
@@ -465,8 +489,8 @@ static const char *load(cg *c, int32_t n, const ictx *x) {
     int a = kiln_cg_arg_of(c, buf, fl ? "double" : "int64_t");
     return kiln_cg_conv(c, kiln_cg_sf(c, "a%d[0]", a), fl ? KILN_F64 : KILN_I64, nd->dtype);
   }
-  int a = kiln_cg_arg_of(c, buf, cty(nd->dtype));
-  return kiln_cg_sf(c, "a%d[%s]", a, lin(c, x));
+  int a = kiln_cg_arg_of(c, buf, sty(nd->dtype));
+  return kiln_cg_ld(c, nd->dtype, kiln_cg_sf(c, "a%d[%s]", a, lin(c, x)));
 }
 
 /* The op table's C expression src with its operands a and b replaced by
@@ -515,7 +539,9 @@ static const char *scalar_op(cg *c, const kiln_gnode *nd, int in_dt, const char 
     return "0";
   }
   if (fl) {
-    const char *e = paste(c, in_dt == KILN_F32 ? t->f32_src : t->f64_src, a, b ? b : a);
+    /* 16-bit floats: the f32 expression, rounded to the node's dtype */
+    const char *e = paste(c, in_dt == KILN_F64 ? t->f64_src : t->f32_src, a, b ? b : a);
+    if (kiln_dt_is_half(nd->dtype)) return kiln_cg_conv(c, e, KILN_F32, nd->dtype);
     return nd->dtype == KILN_BOOL ? kiln_cg_sf(c, "((int32_t)%s)", e) : e;
   }
   const char *ia = kiln_cg_sf(c, "(int64_t)(%s)", a), *ib = b ? kiln_cg_sf(c, "(int64_t)(%s)", b) : ia;

@@ -79,17 +79,23 @@ extern const char *const kiln_cg_canon_ax[KILN_MAX_RANK];
 
 static inline const kiln_gnode *NODE(cg *c, int32_t n) { return &c->g->nodes[n]; }
 static inline int32_t INP(cg *c, int32_t n, int k) { return kiln_gnode_inputs(c->g, NODE(c, n))[k]; }
-static inline int is_float(int dt) { return dt == KILN_F32 || dt == KILN_F64; }
+static inline int is_float(int dt) { return kiln_dt_is_float(dt); }
 
+/* The C type of a node's value inside a kernel: bf16 and f16 values are
+ * floats holding a value the dtype represents (kiln_cg_conv rounds them). */
 static inline const char *cty(int dt) {
   switch (dt) {
-    case KILN_F32: return "float";
+    case KILN_F32: case KILN_BF16: case KILN_F16: return "float";
     case KILN_F64: return "double";
     case KILN_I32: return "int32_t";
     case KILN_I64: return "int64_t";
+    case KILN_I8: return "int8_t";
     default: return "uint8_t";
   }
 }
+/* The C type of a buffer element of dtype dt: 16-bit floats are stored as
+ * their bits. */
+static inline const char *sty(int dt) { return kiln_dt_is_half(dt) ? "uint16_t" : cty(dt); }
 
 /* A formatted string in the generator's arena ("0" and an error on OOM). */
 const char *kiln_cg_sf(cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -97,6 +103,10 @@ const char *kiln_cg_sf(cg *c, const char *fmt, ...) __attribute__((format(printf
 int kiln_cg_arg_of(cg *c, int32_t buf, const char *ty);
 /* The site number of an index check on node n (added on first use). */
 int kiln_cg_site_of(cg *c, int32_t n);
+/* The value of the buffer element `elem` of dtype dt (a load), and the
+ * element to store for the value v of dtype dt. */
+const char *kiln_cg_ld(cg *c, int dt, const char *elem);
+const char *kiln_cg_st(cg *c, int dt, const char *v);
 /* Expression e of dtype `from` converted to `to` by the CAST rules. */
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to);
 /* Set up c->fctx and c->rsctx (the kernel's canonical indices). */

@@ -16,9 +16,13 @@ kiln_frontend *kiln_api_frontend_at(kiln_loc loc);
  * propagate), -1 if stale/null (error recorded). */
 int kiln_api_input(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_loc loc, kiln_tslot **slot,
                    kiln_node **node);
-/* Promotion order bool < i32 < i64 < f32 < f64. */
+/* PyTorch's promotion (docs/semantics.md): bool < integers < floats; among
+ * integers the wider (u8 with i8: i32, kiln has no i16); among floats the
+ * wider, bf16 with f16: f32. */
 kiln_dtype kiln_api_promote(kiln_dtype a, kiln_dtype b);
-static inline int kiln_dtype_is_float(kiln_dtype d) { return d == KILN_F32 || d == KILN_F64; }
+static inline int kiln_dtype_is_float(kiln_dtype d) {
+  return d == KILN_F32 || d == KILN_F64 || d == KILN_BF16 || d == KILN_F16;
+}
 /* node converted to dt (itself if already). */
 kiln_node *kiln_api_cast(kiln_frontend *fe, kiln_node *n, kiln_dtype dt, kiln_loc loc);
 /* node broadcast to (rank, shape) with RESHAPE + EXPAND as needed. */

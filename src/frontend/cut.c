@@ -9,6 +9,7 @@
 #include "base/spans.h"
 #include "frontend/api.h"
 #include "frontend/session.h"
+#include "ir/scalar.h"
 
 #define KILN_CUT_STACK 64
 
@@ -134,7 +135,7 @@ static void cut_inputs(kiln_fe_session *S, const kiln_lin *lin) {
       r->buf = in->buf;
     } else {
       r->buf = NULL;
-      if (in->dtype == KILN_F32 || in->dtype == KILN_F64)
+      if (kiln_dtype_is_float((kiln_dtype)in->dtype))
         memcpy(&r->bits, &in->fattr, 8);
       else
         memcpy(&r->bits, &in->ival, 8);
@@ -294,7 +295,9 @@ static int read_item(kiln_tensor t, const char *op, const char *api, kiln_loc lo
     double f64;
     int32_t i32;
     int64_t i64;
+    uint16_t h;
     uint8_t b;
+    int8_t i8;
   } v;
   if (read_value(t, &v, sizeof v, op, api, loc, NULL) != KILN_OK) return -1;
   switch (s->dtype) {
@@ -302,6 +305,10 @@ static int read_item(kiln_tensor t, const char *op, const char *api, kiln_loc lo
     case KILN_F64: *f = v.f64, *i = (int64_t)v.f64; break;
     case KILN_I32: *f = v.i32, *i = v.i32; break;
     case KILN_I64: *f = (double)v.i64, *i = v.i64; break;
+    case KILN_BF16: *f = kbf16_f32(v.h), *i = kf2i64(*f); break;
+    case KILN_F16: *f = kf16_f32(v.h), *i = kf2i64(*f); break;
+    case KILN_U8: *f = v.b, *i = v.b; break;
+    case KILN_I8: *f = v.i8, *i = v.i8; break;
     default: *f = v.b, *i = v.b; break;
   }
   return 0;

@@ -136,7 +136,7 @@ kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs,
       m->iattr[0] = next_input;
       g->input_node[next_input++] = (int32_t)i;
       m->fattr = n->op == KILN_OP_SCALAR
-                     ? (n->dtype == KILN_F32 || n->dtype == KILN_F64 ? n->fattr : (double)n->ival)
+                     ? (kiln_dt_is_float(n->dtype) ? n->fattr : (double)n->ival)
                      : 0.0;
     } else {
       m->n_iattr = n->n_iattr;

@@ -32,9 +32,13 @@ kiln_tensor kiln_api_fail(kiln_frontend *fe, kiln_loc loc, const char *fmt, ...)
 }
 
 kiln_dtype kiln_api_promote(kiln_dtype a, kiln_dtype b) {
-  static const int rank_of[KILN_DTYPE_COUNT] = {[KILN_BOOL] = 0, [KILN_I32] = 1, [KILN_I64] = 2,
-                                                [KILN_F32] = 3, [KILN_F64] = 4};
-  return rank_of[a] >= rank_of[b] ? a : b;
+  /* category * 10 + width rank: u8/i8 and bf16/f16 tie */
+  static const int rank_of[KILN_DTYPE_COUNT] = {[KILN_BOOL] = 0, [KILN_U8] = 11, [KILN_I8] = 11, [KILN_I32] = 12,
+                                                [KILN_I64] = 13, [KILN_BF16] = 21, [KILN_F16] = 21,
+                                                [KILN_F32] = 22, [KILN_F64] = 23};
+  if (a == b) return a;
+  if (rank_of[a] == rank_of[b]) return rank_of[a] > 20 ? KILN_F32 : KILN_I32;
+  return rank_of[a] > rank_of[b] ? a : b;
 }
 
 int kiln_api_axis(int axis, int rank) {
@@ -90,11 +94,13 @@ int kiln_api_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
 
 int kiln_api_check_value(kiln_dtype dt, double *pv, const char *op, kiln_loc loc) {
   double v = *pv;
-  static const double lo[KILN_DTYPE_COUNT] = {[KILN_I32] = -2147483648.0, [KILN_I64] = -9223372036854775808.0};
-  static const double hi[KILN_DTYPE_COUNT] = {[KILN_I32] = 2147483647.0, [KILN_I64] = 9223372036854775807.0};
+  static const double lo[KILN_DTYPE_COUNT] = {[KILN_I32] = -2147483648.0, [KILN_I64] = -9223372036854775808.0,
+                                              [KILN_U8] = 0.0, [KILN_I8] = -128.0};
+  static const double hi[KILN_DTYPE_COUNT] = {[KILN_I32] = 2147483647.0, [KILN_I64] = 9223372036854775807.0,
+                                              [KILN_U8] = 255.0, [KILN_I8] = 127.0};
   if (kiln_dtype_is_float(dt)) return 0;
   int ok = isfinite(v);
-  if (ok && (dt == KILN_I32 || dt == KILN_I64)) {
+  if (ok && dt != KILN_BOOL) {
     v = trunc(v); /* C conversion, as torch.full(..., 2.5, dtype=int32) gives 2 */
     ok = v >= lo[dt] && v < hi[dt] + 1.0;
   }

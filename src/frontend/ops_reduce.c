@@ -72,8 +72,10 @@ static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, c
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
   if (mean && !kiln_dtype_is_float((kiln_dtype)n->dtype))
     return kiln_api_fail(fe, loc, "%s: needs a floating-point tensor, got %s", name, kiln_dtype_name(n->dtype));
-  /* PyTorch: sums and products of bool and int32 are int64 (they do not wrap at 2^31) */
-  if ((op == KILN_OP_REDUCE_SUM || op == KILN_OP_REDUCE_PROD) && (n->dtype == KILN_BOOL || n->dtype == KILN_I32)) n = kiln_api_cast(fe, n, KILN_I64, loc);
+  /* PyTorch: sums and products of bool and of every integer dtype are int64 (they do
+   * not wrap at 2^31 or 2^8) */
+  if ((op == KILN_OP_REDUCE_SUM || op == KILN_OP_REDUCE_PROD) && !kiln_dtype_is_float((kiln_dtype)n->dtype) && n->dtype != KILN_I64)
+    n = kiln_api_cast(fe, n, KILN_I64, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc); /* the cast's bytes overflow: recorded */
   kiln_node *r = reduce_node(fe, op, n, mask, keepdim, loc);
   if (r && mean) {

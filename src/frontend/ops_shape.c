@@ -421,9 +421,11 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   kiln_fe_shape_str(nb->rank, nb->shape, sb, sizeof sb);
   if (na->rank == 0 || nb->rank == 0) return kiln_api_fail(fe, loc, "matmul: scalar operand (shapes %s and %s)", sa, sb);
   kiln_dtype dt = kiln_api_promote((kiln_dtype)na->dtype, (kiln_dtype)nb->dtype);
-  if (!kiln_dtype_is_float(dt))
-    return kiln_api_fail(fe, loc, "matmul: needs f32 or f64 operands, got %s and %s", kiln_dtype_name(na->dtype),
-                         kiln_dtype_name(nb->dtype));
+  /* integers accumulate in i32 (u8, i8, i32) or i64, as torch.matmul on
+   * integer CPU tensors: the product of u8 operands is an i32 tensor */
+  if (dt == KILN_BOOL)
+    return kiln_api_fail(fe, loc, "matmul: not defined for bool operands (shapes %s and %s)", sa, sb);
+  if (!kiln_dtype_is_float(dt) && dt != KILN_I64) dt = KILN_I32;
   na = kiln_api_cast(fe, na, dt, loc);
   nb = kiln_api_cast(fe, nb, dt, loc);
   if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc); /* a cast's bytes overflow: recorded */

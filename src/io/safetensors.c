@@ -33,6 +33,10 @@ static kiln_st_dt st_of_kiln(kiln_dtype d) {
     case KILN_I32: return KILN_ST_I32;
     case KILN_I64: return KILN_ST_I64;
     case KILN_BOOL: return KILN_ST_BOOL;
+    case KILN_BF16: return KILN_ST_BF16;
+    case KILN_F16: return KILN_ST_F16;
+    case KILN_U8: return KILN_ST_U8;
+    case KILN_I8: return KILN_ST_I8;
     default: return KILN_ST_DTYPE_COUNT;
   }
 }
@@ -40,9 +44,13 @@ static kiln_st_dt st_of_kiln(kiln_dtype d) {
 /* The kiln dtype an entry loads as, or -1 if none can hold it exactly. */
 static int kiln_of_st(kiln_st_dt d) {
   switch (d) {
-    case KILN_ST_F32: case KILN_ST_F16: case KILN_ST_BF16: return KILN_F32;
+    case KILN_ST_F32: return KILN_F32;
+    case KILN_ST_F16: return KILN_F16;
+    case KILN_ST_BF16: return KILN_BF16;
+    case KILN_ST_U8: return KILN_U8;
+    case KILN_ST_I8: return KILN_I8;
     case KILN_ST_F64: return KILN_F64;
-    case KILN_ST_I32: case KILN_ST_U8: case KILN_ST_I8: case KILN_ST_U16: case KILN_ST_I16: return KILN_I32;
+    case KILN_ST_I32: case KILN_ST_U16: case KILN_ST_I16: return KILN_I32;
     case KILN_ST_I64: case KILN_ST_U32: return KILN_I64;
     case KILN_ST_BOOL: return KILN_BOOL;
     default: return -1;
@@ -287,39 +295,10 @@ const char *kiln_st_metadata(const kiln_st_file *f, const char *key) {
   return NULL;
 }
 
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-  if (ex == 0) {
-    float v = ldexpf((float)man, -24); /* zero or subnormal */
-    return sign ? -v : v;
-  }
-  if (ex == 31) bits = sign | 0x7f800000u | (man << 13);
-  else bits = sign | ((ex + 112) << 23) | (man << 13);
-  float v;
-  memcpy(&v, &bits, 4);
-  return v;
-}
-
 /* Convert numel elements of st dtype `d` at src into kiln dtype kd at dst. */
 static void convert(kiln_st_dt d, const uint8_t *src, void *dst, size_t numel) {
   for (size_t i = 0; i < numel; i++) {
     switch (d) {
-      case KILN_ST_F16:
-      case KILN_ST_BF16: {
-        uint16_t h;
-        memcpy(&h, src + 2 * i, 2);
-        float v;
-        if (d == KILN_ST_F16) {
-          v = f16_to_f32(h);
-        } else {
-          uint32_t bits = (uint32_t)h << 16;
-          memcpy(&v, &bits, 4);
-        }
-        ((float *)dst)[i] = v;
-        break;
-      }
-      case KILN_ST_U8: ((int32_t *)dst)[i] = src[i]; break;
-      case KILN_ST_I8: ((int32_t *)dst)[i] = (int8_t)src[i]; break;
       case KILN_ST_U16: {
         uint16_t v;
         memcpy(&v, src + 2 * i, 2);
@@ -356,8 +335,7 @@ kiln_tensor kiln_st_tensor_at(kiln_st_file *f, const char *name, kiln_loc loc) {
                             "safetensors file %s: tensor \"%.200s\" has dtype %s, which kiln cannot load", f->path,
                             name, kiln_st_dt_name(e->dtype));
   size_t bytes = (size_t)(e->end - e->begin), numel = bytes / kiln_st_dt_bytes(e->dtype);
-  int needs_convert = kiln_st_dt_bytes(e->dtype) != kiln_dtype_size((kiln_dtype)kd) || e->dtype == KILN_ST_BF16 ||
-                      e->dtype == KILN_ST_F16;
+  int needs_convert = kiln_st_dt_bytes(e->dtype) != kiln_dtype_size((kiln_dtype)kd);
   uint8_t *raw = malloc(bytes ? bytes : 1);
   void *conv = needs_convert ? malloc(numel ? numel * kiln_dtype_size((kiln_dtype)kd) : 1) : NULL;
   kiln_tensor t;
@@ -383,6 +361,18 @@ out:
   return t;
 }
 
+/* A conversion from dtype a to b that keeps every value, for the dtypes
+ * older kiln loaded converted: a BF16 or F16 checkpoint into f32
+ * parameters, U8/I8 data into i32 (loading into a tensor of the file's
+ * own dtype needs none). */
+static int widens(kiln_dtype a, kiln_dtype b) {
+  switch (a) {
+    case KILN_BF16: case KILN_F16: return b == KILN_F32 || b == KILN_F64;
+    case KILN_U8: case KILN_I8: return b == KILN_I32 || b == KILN_I64;
+    default: return 0;
+  }
+}
+
 kiln_status kiln_st_load_into_at(kiln_st_file *f, const char *name, kiln_tensor dst, kiln_loc loc) {
   if (!f || !name) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "st_load_into: file or name is NULL");
   int i = kiln_st_header_find(&f->h, name);
@@ -397,7 +387,8 @@ kiln_status kiln_st_load_into_at(kiln_st_file *f, const char *name, kiln_tensor 
   int rank = kiln_shape(dst, shape);
   int same = rank == e->rank && !memcmp(shape, e->shape, sizeof(int64_t) * (size_t)rank);
   int kd = kiln_of_st(e->dtype);
-  if (!same || kd != (int)kiln_dtype_of(dst)) {
+  kiln_dtype dd = kiln_dtype_of(dst);
+  if (!same || (kd != (int)dd && !(kd >= 0 && widens((kiln_dtype)kd, dd)))) {
     char fs[160] = "", ds[160] = "";
     size_t a = 0, b = 0;
     for (int d = 0; d < e->rank && a < sizeof fs - 24; d++)
@@ -410,6 +401,7 @@ kiln_status kiln_st_load_into_at(kiln_st_file *f, const char *name, kiln_tensor 
   }
   kiln_tensor t = kiln_st_tensor_at(f, name, loc);
   if (!kiln_is_valid(t)) return kiln_last_status() ? kiln_last_status() : KILN_ERR_INTERNAL;
+  if (kd != (int)dd) t = kiln_cast_at(t, dd, loc);
   kiln_assign_at(dst, t, loc);
   if (!kiln_is_valid(dst)) return kiln_last_status() ? kiln_last_status() : KILN_ERR_INTERNAL;
   return KILN_OK;

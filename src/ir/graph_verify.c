@@ -15,12 +15,10 @@
 #include "ir/graph.h"
 
 /* Dtype classes. */
-enum { DT_F32 = 1 << KILN_F32, DT_F64 = 1 << KILN_F64, DT_I32 = 1 << KILN_I32, DT_I64 = 1 << KILN_I64,
-       DT_BOOL = 1 << KILN_BOOL };
-#define DT_FLOAT (DT_F32 | DT_F64)
-#define DT_NUM (DT_FLOAT | DT_I32 | DT_I64)
-#define DT_ANY (DT_NUM | DT_BOOL)
-#define DT_INDEX (DT_I32 | DT_I64)
+#define DT_FLOAT KILN_DT_FLOAT
+#define DT_NUM KILN_DT_NUM
+#define DT_ANY KILN_DT_ANY
+#define DT_INDEX KILN_DT_INDEX
 
 /* Largest element count accepted: keeps every byte count and flat index
  * far from int64/size_t overflow. */
@@ -376,7 +374,7 @@ static int check_matmul(vctx *c, int32_t i) {
   const int32_t *in = kiln_gnode_inputs(c->g, n);
   const kiln_gnode *a = &c->g->nodes[in[0]], *b = &c->g->nodes[in[1]];
   const int R = n->rank;
-  if (check_dtype(c, i, n->dtype, DT_FLOAT, "the output")) return -1;
+  if (check_dtype(c, i, n->dtype, KILN_DT_CONTRACT, "the output")) return -1;
   if (a->dtype != n->dtype || b->dtype != n->dtype) return node_fail(c, i, "input dtypes differ from the output's");
   if (R < 2 || a->rank != R || b->rank != R) return node_fail(c, i, "needs inputs and output of one rank >= 2");
   for (int d = 0; d < R - 2; d++)

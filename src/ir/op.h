@@ -23,10 +23,22 @@ enum {
   KILN_DT_NONE = 0,
   KILN_DT_BOOL = 1 << KILN_BOOL,
   KILN_DT_INDEX = (1 << KILN_I32) | (1 << KILN_I64),
-  KILN_DT_FLOAT = (1 << KILN_F32) | (1 << KILN_F64),
-  KILN_DT_NUM = KILN_DT_FLOAT | KILN_DT_INDEX,
+  KILN_DT_FLOAT = (1 << KILN_F32) | (1 << KILN_F64) | (1 << KILN_BF16) | (1 << KILN_F16),
+  /* u8 and i8 are integers but not index dtypes */
+  KILN_DT_NUM = KILN_DT_FLOAT | KILN_DT_INDEX | (1 << KILN_U8) | (1 << KILN_I8),
   KILN_DT_ANY = KILN_DT_NUM | KILN_DT_BOOL,
+  /* matmul: floats, and i32/i64 accumulating in themselves (the frontend
+   * widens u8/i8 operands to i32 first) */
+  KILN_DT_CONTRACT = KILN_DT_FLOAT | KILN_DT_INDEX,
 };
+
+/* Dtype classes. bf16 and f16 are floats stored in 16 bits and computed in
+ * f32 (kiln_dt_compute); u8 and i8 are integers computed in int64 and
+ * wrapped by the store, as i32 is. */
+static inline int kiln_dt_is_half(int dt) { return dt == KILN_BF16 || dt == KILN_F16; }
+static inline int kiln_dt_is_float(int dt) { return dt == KILN_F32 || dt == KILN_F64 || kiln_dt_is_half(dt); }
+/* The dtype a float op is evaluated in: f32 for the 16-bit floats. */
+static inline int kiln_dt_compute(int dt) { return kiln_dt_is_half(dt) ? KILN_F32 : dt; }
 
 /* The OUT column. */
 typedef enum kiln_op_out { KILN_OUT_SAME, KILN_OUT_BOOL, KILN_OUT_CONVERT, KILN_OUT_RULE } kiln_op_out;

@@ -5,10 +5,17 @@
 #include <math.h>
 #include <string.h>
 
-static int is_float(int dt) { return dt == KILN_F32 || dt == KILN_F64; }
+static int is_float(int dt) { return kiln_dt_is_float(dt); }
 
 /* Round a double to the dtype's float precision. */
-static double round_to(int dt, double v) { return dt == KILN_F32 ? (double)(float)v : v; }
+static double round_to(int dt, double v) {
+  switch (dt) {
+    case KILN_F32: return (double)(float)v;
+    case KILN_BF16: return kbf16r((float)v); /* through f32, as the kernels */
+    case KILN_F16: return kf16r((float)v);
+    default: return v;
+  }
+}
 
 /* Integer range of an integer dtype. */
 static void int_range(int dt, int64_t *lo, int64_t *hi) {
@@ -18,6 +25,12 @@ static void int_range(int dt, int64_t *lo, int64_t *hi) {
   } else if (dt == KILN_BOOL) {
     *lo = 0;
     *hi = 1;
+  } else if (dt == KILN_U8) {
+    *lo = 0;
+    *hi = UINT8_MAX;
+  } else if (dt == KILN_I8) {
+    *lo = INT8_MIN;
+    *hi = INT8_MAX;
   } else {
     *lo = INT64_MIN;
     *hi = INT64_MAX;
@@ -46,10 +59,14 @@ int kiln_cval_from_fattr(int dt, double v, kiln_cval *out) {
   switch (dt) {
     case KILN_F32:
     case KILN_F64:
+    case KILN_BF16:
+    case KILN_F16:
       out->f = round_to(dt, v);
       return 1;
     case KILN_I32:
     case KILN_I64:
+    case KILN_U8:
+    case KILN_I8:
       if (trunc(v) != v) return 0;
       return trunc_to_int(dt, v, &out->i);
     case KILN_BOOL:
@@ -104,7 +121,13 @@ static int float_result(int dt, double v, kiln_cval *r) {
  * IR's conversion rules (i32 wraps modulo 2^32, bool is != 0). */
 static int store_int(int dt, int64_t v, kiln_cval *r) {
   memset(r, 0, sizeof *r);
-  r->i = dt == KILN_I32 ? (int64_t)ki2i32(v) : dt == KILN_BOOL ? v != 0 : v;
+  switch (dt) {
+    case KILN_I32: r->i = ki2i32(v); break;
+    case KILN_U8: r->i = ki2u8(v); break;
+    case KILN_I8: r->i = ki2i8(v); break;
+    case KILN_BOOL: r->i = v != 0; break;
+    default: r->i = v; break;
+  }
   return 1;
 }
 
@@ -119,7 +142,7 @@ static int cast(int in_dt, int out_dt, kiln_cval a, kiln_cval *r) {
     if (is_float(in_dt))
       r->f = round_to(out_dt, a.f);
     else
-      r->f = out_dt == KILN_F32 ? (double)(float)a.i : (double)a.i;
+      r->f = out_dt == KILN_F64 ? (double)a.i : round_to(out_dt, (double)(float)a.i);
     return 1;
   }
   /* float -> int: the IR's conversion (NaN and out of range give the
@@ -135,7 +158,8 @@ static int table_fn(int op, int in_dt, int out_dt, kiln_cval a, kiln_cval b, kil
   int fl = is_float(in_dt);
   if (!kiln_op_scalar_defined(op, fl) || !(t->flags & (fl ? OPF_FOLD_FLOAT : OPF_FOLD_INT))) return 0;
   if (!fl) return store_int(out_dt, t->i64(a.i, b.i), r);
-  double v = in_dt == KILN_F32 ? (double)t->f32((float)a.f, (float)b.f) : t->f64(a.f, b.f);
+  /* 16-bit floats compute in f32 (float_result rounds them) */
+  double v = in_dt != KILN_F64 ? (double)t->f32((float)a.f, (float)b.f) : t->f64(a.f, b.f);
   if (!is_float(out_dt)) return store_int(out_dt, v != 0, r);
   return float_result(out_dt, v, r);
 }

@@ -59,8 +59,8 @@ static kiln_status mark_uses(bld *b) {
     if (!b->live[n]) continue;
     for (int i = 0; i < x->n_in; i++) b->uses[IN(g, n, i)]++;
     if (x->op == KILN_OP_MATMUL) {
-      if (x->dtype != KILN_F32 && x->dtype != KILN_F64)
-        return kiln_err_set(b->err, KILN_ERR_UNSUPPORTED, "schedule: matmul supports f32 and f64 only");
+      if (!(KILN_DT_CONTRACT >> x->dtype & 1))
+        return kiln_err_set(b->err, KILN_ERR_UNSUPPORTED, "schedule: matmul on %s", kiln_dtype_name(x->dtype));
       s->mat[n] = 1;
       for (int i = 0; i < 2; i++) {
         kiln_sgemm_operand op;

@@ -86,6 +86,20 @@ static inline void *bc_host_data(kiln_dtype dt, int64_t n, uint64_t seed, int ki
       case KILN_F64: ((double *)p)[i] = f; break;
       case KILN_I32: ((int32_t *)p)[i] = (int32_t)k; break;
       case KILN_I64: ((int64_t *)p)[i] = k; break;
+      case KILN_BF16: { /* the f32's top half: truncated, a bf16 all the same */
+        float x = (float)f;
+        uint32_t b;
+        memcpy(&b, &x, 4);
+        ((uint16_t *)p)[i] = (uint16_t)(b >> 16);
+        break;
+      }
+      case KILN_F16: {
+        _Float16 h = (_Float16)f;
+        memcpy((uint16_t *)p + i, &h, 2);
+        break;
+      }
+      case KILN_U8: ((uint8_t *)p)[i] = (uint8_t)(kind == 1 ? k : k + 128); break;
+      case KILN_I8: ((int8_t *)p)[i] = (int8_t)k; break;
       default: ((uint8_t *)p)[i] = u < 0.5; break;
     }
   }
@@ -162,6 +176,26 @@ static inline int bc_run(const char *backend, bc_prog_fn prog, const void *arg, 
   return bc_run_steps(backend, prog, &arg, 1, r);
 }
 
+/* A bf16 / f16 bit pattern as a double, decoded from the formats'
+ * definitions (independent of kiln's conversions). */
+static inline double bc_half_bits(int dt, uint16_t h) {
+  int ebits = dt == KILN_BF16 ? 8 : 5, mbits = 15 - ebits, bias = (1 << (ebits - 1)) - 1;
+  int e = (h >> mbits) & ((1 << ebits) - 1), m = h & ((1 << mbits) - 1);
+  double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == (1 << ebits) - 1) return m ? NAN : sign * INFINITY;
+  if (e == 0) return sign * ldexp((double)m, 1 - bias - mbits);
+  return sign * ldexp((double)(m | (1 << mbits)), e - bias - mbits);
+}
+static inline int bc_is_float(int dt) { return dt == KILN_F32 || dt == KILN_F64 || dt == KILN_BF16 || dt == KILN_F16; }
+/* Default tolerances per dtype: 16-bit floats allow one ulp of their own
+ * (a libm difference in f32 can move the rounding by one). */
+static inline double bc_rtol(int dt) {
+  return dt == KILN_F32 ? 1e-5 : dt == KILN_BF16 ? 1.0 / 128 : dt == KILN_F16 ? 1.0 / 1024 : 1e-12;
+}
+static inline double bc_atol(int dt) {
+  return dt == KILN_F32 ? 1e-6 : dt == KILN_BF16 ? 1e-6 : dt == KILN_F16 ? 1e-7 : 1e-12;
+}
+
 /* Element i of o as double / int64. */
 static inline double bc_get_f(const bc_out *o, int64_t i) {
   switch (o->dt) {
@@ -169,6 +203,8 @@ static inline double bc_get_f(const bc_out *o, int64_t i) {
     case KILN_F64: return ((const double *)o->data)[i];
     case KILN_I32: return ((const int32_t *)o->data)[i];
     case KILN_I64: return (double)((const int64_t *)o->data)[i];
+    case KILN_BF16: case KILN_F16: return bc_half_bits(o->dt, ((const uint16_t *)o->data)[i]);
+    case KILN_I8: return ((const int8_t *)o->data)[i];
     default: return ((const uint8_t *)o->data)[i];
   }
 }
@@ -176,7 +212,8 @@ static inline int64_t bc_get_i(const bc_out *o, int64_t i) {
   switch (o->dt) {
     case KILN_I32: return ((const int32_t *)o->data)[i];
     case KILN_I64: return ((const int64_t *)o->data)[i];
-    case KILN_BOOL: return ((const uint8_t *)o->data)[i];
+    case KILN_BOOL: case KILN_U8: return ((const uint8_t *)o->data)[i];
+    case KILN_I8: return ((const int8_t *)o->data)[i];
     default: return (int64_t)bc_get_f(o, i);
   }
 }
@@ -209,9 +246,9 @@ static inline int bc_compare(const char *what, const bc_result *ref, const bc_re
       bad++;
       continue;
     }
-    int is_f = a->dt == KILN_F32 || a->dt == KILN_F64;
-    double rtol = a->rtol > 0 ? a->rtol : a->dt == KILN_F32 ? 1e-5 : 1e-12;
-    double atol = a->atol > 0 ? a->atol : a->dt == KILN_F32 ? 1e-6 : 1e-12;
+    int is_f = bc_is_float(a->dt);
+    double rtol = a->rtol > 0 ? a->rtol : bc_rtol(a->dt);
+    double atol = a->atol > 0 ? a->atol : bc_atol(a->dt);
     for (int64_t i = 0; i < a->numel; i++) {
       int ok = is_f ? bc_close(bc_get_f(b, i), bc_get_f(a, i), rtol, atol) : bc_get_i(a, i) == bc_get_i(b, i);
       if (!ok) {

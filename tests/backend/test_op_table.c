@@ -62,14 +62,15 @@ typedef struct ref_case {
   int64_t *want_i;
 } ref_case;
 
-#define MAX_CASES 256
+#define MAX_CASES 512
 static ref_case k_cases[MAX_CASES];
 static int k_ncases;
 
 static int dtype_of(const char *s, kiln_dtype *dt) {
-  static const char *names[] = {"f32", "f64", "i32", "i64", "bool"};
-  static const kiln_dtype dts[] = {KILN_F32, KILN_F64, KILN_I32, KILN_I64, KILN_BOOL};
-  for (int i = 0; i < 5; i++)
+  static const char *names[] = {"f32", "f64", "i32", "i64", "bool", "bf16", "f16", "u8", "i8"};
+  static const kiln_dtype dts[] = {KILN_F32,  KILN_F64, KILN_I32, KILN_I64, KILN_BOOL,
+                                   KILN_BF16, KILN_F16, KILN_U8,  KILN_I8};
+  for (int i = 0; i < 9; i++)
     if (!strcmp(s, names[i])) {
       *dt = dts[i];
       return 0;
@@ -83,6 +84,18 @@ static void store(void *p, kiln_dtype dt, int i, const char *tok) {
     case KILN_F64: ((double *)p)[i] = strtod(tok, NULL); break;
     case KILN_I32: ((int32_t *)p)[i] = (int32_t)strtoll(tok, NULL, 10); break;
     case KILN_I64: ((int64_t *)p)[i] = strtoll(tok, NULL, 10); break;
+    case KILN_U8: ((uint8_t *)p)[i] = (uint8_t)strtoll(tok, NULL, 10); break;
+    case KILN_I8: ((int8_t *)p)[i] = (int8_t)strtoll(tok, NULL, 10); break;
+    case KILN_BF16: case KILN_F16: { /* every reference input is exact in both */
+      float f = (float)strtod(tok, NULL);
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      _Float16 h = (_Float16)f;
+      uint16_t hb;
+      memcpy(&hb, &h, 2);
+      ((uint16_t *)p)[i] = dt == KILN_BF16 ? (uint16_t)(u >> 16) : hb;
+      break;
+    }
     default: ((uint8_t *)p)[i] = (uint8_t)(strtoll(tok, NULL, 10) != 0); break;
   }
 }
@@ -193,14 +206,14 @@ static void check_against_reference(const char *backend) {
       continue;
     }
     /* f32: a few ulp of libm differences; f64: 1 ulp-level */
-    double rtol = o->dt == KILN_F32 ? 1e-5 : 1e-12, atol = o->dt == KILN_F32 ? 1e-6 : 1e-13;
+    double rtol = bc_rtol(o->dt), atol = o->dt == KILN_F64 ? 1e-13 : bc_atol(o->dt);
     for (int64_t k = 0; k < o->numel; k++) {
-      int isf = o->dt == KILN_F32 || o->dt == KILN_F64;
+      int isf = bc_is_float(o->dt);
       int ok = isf ? bc_close(bc_get_f(o, k), c->want[k], rtol, atol) : bc_get_i(o, k) == c->want_i[k];
       if (!ok) {
         char in[96];
-        if (c->arity == 1)
-          snprintf(in, sizeof in, "x = %.9g", (c->in_dt == KILN_F32 || c->in_dt == KILN_F64) ? (c->in_dt == KILN_F32 ? ((float *)c->a)[k] : ((double *)c->a)[k]) : NAN);
+        if (c->arity == 1 && (c->in_dt == KILN_F32 || c->in_dt == KILN_F64))
+          snprintf(in, sizeof in, "x = %.9g", c->in_dt == KILN_F32 ? ((float *)c->a)[k] : ((double *)c->a)[k]);
         else
           snprintf(in, sizeof in, "element %lld", (long long)k);
         KT_FAIL("%s: %s (%s): kiln gives %.17g, NumPy %.17g", backend, o->name, in, bc_get_f(o, k), c->want[k]);

@@ -29,9 +29,22 @@ import tempfile
 import numpy as np
 
 F32, F64, I32, I64, BOOL = "f32", "f64", "i32", "i64", "bool"
+BF16, F16 = "bf16", "f16"  # only inside 16-bit islands (Gen.half_island); never read
+HALVES = (BF16, F16)
 NP = {F32: np.float32, F64: np.float64, I32: np.int32, I64: np.int64, BOOL: np.bool_}
-RANK_ORDER = [BOOL, I32, I64, F32, F64]  # kiln's promotion order
-DTYPE_CODE = {F32: 0, F64: 1, I32: 2, I64: 3, BOOL: 4}
+RANK_ORDER = [BOOL, I32, I64, BF16, F16, F32, F64]  # kiln's promotion order (bf16 with f16 never meet here)
+DTYPE_CODE = {F32: 0, F64: 1, I32: 2, I64: 3, BOOL: 4, BF16: 5, F16: 6}
+
+
+def round16(v, dt):
+    """f64 values rounded to f32, then to nearest even in bf16 or f16 (kiln's
+    rule), as f64. bf16 by its bits (the top half of an f32), f16 by NumPy."""
+    x = np.asarray(v, dtype=np.float64).astype(np.float32)
+    if dt == F16:
+        return x.astype(np.float16).astype(np.float64)
+    u = x.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return r.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 def promote(a, b):
@@ -108,7 +121,7 @@ def apply_op(name, ins, attrs, dts):
         dt = promote(dts[1], dts[2])
         return np.where(ins[0].astype(bool), ins[1].astype(np.float64), ins[2].astype(np.float64)), dt
     if name == "cast":
-        dt = [F32, F64, I32, I64, BOOL][int(attrs[0])]
+        dt = [F32, F64, I32, I64, BOOL, BF16, F16][int(attrs[0])]
         if dt == BOOL:
             return x != 0, dt
         if dt in (I32, I64):
@@ -186,6 +199,8 @@ def sort_positions(x, ax, desc):
 
 def to_dtype(v, dt):
     v = np.asarray(v)
+    if dt in HALVES:
+        return round16(v, dt)
     if dt == BOOL:
         return v.astype(bool)
     if dt in (I32, I64):
@@ -482,6 +497,8 @@ class Gen:
             z = self.inp(F32, s)
             return self.op("where", [c, x, z], [], promote(dt, F32), s)
         if k < 0.52:  # casts, and integer arithmetic
+            if r.random() < 0.2:
+                return self.half_island(s)
             to = r.choice([F64, I32, I64, F32])
             c = self.op("cast", [x], [DTYPE_CODE[to]], to, s)
             if to in (I32, I64):
@@ -588,6 +605,21 @@ class Gen:
                 n *= s[a]
         axes = axes or [0]  # (a view may have made every axis longer than 8)
         return self.op("prod", [x], [keep, len(axes)] + axes, dt, self.reduced(s, keep, axes))
+
+    def half_island(self, s):
+        """f32 inputs cast to bf16 or f16, one exact op (+ - * max: the f32
+        result of two 16-bit values is the exactly rounded one, so kiln's
+        f32-then-16-bit rounding and the oracle's f64-then-f32-then-16-bit
+        agree bit for bit), cast back to f32. The 16-bit tensors are
+        dropped from the live set: nothing else reads them."""
+        r = self.r
+        h = r.choice(HALVES)
+        a = self.op("cast", [self.inp(F32, s)], [DTYPE_CODE[h]], h, s)
+        b = self.op("cast", [self.inp(F32, s)], [DTYPE_CODE[h]], h, s)
+        c = self.op(r.choice(["add", "sub", "mul", "maximum"]), [a, b], [], h, s)
+        out = self.op("cast", [c], [DTYPE_CODE[F32]], F32, s)
+        self.live -= {a, b, c}
+        return out
 
     def reduced(self, s, keep, axes):
         if not axes:

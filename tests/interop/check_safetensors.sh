@@ -8,12 +8,13 @@
 # Needs python3 with venv; makes /tmp/st-venv (override: ST_VENV).
 # Regenerate the reference file (only when the script's tensors change):
 #   $ST_VENV/bin/python tests/interop/safetensors_interop.py write-reference tests/data/reference.safetensors
+#   $ST_VENV/bin/python tests/interop/safetensors_interop.py write-reference16 tests/data/reference16.safetensors
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 venv=${ST_VENV:-/tmp/st-venv}
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import safetensors, numpy' 2>/dev/null; then
-  python3 -m venv "$venv"
+  python3 -m venv --system-site-packages "$venv" # sees Debian's python3-torch (BF16 entries)
   "$venv/bin/pip" install -q safetensors numpy
 fi
 test_bin="$build/bin/tests/test_safetensors"

@@ -3,12 +3,16 @@
 package (the reference implementation).
 
   safetensors_interop.py write-reference OUT   write tests/data/reference.safetensors
+  safetensors_interop.py write-reference16 OUT write tests/data/reference16.safetensors
+                                               (BF16/F16/U8/I8, through PyTorch)
   safetensors_interop.py check-kiln FILE       check a file written by kiln
 
 Both sides compute the expected values the same arange-based way as
 tests/unit/test_safetensors.c (keep them in sync), so neither side trusts the
 other's output: the values are checked against an independent formula.
-Needs: pip install safetensors numpy (tests/interop/check_safetensors.sh).
+Needs: pip install safetensors numpy (tests/interop/check_safetensors.sh);
+write-reference16 and the 16-bit entries of check-kiln also need PyTorch
+(Debian's python3-torch: a venv made with --system-site-packages sees it).
 """
 import sys
 
@@ -47,14 +51,63 @@ KILN = {
 }
 KILN_META = {"written_by": "kiln", "epoch": "3"}
 
+# 16-bit floats and 8-bit integers, as torch tensors (NumPy has no bfloat16).
+# The reference values are exact in their dtype, so that the C test states
+# them as literals; test_safetensors.c keeps the same lists.
+def reference16():
+    import torch
+    inf, nan = float("inf"), float("nan")
+    return {
+        "bf16_specials": torch.tensor([1.0, -2.0, inf, -inf, nan, 2.0 ** -133, 3.3895313892515355e38, -0.0,
+                                       1.0078125], dtype=torch.bfloat16),
+        "f16_specials": torch.tensor([65504.0, 2.0 ** -24, -0.0, inf, nan, 0.333251953125, -0.0999755859375],
+                                     dtype=torch.float16),
+        "u8_img": (torch.arange(12, dtype=torch.int32) * 21).to(torch.uint8).reshape(3, 4),
+        "i8_q": torch.tensor([-128, -1, 0, 1, 127], dtype=torch.int8),
+    }
+
+
+# What kiln's unit test writes of those dtypes (same formulas there).
+def kiln16():
+    import torch
+    return {
+        "h_bf16": (torch.arange(6, dtype=torch.float32) * 0.375 - 1).to(torch.bfloat16),
+        "h_f16": (torch.arange(5, dtype=torch.float32) / 3).to(torch.float16),
+        "px_u8": (torch.arange(8, dtype=torch.int32) * 37).to(torch.uint8),
+        "q_i8": (torch.arange(6, dtype=torch.int32) * 60 - 128).to(torch.int8),
+    }
+
+
+def write_reference16(path):
+    from safetensors.torch import save_file as save_torch
+    save_torch(reference16(), path, metadata={"source": "tests/interop/safetensors_interop.py write-reference16"})
+
+
+def check_kiln16(path):
+    """The 16-bit and 8-bit entries kiln wrote, read by the package through
+    PyTorch, bit for bit."""
+    import torch
+    from safetensors.torch import load_file as load_torch
+    got, ok = load_torch(path), True
+    for name, want in kiln16().items():
+        g = got.get(name)
+        if g is None or g.dtype != want.dtype or g.shape != want.shape or not torch.equal(g, want):
+            print(f"{name}: got {g}, want {want}")
+            ok = False
+    return ok
+
 
 def write_reference(path):
     save_file(REFERENCE, path, metadata=REFERENCE_META)
 
 
 def check_kiln(path):
-    got = load_file(path)
-    ok = True
+    with safe_open(path, framework="np") as f:
+        names = set(f.keys())
+    plain = names - set(kiln16())
+    ok = check_kiln16(path)
+    with safe_open(path, framework="np") as f:
+        got = {k: f.get_tensor(k) for k in plain}
     if set(got) != set(KILN):
         print(f"names differ: got {sorted(got)}, want {sorted(KILN)}")
         ok = False
@@ -70,13 +123,15 @@ def check_kiln(path):
     if meta != KILN_META:
         print(f"metadata: got {meta}, want {KILN_META}")
         ok = False
-    print(("OK" if ok else "FAIL") + f": {path}: {len(got)} tensors checked against numpy")
+    print(("OK" if ok else "FAIL") + f": {path}: {len(names)} tensors checked against numpy and PyTorch")
     return ok
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "write-reference":
         write_reference(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "write-reference16":
+        write_reference16(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "check-kiln":
         sys.exit(0 if check_kiln(sys.argv[2]) else 1)
     else:

@@ -107,14 +107,19 @@ KT_TEST(reads_reference_file_from_python) {
   KT_EQ_INT(kiln_numel(t), 0);
   KT_EQ_INT(kiln_dim(t, 1), 3);
 
-  /* Converted dtypes: F16 → f32, U8/I16 → i32. */
+  /* F16 and U8 load as themselves, I16 converted to i32. */
   int fi = kiln_st_find(f, "f16_8");
-  KT_CHECK(fi >= 0 && !strcmp(kiln_st_dtype_str(f, fi), "F16") && kiln_st_dtype(f, fi) == KILN_F32);
+  KT_CHECK(fi >= 0 && !strcmp(kiln_st_dtype_str(f, fi), "F16") && kiln_st_dtype(f, fi) == KILN_F16);
   float h[8];
-  KT_CHECK(!read_back(kiln_st_tensor(f, "f16_8"), h, sizeof h));
+  t = kiln_st_tensor(f, "f16_8");
+  KT_EQ_INT(kiln_dtype_of(t), KILN_F16);
+  KT_CHECK(!read_back(kiln_cast(t, KILN_F32), h, sizeof h));
   for (int i = 0; i < 8; i++) KT_CHECK(h[i] == (float)i * 0.25f - 1.0f);
-  int32_t u8[10], i16[4];
-  KT_CHECK(!read_back(kiln_st_tensor(f, "u8_10"), u8, sizeof u8));
+  uint8_t u8[10];
+  int32_t i16[4];
+  t = kiln_st_tensor(f, "u8_10");
+  KT_EQ_INT(kiln_dtype_of(t), KILN_U8);
+  KT_CHECK(!read_back(t, u8, sizeof u8));
   for (int i = 0; i < 10; i++) KT_EQ_INT(u8[i], i * 25);
   KT_CHECK(!read_back(kiln_st_tensor(f, "i16_4"), i16, sizeof i16));
   for (int i = 0; i < 4; i++) KT_EQ_INT(i16[i], i * -1000);
@@ -135,10 +140,60 @@ KT_TEST(reads_reference_file_from_python) {
   kiln_shutdown();
 }
 
+/* The BF16/F16/U8/I8 file written through PyTorch
+ * (tests/data/reference16.safetensors, safetensors_interop.py
+ * write-reference16): values exact in their dtype, read through kiln's
+ * conversions to f64. */
+static void expect_f64(kiln_tensor t, kiln_dtype dt, const double *want, int n, const char *what) {
+  KT_EQ_INT(kiln_dtype_of(t), dt);
+  double got[16];
+  KT_CHECK(n <= 16 && !read_back(kiln_cast(t, KILN_F64), got, sizeof(double) * (size_t)n));
+  for (int i = 0; i < n; i++) {
+    int same = isnan(want[i]) ? isnan(got[i]) : got[i] == want[i] && !signbit(got[i]) == !signbit(want[i]);
+    KT_CHECK_MSG(same, "%s[%d]: %.17g, want %.17g", what, i, got[i], want[i]);
+  }
+}
+
+KT_TEST(reads_16bit_file_from_pytorch) {
+  start();
+  const char *dir = getenv("KILN_TEST_DATA");
+  char path[512];
+  snprintf(path, sizeof path, "%s/reference16.safetensors", dir ? dir : KILN_TEST_DATA_FALLBACK);
+  kiln_st_file *f = NULL;
+  KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
+  if (!f) return;
+  const double bf[9] = {1.0, -2.0, INFINITY, -INFINITY, NAN, ldexp(1.0, -133), 3.3895313892515355e38, -0.0,
+                        1.0078125};
+  const double hf[7] = {65504.0, ldexp(1.0, -24), -0.0, INFINITY, NAN, 0.333251953125, -0.0999755859375};
+  const double u8[12] = {0, 21, 42, 63, 84, 105, 126, 147, 168, 189, 210, 231};
+  const double i8[5] = {-128, -1, 0, 1, 127};
+  expect_f64(kiln_st_tensor(f, "bf16_specials"), KILN_BF16, bf, 9, "bf16_specials");
+  expect_f64(kiln_st_tensor(f, "f16_specials"), KILN_F16, hf, 7, "f16_specials");
+  kiln_tensor img = kiln_st_tensor(f, "u8_img");
+  KT_EQ_INT(kiln_rank(img), 2);
+  expect_f64(kiln_reshape(img, 1, (int64_t[]){12}), KILN_U8, u8, 12, "u8_img");
+  expect_f64(kiln_st_tensor(f, "i8_q"), KILN_I8, i8, 5, "i8_q");
+  /* load_into converts exactly: F16 into an f32 parameter, U8 into i32 */
+  int64_t s7[1] = {7}, s34[2] = {3, 4};
+  kiln_tensor p = kiln_param(kiln_zeros(KILN_F32, 1, s7)), q = kiln_param(kiln_zeros(KILN_I32, 2, s34));
+  KT_CHECK(kiln_st_load_into(f, "f16_specials", p) == KILN_OK);
+  KT_CHECK(kiln_st_load_into(f, "u8_img", q) == KILN_OK);
+  kiln_mark_step();
+  expect_f64(p, KILN_F32, hf, 7, "f16 loaded into f32");
+  expect_f64(kiln_reshape(q, 1, (int64_t[]){12}), KILN_I32, u8, 12, "u8 loaded into i32");
+  /* narrowing is refused: BF16 into a u8 tensor */
+  kiln_tensor w = kiln_param(kiln_zeros(KILN_U8, 1, (int64_t[]){9}));
+  KT_EQ_INT(kiln_st_load_into(f, "bf16_specials", w), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "BF16 [9] but the destination is u8 [9]");
+  kiln_clear_error();
+  kiln_st_file_destroy(f);
+  kiln_shutdown();
+}
+
 /* ───────────── round trips ───────────── */
 
 /* The tensors the Python script's check-kiln expects (same formulas). */
-#define N_KILN 7
+#define N_KILN 11
 static void kiln_set(kiln_tensor *t, const char **names) {
   static float w[12];
   static double v[6];
@@ -151,7 +206,8 @@ static void kiln_set(kiln_tensor *t, const char **names) {
   for (int i = 0; i < 3; i++) big[i] = (int64_t)i * 5000000000LL;
   for (int i = 0; i < 6; i++) mask[i] = i % 2 == 1;
   int64_t s34[2] = {3, 4}, s6[1] = {6}, s5[1] = {5}, s3[1] = {3}, s20[2] = {2, 0};
-  const char *n[N_KILN] = {"w_f32", "v_f64", "idx_i32", "big_i64", "mask_bool", "step", "nothing"};
+  const char *n[N_KILN] = {"w_f32", "v_f64", "idx_i32", "big_i64", "mask_bool", "step", "nothing",
+                           "h_bf16", "h_f16", "px_u8", "q_i8"};
   memcpy(names, n, sizeof n);
   t[0] = kiln_from_host(w, KILN_F32, 2, s34);
   /* v_f64 goes through pending work: save must compute it first. */
@@ -162,6 +218,11 @@ static void kiln_set(kiln_tensor *t, const char **names) {
   t[4] = kiln_from_host(mask, KILN_BOOL, 1, s6);
   t[5] = kiln_full(KILN_F32, 0, NULL, 42.0);
   t[6] = kiln_zeros(KILN_F64, 2, s20);
+  /* 16-bit floats and 8-bit integers made by casts (rounded, wrapped) */
+  t[7] = kiln_cast(kiln_add_s(kiln_mul_s(kiln_arange(KILN_F32, 0, 6, 1), 0.375), -1.0), KILN_BF16);
+  t[8] = kiln_cast(kiln_div_s(kiln_arange(KILN_F32, 0, 5, 1), 3.0), KILN_F16);
+  t[9] = kiln_cast(kiln_mul_s(kiln_arange(KILN_I32, 0, 8, 1), 37), KILN_U8);
+  t[10] = kiln_cast(kiln_add_s(kiln_mul_s(kiln_arange(KILN_I32, 0, 6, 1), 60), -128), KILN_I8);
 }
 
 static const char *const k_meta[] = {"written_by", "kiln", "epoch", "3", NULL};
@@ -445,9 +506,10 @@ KT_TEST(reads_bf16_and_padding) {
   kiln_st_file *f = NULL;
   KT_CHECK(kiln_st_file_create(path, &f) == KILN_OK);
   float b[3], h[4];
-  KT_CHECK(!read_back(kiln_st_tensor(f, "b"), b, sizeof b));
+  KT_EQ_INT(kiln_st_dtype(f, 0), KILN_BF16);
+  KT_CHECK(!read_back(kiln_cast(kiln_st_tensor(f, "b"), KILN_F32), b, sizeof b));
   KT_CHECK(b[0] == 1.5f && b[1] == -2.0f && isinf(b[2]) && b[2] > 0);
-  KT_CHECK(!read_back(kiln_st_tensor(f, "h"), h, sizeof h));
+  KT_CHECK(!read_back(kiln_cast(kiln_st_tensor(f, "h"), KILN_F32), h, sizeof h));
   KT_CHECK(h[0] == ldexpf(1.0f, -24) && h[1] == 65504.0f && h[2] == 0.0f && signbit(h[2]) && h[3] == 1.0f);
   KT_EQ_INT(kiln_st_dtype(f, 2), -1);
   KT_CHECK(!kiln_is_valid(kiln_st_tensor(f, "q")));
@@ -504,6 +566,6 @@ KT_TEST(open_errors_name_the_file) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(reads_reference_file_from_python), KT_CASE(round_trip_every_dtype), KT_CASE(load_into_a_parameter),
+KT_MAIN(KT_CASE(reads_reference_file_from_python), KT_CASE(reads_16bit_file_from_pytorch), KT_CASE(round_trip_every_dtype), KT_CASE(load_into_a_parameter),
         KT_CASE(failed_save_leaves_old_file_intact), KT_CASE(rejects_malformed_files), KT_CASE(reads_bf16_and_padding),
         KT_CASE(open_errors_name_the_file))

@@ -43,7 +43,7 @@ typedef struct gemm_job {
 
 static void gemm_part(const gemm_job *j, int64_t item) {
   const step *sp = j->sp;
-  size_t es = sp->f64 ? 8 : 4;
+  size_t es = kiln_dtype_size((kiln_dtype)sp->dt);
   int64_t bi = item / j->parts, part = item % j->parts;
   int64_t oa = 0, ob = 0, rem = bi;
   for (int d = sp->brank - 1; d >= 0; d--) {
@@ -73,6 +73,10 @@ static void gemm_part(const gemm_job *j, int64_t item) {
   }
   /* a fused update: C starts as the updated input (this part of it), unless
    * C is that input's own buffer */
+  if (sp->dt != KILN_F32 && sp->dt != KILN_F64) { /* never a fused update (schedule_fuse.c) */
+    kiln_gemm_other(sp->dt, sp->ta, sp->tb, m, n, sp->k, A, sp->lda, B, sp->ldb, c, sp->n);
+    return;
+  }
   if (c0 && c0 != c)
     for (int64_t r = 0; r < m; r++) memcpy(c + (size_t)(r * sp->n) * es, c0 + (size_t)(r * sp->n) * es, (size_t)n * es);
   double alpha = sp->alpha, beta = sp->beta; /* beta is 0 without c0 */

@@ -70,6 +70,7 @@ typedef struct step {
   int32_t n_sites, site_off; /* index checks: exe->sites[site_off ..] */
   /* GEMM */
   int f64, ta, tb;
+  int dt; /* the operands' and result's dtype: f32 and f64 go to the library, others to kiln_gemm_other */
   int64_t m, n, k, lda, ldb;
   int brank;
   int64_t bshape[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK];

@@ -15,5 +15,10 @@ void kiln_gemm_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, 
                      int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void kiln_gemm_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
                      int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+/* C = op(A) op(B) (alpha 1, beta 0) for dt bf16 or f16 (packed to f32 for
+ * the library's sgemm, rounded to nearest even into C), i32 or i64
+ * (accumulated in dt, wrapping). gemm_convert.c. */
+void kiln_gemm_other(int dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                     const void *b, int64_t ldb, void *c, int64_t ldc);
 
 #endif

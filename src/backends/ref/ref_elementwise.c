@@ -21,6 +21,10 @@ double kiln_ref_get_f(const kiln_ref_val *v, int64_t i) {
     case KILN_F64: return ((const double *)v->data)[i];
     case KILN_I32: return ((const int32_t *)v->data)[i];
     case KILN_I64: return (double)((const int64_t *)v->data)[i];
+    case KILN_BF16: return kbf16_f32(((const uint16_t *)v->data)[i]);
+    case KILN_F16: return kf16_f32(((const uint16_t *)v->data)[i]);
+    case KILN_U8: return ((const uint8_t *)v->data)[i];
+    case KILN_I8: return ((const int8_t *)v->data)[i];
     default: return ((const uint8_t *)v->data)[i] != 0;
   }
 }
@@ -31,6 +35,10 @@ int64_t kiln_ref_get_i(const kiln_ref_val *v, int64_t i) {
     case KILN_F64: return f2i64(((const double *)v->data)[i]);
     case KILN_I32: return ((const int32_t *)v->data)[i];
     case KILN_I64: return ((const int64_t *)v->data)[i];
+    case KILN_BF16: return f2i64(kbf16_f32(((const uint16_t *)v->data)[i]));
+    case KILN_F16: return f2i64(kf16_f32(((const uint16_t *)v->data)[i]));
+    case KILN_U8: return ((const uint8_t *)v->data)[i];
+    case KILN_I8: return ((const int8_t *)v->data)[i];
     default: return ((const uint8_t *)v->data)[i] != 0;
   }
 }
@@ -41,6 +49,13 @@ void kiln_ref_set_f(kiln_ref_val *v, int64_t i, double x) {
     case KILN_F64: ((double *)v->data)[i] = x; break;
     case KILN_I32: ((int32_t *)v->data)[i] = f2i32(x); break;
     case KILN_I64: ((int64_t *)v->data)[i] = f2i64(x); break;
+    /* 16-bit floats round through f32 (PyTorch's c10 types are built from
+     * a float): f64 -> bf16 is two roundings, as there */
+    case KILN_BF16: ((uint16_t *)v->data)[i] = kf32_bf16((float)x); break;
+    case KILN_F16: ((uint16_t *)v->data)[i] = kf32_f16((float)x); break;
+    /* float -> 8-bit integer: to int64 by the i64 rule, then wrapped */
+    case KILN_U8: ((uint8_t *)v->data)[i] = ki2u8(f2i64(x)); break;
+    case KILN_I8: ((int8_t *)v->data)[i] = ki2i8(f2i64(x)); break;
     default: ((uint8_t *)v->data)[i] = x != 0; break; /* NaN != 0: true */
   }
 }
@@ -53,6 +68,10 @@ void kiln_ref_set_i(kiln_ref_val *v, int64_t i, int64_t x) {
     /* narrowing wraps modulo 2^32 (spelled through unsigned: no UB) */
     case KILN_I32: ((int32_t *)v->data)[i] = ki2i32(x); break;
     case KILN_I64: ((int64_t *)v->data)[i] = x; break;
+    case KILN_BF16: ((uint16_t *)v->data)[i] = kf32_bf16((float)x); break;
+    case KILN_F16: ((uint16_t *)v->data)[i] = kf32_f16((float)x); break;
+    case KILN_U8: ((uint8_t *)v->data)[i] = ki2u8(x); break;
+    case KILN_I8: ((int8_t *)v->data)[i] = ki2i8(x); break;
     default: ((uint8_t *)v->data)[i] = x != 0; break;
   }
 }
@@ -157,7 +176,12 @@ void kiln_ref_eval_elementwise(const kiln_gnode *n, kiln_ref_val *out, const kil
       for (int64_t i = 0; i < N; i++) kiln_ref_set_f(out, i, t->f64(x[i], y[i]));
       break;
     }
-    default: /* i32, i64, bool: wrapping int64, narrowed by the store */
+    case KILN_BF16:
+    case KILN_F16: /* in f32, rounded by the store */
+      for (int64_t i = 0; i < N; i++)
+        kiln_ref_set_f(out, i, t->f32((float)kiln_ref_get_f(a, i), (float)kiln_ref_get_f(b, i)));
+      break;
+    default: /* integers and bool: wrapping int64, narrowed by the store */
       for (int64_t i = 0; i < N; i++) kiln_ref_set_i(out, i, t->i64(kiln_ref_get_i(a, i), kiln_ref_get_i(b, i)));
       break;
   }

@@ -10,10 +10,10 @@
 
 /* Identity of max/min for integer dtypes (and bool). */
 static int64_t int_lowest(int dt) {
-  return dt == KILN_I32 ? INT32_MIN : dt == KILN_I64 ? INT64_MIN : 0;
+  return dt == KILN_I32 ? INT32_MIN : dt == KILN_I64 ? INT64_MIN : dt == KILN_I8 ? INT8_MIN : 0;
 }
 static int64_t int_highest(int dt) {
-  return dt == KILN_I32 ? INT32_MAX : dt == KILN_I64 ? INT64_MAX : 1;
+  return dt == KILN_I32 ? INT32_MAX : dt == KILN_I64 ? INT64_MAX : dt == KILN_I8 ? INT8_MAX : dt == KILN_U8 ? UINT8_MAX : 1;
 }
 
 static void eval_argmax(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref_val *x) {
@@ -244,6 +244,18 @@ void kiln_ref_eval_matmul(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref
   const int64_t M = a->shape[R - 2], K = a->shape[R - 1], N = b->shape[R - 1];
   int64_t batch = 1;
   for (int d = 0; d < R - 2; d++) batch *= out->shape[d];
+  if (!kiln_ref_is_float(a->dtype)) {
+    /* integers: wrapping int64 products and sums, narrowed by the store */
+    for (int64_t bt = 0; bt < batch; bt++)
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+          uint64_t acc = 0;
+          for (int64_t k = 0; k < K; k++)
+            acc += (uint64_t)kiln_ref_get_i(a, (bt * M + i) * K + k) * (uint64_t)kiln_ref_get_i(b, (bt * K + k) * N + j);
+          kiln_ref_set_i(out, (bt * M + i) * N + j, (int64_t)acc);
+        }
+    return;
+  }
   /* products and sums in double, one rounding to the node dtype at the end */
   for (int64_t bt = 0; bt < batch; bt++)
     for (int64_t i = 0; i < M; i++)

@@ -8,6 +8,8 @@
  * Numeric rules (the precise reading of include/kiln/ops.def, also written down in
  * docs/testing.md so compiled backends can match them):
  *   - float elementwise math is done in the node's dtype (expf for f32);
+ *     bf16 and f16 in f32, each result rounded to nearest even by the store;
+ *   - u8 and i8 compute in wrapping int64 and wrap modulo 2^8 on store;
  *   - integer arithmetic wraps (two's complement), integer division by zero
  *     gives 0, INT_MIN / -1 wraps to INT_MIN;
  *   - float -> int conversion truncates; NaN or out-of-range values give the
@@ -35,8 +37,8 @@ typedef struct kiln_ref_val {
   int64_t numel;
 } kiln_ref_val;
 
-/* 1 for f32/f64. */
-static inline int kiln_ref_is_float(int dt) { return dt == KILN_F32 || dt == KILN_F64; }
+/* 1 for the float dtypes (f32, f64, bf16, f16). */
+static inline int kiln_ref_is_float(int dt) { return kiln_dt_is_float(dt); }
 
 /* Element i of v as a double (exact for f32/f64/bool/i32; i64 rounds). */
 double kiln_ref_get_f(const kiln_ref_val *v, int64_t i);

@@ -1,0 +1,92 @@
+/* GEMM on the dtypes the GEMM library is not asked for: bf16/f16 (converted
+ * to f32 while packing, multiplied by the library's sgemm, rounded to
+ * nearest even on the way out: f32 accumulation, as PyTorch's CPU kernels
+ * do) and i32/i64 (accumulated in the output dtype, wrapping: the modulo
+ * 2^32 sum ref computes in int64 and narrows). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/gemm.h"
+#include "ir/scalar.h"
+#include "kiln/kiln.h"
+
+/* Element (i, j) of op(X), X row-major with leading dimension ld. */
+static inline int64_t at(int t, int64_t i, int64_t j, int64_t ld) { return t ? j * ld + i : i * ld + j; }
+
+static inline float ld_half(int dt, const uint16_t *p, int64_t i) {
+  return dt == KILN_BF16 ? kbf16_f32(p[i]) : kf16_f32(p[i]);
+}
+
+/* Without memory for the packed copies: the same f32 products and sums,
+ * element by element (a different order than the library's). */
+static void half_direct(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                        const uint16_t *b, int64_t ldb, uint16_t *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float s = 0.0f;
+      for (int64_t q = 0; q < k; q++) s += ld_half(dt, a, at(ta, i, q, lda)) * ld_half(dt, b, at(tb, q, j, ldb));
+      c[i * ldc + j] = dt == KILN_BF16 ? kf32_bf16(s) : kf32_f16(s);
+    }
+}
+
+static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                      const uint16_t *b, int64_t ldb, uint16_t *c, int64_t ldc) {
+  float *fa = calloc((size_t)(m * k + k * n + m * n) + 1, sizeof(float));
+  if (!fa) {
+    half_direct(dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+    return;
+  }
+  float *fb = fa + m * k, *fc = fb + k * n;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t q = 0; q < k; q++) fa[i * k + q] = ld_half(dt, a, at(ta, i, q, lda));
+  for (int64_t q = 0; q < k; q++)
+    for (int64_t j = 0; j < n; j++) fb[q * n + j] = ld_half(dt, b, at(tb, q, j, ldb));
+  kiln_gemm_sgemm(0, 0, m, n, k, 1.0f, fa, k, fb, n, 0.0f, fc, n);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) c[i * ldc + j] = dt == KILN_BF16 ? kf32_bf16(fc[i * n + j]) : kf32_f16(fc[i * n + j]);
+  free(fa);
+}
+
+/* i32: the rows of C accumulate in uint32 (wrapping, vectorizable), a row
+ * of op(A) times op(B) read row by row (op(B) transposed: by element). */
+static void gemm_i32(int ta, int tb, int64_t m, int64_t n, int64_t k, const int32_t *a, int64_t lda,
+                     const int32_t *b, int64_t ldb, int32_t *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++) {
+    uint32_t *cr = (uint32_t *)(c + i * ldc);
+    memset(cr, 0, sizeof *cr * (size_t)n);
+    for (int64_t q = 0; q < k; q++) {
+      uint32_t x = (uint32_t)a[at(ta, i, q, lda)];
+      if (!x) continue;
+      if (!tb) {
+        const int32_t *br = b + q * ldb;
+        for (int64_t j = 0; j < n; j++) cr[j] += x * (uint32_t)br[j];
+      } else {
+        for (int64_t j = 0; j < n; j++) cr[j] += x * (uint32_t)b[j * ldb + q];
+      }
+    }
+  }
+}
+
+static void gemm_i64(int ta, int tb, int64_t m, int64_t n, int64_t k, const int64_t *a, int64_t lda,
+                     const int64_t *b, int64_t ldb, int64_t *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++) {
+    uint64_t *cr = (uint64_t *)(c + i * ldc);
+    memset(cr, 0, sizeof *cr * (size_t)n);
+    for (int64_t q = 0; q < k; q++) {
+      uint64_t x = (uint64_t)a[at(ta, i, q, lda)];
+      if (!x) continue;
+      for (int64_t j = 0; j < n; j++) cr[j] += x * (uint64_t)b[at(tb, q, j, ldb)];
+    }
+  }
+}
+
+void kiln_gemm_other(int dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                     const void *b, int64_t ldb, void *c, int64_t ldc) {
+  switch (dt) {
+    case KILN_BF16:
+    case KILN_F16: gemm_half(dt, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc); break;
+    case KILN_I32: gemm_i32(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc); break;
+    case KILN_I64: gemm_i64(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc); break;
+    default: break;
+  }
+}

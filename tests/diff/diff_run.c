@@ -138,6 +138,16 @@ static kiln_tensor run_op(char **tok, int nt) {
     return kiln_pad(x, ai + 1, ai + 1 + (r > 0 ? r : 0), at[0]);
   }
   if (!strcmp(name, "concat")) return kiln_concat(nin, in, ii[0]);
+  if (!strcmp(name, "clamp")) return kiln_clamp(x, at[0], at[1]);
+  if (!strcmp(name, "flip")) return kiln_flip(x, ii[0], ii + 1);
+  if (!strcmp(name, "roll")) return kiln_roll(x, ai[0], ii[1]);
+  if (!strcmp(name, "tril")) return kiln_tril(x, ai[0]);
+  if (!strcmp(name, "triu")) return kiln_triu(x, ai[0]);
+  if (!strcmp(name, "stack")) return kiln_stack(nin, in, ii[0]);
+  if (!strcmp(name, "pad_with")) {
+    int r = kiln_rank(x);
+    return kiln_pad_with(x, ai + 1, ai + 1 + (r > 0 ? r : 0), (kiln_pad_mode)ii[0], 0);
+  }
   if (!strcmp(name, "matmul")) return kiln_matmul(x, y);
   if (!strcmp(name, "index_select")) return kiln_index_select(x, ii[0], y);
   if (!strcmp(name, "gather")) return kiln_gather(x, ii[0], y);

@@ -159,6 +159,20 @@ def apply_op(name, ins, attrs, dts):
         value, r = attrs[0], x.ndim
         lo, hi = [int(a) for a in attrs[1:1 + r]], [int(a) for a in attrs[1 + r:1 + 2 * r]]
         return np.pad(x.astype(np.float64), list(zip(lo, hi)), constant_values=value), dts[0]
+    if name == "clamp":
+        return np.clip(x.astype(np.float64), attrs[0], attrs[1]), dts[0]
+    if name == "flip":
+        return np.flip(x, [int(a) for a in attrs[1:1 + int(attrs[0])]]).copy(), dts[0]
+    if name == "roll":
+        return np.roll(x, int(attrs[0]), int(attrs[1])), dts[0]
+    if name in ("tril", "triu"):
+        return (np.tril if name == "tril" else np.triu)(x, int(attrs[0])), dts[0]
+    if name == "stack":
+        return np.stack([i.astype(np.float64) for i in ins], axis=int(attrs[0])), promote(dts[0], dts[1])
+    if name == "pad_with":
+        mode, r = int(attrs[0]), x.ndim
+        lo, hi = [int(a) for a in attrs[1:1 + r]], [int(a) for a in attrs[1 + r:1 + 2 * r]]
+        return np.pad(x, list(zip(lo, hi)), mode="reflect" if mode == 1 else "edge"), dts[0]
     if name == "concat":
         return np.concatenate([i.astype(np.float64) for i in ins], axis=int(attrs[0])), promote(dts[0], dts[1])
     if name == "matmul":
@@ -662,10 +676,40 @@ class Gen:
                     out[ax] = m
                     return self.op("slice", [x], [ax, start, stop, step], dt, out)
             return x
+        if r.random() < 0.5:
+            return self.composed(x)
         lo = [r.randint(0, 2) for _ in s]
         hi = [r.randint(0, 2) for _ in s]
         out = [d + a + b for d, a, b in zip(s, lo, hi)]
         return self.op("pad", [x], ["%.9g" % float(np.float32(r.uniform(-1, 1)))] + lo + hi, dt, out)
+
+    def composed(self, x):
+        """an op kiln composes from others (src/frontend/ops_compose.c): clamp, flip, roll,
+        tril/triu, stack, reflect/replicate padding"""
+        r = self.r
+        dt, s = self.info[x]
+        k = r.randint(0, 5)
+        if k == 0:
+            lo = float(np.float32(r.uniform(-1, 0)))
+            return self.op("clamp", [x], ["%.9g" % lo, "%.9g" % float(np.float32(lo + r.uniform(0.1, 2)))], dt, s)
+        if k == 1:
+            axes = r.sample(range(len(s)), r.randint(1, len(s)))
+            return self.op("flip", [x], [len(axes)] + [a - len(s) if r.random() < 0.3 else a for a in axes], dt, s)
+        if k == 2:
+            ax = r.randrange(len(s))
+            return self.op("roll", [x], [r.randint(-2 * s[ax], 2 * s[ax]), ax], dt, s)
+        if k == 3 and len(s) >= 2:
+            return self.op(r.choice(["tril", "triu"]), [x], [r.randint(-2, 2)], dt, s)
+        if k == 4:
+            ax = r.randint(-len(s) - 1, len(s))
+            a = ax + len(s) + 1 if ax < 0 else ax
+            y = self.op("mul_c", [x], ["%.9g" % float(np.float32(r.uniform(-1.5, 1.5)))], dt, s)
+            return self.op("stack", [x, y], [ax], dt, s[:a] + [2] + s[a:])
+        mode = r.randint(1, 2)  # 1 reflect, 2 replicate
+        lim = [d - 1 if mode == 1 else 2 for d in s]
+        lo = [r.randint(0, min(2, m)) for m in lim]
+        hi = [r.randint(0, min(2, m)) for m in lim]
+        return self.op("pad_with", [x], [mode] + lo + hi, dt, [d + a + b for d, a, b in zip(s, lo, hi)])
 
     def read(self, t, kind="read"):
         self.emit(kind, t)

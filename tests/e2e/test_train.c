@@ -183,7 +183,7 @@ KT_TEST(transformer_trains_in_bf16_autocast) {
   double l32 = 0, l16 = 0;
   double a32 = train_transformer(train, test, KILN_F32, &l32);
   double a16 = train_transformer(train, test, KILN_BF16, &l16);
-  fprintf(stderr, "  transformer %d steps: f32 loss %.3f accuracy %.3f; bf16 autocast loss %.3f accuracy %.3f\n",
+  fprintf(stderr, "  transformer %d steps: f32 loss %.6f accuracy %.4f; bf16 autocast loss %.6f accuracy %.4f\n",
           AMP_STEPS, l32, a32, l16, a16);
   KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s", kiln_last_error());
   KT_CHECK(a32 > 0.6 && a16 > 0.6);      /* both learned */

@@ -170,6 +170,18 @@ for model in mlp encoder demo demo_momentum; do
   run "train-$model" KILN_BENCH_TRAIN=$model ${tenv[@]+"${tenv[@]}"} -- train_step
 done
 
+# Mixed precision (bf16 autocast): kiln's bf16 and f32 steps interleaved in
+# one process, against PyTorch's CPU autocast(dtype=torch.bfloat16) step.
+for model in mlp encoder; do
+  aenv=()
+  if [ $has_torch = 1 ] && r=$(env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 \
+    "$root/bench/torch_train.py" "$model" "$cores" bf16 2>/dev/null); then
+    echo "== PyTorch autocast bf16 train $model: ${r%% *} ms/step"
+    aenv=(KILN_BENCH_TORCH_AMP_TRAIN_MS="${r%% *}")
+  fi
+  run "train-$model-bf16" KILN_BENCH_TRAIN=$model KILN_BENCH_TRAIN_AMP=bf16 ${aenv[@]+"${aenv[@]}"} -- train_step
+done
+
 # ── latest.json ──
 awk -F'\t' -v machine="$machine" -v date="$date_utc" '
   function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return "\"" s "\"" }

@@ -3,7 +3,9 @@ timed the same way (median of 50 steps after 10 warm-up steps; each step:
 tensor from a fixed host batch, forward, loss, backward, SGD step; torch on
 the CPU is synchronous, so a step's wall time is its work).
 
-Usage: torch_train.py MODEL THREADS   (MODEL: mlp, encoder, demo, demo_momentum)
+Usage: torch_train.py MODEL THREADS [bf16]   (MODEL: mlp, encoder, demo, demo_momentum)
+bf16: forward and loss inside torch.autocast("cpu", dtype=torch.bfloat16), the
+baseline of train_step.c's KILN_BENCH_TRAIN_AMP=bf16 rows.
 Prints one line: "<median step ms> <peak RSS MiB>". Run by bench/run.sh
 with /usr/bin/python3 (Debian's python3-torch), once per OPENBLAS_CORETYPE
 setting; run.sh keeps the faster. One model per process so the peak RSS
@@ -30,6 +32,7 @@ from torch import nn
 
 def main():
     which = sys.argv[1]
+    amp = len(sys.argv) > 3 and sys.argv[3] == "bf16"
     torch.set_num_threads(int(sys.argv[2]))
     torch.manual_seed(1)
     rng = np.random.default_rng(42)
@@ -57,8 +60,9 @@ def main():
     for s in range(60):
         t0 = time.perf_counter()
         x = torch.from_numpy(xh.copy())  # a new tensor per step, like kiln_from_host
-        out = model(x)
-        loss = out.mean() if which == "encoder" else loss_fn(out, torch.from_numpy(yh.copy()))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out = model(x)
+            loss = out.mean() if which == "encoder" else loss_fn(out, torch.from_numpy(yh.copy()))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -31,7 +31,15 @@
  * ran with). Absent: the figures are emitted with the baseline marked
  * missing and the bar not passed. KILN_BENCH_JAX_TRAIN_MS (JAX's jitted
  * step, bench/jax_train.py) and KILN_BENCH_JAX_VERSION, when set, add a
- * row against JAX: informational, no bar. */
+ * row against JAX: informational, no bar.
+ *
+ * Mixed precision (KILN_BENCH_TRAIN_AMP=bf16, mlp and encoder): the steps
+ * alternate between f32 and a bf16 autocast region around forward + loss
+ * (interleaved A/B in one process, each graph compiled once), and two more
+ * rows give the bf16 median against kiln's own f32 median (bar 0.6x) and
+ * against PyTorch's CPU autocast(dtype=torch.bfloat16) step
+ * (KILN_BENCH_TORCH_AMP_TRAIN_MS, bench/torch_train.py MODEL THREADS bf16;
+ * bar 0.7x). */
 #include <stdint.h>
 
 #include "bench_util.h"
@@ -253,7 +261,10 @@ int main(void) {
   for (int i = 0; i < 128; i++) yh[i] = (int64_t)(rng_next(&rs) % 10);
   int64_t y_shape[1] = {m.x_shape[0]};
 
-  static double step_s[STEPS];
+  static double step_s[STEPS], amp_s[STEPS];
+  const char *amp_env = getenv("KILN_BENCH_TRAIN_AMP");
+  int amp = amp_env && !strcmp(amp_env, "bf16");
+  int n32 = 0, n16 = 0;
   double loss_first = 0, loss_last = 0;
   kiln_tensor loss_keep = {0, 0};
   int64_t exec0 = 0, mark0 = 0;
@@ -268,9 +279,12 @@ int main(void) {
     }
     double t0 = kb_now_s();
     kiln_tensor x = kiln_from_host(xh, KILN_F32, m.x_rank, m.x_shape);
+    int on = amp && (s & 1);
+    if (on) kiln_autocast_begin(KILN_BF16);
     kiln_tensor out = forward(&m, x, (uint64_t)s + 1);
     kiln_tensor loss = m.has_target ? kiln_cross_entropy(out, kiln_from_host(yh, KILN_I64, 1, y_shape), -100, 0.0)
                                     : kiln_mean(out, 0, NULL, 0);
+    if (on) kiln_autocast_end();
     KB_CHECK(kiln_backward(loss));
     KB_CHECK(kiln_optim_step(opt));
     /* torch's zero_grad(set_to_none=True): the gradients need not be step
@@ -281,7 +295,8 @@ int main(void) {
     loss_keep = kiln_keep(loss);
     KB_CHECK(kiln_mark_step());
     KB_CHECK(kiln_wait());
-    if (s >= WARMUP) step_s[s - WARMUP] = kb_now_s() - t0;
+    if (s >= WARMUP && !amp) step_s[s - WARMUP] = kb_now_s() - t0;
+    if (s >= WARMUP && amp) *(on ? &amp_s[n16++] : &step_s[n32++]) = kb_now_s() - t0;
   }
   int64_t execs = kiln_counter_value("Execute") - exec0, marks = kiln_counter_value("MarkStep") - mark0;
   kiln_metric_stats eps = {0}, ex = {0};
@@ -299,7 +314,7 @@ int main(void) {
     fprintf(stderr, "train_step %s: bad losses: first %g, last %g\n", which, loss_first, loss_last);
     return 1;
   }
-  double med = kb_median(step_s, STEPS) * 1e3;
+  double med = kb_median(step_s, amp ? n32 : STEPS) * 1e3;
   double torch_ms = env_num("KILN_BENCH_TORCH_TRAIN_MS"), torch_rss = env_num("KILN_BENCH_TORCH_TRAIN_RSS_MB");
   const char *blas = getenv("KILN_BENCH_TORCH_TRAIN_BLAS");
   char base[160], name[64], target[64];
@@ -354,6 +369,17 @@ int main(void) {
     kb_emit(&(kb_result){name, rss, "MiB",
                          torch_rss > 0 ? "PyTorch eager peak RSS, same model (same run)" : "PyTorch (missing)",
                          torch_rss, "- (VmHWM)", 1});
+  }
+  if (amp) {
+    double med16 = kb_median(amp_s, n16) * 1e3, tamp = env_num("KILN_BENCH_TORCH_AMP_TRAIN_MS");
+    char ab[96];
+    snprintf(ab, sizeof ab, "kiln f32 step, %dt (same run, interleaved)", threads);
+    snprintf(name, sizeof name, "train_%s_bf16_step_ms", which);
+    kb_emit(&(kb_result){name, med16, "ms", ab, med, "<= 0.6x kiln f32", med16 <= 0.6 * med});
+    snprintf(ab, sizeof ab, tamp > 0 ? "PyTorch CPU autocast bf16 %dt (same run)" : "PyTorch autocast (missing)",
+             threads);
+    snprintf(name, sizeof name, "train_%s_bf16_step_ms_vs_torch", which);
+    kb_emit(&(kb_result){name, med16, "ms", ab, tamp, "<= 0.7x PyTorch autocast", tamp > 0 && med16 <= 0.7 * tamp});
   }
   /* Executions per step: the metric (every sample) and the counters. */
   double per = marks > 0 ? (double)execs / (double)marks : 0;

@@ -24,6 +24,7 @@
 
 typedef struct train_opts {
   const char *model, *data, *logdir, *checkpoint, *optim;
+  kiln_dtype amp; /* KILN_F32: off; KILN_BF16/KILN_F16: forward and loss in an autocast region */
   int epochs, batch, eval_every, quiet;
   int64_t max_steps;
   double lr, weight_decay;
@@ -40,10 +41,12 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: kiln train [--model mlp|cnn|transformer] [--epochs N] [--batch B] [--lr LR]\n"
           "                  [--optim adamw|sgd] [--weight-decay WD] [--seed S] [--max-steps N]\n"
-          "                  [--eval-every STEPS] [--data DIR] [--logdir DIR] [--checkpoint PATH] [--quiet]\n"
+          "                  [--eval-every STEPS] [--data DIR] [--logdir DIR] [--checkpoint PATH]\n"
+          "                  [--amp off|bf16|f16] [--quiet]\n"
           "Trains on Fashion-MNIST (Debian package dataset-fashion-mnist, or --data DIR with the IDX files).\n"
           "Defaults: mlp 8 epochs, cnn 3 epochs, transformer 6 epochs; batch 128; AdamW lr 1e-3 with warm-up\n"
-          "and cosine decay; checkpoint kiln-<model>.safetensors.\n");
+          "and cosine decay; checkpoint kiln-<model>.safetensors. --amp bf16: mixed precision (f32 parameters,\n"
+          "matmul inputs and activations in bf16; see docs/training.md).\n");
 }
 
 /* One option's value into o; 0, or 2 (a usage error, already printed). */
@@ -54,6 +57,15 @@ static int parse_value(train_opts *o, const char *a, const char *v) {
   else if (!strcmp(a, "--data")) o->data = v;
   else if (!strcmp(a, "--logdir")) o->logdir = v;
   else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
+  else if (!strcmp(a, "--amp")) {
+    if (!strcmp(v, "off")) o->amp = KILN_F32;
+    else if (!strcmp(v, "bf16")) o->amp = KILN_BF16;
+    else if (!strcmp(v, "f16")) o->amp = KILN_F16;
+    else {
+      fprintf(stderr, "kiln train: --amp: expected off, bf16 or f16, got '%s'\n", v);
+      return 2;
+    }
+  }
   else if (!strcmp(a, "--epochs") || !strcmp(a, "--eval-every")) {
     if (kiln_cli_parse_int("train", a, v, 1, INT_MAX, &n)) return 2;
     *(!strcmp(a, "--epochs") ? &o->epochs : &o->eval_every) = (int)n;
@@ -80,7 +92,8 @@ static int parse_value(train_opts *o, const char *a, const char *v) {
 
 /* 0: run; 1: --help was printed; 2: a usage error (printed). */
 static int parse_opts(int argc, char **argv, train_opts *o) {
-  *o = (train_opts){.model = "mlp", .optim = "adamw", .batch = 128, .lr = 1e-3, .weight_decay = 0.01, .seed = 1};
+  *o = (train_opts){.model = "mlp", .optim = "adamw", .batch = 128, .lr = 1e-3, .weight_decay = 0.01, .seed = 1,
+                     .amp = KILN_F32};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--quiet")) {
@@ -131,14 +144,16 @@ static kiln_tensor batch_loss(kiln_tensor logits, const kiln_batch *b) {
 
 /* Test-set accuracy and loss, accumulated on the device (no graph that grows
  * with the number of batches, one small read at the end). */
-static int evaluate(kiln_model *m, kiln_batcher *test, double *acc, double *loss) {
+static int evaluate(kiln_model *m, kiln_batcher *test, kiln_dtype amp, double *acc, double *loss) {
   kiln_tensor correct = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   kiln_tensor total_loss = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   int64_t n = 0;
   kiln_batch b;
   kiln_no_grad_begin();
   while (kiln_batcher_next(test, &b) == 1) {
+    if (amp != KILN_F32) kiln_autocast_begin(amp);
     kiln_tensor logits = kiln_model_forward(m, b.x, 0, 0);
+    if (amp != KILN_F32) kiln_autocast_end();
     kiln_tensor hit = kiln_cast(kiln_eq(kiln_argmax(logits, 1, 0), b.y), KILN_F32);
     kiln_assign(correct, kiln_add(correct, kiln_sum(kiln_mul(hit, b.mask), 0, NULL, 0)));
     kiln_assign(total_loss, kiln_add(total_loss, kiln_mul_c(batch_loss(logits, &b), (double)b.n_valid)));
@@ -245,9 +260,10 @@ int kiln_cli_train(int argc, char **argv) {
   if (o.max_steps && o.max_steps < total) total = o.max_steps;
   int64_t eval_every = o.eval_every > 0 ? o.eval_every : per_epoch;
   printf("kiln train: model %s (%lld parameters), %lld training / %lld test examples, batch %d, %s lr %g, %lld "
-         "steps, backend %s\n",
+         "steps, backend %s%s%s\n",
          o.model, (long long)kiln_model_num_params(m), (long long)kiln_dataset_size(train),
-         (long long)kiln_dataset_size(test), o.batch, o.optim, o.lr, (long long)total, kiln_backend_name());
+         (long long)kiln_dataset_size(test), o.batch, o.optim, o.lr, (long long)total, kiln_backend_name(),
+         o.amp != KILN_F32 ? ", amp " : "", o.amp != KILN_F32 ? kiln_dtype_name(o.amp) : "");
   kiln_tensor loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
   double t0 = now_s(), t_last = t0, acc = 0, eval_loss = 0;
   int64_t step = 0, last_step = 0;
@@ -262,7 +278,9 @@ int kiln_cli_train(int argc, char **argv) {
     if (got < 0) break;
     double lr = kiln_lr_warmup_cosine(step, total / 20 + 1, total, o.lr, o.lr * 0.01);
     kiln_optim_set_lr(opt, lr);
+    if (o.amp != KILN_F32) kiln_autocast_begin(o.amp); /* forward and loss; backward follows the graph */
     kiln_tensor loss = batch_loss(kiln_model_forward(m, b.x, 1, o.seed * 1000003u + (uint64_t)step), &b);
+    if (o.amp != KILN_F32) kiln_autocast_end();
     kiln_assign(loss_kept, loss);
     kiln_backward(loss);
     kiln_optim_step(opt);
@@ -282,7 +300,7 @@ int kiln_cli_train(int argc, char **argv) {
       last_step = step;
     }
     if (step % eval_every == 0 || step == total) {
-      if (evaluate(m, tb, &acc, &eval_loss)) break;
+      if (evaluate(m, tb, o.amp, &acc, &eval_loss)) break;
       if (!o.quiet) printf("%sevaluation after %lld steps: test accuracy %.2f%%, test loss %.4f\n",
                            isatty(STDOUT_FILENO) ? "\n" : "", (long long)step, acc * 100, eval_loss);
       if (sw) {

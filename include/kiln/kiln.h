@@ -412,6 +412,25 @@ typedef enum kiln_pad_mode { KILN_PAD_CONSTANT = 0, KILN_PAD_REFLECT = 1, KILN_P
 kiln_tensor kiln_pad_with_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, kiln_pad_mode mode, double value,
                              kiln_loc loc);
 
+/* ───────────── autocast (mixed precision) ─────────────
+ * Regions (nestable, per tracing thread, like PyTorch's
+ * torch.autocast(dtype=...)) in which matmul — and so linear, conv2d and
+ * attention — casts f32/bf16/f16 operands to dt (KILN_BF16 or KILN_F16) and
+ * returns dt (accumulation stays f32 inside the GEMM), while softmax,
+ * log_softmax, the losses and layer norm cast 16-bit inputs to f32 and
+ * return f32. Other ops keep their inputs' dtypes (bf16 + f32 promotes to
+ * f32). The casts are graph ops, so gradients reach f32 parameters as f32
+ * (a cast's gradient casts back). f64 operands are never cast.
+ * kiln_autocast_begin(KILN_F32) opens a region with autocast off. Errors
+ * (recorded, nothing else changes): another dt, more than 16 nested
+ * regions, an end without a begin. See docs/training.md. */
+#define kiln_autocast_begin(dt) kiln_autocast_begin_at((dt), KILN_HERE)
+#define kiln_autocast_end() kiln_autocast_end_at(KILN_HERE)
+void kiln_autocast_begin_at(kiln_dtype dt, kiln_loc loc);
+void kiln_autocast_end_at(kiln_loc loc);
+/* The innermost region's dtype; KILN_F32 outside every region (no casts). */
+kiln_dtype kiln_autocast_dtype(void);
+
 /* ───────────── matmul ─────────────
  * NumPy matmul semantics: 1-D operands are promoted and the added dim
  * removed; batch dims broadcast. f32 and f64. */

@@ -20,6 +20,8 @@ int kiln_api_input(kiln_frontend *fe, kiln_tensor t, const char *op, kiln_loc lo
  * integers the wider (u8 with i8: i32, kiln has no i16); among floats the
  * wider, bf16 with f16: f32. */
 kiln_dtype kiln_api_promote(kiln_dtype a, kiln_dtype b);
+/* The autocast dtype in force (KILN_F32: none); autocast.c. */
+kiln_dtype kiln_api_autocast(const kiln_frontend *fe);
 static inline int kiln_dtype_is_float(kiln_dtype d) {
   return d == KILN_F32 || d == KILN_F64 || d == KILN_BF16 || d == KILN_F16;
 }

@@ -154,7 +154,10 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
   if (n->shape[a] == 0)
     return kiln_api_fail(fe, loc, "%s: axis %d of shape %s is empty", name, axis,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
-  if (!kiln_dtype_is_float((kiln_dtype)n->dtype)) n = kiln_api_cast(fe, n, KILN_F32, loc);
+  /* integers, and 16-bit floats inside an autocast region, in f32 */
+  if (!kiln_dtype_is_float((kiln_dtype)n->dtype) ||
+      (kiln_api_autocast(fe) != KILN_F32 && (n->dtype == KILN_BF16 || n->dtype == KILN_F16)))
+    n = kiln_api_cast(fe, n, KILN_F32, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc);
   uint64_t mask = 1ULL << a;
   kiln_node *m = reduce_node(fe, KILN_OP_REDUCE_MAX, n, mask, 1, loc);

@@ -426,6 +426,8 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   if (dt == KILN_BOOL)
     return kiln_api_fail(fe, loc, "matmul: not defined for bool operands (shapes %s and %s)", sa, sb);
   if (!kiln_dtype_is_float(dt) && dt != KILN_I64) dt = KILN_I32;
+  kiln_dtype ac = kiln_api_autocast(fe); /* f32/bf16/f16 operands in the region's dtype */
+  if (ac != KILN_F32 && kiln_dtype_is_float(dt) && dt != KILN_F64) dt = ac;
   na = kiln_api_cast(fe, na, dt, loc);
   nb = kiln_api_cast(fe, nb, dt, loc);
   if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc); /* a cast's bytes overflow: recorded */

@@ -99,6 +99,8 @@ typedef struct kiln_frontend {
   uint32_t n_nodes;  /* nodes made this step */
   uint32_t mark_epoch;
   uint32_t no_grad_depth; /* > 0 inside kiln_no_grad_begin/end (autograd) */
+  uint8_t autocast[16];   /* kiln_autocast_begin's dtypes, innermost last (autocast.c) */
+  uint32_t autocast_depth;
 
   kiln_device_hooks hooks;
   uint64_t ops_traced;

@@ -77,7 +77,7 @@ kiln_tensor kiln_conv2d_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, in
   y = kiln_reshape_at(y, 4, os, loc);
   if (!is_null(b)) {
     int64_t bs[4] = {1, O, 1, 1};
-    y = kiln_add_at(y, kiln_reshape_at(b, 4, bs, loc), loc);
+    y = kiln_add_at(y, kiln_reshape_at(kiln_nn_autocast_bias(y, b, loc), 4, bs, loc), loc);
   }
   return y;
 }

@@ -50,7 +50,7 @@ kiln_tensor kiln_linear_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, ki
   if (linear_shapes_bad(x, w, b, loc, &err)) return err;
   /* x Wᵀ: matmul broadcasts W over x's batch dims. */
   kiln_tensor y = kiln_matmul_at(x, kiln_transpose_at(w, 0, 1, loc), loc);
-  return is_null(b) ? y : kiln_add_at(y, b, loc);
+  return is_null(b) ? y : kiln_add_at(y, kiln_nn_autocast_bias(y, b, loc), loc);
 }
 
 kiln_status kiln_linear_create_at(int in_features, int out_features, bool bias, uint64_t seed, kiln_linear **out,
@@ -146,6 +146,7 @@ kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, ki
     return kiln_nn_fail(loc, "layernorm: last dim is %lld, the layer normalizes %d", (long long)kiln_dim(x, -1),
                         n->dim);
   int ax[1] = {-1};
+  x = kiln_nn_autocast_f32(x, loc);
   kiln_tensor mu = kiln_mean_at(x, 1, ax, 1, loc);
   kiln_tensor d = kiln_sub_at(x, mu, loc);
   kiln_tensor var = kiln_mean_at(kiln_mul_at(d, d, loc), 1, ax, 1, loc); /* biased, as torch */

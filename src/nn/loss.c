@@ -13,6 +13,7 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
   if (tdt != KILN_I32 && tdt != KILN_I64) return kiln_nn_fail(loc, "cross_entropy: targets must be i32 or i64");
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
     return kiln_nn_fail(loc, "cross_entropy: label_smoothing %g is outside [0, 1]", label_smoothing);
+  logits = kiln_nn_autocast_f32(logits, loc);
   kiln_dtype dt = kiln_dtype_of(logits);
   kiln_tensor logp = kiln_log_softmax_at(logits, -1, loc);
   kiln_tensor valid = kiln_ne_c_at(target, (double)ignore_index, loc);
@@ -38,6 +39,6 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
 }
 
 kiln_tensor kiln_mse_loss_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
-  kiln_tensor d = kiln_sub_at(a, b, loc);
+  kiln_tensor d = kiln_sub_at(kiln_nn_autocast_f32(a, loc), kiln_nn_autocast_f32(b, loc), loc);
   return kiln_mean_at(kiln_mul_at(d, d, loc), 0, NULL, 0, loc);
 }

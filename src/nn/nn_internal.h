@@ -22,6 +22,21 @@ kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc)
  * f32 without the NaN a true -inf gives on fully masked rows). */
 #define KILN_NN_MASK_NEG (-1e9)
 
+/* Autocast (kiln.h): x in f32 when it is a 16-bit float inside a region
+ * (layer norm, the losses: PyTorch's f32 list); else x itself. */
+static inline kiln_tensor kiln_nn_autocast_f32(kiln_tensor x, kiln_loc loc) {
+  kiln_dtype dt = kiln_dtype_of(x);
+  if (kiln_autocast_dtype() == KILN_F32 || (dt != KILN_BF16 && dt != KILN_F16)) return x;
+  return kiln_cast_at(x, KILN_F32, loc);
+}
+/* A bias added to a matmul's 16-bit result inside a region joins it in that
+ * dtype (as autocast's linear/conv, which take the bias in 16 bits too). */
+static inline kiln_tensor kiln_nn_autocast_bias(kiln_tensor y, kiln_tensor b, kiln_loc loc) {
+  kiln_dtype dt = kiln_dtype_of(y);
+  if (kiln_autocast_dtype() == KILN_F32 || dt == kiln_dtype_of(b) || (dt != KILN_BF16 && dt != KILN_F16)) return b;
+  return kiln_cast_at(b, dt, loc);
+}
+
 /* The entries of a name/tensor table, parameters only or with buffers:
  * names[i] = names_base + i * name_stride. Returns the count (which may
  * exceed max; only max are written). Shared by modules and models. */

@@ -7,6 +7,7 @@
  * status carries its result. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "base/config.h"
+#include "kiln/kiln.h"
 #include "kt.h"
 
 #define SKIP_CODE 77
@@ -163,5 +165,69 @@ KT_TEST(default_library_is_described) {
   KT_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* bf16: kiln's vdpbf16ps kernel (where the CPU has AVX512_BF16) and the
+ * KILN_BF16 path of kiln_gemm_other, against f64 sums of the same bf16
+ * products (exact in f32: only the order of the f32 sums differs). Odd
+ * sizes exercise the edge tiles and the zero-padded odd K. */
+static uint16_t to_bf16(double v) {
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static double from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static int check_bf16(int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k) {
+  int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ar = ta ? k : m, br = tb ? n : k;
+  uint16_t *A = malloc((size_t)(ar * lda + 1) * 2), *B = malloc((size_t)(br * ldb + 1) * 2);
+  float *C = malloc((size_t)(m * n + 1) * 4);
+  uint16_t *Ch = malloc((size_t)(m * n + 1) * 2);
+  for (int64_t i = 0; i < ar * lda; i++) A[i] = to_bf16(next_val());
+  for (int64_t i = 0; i < br * ldb; i++) B[i] = to_bf16(next_val());
+  int bad = 0;
+  if (kernel) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, C, n), 0);
+  else kiln_gemm_other(KILN_BF16, ta, tb, m, n, k, A, lda, B, ldb, Ch, n);
+  for (int64_t i = 0; i < m && !bad; i++)
+    for (int64_t j = 0; j < n && !bad; j++) {
+      double s = 0, mag = 0;
+      for (int64_t q = 0; q < k; q++) {
+        double p = from_bf16(A[ta ? q * lda + i : i * lda + q]) * from_bf16(B[tb ? j * ldb + q : q * ldb + j]);
+        s += p, mag += fabs(p);
+      }
+      double got = kernel ? C[i * n + j] : from_bf16(Ch[i * n + j]);
+      double tol = kernel ? 1e-6 * mag + 1e-30 : mag / 256 + 1e-30; /* f32 sums; bf16 output: one rounding */
+      if (fabs(got - s) > tol) {
+        KT_FAIL("bf16 %s ta=%d tb=%d %lldx%lldx%lld: C[%lld][%lld] = %.9g, want %.9g", kernel ? "kernel" : "gemm",
+                ta, tb, (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, got, s);
+        bad = 1;
+      }
+    }
+  free(A), free(B), free(C), free(Ch);
+  return bad;
+}
+
+KT_TEST(bf16_gemm_matches_products_of_rounded_inputs) {
+  const int64_t sizes[][3] = {{1, 1, 1}, {13, 37, 15}, {12, 32, 384}, {100, 70, 801}, {130, 1100, 9}, {5, 3, 0}};
+  int have = kiln_gemm_bf16_available();
+  fprintf(stderr, "  bf16 kernel (avx512_bf16): %s\n", have ? "available" : "not on this CPU");
+  if (!have) { /* refused, C untouched */
+    uint16_t a = 0x3f80;
+    float c = 7;
+    KT_EQ_INT(kiln_gemm_bf16(0, 0, 1, 1, 1, &a, 1, &a, 1, &c, 1), -1);
+    KT_NEAR(c, 7, 0);
+  }
+  for (int s = 0; s < 6; s++)
+    for (int t = 0; t < 4; t++) {
+      if (have) check_bf16(1, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
+      check_bf16(0, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
+    }
+}
+
 KT_MAIN(KT_CASE(naive_matches_double_reference), KT_CASE(openblas_matches_double_reference),
-        KT_CASE(onednn_matches_double_reference), KT_CASE(default_library_is_described))
+        KT_CASE(onednn_matches_double_reference), KT_CASE(default_library_is_described),
+        KT_CASE(bf16_gemm_matches_products_of_rounded_inputs))

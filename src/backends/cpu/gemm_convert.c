@@ -29,22 +29,53 @@ static void half_direct(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k,
     }
 }
 
+/* X (r x c as stored, bf16/f16, leading dimension ld) into dense f32 rows;
+ * bf16 as a plain shift loop the compiler vectorizes. */
+static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, float *out) {
+  if (dt == KILN_BF16) {
+    for (int64_t i = 0; i < r; i++) {
+      const uint16_t *xr = x + i * ld;
+      uint32_t *o = (uint32_t *)(void *)(out + i * c);
+      for (int64_t j = 0; j < c; j++) o[j] = (uint32_t)xr[j] << 16;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < r; i++)
+    for (int64_t j = 0; j < c; j++) out[i * c + j] = kf16_f32(x[i * ld + j]);
+}
+
+/* bf16 on a machine whose GEMM library is the naive loops: kiln's
+ * vdpbf16ps kernel (gemm_bf16.c) where the CPU has one. Elsewhere the
+ * library's sgemm on widened copies: on the Sapphire Rapids machines
+ * vdpbf16ps runs at half the f32 FMA rate (docs/gemm.md), so the f32
+ * library is faster there. */
+static int bf16_kernel(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                       const uint16_t *b, int64_t ldb, float *fc) {
+  if (strcmp(kiln_gemm_library(), "naive") != 0 || !kiln_gemm_bf16_available()) return -1;
+  return kiln_gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, fc, n);
+}
+
 static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
                       const uint16_t *b, int64_t ldb, uint16_t *c, int64_t ldc) {
-  float *fa = calloc((size_t)(m * k + k * n + m * n) + 1, sizeof(float));
+  float *fc = malloc(((size_t)(m * n) + 1) * sizeof(float));
+  float *fa = fc ? malloc(((size_t)(m * k + k * n) + 1) * sizeof(float)) : NULL;
   if (!fa) {
+    free(fc);
     half_direct(dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
     return;
   }
-  float *fb = fa + m * k, *fc = fb + k * n;
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t q = 0; q < k; q++) fa[i * k + q] = ld_half(dt, a, at(ta, i, q, lda));
-  for (int64_t q = 0; q < k; q++)
-    for (int64_t j = 0; j < n; j++) fb[q * n + j] = ld_half(dt, b, at(tb, q, j, ldb));
-  kiln_gemm_sgemm(0, 0, m, n, k, 1.0f, fa, k, fb, n, 0.0f, fc, n);
+  if (dt != KILN_BF16 || bf16_kernel(ta, tb, m, n, k, a, lda, b, ldb, fc) != 0) {
+    float *fb = fa + m * k;
+    /* widened as stored; the library applies the transposes */
+    int64_t ac = ta ? m : k, bc = tb ? k : n;
+    widen(dt, ta ? k : m, ac, a, lda, fa);
+    widen(dt, tb ? n : k, bc, b, ldb, fb);
+    kiln_gemm_sgemm(ta, tb, m, n, k, 1.0f, fa, ac, fb, bc, 0.0f, fc, n);
+  }
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) c[i * ldc + j] = dt == KILN_BF16 ? kf32_bf16(fc[i * n + j]) : kf32_f16(fc[i * n + j]);
   free(fa);
+  free(fc);
 }
 
 /* i32: the rows of C accumulate in uint32 (wrapping, vectorizable), a row

@@ -39,9 +39,14 @@ ALLOWED = {
     "codegen": {"schedule", "ir", "base"},
     # the C compiler driver, the disk cache of objects, the shared-object loader
     "toolchain": {"base"},
-    "backends": {"toolchain", "codegen", "schedule", "ir", "base"},
+    # processes working as one (rank, world, collectives over the MPI module
+    # loaded on first use): a service like the toolchain, needing only base
+    "dist": {"base"},
+    # the backends run collective nodes through dist
+    "backends": {"toolchain", "dist", "codegen", "schedule", "ir", "base"},
     "runtime": {"backends", "codegen", "schedule", "passes", "ir", "base"},
-    "frontend": {"runtime", "ir", "base"},
+    # dist: the world size a collective is traced for
+    "frontend": {"runtime", "dist", "ir", "base"},
     "autograd": {"frontend", "runtime", "ir", "base"},
     "nn": {"autograd", "frontend", "ir", "base"},
     "optim": {"nn", "autograd", "frontend", "base"},

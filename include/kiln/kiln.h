@@ -504,5 +504,6 @@ void kiln_metrics_clear(void);
 #include "kiln/profiler_server.h"
 #include "kiln/doctor.h"
 #include "kiln/graphfile.h"
+#include "kiln/dist.h"
 
 #endif /* KILN_KILN_H */

@@ -490,6 +490,38 @@ static kiln_node *prod_grad(vctx *c, kiln_node *n, kiln_node *g) {
 }
 
 /* a reversed along axis: an index_select by L-1 .. 0. */
+/* The collectives' gradients (kiln/dist.h). SUM: the all-reduced SUM of g
+ * (DDP's rule: d/dx_r of sum_q f(sum x) is the sum over the ranks of their
+ * gradients). BROADCAST: a reduce to the root: the summed g on the root,
+ * zero elsewhere (a SCALAR factor 1 or 0, so every rank traces the same
+ * graph and every rank still joins the all-reduce). ALL_GATHER: this rank's
+ * slice of the summed g (a reduce-scatter). */
+static kiln_node *all_reduce_sum(vctx *c, kiln_node *g, int64_t world) {
+  if (!g) return NULL;
+  int64_t attr[2] = {0, world};
+  return mk(c, KILN_OP_ALL_REDUCE, (kiln_dtype)g->dtype, g->rank, g->shape, 1, &g, 2, attr, 0.0);
+}
+static int collective_grad(vctx *c, kiln_node *n, kiln_node *g, kiln_node **g0, kiln_loc loc) {
+  kiln_node *x = n->in[0], *s = all_reduce_sum(c, g, n->iattr[1]);
+  int rank = kiln_dist_rank();
+  if (n->op == KILN_OP_ALL_REDUCE) {
+    if (n->iattr[0] != 0) {
+      kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "backward: all_reduce MAX has no gradient (traced at %s:%d)",
+                 n->loc.file ? n->loc.file : "?", n->loc.line);
+      return -1;
+    }
+    *g0 = s;
+  } else if (n->op == KILN_OP_BROADCAST) {
+    kiln_node *f = kiln_fe_scalar_node(c->fe, (kiln_dtype)g->dtype, rank == n->iattr[0] ? 1.0 : 0.0, 0, c->loc);
+    *g0 = f && s ? bin(c, KILN_OP_MUL, s, expand(c, f, s->rank, s->shape)) : NULL;
+  } else {
+    int64_t start[KILN_MAX_RANK] = {0};
+    start[n->iattr[0]] = (int64_t)rank * x->shape[n->iattr[0]];
+    *g0 = crop(c, s, start, x->shape);
+  }
+  return 0;
+}
+
 static kiln_node *flip_axis(vctx *c, kiln_node *a, int axis) {
   if (!a || a->shape[axis] <= 1) return a;
   int64_t L = a->shape[axis], attr = axis;
@@ -569,6 +601,11 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
       break;
     }
     case KILN_OP_CUMPROD: *g0 = cumprod_grad(c, n, g); break;
+    case KILN_OP_ALL_REDUCE:
+    case KILN_OP_BROADCAST:
+    case KILN_OP_ALL_GATHER:
+      if (collective_grad(c, n, g, g0, loc)) return -1;
+      break;
     case KILN_OP_RESHAPE: *g0 = reshape(c, g, x->rank, x->shape); break;
     case KILN_OP_PERMUTE: {
       int inv[KILN_MAX_RANK];

@@ -53,7 +53,8 @@ typedef enum kiln_plan_kind {
   KILN_PLAN_ROW_LOOP,    /* a fused loop seeded by a reduction */
   KILN_PLAN_GEMM,        /* a GEMM library call */
   KILN_PLAN_GEMM_UPDATE, /* a GEMM call with an update fused in (alpha A B + beta C) */
-  KILN_PLAN_COPY         /* a buffer copy */
+  KILN_PLAN_COPY,        /* a buffer copy */
+  KILN_PLAN_COLLECTIVE   /* a collective across processes (node: the collective), through src/dist */
 } kiln_plan_kind;
 
 typedef struct kiln_plan_kernel {

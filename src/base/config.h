@@ -57,6 +57,12 @@
   X(profiler_server_lib, "KILN_PROFILER_SERVER_LIB") \
   X(peak_gflops, "KILN_PEAK_GFLOPS")                \
   X(peak_gbps, "KILN_PEAK_GBPS")                    \
+  /* dist: the MPI module, and the launcher's variables (read before MPI is \
+   * loaded, to know whether the program runs alone) */ \
+  X(mpi_lib, "KILN_MPI_LIB")                         \
+  X(ompi_world_size, "OMPI_COMM_WORLD_SIZE")        \
+  X(pmi_size, "PMI_SIZE")                           \
+  X(pmix_rank, "PMIX_RANK")                         \
   /* data */                                        \
   X(fashion_mnist_dir, "KILN_FASHION_MNIST_DIR")
 

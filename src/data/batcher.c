@@ -36,26 +36,41 @@ kiln_status kiln_batch_plan_init(kiln_batch_plan *p, const kiln_dataset *ds, con
   if (ds->ex_rank + 1 > KILN_MAX_RANK)
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: examples of rank %d leave no room for the batch axis", who,
                       ds->ex_rank);
+  int shards = o->shard_count > 1 ? o->shard_count : 1;
+  if (o->shard_count < 0 || o->shard_rank < 0 || o->shard_rank >= shards)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: shard_rank %d is not in 0..%d (shard_count %d)", who,
+                      o->shard_rank, shards - 1, o->shard_count);
   memset(p, 0, sizeof *p);
   p->ds = ds;
   p->opts = *o;
+  p->n = ds->n / shards;
   int64_t b = o->batch_size;
-  p->num_batches = o->drop_last ? ds->n / b : (ds->n + b - 1) / b;
+  p->num_batches = o->drop_last ? p->n / b : (p->n + b - 1) / b;
+  if (p->n == 0)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: %lld examples leave none for each of %d shards", who,
+                      (long long)ds->n, shards);
   if (p->num_batches == 0)
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                       "%s: drop_last with batch_size %lld > dataset size %lld leaves no batch", who, (long long)b,
-                      (long long)ds->n);
+                      (long long)p->n);
   p->rank = ds->ex_rank + 1;
   p->xshape[0] = b;
   memcpy(p->xshape + 1, ds->ex_shape, sizeof(int64_t) * (size_t)ds->ex_rank);
   return KILN_OK;
 }
 
+void kiln_batch_plan_permutation(const kiln_batch_plan *p, int64_t epoch, int64_t *perm) {
+  kiln_data_permutation(p->ds->n, p->opts.shuffle, p->opts.seed, epoch, perm);
+  int64_t w = p->opts.shard_count > 1 ? p->opts.shard_count : 1, r = p->opts.shard_rank;
+  if (w == 1) return;
+  for (int64_t j = 0; j < p->n; j++) perm[j] = perm[r + w * j]; /* r + w j >= j: in place */
+}
+
 int64_t kiln_batch_plan_gather(const kiln_batch_plan *p, const int64_t *perm, int64_t index, float *x, int64_t *y,
                                float *mask) {
   const kiln_dataset *ds = p->ds;
   int64_t b = p->opts.batch_size, first = index * b;
-  int64_t valid = ds->n - first < b ? ds->n - first : b;
+  int64_t valid = p->n - first < b ? p->n - first : b;
   size_t row = sizeof(float) * (size_t)ds->ex_numel;
   for (int64_t r = 0; r < valid; r++) {
     int64_t e = perm[first + r];
@@ -126,7 +141,7 @@ int64_t kiln_batcher_fill_at(kiln_batcher *b, int64_t epoch, int64_t index, floa
     return -1;
   }
   if (b->perm_epoch != epoch) {
-    kiln_data_permutation(b->plan.ds->n, b->plan.opts.shuffle, b->plan.opts.seed, epoch, b->perm);
+    kiln_batch_plan_permutation(&b->plan, epoch, b->perm);
     b->perm_epoch = epoch;
   }
   return kiln_batch_plan_gather(&b->plan, b->perm, index, x, y, mask);

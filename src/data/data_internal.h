@@ -34,6 +34,7 @@ struct kiln_dataset {
 typedef struct kiln_batch_plan {
   const kiln_dataset *ds;
   kiln_batch_options opts;
+  int64_t n;                         /* examples per epoch: the shard's (ds->n unsharded) */
   int64_t num_batches;
   int rank;                          /* of x: 1 + example rank */
   int64_t xshape[KILN_MAX_RANK];     /* [B, example shape...] */
@@ -43,6 +44,10 @@ typedef struct kiln_batch_plan {
  * non-OK on a bad option. */
 kiln_status kiln_batch_plan_init(kiln_batch_plan *p, const kiln_dataset *ds, const kiln_batch_options *o,
                                  const char *who, kiln_loc loc);
+/* The epoch's order of this shard's examples into perm[0..p->n) (perm has
+ * room for ds->n): the dataset's permutation, then every shard_count-th
+ * entry from shard_rank. */
+void kiln_batch_plan_permutation(const kiln_batch_plan *p, int64_t epoch, int64_t *perm);
 /* Gather batch `index` given the epoch's permutation into host buffers
  * (B rows; rows past the data are padding). Returns n_valid. Reads only
  * the immutable dataset: safe on any thread. */

@@ -41,9 +41,9 @@ struct kiln_loader {
 static void *producer(void *arg) {
   kiln_loader *l = arg;
   kiln_prof_thread_set("kiln data loader", -1);
-  int64_t n = l->plan.ds->n, nb = l->plan.num_batches;
+  int64_t nb = l->plan.num_batches;
   for (int64_t epoch = 0;; epoch++) {
-    kiln_data_permutation(n, l->plan.opts.shuffle, l->plan.opts.seed, epoch, l->perm);
+    kiln_batch_plan_permutation(&l->plan, epoch, l->perm);
     for (int64_t i = 0; i <= nb; i++) { /* i == nb: the end-of-epoch marker */
       pthread_mutex_lock(&l->mu);
       while (l->count == l->nslots && !l->stop) pthread_cond_wait(&l->space, &l->mu);

@@ -58,6 +58,7 @@ static const char *kernel_label(const kiln_plan_kernel *kn) {
     case KILN_PLAN_GEMM: return "gemm";
     case KILN_PLAN_GEMM_UPDATE: return "gemm with update";
     case KILN_PLAN_ROW_LOOP: return "row loop";
+    case KILN_PLAN_COLLECTIVE: return "collective";
     default: return "loop";
   }
 }

@@ -214,6 +214,32 @@ static int check_scan(vctx *c, int32_t i) {
   return 0;
 }
 
+/* A collective (ALL_REDUCE, BROADCAST, ALL_GATHER): iattr[1] the world size
+ * (>= 1); the input's dtype; its shape, ALL_GATHER's axis iattr[0] world
+ * times longer. */
+static int check_collective(vctx *c, int32_t i) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  const kiln_gnode *x = &c->g->nodes[kiln_gnode_inputs(c->g, n)[0]];
+  if (need_iattr(c, i, 2)) return -1;
+  int64_t a0 = n->iattr[0], world = n->iattr[1];
+  if (world < 1 || world > (1 << 30)) return node_fail(c, i, "world size %lld out of range", (long long)world);
+  if (n->dtype != x->dtype) return node_fail(c, i, "output dtype differs from the input's");
+  if (check_dtype(c, i, n->dtype, kiln_op_table[n->op].in, "the input")) return -1;
+  if (n->op == KILN_OP_ALL_REDUCE && (a0 < 0 || a0 > 1 || kiln_dt_is_half(n->dtype)))
+    return node_fail(c, i, "reduction %lld on %s is not supported", (long long)a0, kiln_dtype_name(n->dtype));
+  if (n->op == KILN_OP_BROADCAST && (a0 < 0 || a0 >= world))
+    return node_fail(c, i, "root %lld is not a rank of a world of %lld", (long long)a0, (long long)world);
+  if (n->op == KILN_OP_ALL_GATHER && (a0 < 0 || a0 >= n->rank))
+    return node_fail(c, i, "axis %lld out of range for rank %d", (long long)a0, n->rank);
+  if (x->rank != n->rank) return node_fail(c, i, "output rank differs from the input's");
+  for (int d = 0; d < n->rank; d++) {
+    int64_t want = n->op == KILN_OP_ALL_GATHER && d == a0 ? x->shape[d] * world : x->shape[d];
+    if (n->shape[d] != want)
+      return node_fail(c, i, "output dim %d is %lld, expected %lld", d, (long long)n->shape[d], (long long)want);
+  }
+  return 0;
+}
+
 /* The shape rules of the data-movement ops (ops.def's doc column says
  * what each computes). Each takes the node i, its input x and its rank. */
 static int check_permute(vctx *c, int32_t i, const kiln_gnode *n, const kiln_gnode *x, int R) {
@@ -446,6 +472,7 @@ int kiln_graph_verify(const kiln_graph *g, char *err, size_t err_len) {
       case KILN_KIND_MOVE: r = check_move(&c, i); break;
       case KILN_KIND_MATMUL: r = check_matmul(&c, i); break;
       case KILN_KIND_SCAN: r = check_scan(&c, i); break;
+      case KILN_KIND_COLLECTIVE: r = check_collective(&c, i); break;
     }
     if (r) return -1;
   }

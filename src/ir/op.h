@@ -16,6 +16,7 @@ typedef enum kiln_op_kind {
   KILN_KIND_MOVE,
   KILN_KIND_MATMUL,
   KILN_KIND_SCAN,
+  KILN_KIND_COLLECTIVE, /* across processes (src/dist): a kernel of its own that calls the dist service */
 } kiln_op_kind;
 
 /* The IN column: dtype masks (bit = 1 << kiln_dtype). */

@@ -69,6 +69,7 @@ static kiln_status mark_uses(bld *b) {
       }
     }
     if (is_reduce(x->op) || is_scan(x->op) || x->op == KILN_OP_LEAF || is_line(x->op)) s->mat[n] = 1;
+    if (is_coll(x->op)) s->mat[n] = s->mat[IN(g, n, 0)] = 1;
   }
   for (int32_t o = 0; o < g->n_outputs; o++) {
     b->uses[g->output_node[o]]++;

@@ -31,7 +31,10 @@
 #include "base/status.h"
 #include "ir/graph.h"
 
-typedef enum kiln_skind { KILN_SK_LOOP, KILN_SK_GEMM, KILN_SK_COPY } kiln_skind;
+/* COLL: a collective node (ALL_REDUCE, BROADCAST, ALL_GATHER), run by the
+ * backend through the dist service: `node` from the buffer of its input
+ * (materialized) into its own. */
+typedef enum kiln_skind { KILN_SK_LOOP, KILN_SK_GEMM, KILN_SK_COPY, KILN_SK_COLL } kiln_skind;
 
 /* Where a buffer lives at run time. */
 typedef enum kiln_sbuf_kind { KILN_SBUF_INPUT, KILN_SBUF_OUTPUT, KILN_SBUF_SCRATCH } kiln_sbuf_kind;

@@ -78,7 +78,7 @@ static int candidate_fits(bld *b, int32_t m) {
   kiln_sched *s = b->s;
   kiln_skernel *k = &s->kernels[b->kid];
   const kiln_gnode *x = N(g, m);
-  if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF || b->upd[m] || is_line(x->op) || k->line) return 0;
+  if (x->op == KILN_OP_MATMUL || x->op == KILN_OP_LEAF || b->upd[m] || is_line(x->op) || is_coll(x->op) || k->line) return 0;
   if (is_scan(x->op) || is_scan(N(g, k->seed)->op)) return 0; /* a scan is a kernel of its own */
   if (k->row) {
     if (is_reduce(x->op)) {
@@ -331,6 +331,11 @@ kiln_status kiln_sched_fuse(bld *b) {
     s->owner[n] = kid;
     if (x->op == KILN_OP_MATMUL || b->upd[n] > 0) {
       init_gemm_kernel(b, k, kid, n);
+      continue;
+    }
+    if (is_coll(x->op)) {
+      k->kind = KILN_SK_COLL;
+      k->node = n;
       continue;
     }
     kiln_status st = fill_loop_kernel(b, kid, n);

@@ -61,6 +61,10 @@ static inline int is_line(int op) {
  * stores every element (codegen's gen_scan). */
 static inline int is_scan(int op) { return kiln_op_table[op].kind == KILN_KIND_SCAN; }
 
+/* A collective: a kernel of its own (KILN_SK_COLL), its input and itself
+ * materialized. */
+static inline int is_coll(int op) { return kiln_op_table[op].kind == KILN_KIND_COLLECTIVE; }
+
 static inline uint32_t reduce_mask(const kiln_gnode *n) {
   if (n->op == KILN_OP_ARGMAX || is_scan(n->op)) return 1u << n->iattr[0];
   return (uint32_t)n->iattr[0] & ((1u << n->rank) - 1);

@@ -47,6 +47,10 @@ static kiln_status collect_loads(bld *b) {
       if (k->c_node >= 0) b->need[k->c_node] = 1;
       continue;
     }
+    if (k->kind == KILN_SK_COLL) { /* from its input's buffer into its own */
+      b->need[IN(g, k->node, 0)] = b->need[k->node] = 1;
+      continue;
+    }
     b->kid = p;
     b->seed = k->seed;
     b->loads = &b->loads_of[p];
@@ -83,6 +87,10 @@ static int alias_safe(bld *b, int32_t n, int32_t i) {
     if (k->kind == KILN_SK_GEMM) {
       if ((k->a.node == leaf || k->b.node == leaf) && p >= w) return 0;
       if (k->c_node == leaf && p > w) return 0;
+      continue;
+    }
+    if (k->kind == KILN_SK_COLL) {
+      if (IN(g, k->node, 0) == leaf && p >= w) return 0;
       continue;
     }
     for (int32_t j = 0; j < loads[p].n; j += 2) {
@@ -250,6 +258,11 @@ static kiln_status store_and_liveness(bld *b) {
       if (st != KILN_OK) return st;
     } else if (k->kind == KILN_SK_GEMM) {
       gemm_liveness(s, p);
+    } else if (k->kind == KILN_SK_COLL) {
+      int32_t in = IN(b->g, k->node, 0);
+      KILN_ASSERT(s->buf_of[k->node] >= 0 && s->buf_of[in] >= 0); /* collect_loads needs both */
+      first_write(&s->bufs[s->buf_of[k->node]], p);
+      last_read(&s->bufs[s->buf_of[in]], p);
     } else {
       KILN_ASSERT(k->src_buf >= 0 && k->dst_buf >= 0);
       last_read(&s->bufs[k->src_buf], p);

@@ -318,6 +318,16 @@ static kiln_tensor r_scatter_add(const kiln_tensor *p) {
   return kiln_scatter_add(p[0], 1, kiln_from_host(ix, KILN_I32, 2, S22), p[1]);
 }
 
+/* the collectives in a world of 1 (this test runs alone): the value itself
+ * on both backends, through the schedule's collective kernel and the dist
+ * service; mixed with elementwise work so they sit between loop kernels.
+ * Their values across ranks: tests/dist/test_dist.c under mpirun. */
+static kiln_tensor r_all_reduce(const kiln_tensor *p) {
+  return kiln_add(kiln_all_reduce(kiln_mul_c(p[0], 2), KILN_REDUCE_SUM), kiln_all_reduce(p[0], KILN_REDUCE_MEAN));
+}
+static kiln_tensor r_broadcast(const kiln_tensor *p) { return kiln_mul(kiln_broadcast(kiln_exp(p[0]), 0), p[0]); }
+static kiln_tensor r_all_gather(const kiln_tensor *p) { return kiln_add(kiln_all_gather(kiln_sin(p[0]), 1), p[0]); }
+
 #define P1(r0, ...) 1, {r0}, {{__VA_ARGS__}}
 static const recipe k_recipes[] = {
     {KILN_OP_LEAF, r_leaf, P1(2, 2, 3), 1e-6, 1e-6},
@@ -346,6 +356,9 @@ static const recipe k_recipes[] = {
     {KILN_OP_ARGSORT, r_argsort, P1(2, 2, 3), 1e-6, 1e-6},
     {KILN_OP_SCATTER, r_scatter, 2, {2, 2}, {{3, 3}, {2, 3}}, 1e-6, 1e-6},
     {KILN_OP_SCATTER_ADD, r_scatter_add, 2, {2, 2}, {{2, 3}, {2, 3}}, 1e-6, 1e-6},
+    {KILN_OP_ALL_REDUCE, r_all_reduce, P1(2, 2, 3), 1e-6, 1e-6},
+    {KILN_OP_BROADCAST, r_broadcast, P1(2, 2, 3), 1e-6, 1e-6},
+    {KILN_OP_ALL_GATHER, r_all_gather, P1(2, 2, 3), 1e-6, 1e-6},
 };
 #define N_RECIPES ((int)(sizeof k_recipes / sizeof k_recipes[0]))
 

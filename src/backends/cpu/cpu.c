@@ -91,6 +91,7 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
     pthread_mutex_unlock(&b->mu);
   }
   free(e->uses);
+  for (int32_t i = 0; e->steps && i < e->n_steps; i++) free(e->steps[i].coll);
   free(e->steps);
   free(e->arg_bufs);
   free(e->names);
@@ -150,7 +151,7 @@ static int step_buffers_live(const kiln_sched *s, int32_t p, const step *sp, con
   if (sp->kind == ST_GEMM) {
     ids[n++] = sp->abuf, ids[n++] = sp->bbuf, ids[n++] = sp->cbuf;
     ids[n++] = sp->c0buf, ids[n++] = sp->alphabuf;
-  } else if (sp->kind == ST_COPY) {
+  } else if (sp->kind == ST_COPY || sp->kind == ST_COLL) {
     ids[n++] = sp->src, ids[n++] = sp->dst;
   }
   for (int32_t i = 0; i < (sp->kind == ST_LOOP ? sp->n_args : n); i++) {
@@ -171,8 +172,8 @@ static const char *prof_name(const kiln_sched *s, int32_t ki, const step *sp) {
   const kiln_skernel *k = &s->kernels[ki];
   char buf[256];
   int32_t root = k->kind == KILN_SK_LOOP && k->n_stores ? k->stores[k->n_stores - 1]
-                 : k->kind == KILN_SK_GEMM              ? k->node
-                                                        : -1;
+                 : k->kind == KILN_SK_GEMM || k->kind == KILN_SK_COLL ? k->node
+                                                                      : -1;
   const char *scope = root >= 0 ? kiln_prof_scope_path(g->nodes[root].scope) : "";
   int n = snprintf(buf, sizeof buf, "%s%s", scope, scope[0] ? "/" : "");
   if (n < 0 || n >= (int)sizeof buf) n = 0;
@@ -189,6 +190,8 @@ static const char *prof_name(const kiln_sched *s, int32_t ki, const step *sp) {
     }
   } else if (sp->kind == ST_COPY) {
     snprintf(buf + n, cap, "copy %zu B", sp->bytes);
+  } else if (sp->kind == ST_COLL) {
+    snprintf(buf + n, cap, "%s %zu B", sp->coll->call.op, sp->bytes);
   } else {
     int m = snprintf(buf + n, cap, "fusion.%d (", ki);
     size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
@@ -406,6 +409,16 @@ static kiln_status bind_steps(compile_job *j) {
       bind_loop_step(j, i, sp, &argp, &sitep);
     } else if (k->kind == KILN_SK_GEMM) {
       gemm_step(s, k, sp);
+    } else if (k->kind == KILN_SK_COLL) {
+      sp->kind = ST_COLL;
+      sp->coll = malloc(sizeof *sp->coll);
+      if (!sp->coll) return compile_oom(j->err);
+      kiln_backend_coll_init(s->g, k->node, sp->coll);
+      sp->name = sp->coll->call.op;
+      sp->src = s->buf_of[kiln_gnode_inputs(s->g, &s->g->nodes[k->node])[0]];
+      sp->dst = s->buf_of[k->node];
+      sp->bytes = kiln_gnode_bytes(&s->g->nodes[k->node]);
+      sp->mem_bytes = (double)sp->bytes;
     } else {
       sp->kind = ST_COPY;
       sp->name = "copy";
@@ -459,6 +472,9 @@ static void report_plan(const compile_job *j, const kiln_compile_observer *obs) 
     kiln_plan_kernel *p = &pk[i];
     if (k->kind == KILN_SK_GEMM) {
       p->kind = k->c_node >= 0 ? KILN_PLAN_GEMM_UPDATE : KILN_PLAN_GEMM;
+      p->node = k->node;
+    } else if (k->kind == KILN_SK_COLL) {
+      p->kind = KILN_PLAN_COLLECTIVE;
       p->node = k->node;
     } else if (k->kind == KILN_SK_COPY) {
       p->kind = KILN_PLAN_COPY;

@@ -162,6 +162,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
   /* the error word of the index checks (codegen.h): {site + 1, index} */
   int64_t errw[2] = {0, 0};
   int32_t fault_step = -1;
+  kiln_status coll_st = KILN_OK;
   e->has_fault = 0;
   for (int32_t i = 0; i < e->n_bufs; i++) {
     const kiln_sbuf *bf = &e->bufs[i];
@@ -188,6 +189,16 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
         break;
       }
       case ST_GEMM: run_gemm(b, sp, ptr); break;
+      case ST_COLL: { /* the first failure is reported; later steps still run on every rank alike */
+        uint64_t c0 = kiln_prof_span_begin();
+        kiln_err ce;
+        if (kiln_backend_coll_run(sp->coll, ptr[sp->src], ptr[sp->dst], &ce) != KILN_OK && coll_st == KILN_OK) {
+          coll_st = ce.code;
+          if (err) *err = ce;
+        }
+        if (c0 && kiln_prof_on()) kiln_prof_record(KILN_PROF_KERNEL, sp->tag.name, c0, kiln_prof_now(), -1, 0, sp->mem_bytes);
+        break;
+      }
       default: {
         uint64_t c0 = kiln_prof_span_begin();
         kiln_cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes);
@@ -201,7 +212,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
     t->bytes = sp->mem_bytes;
   }
   if (ptr != small) free(ptr);
-  kiln_status st = fault_step >= 0 ? fault_status(e, &e->steps[fault_step], errw, err) : KILN_OK;
+  kiln_status st = fault_step >= 0 ? fault_status(e, &e->steps[fault_step], errw, err) : coll_st;
   pthread_mutex_unlock(&e->mu);
   return st;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "backends/collective.h"
 #include "backends/cpu/gemm.h"
 #include "codegen/codegen.h"
 #include "base/counters.h"
@@ -49,7 +50,7 @@ typedef struct cpu_backend {
   char desc[1024];
 } cpu_backend;
 
-enum { ST_LOOP, ST_GEMM, ST_COPY };
+enum { ST_LOOP, ST_GEMM, ST_COPY, ST_COLL };
 
 /* An index check of a kernel, for the error message: the op, the checked
  * axis, its size and the user's line that traced the node. */
@@ -77,9 +78,10 @@ typedef struct step {
   int32_t abuf, bbuf, cbuf;
   int32_t c0buf, alphabuf; /* a fused update: C's initial value (times beta) and alpha's SCALAR, or -1 */
   double alpha, beta;
-  /* COPY */
+  /* COPY (and COLL: src the input's buffer, dst the output's) */
   int32_t src, dst;
   size_t bytes;
+  kiln_backend_coll *coll; /* COLL: owned by the step */
   double flops, mem_bytes;
   kiln_pool_tag tag; /* profiler name: "<scope>/fusion.3 (mul,add,relu)" */
 } step;

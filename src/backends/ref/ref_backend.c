@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "backends/collective.h"
 #include "backends/ref/ref_ops.h"
 
 typedef struct ref_backend {
@@ -128,6 +129,12 @@ static kiln_status eval_node(const kiln_graph *g, int32_t i, kiln_ref_val *vals,
       break;
     }
     case KILN_KIND_MATMUL: kiln_ref_eval_matmul(n, &vals[i], ins); break;
+    case KILN_KIND_COLLECTIVE: {
+      kiln_backend_coll c;
+      kiln_backend_coll_init(g, i, &c);
+      s = kiln_backend_coll_run(&c, ins[0].data, vals[i].data, err);
+      break;
+    }
     case KILN_KIND_SCAN:
       if (kiln_ref_eval_scan(n, &vals[i], &ins[0]) != 0)
         s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "ref: out of memory in %s at node %%%d",

@@ -1,0 +1,53 @@
+/* The dist service (docs/distributed.md): this process's rank and world,
+ * and the collectives the backends execute. It sits beside the toolchain:
+ * it needs only base; the backends call it to run a collective node, the
+ * frontend asks it the world size when it traces one.
+ *
+ * MPI lives in its own module (module.h), loaded on the first call that
+ * needs it, and only when a launcher (mpirun, srun with PMI/PMIx) started
+ * this process in a world of more than one: a program run alone never
+ * loads it, and its collectives are copies.
+ *
+ * Thread-safety: every function may be called from any thread; MPI calls
+ * are serialized by one lock (the executor thread runs the collectives,
+ * the tracing thread initializes). */
+#ifndef KILN_DIST_DIST_H
+#define KILN_DIST_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+/* Start the world if a launcher made one (loading the MPI module), once per
+ * process. *rank and *world: 0 and 1 when the program runs alone. An error
+ * (module missing, MPI_Init failed) is recorded as the sticky status with
+ * loc and returned on every later call. */
+kiln_status kiln_dist_world(kiln_loc loc, int *rank, int *world);
+
+typedef enum kiln_dist_kind { KILN_DIST_ALL_REDUCE, KILN_DIST_BROADCAST, KILN_DIST_ALL_GATHER } kiln_dist_kind;
+
+/* One collective as a backend runs it. */
+typedef struct kiln_dist_call {
+  kiln_dist_kind kind;
+  int dtype;      /* kiln_dtype */
+  size_t elem;    /* bytes per element */
+  int reduce;     /* ALL_REDUCE: 0 sum, 1 max */
+  int root;       /* BROADCAST */
+  int world;      /* the world size the graph was traced for */
+  const void *in; /* count elements */
+  void *out;      /* count elements (ALL_GATHER: world x count); may equal in except for ALL_GATHER */
+  int64_t count;
+  int64_t outer;  /* ALL_GATHER: the product of the dims before the axis (out is [outer, world, count/outer]) */
+  const char *op; /* the op's name, for messages */
+} kiln_dist_call;
+
+/* Run c. Errors (KILN_ERR_UNSUPPORTED, KILN_ERR_INTERNAL for an MPI
+ * failure) name the op, the element count and the world. */
+kiln_status kiln_dist_collective(const kiln_dist_call *c, kiln_err *err);
+
+/* Whether the MPI module is loaded in this process (tests: a program run
+ * alone never loads it). */
+int kiln_dist_mpi_loaded(void);
+
+#endif

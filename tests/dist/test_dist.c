@@ -1,0 +1,257 @@
+/* The distributed tests (docs/distributed.md), run by run.sh alone (a world
+ * of 1, no launcher) and under `mpirun -np 2` and `-np 4 --oversubscribe`.
+ * Every rank checks its own results; mpirun fails if any rank fails.
+ *
+ *  - collectives (all_reduce SUM/MEAN/MAX, broadcast, all_gather on axes 0
+ *    and 1) on f32, f64, i32 and i64, on the cpu and ref backends, against
+ *    the result computed locally from every rank's (deterministic) input;
+ *  - their gradients (the rules of kiln/dist.h) against the closed form;
+ *  - data parallel: 3 SGD steps of a small MLP on N ranks, the loader
+ *    sharded by rank with per-rank batch B/N, against the same steps of one
+ *    model with batch B computed in the same process (no collectives);
+ *  - alone: a world of 1 without mpirun never loads MPI (/proc/self/maps). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist.h"
+#include "kiln/kiln.h"
+#include "kt.h"
+
+static int R, W; /* this rank, the world */
+
+/* Rank r's element i: distinct per rank and element, exact in every dtype. */
+static double val(int r, int64_t i) { return (double)((r * 7 + (int)i * 3) % 11) - 4.0 + 0.25 * r; }
+
+static void start(const char *backend) {
+  kiln_shutdown();
+  kiln_clear_error();
+  KT_CHECK_MSG(kiln_init(&(kiln_options){.backend = backend}) == KILN_OK, "kiln_init(%s): %s", backend,
+               kiln_last_error());
+}
+
+static kiln_tensor input_of(int r, kiln_dtype dt, int rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) n *= shape[d];
+  double *v = malloc(sizeof *v * (size_t)n);
+  for (int64_t i = 0; i < n; i++) v[i] = dt == KILN_I32 || dt == KILN_I64 ? floor(val(r, i)) : val(r, i);
+  kiln_tensor t = kiln_cast(kiln_from_host(v, KILN_F64, rank, shape), dt);
+  free(v);
+  return t;
+}
+
+static void read_f64(kiln_tensor t, double *out, int64_t n) {
+  kiln_tensor d = kiln_cast(t, KILN_F64);
+  KT_CHECK_MSG(kiln_to_host(d, out, sizeof *out * (size_t)n) == KILN_OK, "read: %s", kiln_last_error());
+}
+
+/* One check of n values against want, naming what and the backend. */
+static void expect(const char *what, const char *be, kiln_dtype dt, const double *got, const double *want, int64_t n) {
+  double tol = dt == KILN_F32 ? 1e-5 : 1e-12;
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])))) {
+      KT_FAIL("rank %d/%d %s %s %s: element %lld is %.9g, expected %.9g", R, W, be, kiln_dtype_name(dt), what,
+              (long long)i, got[i], want[i]);
+      return;
+    }
+}
+
+static void collectives_on(const char *be, kiln_dtype dt) {
+  enum { A = 3, B = 4, N = A * B };
+  const int64_t shape[2] = {A, B};
+  double got[N * 8], want[N * 8];
+  double in[8][N];
+  for (int r = 0; r < W; r++)
+    for (int i = 0; i < N; i++) in[r][i] = dt == KILN_I32 || dt == KILN_I64 ? floor(val(r, i)) : val(r, i);
+  kiln_tensor x = input_of(R, dt, 2, shape);
+  /* all_reduce SUM fused between elementwise work: (x*2+1) summed, then +1 */
+  kiln_tensor s = kiln_add_c(kiln_all_reduce(kiln_add_c(kiln_mul_c(x, 2), 1), KILN_REDUCE_SUM), 1);
+  read_f64(s, got, N);
+  for (int i = 0; i < N; i++) {
+    want[i] = 1;
+    for (int r = 0; r < W; r++) want[i] += in[r][i] * 2 + 1;
+  }
+  expect("all_reduce SUM", be, dt, got, want, N);
+  read_f64(kiln_all_reduce(x, KILN_REDUCE_MAX), got, N);
+  for (int i = 0; i < N; i++) {
+    want[i] = in[0][i];
+    for (int r = 1; r < W; r++) want[i] = fmax(want[i], in[r][i]);
+  }
+  expect("all_reduce MAX", be, dt, got, want, N);
+  if (dt == KILN_F32 || dt == KILN_F64) {
+    read_f64(kiln_all_reduce(x, KILN_REDUCE_MEAN), got, N);
+    for (int i = 0; i < N; i++) {
+      want[i] = 0;
+      for (int r = 0; r < W; r++) want[i] += in[r][i];
+      want[i] /= W;
+    }
+    expect("all_reduce MEAN", be, dt, got, want, N);
+  }
+  read_f64(kiln_broadcast(x, W - 1), got, N);
+  expect("broadcast from the last rank", be, dt, got, in[W - 1], N);
+  read_f64(kiln_all_gather(x, 0), got, N * W); /* [W*A, B]: rank blocks */
+  for (int r = 0; r < W; r++) memcpy(want + r * N, in[r], sizeof in[r]);
+  expect("all_gather axis 0", be, dt, got, want, N * W);
+  read_f64(kiln_all_gather(kiln_mul_c(x, 1), 1), got, N * W); /* [A, W*B] */
+  for (int a = 0; a < A; a++)
+    for (int r = 0; r < W; r++)
+      for (int b = 0; b < B; b++) want[(a * W + r) * B + b] = in[r][a * B + b];
+  expect("all_gather axis 1", be, dt, got, want, N * W);
+  kiln_mark_step();
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d %s %s: %s", R, be, kiln_dtype_name(dt), kiln_last_error());
+}
+
+KT_TEST(collectives_match_local_reference) {
+  const char *bes[2] = {"cpu", "ref"};
+  const kiln_dtype dts[4] = {KILN_F32, KILN_F64, KILN_I32, KILN_I64};
+  for (int b = 0; b < 2; b++) {
+    start(bes[b]);
+    for (int d = 0; d < 4; d++) collectives_on(bes[b], dts[d]);
+  }
+}
+
+/* grad of sum(c * op(w * x_r)) with c = 1 + element index (same on every
+ * rank): all_reduce SUM: W c x_r; all_gather: W c[r block] x_r; broadcast
+ * from root 0: W c x_0 on rank 0, 0 elsewhere. */
+KT_TEST(collective_gradients) {
+  start("cpu");
+  enum { N = 6 };
+  const int64_t shape[1] = {N};
+  double ones[N], c[N * 8], got[N], want[N];
+  for (int i = 0; i < N; i++) ones[i] = 1;
+  for (int i = 0; i < N * 8; i++) c[i] = 1 + i;
+  for (int k = 0; k < 3; k++) {
+    kiln_tensor w = kiln_param(kiln_from_host(ones, KILN_F64, 1, shape));
+    kiln_requires_grad(w);
+    kiln_tensor y = kiln_mul(w, input_of(R, KILN_F64, 1, shape));
+    y = k == 0 ? kiln_all_reduce(y, KILN_REDUCE_SUM) : k == 1 ? kiln_all_gather(y, 0) : kiln_broadcast(y, 0);
+    int64_t yn = k == 1 ? N * W : N;
+    kiln_tensor loss = kiln_sum(kiln_mul(y, kiln_from_host(c, KILN_F64, 1, &yn)), 0, NULL, false);
+    KT_CHECK_MSG(kiln_backward(loss) == KILN_OK, "backward: %s", kiln_last_error());
+    read_f64(kiln_grad(w), got, N);
+    for (int i = 0; i < N; i++)
+      want[i] = k == 0 ? W * c[i] * val(R, i) : k == 1 ? W * c[R * N + i] * val(R, i) : (R == 0 ? W * c[i] * val(0, i) : 0);
+    expect(k == 0 ? "d all_reduce" : k == 1 ? "d all_gather" : "d broadcast", "cpu", KILN_F64, got, want, N);
+    kiln_zero_grad(w);
+    kiln_mark_step();
+  }
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
+}
+
+/* ───────────── data parallel vs one process ───────────── */
+
+enum { NX = 64, DIN = 5, DH = 7, DOUT = 3, GB = 16, STEPS = 3 };
+
+typedef struct mlp {
+  kiln_tensor p[4]; /* w1 [DIN, DH], b1 [DH], w2 [DH, DOUT], b2 [DOUT] */
+} mlp;
+
+static mlp mlp_new(int seed_rank) {
+  static const int64_t sh[4][2] = {{DIN, DH}, {DH, 0}, {DH, DOUT}, {DOUT, 0}};
+  mlp m;
+  for (int k = 0; k < 4; k++) {
+    int rank = sh[k][1] ? 2 : 1;
+    int64_t n = sh[k][0] * (sh[k][1] ? sh[k][1] : 1);
+    double v[DIN * DH + DH * DOUT];
+    /* a different init per rank: the broadcast must make them rank 0's */
+    for (int64_t i = 0; i < n; i++) v[i] = 0.3 * sin(1.7 * (double)(i + 13 * k) + seed_rank);
+    m.p[k] = kiln_param(kiln_cast(kiln_from_host(v, KILN_F64, rank, sh[k]), KILN_F32));
+    kiln_requires_grad(m.p[k]);
+  }
+  return m;
+}
+
+/* mean over the batch of the cross-entropy (mask-weighted: none padded) */
+static kiln_tensor mlp_loss(const mlp *m, const kiln_batch *b) {
+  kiln_tensor h = kiln_relu(kiln_add(kiln_matmul(b->x, m->p[0]), m->p[1]));
+  kiln_tensor logits = kiln_add(kiln_matmul(h, m->p[2]), m->p[3]);
+  return kiln_cross_entropy(logits, b->y, -100, 0.0);
+}
+
+static void sgd(const mlp *m) {
+  for (int k = 0; k < 4; k++) kiln_assign(m->p[k], kiln_sub(m->p[k], kiln_mul_c(kiln_grad(m->p[k]), 0.5)));
+}
+
+static void train(mlp *m, kiln_dataset *ds, int64_t batch, int shards, int rank, int ddp) {
+  kiln_batcher *bt = NULL;
+  kiln_batch_options o = {.batch_size = batch, .shuffle = true, .seed = 99, .drop_last = true,
+                          .shard_count = shards, .shard_rank = rank};
+  KT_CHECK_MSG(kiln_batcher_create(ds, &o, &bt) == KILN_OK, "batcher: %s", kiln_last_error());
+  if (!bt) return;
+  if (ddp) KT_CHECK(kiln_ddp_broadcast_params(4, m->p) == KILN_OK);
+  kiln_mark_step();
+  for (int s = 0; s < STEPS; s++) {
+    kiln_batch b;
+    KT_CHECK(kiln_batcher_next(bt, &b) == 1);
+    KT_CHECK_MSG(kiln_backward(mlp_loss(m, &b)) == KILN_OK, "backward: %s", kiln_last_error());
+    if (ddp) KT_CHECK(kiln_ddp_all_reduce_grads(4, m->p, 64 * 4) == KILN_OK); /* small buckets: several */
+    sgd(m);
+    for (int k = 0; k < 4; k++) kiln_zero_grad(m->p[k]);
+    kiln_mark_step();
+  }
+  kiln_batcher_destroy(bt);
+}
+
+KT_TEST(data_parallel_matches_one_process) {
+  start("cpu");
+  static float x[NX * DIN];
+  static int64_t y[NX];
+  for (int i = 0; i < NX * DIN; i++) x[i] = (float)sin(0.37 * i);
+  for (int i = 0; i < NX; i++) y[i] = i % DOUT;
+  kiln_dataset *ds = NULL;
+  const int64_t shape[2] = {NX, DIN};
+  KT_CHECK(kiln_dataset_create_from_host(x, 2, shape, y, &ds) == KILN_OK);
+  mlp one = mlp_new(0), dp = mlp_new(R); /* the reference starts from rank 0's init */
+  train(&one, ds, GB, 1, 0, 0);
+  train(&dp, ds, GB / W, W, R, 1);
+  for (int k = 0; k < 4; k++) {
+    double a[DIN * DH], b[DIN * DH];
+    int64_t n = kiln_numel(one.p[k]);
+    read_f64(one.p[k], a, n);
+    read_f64(dp.p[k], b, n);
+    for (int64_t i = 0; i < n; i++)
+      if (!(fabs(a[i] - b[i]) <= 1e-5 * (1 + fabs(a[i])))) {
+        KT_FAIL("rank %d/%d: parameter %d element %lld: %d ranks give %.9g, one process %.9g", R, W, k,
+                (long long)i, W, b[i], a[i]);
+        break;
+      }
+  }
+  kiln_dataset_destroy(ds);
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
+}
+
+/* Alone (no launcher): rank 0 of 1, and MPI never loaded. */
+KT_TEST(alone_loads_no_mpi) {
+  if (W != 1) return;
+  KT_EQ_INT(kiln_dist_rank(), 0);
+  KT_CHECK(!kiln_dist_mpi_loaded());
+  FILE *f = fopen("/proc/self/maps", "r");
+  KT_CHECK(f != NULL);
+  char line[4096];
+  int mpi = 0;
+  while (f && fgets(line, sizeof line, f)) mpi |= strstr(line, "libmpi") != NULL || strstr(line, "libkiln_mpi") != NULL;
+  if (f) fclose(f);
+  KT_CHECK_MSG(!mpi, "a program run alone mapped an MPI library");
+}
+
+static void init_world(void) {
+  KT_CHECK_MSG(kiln_dist_init() == KILN_OK, "kiln_dist_init: %s", kiln_last_error());
+  R = kiln_dist_rank();
+  W = kiln_dist_world_size();
+  if (W > 8) {
+    KT_FAIL("world %d: this test supports up to 8 ranks", W);
+    exit(1);
+  }
+}
+
+KT_TEST(world) {
+  init_world();
+  const char *ws = getenv("KILN_TEST_WORLD"); /* run.sh: the -np it launched */
+  if (ws) KT_EQ_INT(W, atoi(ws));
+  KT_CHECK(R >= 0 && R < W);
+  if (W > 1) KT_CHECK(kiln_dist_mpi_loaded());
+}
+
+KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference), KT_CASE(collective_gradients),
+        KT_CASE(data_parallel_matches_one_process), KT_CASE(alone_loads_no_mpi))

@@ -3,14 +3,15 @@
 docs/semantics.md's "Every op and its PyTorch equivalent" table.
 
 The functions are the short spellings (`#define kiln_NAME(`) of
-include/kiln/kiln.h, ops.def, nn.h and bert.h; a binary op's `_s`/`_c`
+include/kiln/kiln.h, ops.def, nn.h, bert.h and dist.h; a binary op's `_s`/`_c`
 forms are covered by its name. Lifecycle and query helpers that are not
 tensor ops are listed in NOT_OPS. Usage: check_op_list.py [ROOT]"""
 import re
 import sys
 
 NOT_OPS = {"kiln_init", "kiln_backward", "kiln_requires_grad", "kiln_grad", "kiln_keep"}
-HEADERS = ["include/kiln/kiln.h", "include/kiln/ops.def", "include/kiln/nn.h", "include/kiln/bert.h"]
+HEADERS = ["include/kiln/kiln.h", "include/kiln/ops.def", "include/kiln/nn.h", "include/kiln/bert.h",
+           "include/kiln/dist.h"]
 
 
 def main():

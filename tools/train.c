@@ -206,127 +206,126 @@ static void progress(const train_opts *o, int64_t step, int64_t total, int epoch
   fflush(stdout);
 }
 
-int kiln_cli_train(int argc, char **argv) {
-  train_opts o;
-  char ckpt[4096];
-  int rc = parse_opts(argc - 1, argv + 1, &o);
-  if (rc) return rc == 1 ? 0 : rc;
-  if (check_outputs(&o, ckpt, sizeof ckpt)) return 1;
-  if (kiln_init(NULL) != KILN_OK) {
-    fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
+/* What a run holds; train_teardown releases whatever was made. */
+typedef struct train_ctx {
+  kiln_dataset *train, *test;
+  kiln_loader *loader;
+  kiln_batcher *tb;
+  kiln_model *m;
+  kiln_optim *opt;
+  kiln_summary_writer *sw;
+  kiln_tensor params[MAX_PARAMS], loss_kept;
+  int np;
+} train_ctx;
+
+/* Data, loader, model, optimizer and summary writer; 0, or 1 after printing
+ * the error. */
+static int train_setup(const train_opts *o, train_ctx *c) {
+  if (kiln_dataset_create_fashion_mnist(o->data, true, &c->train) == KILN_OK)
+    kiln_dataset_create_fashion_mnist(o->data, false, &c->test);
+  if (!c->train || !c->test) {
+    fprintf(stderr, "kiln train: cannot load Fashion-MNIST%s%s: %s\n", o->data ? " from --data " : "",
+            o->data ? o->data : "", kiln_cli_error_message());
     return 1;
   }
-  kiln_dataset *train = NULL, *test = NULL;
-  if (kiln_dataset_create_fashion_mnist(o.data, true, &train) == KILN_OK)
-    kiln_dataset_create_fashion_mnist(o.data, false, &test);
-  if (!train || !test) {
-    fprintf(stderr, "kiln train: cannot load Fashion-MNIST%s%s: %s\n", o.data ? " from --data " : "",
-            o.data ? o.data : "", kiln_cli_error_message());
-    return 1;
-  }
-  kiln_batch_options bo = {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false, .prefetch = 4};
-  kiln_loader *loader = NULL;
-  kiln_loader_create(train, &bo, &loader);
+  kiln_batch_options bo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed, .drop_last = false, .prefetch = 4};
+  kiln_loader_create(c->train, &bo, &c->loader);
   kiln_batch_options to = {.batch_size = 1000, .shuffle = false};
-  kiln_batcher *tb = NULL;
-  kiln_batcher_create(test, &to, &tb);
-  kiln_model *m = NULL;
-  kiln_model_create((kiln_model_kind)kiln_model_kind_parse(o.model), 10, o.seed, &m);
-  if (!loader || !tb || !m) {
+  kiln_batcher_create(c->test, &to, &c->tb);
+  kiln_model_create((kiln_model_kind)kiln_model_kind_parse(o->model), 10, o->seed, &c->m);
+  if (!c->loader || !c->tb || !c->m) {
     fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
     return 1;
   }
-  kiln_tensor params[MAX_PARAMS];
-  int np = kiln_model_params(m, NULL, params, MAX_PARAMS);
-  for (int i = 0; i < np; i++) kiln_requires_grad(params[i]);
-  kiln_sgd_opts sgd = {.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay};
-  kiln_adamw_opts adamw = {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = o.weight_decay};
-  kiln_optim *opt = NULL;
-  if (!strcmp(o.optim, "sgd"))
-    kiln_optim_create_sgd(np, params, &sgd, &opt);
+  c->np = kiln_model_params(c->m, NULL, c->params, MAX_PARAMS);
+  for (int i = 0; i < c->np; i++) kiln_requires_grad(c->params[i]);
+  kiln_sgd_opts sgd = {.lr = o->lr, .momentum = 0.9, .weight_decay = o->weight_decay};
+  kiln_adamw_opts adamw = {.lr = o->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = o->weight_decay};
+  if (!strcmp(o->optim, "sgd"))
+    kiln_optim_create_sgd(c->np, c->params, &sgd, &c->opt);
   else
-    kiln_optim_create_adamw(np, params, &adamw, &opt);
-  if (!opt || kiln_mark_step() != KILN_OK) { /* materialize the initial parameters */
+    kiln_optim_create_adamw(c->np, c->params, &adamw, &c->opt);
+  if (!c->opt || kiln_mark_step() != KILN_OK) { /* materialize the initial parameters */
     fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
     return 1;
   }
-  kiln_summary_writer *sw = NULL;
-  if (o.logdir && kiln_summary_writer_create(o.logdir, &sw) != KILN_OK) { /* before the first step */
+  if (o->logdir && kiln_summary_writer_create(o->logdir, &c->sw) != KILN_OK) { /* before the first step */
     fprintf(stderr, "kiln train: --logdir: %s\n", kiln_cli_error_message());
     return 1;
   }
+  c->loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
+  return 0;
+}
 
-  int64_t per_epoch = kiln_loader_num_batches(loader), total = per_epoch * o.epochs;
-  if (o.max_steps && o.max_steps < total) total = o.max_steps;
-  int64_t eval_every = o.eval_every > 0 ? o.eval_every : per_epoch;
-  printf("kiln train: model %s (%lld parameters), %lld training / %lld test examples, batch %d, %s lr %g, %lld "
-         "steps, backend %s%s%s\n",
-         o.model, (long long)kiln_model_num_params(m), (long long)kiln_dataset_size(train),
-         (long long)kiln_dataset_size(test), o.batch, o.optim, o.lr, (long long)total, kiln_backend_name(),
-         o.amp != KILN_F32 ? ", amp " : "", o.amp != KILN_F32 ? kiln_dtype_name(o.amp) : "");
-  kiln_tensor loss_kept = kiln_keep(kiln_zeros(KILN_F32, 0, NULL));
-  double t0 = now_s(), t_last = t0, acc = 0, eval_loss = 0;
-  int64_t step = 0, last_step = 0;
-  int epoch = 0;
-  for (; step < total;) {
-    kiln_batch b;
-    int got = kiln_loader_next(loader, &b);
-    if (got == 0) {
-      epoch++;
-      continue;
+static void train_teardown(train_ctx *c) {
+  kiln_summary_writer_destroy(c->sw);
+  kiln_release(c->loss_kept);
+  kiln_optim_destroy(c->opt);
+  kiln_model_destroy(c->m);
+  kiln_loader_destroy(c->loader);
+  kiln_batcher_destroy(c->tb);
+  kiln_dataset_destroy(c->train);
+  kiln_dataset_destroy(c->test);
+  kiln_shutdown();
+}
+
+/* One step: forward (in the autocast region when --amp), backward, update. */
+static int train_step(const train_opts *o, train_ctx *c, const kiln_batch *b, int64_t step, double lr) {
+  kiln_optim_set_lr(c->opt, lr);
+  if (o->amp != KILN_F32) kiln_autocast_begin(o->amp); /* forward and loss; backward follows the graph */
+  kiln_tensor loss = batch_loss(kiln_model_forward(c->m, b->x, 1, o->seed * 1000003u + (uint64_t)step), b);
+  if (o->amp != KILN_F32) kiln_autocast_end();
+  kiln_assign(c->loss_kept, loss);
+  kiln_backward(loss);
+  kiln_optim_step(c->opt);
+  for (int i = 0; i < c->np; i++) kiln_zero_grad(c->params[i]); /* gradients need not be step outputs */
+  return kiln_mark_step() != KILN_OK;
+}
+
+typedef struct train_progress {
+  double t_last, acc, eval_loss;
+  int64_t last_step;
+  int epoch;
+} train_progress;
+
+/* The progress line and the periodic evaluation after step `step`; 1 when
+ * the evaluation failed. */
+static int after_step(const train_opts *o, train_ctx *c, train_progress *p, int64_t step, int64_t total,
+                      int64_t eval_every, double lr) {
+  if (step % 50 == 0 || step == total) {
+    double l = kiln_item_f64(c->loss_kept), t = now_s();
+    double ex_s = (double)(step - p->last_step) * o->batch / (t - p->t_last);
+    progress(o, step, total, p->epoch, l, ex_s, (double)(total - step) * o->batch / (ex_s > 0 ? ex_s : 1));
+    if (c->sw) {
+      kiln_summary_scalar(c->sw, "train/loss", step, l);
+      kiln_summary_scalar(c->sw, "train/learning_rate", step, lr);
+      kiln_summary_scalar(c->sw, "train/examples_per_second", step, ex_s);
     }
-    if (got < 0) break;
-    double lr = kiln_lr_warmup_cosine(step, total / 20 + 1, total, o.lr, o.lr * 0.01);
-    kiln_optim_set_lr(opt, lr);
-    if (o.amp != KILN_F32) kiln_autocast_begin(o.amp); /* forward and loss; backward follows the graph */
-    kiln_tensor loss = batch_loss(kiln_model_forward(m, b.x, 1, o.seed * 1000003u + (uint64_t)step), &b);
-    if (o.amp != KILN_F32) kiln_autocast_end();
-    kiln_assign(loss_kept, loss);
-    kiln_backward(loss);
-    kiln_optim_step(opt);
-    for (int i = 0; i < np; i++) kiln_zero_grad(params[i]); /* gradients need not be step outputs */
-    if (kiln_mark_step() != KILN_OK) break;
-    step++;
-    if (step % 50 == 0 || step == total) {
-      double l = kiln_item_f64(loss_kept), t = now_s();
-      double ex_s = (double)(step - last_step) * o.batch / (t - t_last);
-      progress(&o, step, total, epoch, l, ex_s, (double)(total - step) * o.batch / (ex_s > 0 ? ex_s : 1));
-      if (sw) {
-        kiln_summary_scalar(sw, "train/loss", step, l);
-        kiln_summary_scalar(sw, "train/learning_rate", step, lr);
-        kiln_summary_scalar(sw, "train/examples_per_second", step, ex_s);
-      }
-      t_last = t;
-      last_step = step;
-    }
-    if (step % eval_every == 0 || step == total) {
-      if (evaluate(m, tb, o.amp, &acc, &eval_loss)) break;
-      if (!o.quiet) printf("%sevaluation after %lld steps: test accuracy %.2f%%, test loss %.4f\n",
-                           isatty(STDOUT_FILENO) ? "\n" : "", (long long)step, acc * 100, eval_loss);
-      if (sw) {
-        kiln_summary_scalar(sw, "test/accuracy", step, acc);
-        kiln_summary_scalar(sw, "test/loss", step, eval_loss);
-        kiln_summary_flush(sw);
-      }
-      t_last = now_s(); /* evaluation is not training throughput */
-      last_step = step;
-    }
+    p->t_last = t;
+    p->last_step = step;
   }
-  double wall = now_s() - t0;
-  int ok = kiln_last_status() == KILN_OK && step == total;
-  if (!ok) fprintf(stderr, "kiln train: stopped at step %lld: %s\n", (long long)step, kiln_cli_error_message());
-  if (ok && save_checkpoint(ckpt, m, opt, step)) {
-    fprintf(stderr, "kiln train: checkpoint not written: %s\n", kiln_cli_error_message());
-    ok = 0;
+  if (step % eval_every == 0 || step == total) {
+    if (evaluate(c->m, c->tb, o->amp, &p->acc, &p->eval_loss)) return 1;
+    if (!o->quiet)
+      printf("%sevaluation after %lld steps: test accuracy %.2f%%, test loss %.4f\n",
+             isatty(STDOUT_FILENO) ? "\n" : "", (long long)step, p->acc * 100, p->eval_loss);
+    if (c->sw) {
+      kiln_summary_scalar(c->sw, "test/accuracy", step, p->acc);
+      kiln_summary_scalar(c->sw, "test/loss", step, p->eval_loss);
+      kiln_summary_flush(c->sw);
+    }
+    p->t_last = now_s(); /* evaluation is not training throughput */
+    p->last_step = step;
   }
+  return 0;
+}
+
+/* The summary of what kiln did during the run. */
+static void report(double wall) {
   kiln_metric_stats eps = {0}, ct = {0}, et = {0};
   kiln_metric_data("ExecutionsPerStep", &eps);
   kiln_metric_data("CompileTime", &ct);
   kiln_metric_data("ExecuteTime", &et);
-  printf("\nfinal test accuracy %.2f%% (test loss %.4f) after %lld steps in %.1f s\n", acc * 100, eval_loss,
-         (long long)step, wall);
-  if (ok) printf("checkpoint: %s\n", ckpt);
-  if (sw) printf("TensorBoard logs: %s (tensorboard --logdir %s)\n", kiln_summary_path(sw), o.logdir);
   printf("\nWhat kiln did:\n");
   printf("  graphs compiled      %lld (%.1f s compiling), %lld found in the disk cache\n",
          (long long)kiln_counter_value("UncachedCompile"), ct.sum / 1e9,
@@ -337,14 +336,59 @@ int kiln_cli_train(int argc, char **argv) {
   printf("  device busy          %.1f s of %.1f s\n", et.sum / 1e9, wall);
   printf("  transfers            %lld to the device, %lld from it\n", (long long)kiln_counter_value("TransferToDevice"),
          (long long)kiln_counter_value("TransferFromDevice"));
-  kiln_summary_writer_destroy(sw);
-  kiln_release(loss_kept);
-  kiln_optim_destroy(opt);
-  kiln_model_destroy(m);
-  kiln_loader_destroy(loader);
-  kiln_batcher_destroy(tb);
-  kiln_dataset_destroy(train);
-  kiln_dataset_destroy(test);
-  kiln_shutdown();
+}
+
+int kiln_cli_train(int argc, char **argv) {
+  train_opts o;
+  char ckpt[4096];
+  int rc = parse_opts(argc - 1, argv + 1, &o);
+  if (rc) return rc == 1 ? 0 : rc;
+  if (check_outputs(&o, ckpt, sizeof ckpt)) return 1;
+  if (kiln_init(NULL) != KILN_OK) {
+    fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
+    return 1;
+  }
+  train_ctx c = {0};
+  if (train_setup(&o, &c)) {
+    train_teardown(&c);
+    return 1;
+  }
+  int64_t per_epoch = kiln_loader_num_batches(c.loader), total = per_epoch * o.epochs;
+  if (o.max_steps && o.max_steps < total) total = o.max_steps;
+  int64_t eval_every = o.eval_every > 0 ? o.eval_every : per_epoch;
+  printf("kiln train: model %s (%lld parameters), %lld training / %lld test examples, batch %d, %s lr %g, %lld "
+         "steps, backend %s%s%s\n",
+         o.model, (long long)kiln_model_num_params(c.m), (long long)kiln_dataset_size(c.train),
+         (long long)kiln_dataset_size(c.test), o.batch, o.optim, o.lr, (long long)total, kiln_backend_name(),
+         o.amp != KILN_F32 ? ", amp " : "", o.amp != KILN_F32 ? kiln_dtype_name(o.amp) : "");
+  double t0 = now_s();
+  train_progress p = {.t_last = t0};
+  int64_t step = 0;
+  while (step < total) {
+    kiln_batch b;
+    int got = kiln_loader_next(c.loader, &b);
+    if (got == 0) {
+      p.epoch++;
+      continue;
+    }
+    if (got < 0) break;
+    double lr = kiln_lr_warmup_cosine(step, total / 20 + 1, total, o.lr, o.lr * 0.01);
+    if (train_step(&o, &c, &b, step, lr)) break;
+    step++;
+    if (after_step(&o, &c, &p, step, total, eval_every, lr)) break;
+  }
+  double wall = now_s() - t0;
+  int ok = kiln_last_status() == KILN_OK && step == total;
+  if (!ok) fprintf(stderr, "kiln train: stopped at step %lld: %s\n", (long long)step, kiln_cli_error_message());
+  if (ok && save_checkpoint(ckpt, c.m, c.opt, step)) {
+    fprintf(stderr, "kiln train: checkpoint not written: %s\n", kiln_cli_error_message());
+    ok = 0;
+  }
+  printf("\nfinal test accuracy %.2f%% (test loss %.4f) after %lld steps in %.1f s\n", p.acc * 100, p.eval_loss,
+         (long long)step, wall);
+  if (ok) printf("checkpoint: %s\n", ckpt);
+  if (c.sw) printf("TensorBoard logs: %s (tensorboard --logdir %s)\n", kiln_summary_path(c.sw), o.logdir);
+  report(wall);
+  train_teardown(&c);
   return ok ? 0 : 1;
 }

@@ -172,8 +172,11 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
     ix = inr.p ? inr.p : "";
     var = "q";
   }
-  kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s}\n",
-                   clause, var, var, (long long)n, var, ix, r->body, ft, r->v, step);
+  const char *keep = ""; /* a softmax row: the dividend goes to the output now (softmax_row) */
+  if (r->m == c->sm_sum && dl < 0)
+    keep = kiln_cg_sf(c, "a%d[f] = x;\n", kiln_cg_arg_of(c, c->s->buf_of[c->sm_store], sty(r->idt)));
+  kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s%s}\n",
+                   clause, var, var, (long long)n, var, ix, r->body, ft, r->v, keep, step);
   if (dl >= 0) kiln_text_printf(o, "}\n");
   if (ou.failed || inr.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(ou.p);
@@ -257,6 +260,36 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
   free(idx.p);
 }
 
+/* A softmax row, e / sum(e) along the row with e any expression (the
+ * frontend's softmax: e = exp(x - max)), is written in two passes instead
+ * of three: the SUM's loop also stores e into the output, and the last loop
+ * divides the output in place, instead of computing e (an exp per element)
+ * again. The values are the same bits (e is stored in its own dtype, the
+ * division is the same). Only when the DIV is the kernel's one F store, the
+ * SUM is the last reduction (none after it reads the output's buffer,
+ * which may be an aliased input), the row is a flat loop over a suffix
+ * (gen_reduce_float's; not unrolled, not nested) and e, the sum's input and
+ * the output are all f32 or all f64. Sets c->sm_store / c->sm_sum. */
+static void softmax_row(cg *c, int suffix, int64_t L, int unroll) {
+  const kiln_skernel *k = c->k;
+  c->sm_store = c->sm_sum = -1;
+  if (!suffix || unroll || L < 16 || k->n_stores != 1) return;
+  int32_t m = k->stores[0], last_red = -1;
+  for (int32_t j = 0; j < k->n_members; j++)
+    if (kiln_op_table[NODE(c, k->members[j])->op].kind == KILN_KIND_REDUCE) last_red = k->members[j];
+  const kiln_gnode *nd = NODE(c, m);
+  if (nd->op != KILN_OP_DIV || last_red < 0 || NODE(c, last_red)->op != KILN_OP_REDUCE_SUM) return;
+  if (!kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) return;
+  int32_t e = INP(c, m, 0), d = INP(c, m, 1);
+  while (d != last_red && (NODE(c, d)->op == KILN_OP_EXPAND || NODE(c, d)->op == KILN_OP_RESHAPE)) d = INP(c, d, 0);
+  int dt = nd->dtype;
+  if (d != last_red || INP(c, d, 0) != e || (dt != KILN_F32 && dt != KILN_F64) || NODE(c, e)->dtype != dt ||
+      NODE(c, d)->dtype != dt)
+    return;
+  c->sm_store = m;
+  c->sm_sum = d;
+}
+
 /* Body statements storing the F-shaped stores at index f. */
 static void gen_f_stores(cg *c, kiln_text *body, int *any) {
   const kiln_skernel *k = c->k;
@@ -270,10 +303,10 @@ static void gen_f_stores(cg *c, kiln_text *body, int *any) {
     int32_t m = k->stores[j];
     if (!kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
     if (k->row && kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) continue;
-    const char *v = kiln_cg_ex(c, m, &c->fctx);
     KILN_ASSERT(c->s->buf_of[m] >= 0); /* a store has a buffer (schedule_mem.c) */
     int dt = NODE(c, m)->dtype;
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(dt));
+    const char *v = m == c->sm_store ? kiln_cg_sf(c, "(a%d[f] / r%d)", a, c->sm_sum) : kiln_cg_ex(c, m, &c->fctx);
     kiln_text_printf(&stores, "a%d[f] = %s;\n", a, kiln_cg_st(c, dt, v));
     *any = 1;
   }
@@ -426,6 +459,7 @@ static void row_loop_head(cg *c, kiln_text *o, int unroll, int dl) {
  * overwritten). */
 static void row_body(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
+  softmax_row(c, suffix, L, unroll);
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L, unroll);
@@ -546,7 +580,7 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
 
 kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
-  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK};
+  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);

@@ -72,6 +72,9 @@ typedef struct cg {
   int64_t rs_shape[KILN_MAX_RANK];
   kiln_status st;
   char msg[160];
+  /* a softmax row (codegen.c, softmax_row): the DIV store and the SUM whose
+   * loop stores the dividend; -1 when the kernel is not one */
+  int32_t sm_store, sm_sum;
 } cg;
 
 /* "i0".."i7": the canonical axis variables of a kernel's loops. */

@@ -175,9 +175,11 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
   const char *keep = ""; /* a softmax row: the dividend goes to the output now (softmax_row) */
   if (r->m == c->sm_sum && dl < 0)
     keep = kiln_cg_sf(c, "a%d[f] = x;\n", kiln_cg_arg_of(c, c->s->buf_of[c->sm_store], sty(r->idt)));
+  if (r->m == c->rc_red && dl < 0) keep = kiln_cg_sf(c, "%src[j] = x;\n", keep);
   kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s%s}\n",
                    clause, var, var, (long long)n, var, ix, r->body, ft, r->v, keep, step);
   if (dl >= 0) kiln_text_printf(o, "}\n");
+  if (r->m == c->rc_red) c->rc_ready = 1;
   if (ou.failed || inr.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(ou.p);
   free(inr.p);
@@ -231,6 +233,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
   r.idt = NODE(c, in)->dtype;
   r.fl = is_float(r.idt);
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  if (c->rc_ready) c->memo_f[c->rc_node] = "rc[j]";
   kiln_text body = {0};
   c->cur = &body;
   r.v = kiln_cg_ex(c, in, &c->fctx);
@@ -290,10 +293,46 @@ static void softmax_row(cg *c, int suffix, int64_t L, int unroll) {
   c->sm_sum = d;
 }
 
+/* The row cache. A row kernel reads its row once per reduction and once
+ * more for its stores, and computes the fused values of each loop again
+ * (a layer norm's input, a residual sum with a dropout mask, is computed
+ * three times forward and five times in its gradient). The first
+ * reduction's input, when it is computed (not a plain load), is kept in a
+ * row-sized local array rc[] by that reduction's loop and read from there
+ * by the later loops: the same values (stored in their own type), one
+ * computation. Only for flat (not nested, not unrolled) rows of 16 to 4096
+ * elements of float reductions (each loop runs j over the row). Sets
+ * c->rc_node / c->rc_red and declares rc. */
+static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
+  const kiln_skernel *k = c->k;
+  c->rc_node = c->rc_red = -1;
+  c->rc_ready = 0;
+  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix) >= 0) return;
+  int32_t first = -1, n_red = 0;
+  for (int32_t j = 0; j < k->n_members; j++) {
+    int32_t m = k->members[j];
+    if (kiln_op_table[NODE(c, m)->op].kind != KILN_KIND_REDUCE) continue;
+    int op = NODE(c, m)->op;
+    if (op == KILN_OP_ARGMAX || !is_float(NODE(c, INP(c, m, 0))->dtype)) return;
+    if (first < 0) first = m;
+    n_red++;
+  }
+  if (first < 0) return;
+  int32_t in = INP(c, first, 0);
+  const kiln_gnode *nd = NODE(c, in);
+  if (c->s->owner[in] != c->kid && (nd->op == KILN_OP_LEAF || nd->op == KILN_OP_SCALAR || c->s->mat[in]))
+    return; /* a load: reading it again costs what reading rc[] does */
+  if (n_red < 2 && k->n_stores == 0) return;
+  c->rc_node = in;
+  c->rc_red = first;
+  kiln_text_printf(o, "%s rc[%lld];\n", cty(nd->dtype), (long long)L);
+}
+
 /* Body statements storing the F-shaped stores at index f. */
 static void gen_f_stores(cg *c, kiln_text *body, int *any) {
   const kiln_skernel *k = c->k;
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  if (c->rc_ready) c->memo_f[c->rc_node] = "rc[j]";
   c->cur = body;
   *any = 0;
   /* every value first, then every store: a store into a donated input must
@@ -460,6 +499,7 @@ static void row_loop_head(cg *c, kiln_text *o, int unroll, int dl) {
 static void row_body(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
   softmax_row(c, suffix, L, unroll);
+  row_cache(c, o, suffix, L, unroll);
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L, unroll);
@@ -580,7 +620,8 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
 
 kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
-  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1};
+  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1,
+         .rc_node = -1, .rc_red = -1};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);

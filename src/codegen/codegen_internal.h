@@ -75,6 +75,11 @@ typedef struct cg {
   /* a softmax row (codegen.c, softmax_row): the DIV store and the SUM whose
    * loop stores the dividend; -1 when the kernel is not one */
   int32_t sm_store, sm_sum;
+  /* the row cache (codegen.c, row_cache): the node whose values the first
+   * reduction's loop keeps in rc[j] for the later loops of the row, and
+   * that reduction; rc_ready once the loop is written. -1 when none */
+  int32_t rc_node, rc_red;
+  int rc_ready;
 } cg;
 
 /* "i0".."i7": the canonical axis variables of a kernel's loops. */

@@ -148,6 +148,25 @@ static void gen_reduce_short(cg *c, kiln_text *o, const red *r) {
  * NaN anywhere making the result NaN as ref's kmax/kmin do. The order is the
  * vector lanes' (fixed for a given compiler and machine, the same on every
  * thread). dl: nested_axis. */
+/* The row cache (row_cache below): the cached values the current loop reads
+ * (those first computed by an earlier loop) ... */
+static void rc_seed(cg *c) {
+  for (int i = 0; i < c->n_rc; i++)
+    if (c->rc_first[i] < c->loop_no) c->memo_f[c->rc_node[i]] = kiln_cg_sf(c, "rc%d[j]", i);
+}
+
+/* ... and, at the end of each loop, the next loop's number; while probing,
+ * the nodes the loop computed. */
+static void rc_end_loop(cg *c) {
+  if (c->probing)
+    for (int32_t n = 0; n < c->g->n_nodes; n++) {
+      if (!c->memo_f[n]) continue;
+      if (c->rc_count[n] < 255) c->rc_count[n]++;
+      if (!c->rc_seen[n]) c->rc_seen[n] = (int16_t)(c->loop_no + 1);
+    }
+  if (c->loop_no < 32000) c->loop_no++;
+}
+
 static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
   int prod = r->nd->op == KILN_OP_REDUCE_PROD, sum = r->nd->op == KILN_OP_REDUCE_SUM || prod;
   int mx = r->nd->op == KILN_OP_REDUCE_MAX;
@@ -175,11 +194,12 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
   const char *keep = ""; /* a softmax row: the dividend goes to the output now (softmax_row) */
   if (r->m == c->sm_sum && dl < 0)
     keep = kiln_cg_sf(c, "a%d[f] = x;\n", kiln_cg_arg_of(c, c->s->buf_of[c->sm_store], sty(r->idt)));
-  if (r->m == c->rc_red && dl < 0) keep = kiln_cg_sf(c, "%src[j] = x;\n", keep);
+  for (int i = 0; i < c->n_rc && dl < 0; i++)
+    if (c->rc_first[i] == c->loop_no && c->memo_f[c->rc_node[i]])
+      keep = kiln_cg_sf(c, "%src%d[j] = %s;\n", keep, i, c->memo_f[c->rc_node[i]]);
   kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s%s}\n",
                    clause, var, var, (long long)n, var, ix, r->body, ft, r->v, keep, step);
   if (dl >= 0) kiln_text_printf(o, "}\n");
-  if (r->m == c->rc_red) c->rc_ready = 1;
   if (ou.failed || inr.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(ou.p);
   free(inr.p);
@@ -233,7 +253,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
   r.idt = NODE(c, in)->dtype;
   r.fl = is_float(r.idt);
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
-  if (c->rc_ready) c->memo_f[c->rc_node] = "rc[j]";
+  rc_seed(c);
   kiln_text body = {0};
   c->cur = &body;
   r.v = kiln_cg_ex(c, in, &c->fctx);
@@ -258,6 +278,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
     else if (dl >= 0) gen_reduce_int_nested(c, o, &r, dl);
     else gen_reduce_int_flat(c, o, &r);
   }
+  rc_end_loop(c);
   if (body.failed || idx.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(idx.p);
@@ -296,43 +317,77 @@ static void softmax_row(cg *c, int suffix, int64_t L, int unroll) {
 /* The row cache. A row kernel reads its row once per reduction and once
  * more for its stores, and computes the fused values of each loop again
  * (a layer norm's input, a residual sum with a dropout mask, is computed
- * three times forward and five times in its gradient). The first
- * reduction's input, when it is computed (not a plain load), is kept in a
- * row-sized local array rc[] by that reduction's loop and read from there
- * by the later loops: the same values (stored in their own type), one
- * computation. Only for flat (not nested, not unrolled) rows of 16 to 4096
- * elements of float reductions (each loop runs j over the row). Sets
- * c->rc_node / c->rc_red and declares rc. */
+ * three times forward and five times in its gradient; a softmax gradient
+ * computes exp twice). The row is first written to a scratch text to learn
+ * which computed values (not plain loads) more than one loop needs; up to
+ * four of them, the latest first (a value needed only to compute a kept
+ * one in the same loop is not kept), 64 KiB at most, are kept in row-sized
+ * local arrays rc<i>[] by the loop that first computes them and read from
+ * there by the later loops: the same values (stored in their own type),
+ * one computation. Only for flat (not nested, not unrolled) rows of 16 to
+ * 4096 elements whose reductions are all float sums, maxima or minima
+ * (each loop runs j over the row). Declares the arrays. */
+static void row_loops(cg *c, kiln_text *o, int suffix, int64_t L, int unroll);
+
+static int rc_feeds(cg *c, int32_t n) { /* n is an input of a kept value first computed in n's loop */
+  for (int i = 0; i < c->n_rc; i++) {
+    const kiln_gnode *nd = NODE(c, c->rc_node[i]);
+    for (int32_t k = 0; k < nd->n_in; k++)
+      if (INP(c, c->rc_node[i], k) == n && c->rc_seen[n] - 1 == c->rc_first[i]) return 1;
+  }
+  return 0;
+}
+
 static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
-  c->rc_node = c->rc_red = -1;
-  c->rc_ready = 0;
+  c->n_rc = c->loop_no = 0;
   if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix) >= 0) return;
-  int32_t first = -1, n_red = 0;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind != KILN_KIND_REDUCE) continue;
-    int op = NODE(c, m)->op;
-    if (op == KILN_OP_ARGMAX || !is_float(NODE(c, INP(c, m, 0))->dtype)) return;
-    if (first < 0) first = m;
-    n_red++;
+    if (NODE(c, m)->op == KILN_OP_ARGMAX || !is_float(NODE(c, INP(c, m, 0))->dtype)) return;
   }
-  if (first < 0) return;
-  int32_t in = INP(c, first, 0);
-  const kiln_gnode *nd = NODE(c, in);
-  if (c->s->owner[in] != c->kid && (nd->op == KILN_OP_LEAF || nd->op == KILN_OP_SCALAR || c->s->mat[in]))
-    return; /* a load: reading it again costs what reading rc[] does */
-  if (n_red < 2 && k->n_stores == 0) return;
-  c->rc_node = in;
-  c->rc_red = first;
-  kiln_text_printf(o, "%s rc[%lld];\n", cty(nd->dtype), (long long)L);
+  int32_t nn = c->g->n_nodes;
+  c->rc_count = calloc((size_t)nn + 1, 1);
+  c->rc_seen = calloc((size_t)nn + 1, sizeof *c->rc_seen);
+  kiln_text scratch = {0};
+  if (c->rc_count && c->rc_seen) {
+    c->probing = 1;
+    row_loops(c, &scratch, suffix, L, unroll);
+    c->probing = 0;
+    c->loop_no = 0;
+    c->pre.len = 0; /* the probe's row-scope statements, and their names */
+    if (c->pre.p) c->pre.p[0] = 0;
+    memset(c->memo_rs, 0, sizeof *c->memo_rs * (size_t)nn);
+    size_t bytes = 0;
+    for (int32_t n = nn - 1; n >= 0 && c->n_rc < 4; n--) {
+      const kiln_gnode *nd = NODE(c, n);
+      if (c->rc_count[n] < 2 || (nd->dtype != KILN_F32 && nd->dtype != KILN_F64) || rc_feeds(c, n)) continue;
+      if (kiln_op_table[nd->op].kind == KILN_KIND_MOVE) continue; /* a broadcast row value, or a view */
+      if (c->s->owner[n] != c->kid && (nd->op == KILN_OP_LEAF || nd->op == KILN_OP_SCALAR || c->s->mat[n]))
+        continue; /* a load: reading it again costs what reading rc[] does */
+      size_t b = (size_t)L * (nd->dtype == KILN_F64 ? 8 : 4);
+      if (bytes + b > 65536) break;
+      bytes += b;
+      c->rc_node[c->n_rc] = n;
+      c->rc_first[c->n_rc] = c->rc_seen[n] - 1;
+      kiln_text_printf(o, "%s rc%d[%lld];\n", cty(nd->dtype), c->n_rc, (long long)L);
+      c->n_rc++;
+    }
+  }
+  if (scratch.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
+  free(scratch.p);
+  free(c->rc_count);
+  free(c->rc_seen);
+  c->rc_count = NULL;
+  c->rc_seen = NULL;
 }
 
 /* Body statements storing the F-shaped stores at index f. */
 static void gen_f_stores(cg *c, kiln_text *body, int *any) {
   const kiln_skernel *k = c->k;
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
-  if (c->rc_ready) c->memo_f[c->rc_node] = "rc[j]";
+  rc_seed(c);
   c->cur = body;
   *any = 0;
   /* every value first, then every store: a store into a donated input must
@@ -352,6 +407,7 @@ static void gen_f_stores(cg *c, kiln_text *body, int *any) {
   if (stores.p) kiln_text_append(body, stores.p, stores.len);
   if (stores.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(stores.p);
+  if (c->k->row) rc_end_loop(c);
 }
 
 static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
@@ -497,9 +553,13 @@ static void row_loop_head(cg *c, kiln_text *o, int unroll, int dl) {
  * in-place (aliased) row value is read by the loops above before it is
  * overwritten). */
 static void row_body(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
-  const kiln_skernel *k = c->k;
   softmax_row(c, suffix, L, unroll);
   row_cache(c, o, suffix, L, unroll);
+  row_loops(c, o, suffix, L, unroll);
+}
+
+static void row_loops(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
+  const kiln_skernel *k = c->k;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) gen_reduce(c, o, m, suffix, L, unroll);
@@ -620,8 +680,7 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
 
 kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
-  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1,
-         .rc_node = -1, .rc_red = -1};
+  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);

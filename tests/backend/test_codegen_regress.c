@@ -20,7 +20,12 @@
  *    softmax_row): masked rows (-inf scores, as attention's padding), rows
  *    reaching exp's subnormal range, f32 and f64, written into a fresh
  *    buffer and in place into the input (kiln_assign), against a host
- *    softmax in double and against ref. */
+ *    softmax in double and against ref;
+ *  - row kernels keep values their later loops need in row-sized local
+ *    arrays (codegen.c's row_cache): a layer norm of a residual sum with a
+ *    dropout-like mask, forward and gradient (its rows keep the masked sum
+ *    and x - mean), rows of 16, 300 and 5000 (past the cache's 4096), against
+ *    a host layer norm in double and against ref. */
 #include "backend/backend_compare.h"
 
 /* ── 1. the program, exact ── */
@@ -320,6 +325,79 @@ KT_TEST(softmax_rows_in_two_passes) {
       }
 }
 
+/* ── 6. the row cache ── */
+
+typedef struct rc_case {
+  int rows, len;
+} rc_case;
+
+static double rc_x(int r, int j) { return (double)((r * 37 + j * 11) % 53) / 53.0 * 4.0 - 2.0; }
+
+static void prog_row_cache(bc_result *r, const void *arg) {
+  const rc_case *rc = arg;
+  int64_t s[2] = {rc->rows, rc->len};
+  size_t n = (size_t)rc->rows * (size_t)rc->len;
+  float *x = malloc(sizeof(float) * n);
+  uint8_t *keep = malloc(n);
+  for (int i = 0; i < rc->rows; i++)
+    for (int j = 0; j < rc->len; j++) {
+      x[(size_t)i * rc->len + j] = (float)rc_x(i, j);
+      keep[(size_t)i * rc->len + j] = (uint8_t)((i + j) % 5 != 0);
+    }
+  kiln_tensor p = kiln_param(kiln_from_host(x, KILN_F32, 2, s));
+  kiln_requires_grad(p);
+  kiln_tensor m = kiln_from_host(keep, KILN_BOOL, 2, s);
+  free(x);
+  free(keep);
+  /* h = p + where(keep, 1.25 p, 0); layer norm of h over the row */
+  kiln_tensor h = kiln_add(p, kiln_where(m, kiln_mul_c(p, 1.25), kiln_constant(KILN_F32, 0.0)));
+  int ax = -1;
+  kiln_tensor d = kiln_sub(h, kiln_mean(h, 1, &ax, 1));
+  kiln_tensor y = kiln_mul(d, kiln_rsqrt(kiln_add_c(kiln_mean(kiln_mul(d, d), 1, &ax, 1), 1e-5)));
+  bc_emit(r, y, 1e-5, 1e-6, "layer norm");
+  kiln_backward(kiln_sum(kiln_mul(y, kiln_add_c(p, 0.5)), 0, NULL, 0));
+  bc_emit(r, kiln_grad(p), 1e-4, 1e-5, "layer norm gradient");
+}
+
+KT_TEST(row_cache_matches_ref) {
+  static const int lens[] = {16, 300, 5000};
+  for (int li = 0; li < 3; li++) {
+    rc_case rc = {5, lens[li]};
+    char what[64];
+    snprintf(what, sizeof what, "layer norm rows 5 x %d", rc.len);
+    static bc_result got;
+    if (bc_run(bc_backend_under_test(), prog_row_cache, &rc, &got) || got.n != 2) {
+      KT_FAIL("%s: %s", what, got.err);
+      bc_result_free(&got);
+      continue;
+    }
+    int bad = 0;
+    for (int i = 0; i < rc.rows; i++) { /* the host layer norm, in double from the same inputs */
+      double mean = 0, var = 0;
+      for (int j = 0; j < rc.len; j++) {
+        double v = (double)(float)rc_x(i, j);
+        mean += (i + j) % 5 != 0 ? v + (double)(float)((float)v * 1.25f) : v;
+      }
+      mean /= rc.len;
+      for (int j = 0; j < rc.len; j++) {
+        double v = (double)(float)rc_x(i, j);
+        double hv = (i + j) % 5 != 0 ? v + (double)(float)((float)v * 1.25f) : v;
+        var += (hv - mean) * (hv - mean);
+      }
+      var /= rc.len;
+      for (int j = 0; j < rc.len; j++) {
+        double v = (double)(float)rc_x(i, j);
+        double hv = (i + j) % 5 != 0 ? v + (double)(float)((float)v * 1.25f) : v;
+        double want = (hv - mean) / sqrt(var + 1e-5), g = bc_get_f(&got.o[0], (int64_t)i * rc.len + j);
+        if (!(fabs(g - want) <= 1e-4 * (1 + fabs(want))) && bad++ < 3)
+          KT_FAIL("%s: [%d][%d] = %g, want %g", what, i, j, g, want);
+      }
+    }
+    bc_result_free(&got);
+    KT_CHECK_MSG(bc_check(what, prog_row_cache, &rc, NULL) == 0, "%s differs from ref", what);
+  }
+}
+
 KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
         KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref),
-        KT_CASE(softmax_rows_in_two_passes))
+        KT_CASE(softmax_rows_in_two_passes), KT_CASE(row_cache_matches_ref))

@@ -352,7 +352,7 @@ int main(void) {
     kb_emit(&(kb_result){name, med, "ms", jb, jax_ms, "- (no bar)", 1});
   }
 
-  if (!strcmp(which, "mlp")) {
+  if (!strcmp(which, "mlp") || !strcmp(which, "encoder")) { /* the step's FLOPs against the FMA peak */
     double peak = kb_fma_peak_gflops(threads, 0.3);
     double gf = 6.0 * m.macs_per_example * (double)m.x_shape[0] / (med * 1e-3) / 1e9;
     char cb[96];

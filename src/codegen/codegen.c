@@ -148,6 +148,25 @@ static void gen_reduce_short(cg *c, kiln_text *o, const red *r) {
  * NaN anywhere making the result NaN as ref's kmax/kmin do. The order is the
  * vector lanes' (fixed for a given compiler and machine, the same on every
  * thread). dl: nested_axis. */
+/* The row cache (row_cache below): the cached values the current loop reads
+ * (those first computed by an earlier loop) ... */
+static void rc_seed(cg *c) {
+  for (int i = 0; i < c->n_rc; i++)
+    if (c->rc_first[i] < c->loop_no) c->memo_f[c->rc_node[i]] = kiln_cg_sf(c, "rc%d[j]", i);
+}
+
+/* ... and, at the end of each loop, the next loop's number; while probing,
+ * the nodes the loop computed. */
+static void rc_end_loop(cg *c) {
+  if (c->probing)
+    for (int32_t n = 0; n < c->g->n_nodes; n++) {
+      if (!c->memo_f[n]) continue;
+      if (c->rc_count[n] < 255) c->rc_count[n]++;
+      if (!c->rc_seen[n]) c->rc_seen[n] = (int16_t)(c->loop_no + 1);
+    }
+  if (c->loop_no < 32000) c->loop_no++;
+}
+
 static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
   int prod = r->nd->op == KILN_OP_REDUCE_PROD, sum = r->nd->op == KILN_OP_REDUCE_SUM || prod;
   int mx = r->nd->op == KILN_OP_REDUCE_MAX;
@@ -172,8 +191,14 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
     ix = inr.p ? inr.p : "";
     var = "q";
   }
-  kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s}\n",
-                   clause, var, var, (long long)n, var, ix, r->body, ft, r->v, step);
+  const char *keep = ""; /* a softmax row: the dividend goes to the output now (softmax_row) */
+  if (r->m == c->sm_sum && dl < 0)
+    keep = kiln_cg_sf(c, "a%d[f] = x;\n", kiln_cg_arg_of(c, c->s->buf_of[c->sm_store], sty(r->idt)));
+  for (int i = 0; i < c->n_rc && dl < 0; i++)
+    if (c->rc_first[i] == c->loop_no && c->memo_f[c->rc_node[i]])
+      keep = kiln_cg_sf(c, "%src%d[j] = %s;\n", keep, i, c->memo_f[c->rc_node[i]]);
+  kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s%s}\n",
+                   clause, var, var, (long long)n, var, ix, r->body, ft, r->v, keep, step);
   if (dl >= 0) kiln_text_printf(o, "}\n");
   if (ou.failed || inr.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(ou.p);
@@ -228,6 +253,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
   r.idt = NODE(c, in)->dtype;
   r.fl = is_float(r.idt);
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  rc_seed(c);
   kiln_text body = {0};
   c->cur = &body;
   r.v = kiln_cg_ex(c, in, &c->fctx);
@@ -252,15 +278,116 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
     else if (dl >= 0) gen_reduce_int_nested(c, o, &r, dl);
     else gen_reduce_int_flat(c, o, &r);
   }
+  rc_end_loop(c);
   if (body.failed || idx.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(idx.p);
+}
+
+/* A softmax row, e / sum(e) along the row with e any expression (the
+ * frontend's softmax: e = exp(x - max)), is written in two passes instead
+ * of three: the SUM's loop also stores e into the output, and the last loop
+ * divides the output in place, instead of computing e (an exp per element)
+ * again. The values are the same bits (e is stored in its own dtype, the
+ * division is the same). Only when the DIV is the kernel's one F store, the
+ * SUM is the last reduction (none after it reads the output's buffer,
+ * which may be an aliased input), the row is a flat loop over a suffix
+ * (gen_reduce_float's; not unrolled, not nested) and e, the sum's input and
+ * the output are all f32 or all f64. Sets c->sm_store / c->sm_sum. */
+static void softmax_row(cg *c, int suffix, int64_t L, int unroll) {
+  const kiln_skernel *k = c->k;
+  c->sm_store = c->sm_sum = -1;
+  if (!suffix || unroll || L < 16 || k->n_stores != 1) return;
+  int32_t m = k->stores[0], last_red = -1;
+  for (int32_t j = 0; j < k->n_members; j++)
+    if (kiln_op_table[NODE(c, k->members[j])->op].kind == KILN_KIND_REDUCE) last_red = k->members[j];
+  const kiln_gnode *nd = NODE(c, m);
+  if (nd->op != KILN_OP_DIV || last_red < 0 || NODE(c, last_red)->op != KILN_OP_REDUCE_SUM) return;
+  if (!kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) return;
+  int32_t e = INP(c, m, 0), d = INP(c, m, 1);
+  while (d != last_red && (NODE(c, d)->op == KILN_OP_EXPAND || NODE(c, d)->op == KILN_OP_RESHAPE)) d = INP(c, d, 0);
+  int dt = nd->dtype;
+  if (d != last_red || INP(c, d, 0) != e || (dt != KILN_F32 && dt != KILN_F64) || NODE(c, e)->dtype != dt ||
+      NODE(c, d)->dtype != dt)
+    return;
+  c->sm_store = m;
+  c->sm_sum = d;
+}
+
+/* The row cache. A row kernel reads its row once per reduction and once
+ * more for its stores, and computes the fused values of each loop again
+ * (a layer norm's input, a residual sum with a dropout mask, is computed
+ * three times forward and five times in its gradient; a softmax gradient
+ * computes exp twice). The row is first written to a scratch text to learn
+ * which computed values (not plain loads) more than one loop needs; up to
+ * four of them, the latest first (a value needed only to compute a kept
+ * one in the same loop is not kept), 64 KiB at most, are kept in row-sized
+ * local arrays rc<i>[] by the loop that first computes them and read from
+ * there by the later loops: the same values (stored in their own type),
+ * one computation. Only for flat (not nested, not unrolled) rows of 16 to
+ * 4096 elements whose reductions are all float sums, maxima or minima
+ * (each loop runs j over the row). Declares the arrays. */
+static void row_loops(cg *c, kiln_text *o, int suffix, int64_t L, int unroll);
+
+static int rc_feeds(cg *c, int32_t n) { /* n is an input of a kept value first computed in n's loop */
+  for (int i = 0; i < c->n_rc; i++) {
+    const kiln_gnode *nd = NODE(c, c->rc_node[i]);
+    for (int32_t k = 0; k < nd->n_in; k++)
+      if (INP(c, c->rc_node[i], k) == n && c->rc_seen[n] - 1 == c->rc_first[i]) return 1;
+  }
+  return 0;
+}
+
+static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
+  const kiln_skernel *k = c->k;
+  c->n_rc = c->loop_no = 0;
+  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix) >= 0) return;
+  for (int32_t j = 0; j < k->n_members; j++) {
+    int32_t m = k->members[j];
+    if (kiln_op_table[NODE(c, m)->op].kind != KILN_KIND_REDUCE) continue;
+    if (NODE(c, m)->op == KILN_OP_ARGMAX || !is_float(NODE(c, INP(c, m, 0))->dtype)) return;
+  }
+  int32_t nn = c->g->n_nodes;
+  c->rc_count = calloc((size_t)nn + 1, 1);
+  c->rc_seen = calloc((size_t)nn + 1, sizeof *c->rc_seen);
+  kiln_text scratch = {0};
+  if (c->rc_count && c->rc_seen) {
+    c->probing = 1;
+    row_loops(c, &scratch, suffix, L, unroll);
+    c->probing = 0;
+    c->loop_no = 0;
+    c->pre.len = 0; /* the probe's row-scope statements, and their names */
+    if (c->pre.p) c->pre.p[0] = 0;
+    memset(c->memo_rs, 0, sizeof *c->memo_rs * (size_t)nn);
+    size_t bytes = 0;
+    for (int32_t n = nn - 1; n >= 0 && c->n_rc < 4; n--) {
+      const kiln_gnode *nd = NODE(c, n);
+      if (c->rc_count[n] < 2 || (nd->dtype != KILN_F32 && nd->dtype != KILN_F64) || rc_feeds(c, n)) continue;
+      if (kiln_op_table[nd->op].kind == KILN_KIND_MOVE) continue; /* a broadcast row value, or a view */
+      if (c->s->owner[n] != c->kid && (nd->op == KILN_OP_LEAF || nd->op == KILN_OP_SCALAR || c->s->mat[n]))
+        continue; /* a load: reading it again costs what reading rc[] does */
+      size_t b = (size_t)L * (nd->dtype == KILN_F64 ? 8 : 4);
+      if (bytes + b > 65536) break;
+      bytes += b;
+      c->rc_node[c->n_rc] = n;
+      c->rc_first[c->n_rc] = c->rc_seen[n] - 1;
+      kiln_text_printf(o, "%s rc%d[%lld];\n", cty(nd->dtype), c->n_rc, (long long)L);
+      c->n_rc++;
+    }
+  }
+  if (scratch.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
+  free(scratch.p);
+  free(c->rc_count);
+  free(c->rc_seen);
+  c->rc_count = NULL;
+  c->rc_seen = NULL;
 }
 
 /* Body statements storing the F-shaped stores at index f. */
 static void gen_f_stores(cg *c, kiln_text *body, int *any) {
   const kiln_skernel *k = c->k;
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  rc_seed(c);
   c->cur = body;
   *any = 0;
   /* every value first, then every store: a store into a donated input must
@@ -270,16 +397,17 @@ static void gen_f_stores(cg *c, kiln_text *body, int *any) {
     int32_t m = k->stores[j];
     if (!kiln_sched_shape_is(c->g, k, m, KILN_SCTX_F)) continue;
     if (k->row && kiln_op_table[NODE(c, m)->op].kind == KILN_KIND_REDUCE) continue;
-    const char *v = kiln_cg_ex(c, m, &c->fctx);
     KILN_ASSERT(c->s->buf_of[m] >= 0); /* a store has a buffer (schedule_mem.c) */
     int dt = NODE(c, m)->dtype;
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(dt));
+    const char *v = m == c->sm_store ? kiln_cg_sf(c, "(a%d[f] / r%d)", a, c->sm_sum) : kiln_cg_ex(c, m, &c->fctx);
     kiln_text_printf(&stores, "a%d[f] = %s;\n", a, kiln_cg_st(c, dt, v));
     *any = 1;
   }
   if (stores.p) kiln_text_append(body, stores.p, stores.len);
   if (stores.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(stores.p);
+  if (c->k->row) rc_end_loop(c);
 }
 
 static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
@@ -425,6 +553,12 @@ static void row_loop_head(cg *c, kiln_text *o, int unroll, int dl) {
  * in-place (aliased) row value is read by the loops above before it is
  * overwritten). */
 static void row_body(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
+  softmax_row(c, suffix, L, unroll);
+  row_cache(c, o, suffix, L, unroll);
+  row_loops(c, o, suffix, L, unroll);
+}
+
+static void row_loops(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
@@ -546,7 +680,7 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
 
 kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
-  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK};
+  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);

@@ -72,6 +72,19 @@ typedef struct cg {
   int64_t rs_shape[KILN_MAX_RANK];
   kiln_status st;
   char msg[160];
+  /* a softmax row (codegen.c, softmax_row): the DIV store and the SUM whose
+   * loop stores the dividend; -1 when the kernel is not one */
+  int32_t sm_store, sm_sum;
+  /* the row cache (codegen.c, row_cache): values kept in rc<i>[j] by the
+   * loop that first computes them (loop number rc_first[i]) for the later
+   * loops of the row; loop_no counts the loops of the row being written;
+   * while probing, rc_count / rc_seen note per node how many loops compute
+   * it and the first one (+ 1) */
+  int n_rc, loop_no, probing;
+  int32_t rc_node[4];
+  int rc_first[4];
+  uint8_t *rc_count;
+  int16_t *rc_seen;
 } cg;
 
 /* "i0".."i7": the canonical axis variables of a kernel's loops. */

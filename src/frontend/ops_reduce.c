@@ -160,7 +160,14 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
     n = kiln_api_cast(fe, n, KILN_F32, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc);
   uint64_t mask = 1ULL << a;
+  /* The max only shifts the exponent's argument: softmax and log_softmax do
+   * not depend on it, so its gradient is exactly zero and is not built (as
+   * PyTorch's softmax backward, p·(g − Σ g·p), has no max term). Built, it
+   * was a third reduction in the forward row kernel (the count of elements
+   * equal to the max) and a term of rounding noise on the max's element. */
+  fe->no_grad_depth++;
   kiln_node *m = reduce_node(fe, KILN_OP_REDUCE_MAX, n, mask, 1, loc);
+  fe->no_grad_depth--;
   kiln_node *sh = binop(fe, KILN_OP_SUB, n, m, loc);
   kiln_node *e = unop(fe, KILN_OP_EXP, sh, loc);
   kiln_node *s = e ? reduce_node(fe, KILN_OP_REDUCE_SUM, e, mask, 1, loc) : NULL;

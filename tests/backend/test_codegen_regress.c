@@ -14,7 +14,18 @@
  *    materialized into after the arena had given it to the GEMM's own
  *    output (the schedule's liveness counted the SCALAR's input instead):
  *    the gradient was 0 (difftest seed 975). Programs with a SCALAR GEMM
- *    operand, forward and backward, against ref. */
+ *    operand, forward and backward, against ref;
+ *  - softmax rows are written in two passes (the sum's loop stores exp(x -
+ *    max) into the output, the last loop divides it in place; codegen.c's
+ *    softmax_row): masked rows (-inf scores, as attention's padding), rows
+ *    reaching exp's subnormal range, f32 and f64, written into a fresh
+ *    buffer and in place into the input (kiln_assign), against a host
+ *    softmax in double and against ref;
+ *  - row kernels keep values their later loops need in row-sized local
+ *    arrays (codegen.c's row_cache): a layer norm of a residual sum with a
+ *    dropout-like mask, forward and gradient (its rows keep the masked sum
+ *    and x - mean), rows of 16, 300 and 5000 (past the cache's 4096), against
+ *    a host layer norm in double and against ref. */
 #include "backend/backend_compare.h"
 
 /* ── 1. the program, exact ── */
@@ -233,5 +244,160 @@ KT_TEST(scalar_gemm_operand_matches_ref) {
       }
 }
 
+/* ── 5. softmax rows in two passes ── */
+
+typedef struct sm_case {
+  int rows, len, f64, in_place;
+} sm_case;
+
+/* Row r, element j: a score in [-20, 20], rows with r % 3 == 1 masked from
+ * j >= len / 2 on (as padding), rows with r % 3 == 2 spread to -110 (exp
+ * of the shifted score reaches the subnormals and underflows to 0). */
+static double sm_x(int r, int j, int len) {
+  double v = (double)((r * 131 + j * 71) % 97) / 97.0 * 40.0 - 20.0;
+  return r % 3 == 2 ? v * 2.75 - 55.0 : v;
+}
+static int sm_keep(int r, int j, int len) { return r % 3 != 1 || j < len / 2; }
+
+static void prog_softmax(bc_result *r, const void *arg) {
+  const sm_case *sc = arg;
+  int64_t s[2] = {sc->rows, sc->len};
+  size_t n = (size_t)sc->rows * (size_t)sc->len;
+  double *xd = malloc(sizeof(double) * n);
+  float *xf = malloc(sizeof(float) * n);
+  uint8_t *mask = malloc((size_t)sc->rows * (size_t)sc->len);
+  for (int i = 0; i < sc->rows; i++)
+    for (int j = 0; j < sc->len; j++) {
+      xd[i * sc->len + j] = sm_x(i, j, sc->len);
+      xf[i * sc->len + j] = (float)xd[i * sc->len + j];
+      mask[i * sc->len + j] = (uint8_t)sm_keep(i, j, sc->len);
+    }
+  kiln_dtype dt = sc->f64 ? KILN_F64 : KILN_F32;
+  kiln_tensor x = kiln_from_host(sc->f64 ? (void *)xd : (void *)xf, dt, 2, s);
+  kiln_tensor m = kiln_from_host(mask, KILN_BOOL, 2, s);
+  free(xd);
+  free(xf);
+  free(mask);
+  kiln_tensor sc_x = kiln_where(m, kiln_mul_c(x, 0.5), kiln_constant(dt, -INFINITY));
+  if (sc->in_place) {
+    kiln_tensor p = kiln_param(kiln_add_c(sc_x, 0.0));
+    KT_CHECK(kiln_mark_step() == KILN_OK);
+    kiln_assign(p, kiln_softmax(p, -1)); /* the output donated to p's buffer */
+    bc_emit(r, p, 1e-6, 1e-30, "softmax in place");
+  } else {
+    bc_emit(r, kiln_softmax(sc_x, -1), 1e-6, 1e-30, "softmax");
+  }
+}
+
+KT_TEST(softmax_rows_in_two_passes) {
+  static const int lens[] = {16, 17, 40, 128, 130};
+  for (int li = 0; li < 5; li++)
+    for (int f64 = 0; f64 < 2; f64++)
+      for (int ip = 0; ip < 2; ip++) {
+        sm_case sc = {7, lens[li], f64, ip};
+        char what[96];
+        snprintf(what, sizeof what, "softmax rows %d x %d %s%s", sc.rows, sc.len, f64 ? "f64" : "f32",
+                 ip ? " in place" : "");
+        static bc_result got;
+        if (bc_run(bc_backend_under_test(), prog_softmax, &sc, &got) || got.n != 1) {
+          KT_FAIL("%s: %s", what, got.err);
+          bc_result_free(&got);
+          continue;
+        }
+        int bad = 0;
+        for (int i = 0; i < sc.rows; i++) { /* the host softmax, in double from the same inputs */
+          double mx = -INFINITY, sum = 0, e[130];
+          for (int j = 0; j < sc.len; j++) {
+            double v = sm_keep(i, j, sc.len) ? (f64 ? sm_x(i, j, sc.len) : (double)(float)sm_x(i, j, sc.len)) * 0.5
+                                             : -INFINITY;
+            e[j] = v;
+            mx = v > mx ? v : mx;
+          }
+          for (int j = 0; j < sc.len; j++) sum += e[j] = exp(e[j] - mx);
+          for (int j = 0; j < sc.len; j++) {
+            double want = e[j] / sum, g = bc_get_f(&got.o[0], (int64_t)i * sc.len + j);
+            if (!(fabs(g - want) <= 1e-5 * want + (f64 ? 1e-300 : 1e-37)) && bad++ < 3)
+              KT_FAIL("%s: [%d][%d] = %g, want %g", what, i, j, g, want);
+          }
+        }
+        bc_result_free(&got);
+        KT_CHECK_MSG(bc_check(what, prog_softmax, &sc, NULL) == 0, "%s differs from ref", what);
+      }
+}
+
+/* ── 6. the row cache ── */
+
+typedef struct rc_case {
+  int rows, len;
+} rc_case;
+
+static double rc_x(int r, int j) { return (double)((r * 37 + j * 11) % 53) / 53.0 * 4.0 - 2.0; }
+
+static void prog_row_cache(bc_result *r, const void *arg) {
+  const rc_case *rc = arg;
+  int64_t s[2] = {rc->rows, rc->len};
+  size_t n = (size_t)rc->rows * (size_t)rc->len;
+  float *x = malloc(sizeof(float) * n);
+  uint8_t *keep = malloc(n);
+  for (int i = 0; i < rc->rows; i++)
+    for (int j = 0; j < rc->len; j++) {
+      x[(size_t)i * rc->len + j] = (float)rc_x(i, j);
+      keep[(size_t)i * rc->len + j] = (uint8_t)((i + j) % 5 != 0);
+    }
+  kiln_tensor p = kiln_param(kiln_from_host(x, KILN_F32, 2, s));
+  kiln_requires_grad(p);
+  kiln_tensor m = kiln_from_host(keep, KILN_BOOL, 2, s);
+  free(x);
+  free(keep);
+  /* h = p + where(keep, 1.25 p, 0); layer norm of h over the row */
+  kiln_tensor h = kiln_add(p, kiln_where(m, kiln_mul_c(p, 1.25), kiln_constant(KILN_F32, 0.0)));
+  int ax = -1;
+  kiln_tensor d = kiln_sub(h, kiln_mean(h, 1, &ax, 1));
+  kiln_tensor y = kiln_mul(d, kiln_rsqrt(kiln_add_c(kiln_mean(kiln_mul(d, d), 1, &ax, 1), 1e-5)));
+  bc_emit(r, y, 1e-5, 1e-6, "layer norm");
+  kiln_backward(kiln_sum(kiln_mul(y, kiln_add_c(p, 0.5)), 0, NULL, 0));
+  bc_emit(r, kiln_grad(p), 1e-4, 1e-5, "layer norm gradient");
+}
+
+KT_TEST(row_cache_matches_ref) {
+  static const int lens[] = {16, 300, 5000};
+  for (int li = 0; li < 3; li++) {
+    rc_case rc = {5, lens[li]};
+    char what[64];
+    snprintf(what, sizeof what, "layer norm rows 5 x %d", rc.len);
+    static bc_result got;
+    if (bc_run(bc_backend_under_test(), prog_row_cache, &rc, &got) || got.n != 2) {
+      KT_FAIL("%s: %s", what, got.err);
+      bc_result_free(&got);
+      continue;
+    }
+    int bad = 0;
+    for (int i = 0; i < rc.rows; i++) { /* the host layer norm, in double from the same inputs */
+      double mean = 0, var = 0;
+      for (int j = 0; j < rc.len; j++) {
+        double v = (double)(float)rc_x(i, j);
+        mean += (i + j) % 5 != 0 ? v + (double)(float)((float)v * 1.25f) : v;
+      }
+      mean /= rc.len;
+      for (int j = 0; j < rc.len; j++) {
+        double v = (double)(float)rc_x(i, j);
+        double hv = (i + j) % 5 != 0 ? v + (double)(float)((float)v * 1.25f) : v;
+        var += (hv - mean) * (hv - mean);
+      }
+      var /= rc.len;
+      for (int j = 0; j < rc.len; j++) {
+        double v = (double)(float)rc_x(i, j);
+        double hv = (i + j) % 5 != 0 ? v + (double)(float)((float)v * 1.25f) : v;
+        double want = (hv - mean) / sqrt(var + 1e-5), g = bc_get_f(&got.o[0], (int64_t)i * rc.len + j);
+        if (!(fabs(g - want) <= 1e-4 * (1 + fabs(want))) && bad++ < 3)
+          KT_FAIL("%s: [%d][%d] = %g, want %g", what, i, j, g, want);
+      }
+    }
+    bc_result_free(&got);
+    KT_CHECK_MSG(bc_check(what, prog_row_cache, &rc, NULL) == 0, "%s differs from ref", what);
+  }
+}
+
 KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
-        KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref))
+        KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref),
+        KT_CASE(softmax_rows_in_two_passes), KT_CASE(row_cache_matches_ref))

@@ -207,7 +207,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
       }
     }
     t->end_ns = kiln_now_ns();
-    t->name = sp->name;
+    t->name = sp->tag.name ? sp->tag.name : sp->name; /* "fusion.6 (reduce_max,reduce_sum,div)", "gemm 128x256x64" */
     t->flops = sp->flops;
     t->bytes = sp->mem_bytes;
   }

@@ -5,12 +5,7 @@
  * script's (PyTorch's rules written out, zeros included: the product of the
  * others at a lone zero, 0 past two) and by finite differences (exact here:
  * the outputs are multilinear in x); and their argument errors. */
-#include <inttypes.h>
-
-#include <kiln/autograd.h>
-
-#include "autograd/autograd_internal.h"
-#include "backend/backend_compare.h"
+#include "backend/ref_cases.h"
 
 static const double kX[12] = {0.3, -1.2, 2.5, 0.7, -3.1, 1.9, 0.05, -0.4, 4.2, -2.6, 1.1, 3.3};
 /* rows: one zero, two zeros, none */
@@ -77,7 +72,7 @@ static const struct {
 
 /* gradient cases: from x (the [3,4] f64 parameter, kXZ), the gradient of
  * sum(out * w) is the script's grad_<name> */
-typedef kiln_tensor (*grad_fn)(kiln_tensor x);
+typedef rc_fn grad_fn;
 static kiln_tensor g_prod_zeros(kiln_tensor x) { return kiln_prod(x, 1, k_ax1, false); }
 static kiln_tensor g_prod0(kiln_tensor x) { return kiln_prod(x, 1, k_ax0, true); }
 static kiln_tensor g_cumsum1(kiln_tensor x) { return kiln_cumsum(x, 1); }
@@ -90,49 +85,9 @@ static const struct {
 } k_grads[] = {G(prod_zeros), G(prod0), G(cumsum1), G(cumprod_zeros), G(cumprod0)};
 #define N_GRADS ((int)(sizeof k_grads / sizeof k_grads[0]))
 
-typedef struct want {
-  char name[32], dt[8];
-  int rank;
-  int64_t shape[KILN_MAX_RANK], n;
-  double v[64];
-  int64_t vi[64];
-} want;
-
-static int read_want(const char *name, want *w) {
-  const char *dir = getenv("KILN_TEST_DATA");
-  char path[512], tok[64];
-  snprintf(path, sizeof path, "%s/scan_reference.txt", dir ? dir : "tests/data");
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  int found = -1;
-  while (found < 0 && fscanf(f, "%31s", w->name) == 1) {
-    if (w->name[0] == '#') {
-      int c;
-      while ((c = fgetc(f)) != '\n' && c != EOF) {}
-      continue;
-    }
-    if (fscanf(f, "%7s %d", w->dt, &w->rank) != 2 || w->rank > KILN_MAX_RANK) break;
-    w->n = 1;
-    for (int i = 0; i < w->rank; i++) {
-      if (fscanf(f, "%" SCNd64, &w->shape[i]) != 1) goto out;
-      w->n *= w->shape[i];
-    }
-    if (w->n > 64) break;
-    for (int64_t i = 0; i < w->n; i++) {
-      if (fscanf(f, "%63s", tok) != 1) goto out;
-      w->v[i] = strtod(tok, NULL);
-      w->vi[i] = strtoll(tok, NULL, 10);
-    }
-    if (!strcmp(w->name, name)) found = 0;
-  }
-out:
-  fclose(f);
-  return found;
-}
-
 /* floats: the order of a vectorized product may differ from NumPy's in the
  * last bits; integers exactly */
-static void compare(const want *w, kiln_tensor out, const char *backend) {
+static void compare(const rc_want *w, kiln_tensor out, const char *backend) {
   int64_t s[KILN_MAX_RANK];
   int r = kiln_shape(out, s);
   KT_CHECK_MSG(r == w->rank && !memcmp(s, w->shape, sizeof(int64_t) * (size_t)r), "%s on %s: shape differs (%s)",
@@ -164,8 +119,8 @@ KT_TEST(values_match_numpy) {
   const char *backends[2] = {"ref", bc_backend_under_test()};
   for (int b = 0; b < 2; b++)
     for (int k = 0; k < N_VALUES; k++) {
-      want w;
-      if (read_want(k_values[k].name, &w)) {
+      rc_want w;
+      if (rc_read_want("scan_reference.txt", k_values[k].name, &w)) {
         KT_FAIL("%s: no reference data (run tests/data/scan_reference.py)", k_values[k].name);
         continue;
       }
@@ -176,58 +131,20 @@ KT_TEST(values_match_numpy) {
     }
 }
 
-/* loss = sum(out * w), w = 0.5 + 0.4 sin(1.3 i + 0.2) as in the script */
-static double loss_of(int k, const double *x, kiln_tensor *keep_x, double *grad) {
-  kiln_tensor t = kiln_from_host(x, KILN_F64, 2, S34);
-  if (keep_x) {
-    t = *keep_x = kiln_keep(t);
-    kiln_requires_grad(t);
-  }
-  kiln_tensor out = k_grads[k].fn(t);
-  int64_t s[KILN_MAX_RANK];
-  int r = kiln_shape(out, s);
-  int64_t n = kiln_numel(out);
-  double wv[64];
-  for (int64_t i = 0; i < n && i < 64; i++) wv[i] = 0.5 + 0.4 * sin(1.3 * (double)i + 0.2);
-  kiln_tensor L = kiln_sum(kiln_mul(out, kiln_from_host(wv, KILN_F64, r, s)), 0, NULL, 0);
-  double v = kiln_item_f64(L);
-  if (keep_x) {
-    KT_CHECK(kiln_backward(L) == KILN_OK);
-    kiln_tensor g = kiln_grad(t);
-    KT_CHECK(g.gen && kiln_to_host(g, grad, sizeof(double) * 12) == KILN_OK);
-    kiln_release(t);
-  }
-  kiln_mark_step();
-  return v;
-}
-
+/* The gradient against the script's (PyTorch's rules written out) and by
+ * finite differences: the outputs are multilinear in x, so central
+ * differences of step 1e-3 are exact up to rounding. */
 static void gradcheck(int k, const char *backend) {
-  want w;
-  if (read_want(k_grads[k].name, &w) || w.n != 12) {
+  rc_want w;
+  if (rc_read_want("scan_reference.txt", k_grads[k].name, &w) || w.n != 12) {
     KT_FAIL("%s: no reference data (run tests/data/scan_reference.py)", k_grads[k].name);
     return;
   }
-  kiln_autograd_reset();
-  KT_CHECK(kiln_init(&(kiln_options){.backend = backend}) == KILN_OK);
-  double x[12], g[12] = {0};
-  memcpy(x, kXZ, sizeof x);
-  kiln_tensor kx;
-  loss_of(k, x, &kx, g);
-  const double h = 1e-3; /* multilinear: central differences are exact up to rounding */
-  for (int i = 0; i < 12; i++) {
+  double g[12];
+  rc_gradcheck(w.name, k_grads[k].fn, kXZ, backend, 1e-3, 1e-9, g);
+  for (int i = 0; i < 12; i++)
     KT_CHECK_MSG(fabs(g[i] - w.v[i]) <= 1e-12 * (1 + fabs(w.v[i])), "%s on %s: d/dx[%d]: backward %.17g, NumPy %.17g",
                  w.name, backend, i, g[i], w.v[i]);
-    x[i] = kXZ[i] + h;
-    double lp = loss_of(k, x, NULL, NULL);
-    x[i] = kXZ[i] - h;
-    double lm = loss_of(k, x, NULL, NULL);
-    x[i] = kXZ[i];
-    double num = (lp - lm) / (2 * h);
-    KT_CHECK_MSG(fabs(num - g[i]) <= 1e-9 * (1 + fabs(num)), "%s on %s: d/dx[%d]: backward %.12g, FD %.12g", w.name,
-                 backend, i, g[i], num);
-  }
-  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s on %s: %s", w.name, backend, kiln_last_error());
-  kiln_shutdown();
 }
 
 KT_TEST(gradients_match_pytorch_rules_and_finite_differences) {

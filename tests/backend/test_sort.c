@@ -4,12 +4,7 @@
  * descending, k at its edges, duplicate indices; the gradient of sort and
  * topk values by finite differences; argument errors and out-of-range
  * indices at run time (the op, the index, the size and this file). */
-#include <inttypes.h>
-
-#include <kiln/autograd.h>
-
-#include "autograd/autograd_internal.h"
-#include "backend/backend_compare.h"
+#include "backend/ref_cases.h"
 
 #define NAN_ NAN
 static const double kXS[12] = {3.0, 1.0, 2.0, 1.0, NAN_, -1.0, NAN_, 0.0, 2.0, 2.0, -0.0, 0.0};
@@ -48,7 +43,7 @@ static kiln_tensor topk_i(kiln_tensor x, int64_t k, int axis, bool largest) {
 }
 
 /* Each case from x (the [3,4] f64 parameter of the gradient check). */
-typedef kiln_tensor (*case_fn)(kiln_tensor x);
+typedef rc_fn case_fn;
 static kiln_tensor c_sort1_vals(kiln_tensor x) { return (void)x, sort_v(xs(), 1, false); }
 static kiln_tensor c_sort_x_desc(kiln_tensor x) { return sort_v(x, 1, true); }
 static kiln_tensor c_sort1_idx(kiln_tensor x) { return (void)x, sort_i(xs(), 1, false); }
@@ -107,46 +102,9 @@ static const struct {
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
-typedef struct want {
-  char name[32], dt[8];
-  int rank;
-  int64_t shape[KILN_MAX_RANK], n;
-  double v[64];
-} want;
-
-static int read_want(const char *name, want *w) {
-  const char *dir = getenv("KILN_TEST_DATA");
-  char path[512], tok[64];
-  snprintf(path, sizeof path, "%s/sort_reference.txt", dir ? dir : "tests/data");
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  int found = -1;
-  while (found < 0 && fscanf(f, "%31s", w->name) == 1) {
-    if (w->name[0] == '#') {
-      int c;
-      while ((c = fgetc(f)) != '\n' && c != EOF) {}
-      continue;
-    }
-    if (fscanf(f, "%7s %d", w->dt, &w->rank) != 2 || w->rank > KILN_MAX_RANK) break;
-    w->n = 1;
-    for (int i = 0; i < w->rank; i++) {
-      if (fscanf(f, "%" SCNd64, &w->shape[i]) != 1) goto out;
-      w->n *= w->shape[i];
-    }
-    for (int64_t i = 0; i < w->n && i < 64; i++) {
-      if (fscanf(f, "%63s", tok) != 1) goto out;
-      w->v[i] = strcmp(tok, "nan") ? strtod(tok, NULL) : NAN;
-    }
-    if (!strcmp(w->name, name)) found = 0;
-  }
-out:
-  fclose(f);
-  return found;
-}
-
 static void check_case(int k, const char *backend) {
-  want w;
-  if (read_want(k_cases[k].name, &w)) {
+  rc_want w;
+  if (rc_read_want("sort_reference.txt", k_cases[k].name, &w)) {
     KT_FAIL("%s: no reference data (run tests/data/sort_reference.py)", k_cases[k].name);
     return;
   }
@@ -179,58 +137,12 @@ KT_TEST(cases_match_numpy) {
   }
 }
 
-/* loss = sum(out * w), w fixed and distinct */
-static double loss_of(int k, const double *x, kiln_tensor *keep_x, double *grad) {
-  kiln_tensor t = kiln_from_host(x, KILN_F64, 2, S34);
-  if (keep_x) {
-    t = *keep_x = kiln_keep(t);
-    kiln_requires_grad(t);
-  }
-  kiln_tensor out = k_cases[k].fn(t);
-  int64_t s[KILN_MAX_RANK];
-  int r = kiln_shape(out, s);
-  int64_t n = kiln_numel(out);
-  double wv[64];
-  for (int64_t i = 0; i < n && i < 64; i++) wv[i] = 0.5 + 0.4 * sin(1.3 * (double)i + 0.2);
-  kiln_tensor L = kiln_sum(kiln_mul(out, kiln_from_host(wv, KILN_F64, r, s)), 0, NULL, 0);
-  double v = kiln_item_f64(L);
-  if (keep_x) {
-    KT_CHECK(kiln_backward(L) == KILN_OK);
-    kiln_tensor g = kiln_grad(t);
-    KT_CHECK(g.gen && kiln_to_host(g, grad, sizeof(double) * 12) == KILN_OK);
-    kiln_release(t);
-  }
-  kiln_mark_step();
-  return v;
-}
-
-static void gradcheck(int k, const char *backend) {
-  kiln_autograd_reset();
-  KT_CHECK(kiln_init(&(kiln_options){.backend = backend}) == KILN_OK);
-  double x[12], g[12] = {0};
-  memcpy(x, kX, sizeof x);
-  kiln_tensor kx;
-  loss_of(k, x, &kx, g);
-  const double h = 1e-6;
-  for (int i = 0; i < 12; i++) {
-    x[i] = kX[i] + h;
-    double lp = loss_of(k, x, NULL, NULL);
-    x[i] = kX[i] - h;
-    double lm = loss_of(k, x, NULL, NULL);
-    x[i] = kX[i];
-    double num = (lp - lm) / (2 * h);
-    KT_CHECK_MSG(fabs(num - g[i]) <= 1e-6 * (1 + fabs(num)), "%s on %s: d/dx[%d]: backward %.12g, FD %.12g",
-                 k_cases[k].name, backend, i, g[i], num);
-  }
-  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s on %s: %s", k_cases[k].name, backend, kiln_last_error());
-  kiln_shutdown();
-}
-
 KT_TEST(gradients_by_finite_differences) {
   for (int k = 0; k < N_CASES; k++)
     if (k_cases[k].grad) {
-      gradcheck(k, "ref");
-      gradcheck(k, bc_backend_under_test());
+      double g[12];
+      rc_gradcheck(k_cases[k].name, k_cases[k].fn, kX, "ref", 1e-6, 1e-6, g);
+      rc_gradcheck(k_cases[k].name, k_cases[k].fn, kX, bc_backend_under_test(), 1e-6, 1e-6, g);
     }
 }
 

@@ -196,5 +196,42 @@ KT_TEST(bad_folders_name_the_file_and_tensor) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(save_and_load_round_trip), KT_CASE(padding_is_invisible_and_pooling_is_the_masked_mean),
+/* A checkpoint stored in bf16 (as many published ones are) loads, widened
+ * to f32: every parameter equals the bf16 rounding of the original. */
+KT_TEST(a_bf16_checkpoint_loads_as_f32) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  make_dir();
+  kiln_bert *m = NULL, *back = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 4, &m) == KILN_OK);
+  const char *names[64];
+  kiln_tensor t[64], half[64];
+  int n = kiln_bert_params(m, names, t, 64);
+  for (int i = 0; i < n; i++) half[i] = kiln_cast(t[i], KILN_BF16);
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.safetensors", g_dir);
+  KT_CHECK_MSG(kiln_save_safetensors(path, n, names, half, NULL) == KILN_OK, "%s", kiln_last_error());
+  KT_CHECK(kiln_bert_save_config(m, g_dir) == KILN_OK);
+  KT_CHECK_MSG(kiln_bert_load(g_dir, &back) == KILN_OK, "%s", kiln_last_error());
+  kiln_tensor tb[64];
+  KT_EQ_INT(kiln_bert_params(back, NULL, tb, 64), n);
+  int bad = 0;
+  for (int i = 0; i < n && back; i++) {
+    KT_CHECK(kiln_dtype_of(tb[i]) == KILN_F32);
+    int64_t k = kiln_numel(t[i]);
+    float *a = malloc(sizeof(float) * (size_t)k), *b = malloc(sizeof(float) * (size_t)k);
+    KT_CHECK(kiln_to_host(kiln_cast(half[i], KILN_F32), a, sizeof(float) * (size_t)k) == KILN_OK);
+    KT_CHECK(kiln_to_host(tb[i], b, sizeof(float) * (size_t)k) == KILN_OK);
+    bad += memcmp(a, b, sizeof(float) * (size_t)k) != 0;
+    free(a);
+    free(b);
+  }
+  KT_EQ_INT(bad, 0);
+  kiln_mark_step();
+  kiln_bert_destroy(m);
+  kiln_bert_destroy(back);
+  remove_dir();
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(save_and_load_round_trip), KT_CASE(a_bf16_checkpoint_loads_as_f32), KT_CASE(padding_is_invisible_and_pooling_is_the_masked_mean),
         KT_CASE(fine_tuning_reduces_the_loss), KT_CASE(bad_folders_name_the_file_and_tensor))

@@ -20,7 +20,7 @@
 #include "kiln/text.h"
 
 /* Internal, for the diagnostic per-kernel profile only (KILN_BENCH_EMBED_PROFILE). */
-#include "runtime/runtime_internal.h"
+#include "kernel_profile.h"
 
 #define MAXT 256
 
@@ -35,70 +35,7 @@ static int by_len(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* ── diagnostic per-kernel profile (KILN_BENCH_EMBED_PROFILE=1) ──
- * Wraps the backend's execute to add up, per kernel name, the CPU backend's
- * own per-kernel timings (last_kernel_timings) over the timed steps. Not
- * part of the figures: it is how docs/performance.md finds where an embedding pass's
- * time goes. */
-enum { PROF_MAX = 512 };
-typedef struct prof_row {
-  const char *name;
-  double ns, flops, bytes;
-  long n;
-} prof_row;
-static prof_row prof_rows[PROF_MAX];
-static int prof_n, prof_on;
-static kiln_backend_vtable prof_vt;
-static const kiln_backend_vtable *prof_orig;
-
-static kiln_status prof_execute(kiln_backend *b, kiln_executable *e, void *const *in, void *const *out,
-                                kiln_err *err) {
-  kiln_status s = prof_orig->execute(b, e, in, out, err);
-  const kiln_kernel_timing *t = NULL;
-  int n = prof_on && prof_orig->last_kernel_timings ? prof_orig->last_kernel_timings(b, e, &t) : 0;
-  for (int i = 0; i < n; i++) {
-    const char *nm = t[i].name ? t[i].name : "?";
-    int k = 0;
-    while (k < prof_n && strcmp(prof_rows[k].name, nm)) k++;
-    if (k == prof_n) {
-      if (prof_n == PROF_MAX) continue;
-      prof_rows[prof_n++].name = nm; /* owned by the executable, which stays cached */
-    }
-    prof_rows[k].ns += (double)(t[i].end_ns - t[i].begin_ns);
-    prof_rows[k].flops += t[i].flops;
-    prof_rows[k].bytes += t[i].bytes;
-    prof_rows[k].n++;
-  }
-  return s;
-}
-
-static void prof_install(void) {
-  kiln_runtime *rt = kiln_runtime_get();
-  if (!rt || !rt->backend) return;
-  prof_orig = rt->backend->vt;
-  prof_vt = *prof_orig;
-  prof_vt.execute = prof_execute;
-  rt->backend->vt = &prof_vt;
-}
-
-static int prof_cmp(const void *a, const void *b) {
-  double x = ((const prof_row *)a)->ns, y = ((const prof_row *)b)->ns;
-  return (x < y) - (x > y);
-}
-
-static void prof_print(int steps) {
-  qsort(prof_rows, (size_t)prof_n, sizeof *prof_rows, prof_cmp);
-  double total = 0;
-  for (int i = 0; i < prof_n; i++) total += prof_rows[i].ns;
-  fprintf(stderr, "per-kernel profile, per pass (%d passes): %d kernels, %.3f ms in kernels\n", steps, prof_n,
-          total / steps / 1e6);
-  fprintf(stderr, "%8s %6s %9s %9s  %s\n", "ms/pass", "%", "GFLOP/s", "GB/s", "kernel");
-  for (int i = 0; i < prof_n; i++) {
-    const prof_row *r = &prof_rows[i];
-    fprintf(stderr, "%8.3f %5.1f%% %9.1f %9.1f  %s\n", r->ns / steps / 1e6, 100 * r->ns / total,
-            r->ns > 0 ? r->flops / r->ns : 0, r->ns > 0 ? r->bytes / r->ns : 0, r->name);
-  }
-}
+/* KILN_BENCH_EMBED_PROFILE=1: the per-kernel profile of the timed passes (kernel_profile.h). */
 
 static double env_num(const char *k) {
   const char *v = getenv(k);
@@ -171,7 +108,7 @@ int main(void) {
     if (t < best) best = t;
   }
   double ms = best * 1e3;
-  if (prof_on) prof_print(3);
+  if (prof_on) prof_print(3, "pass", PROF_MAX);
   int threads = kb_threads();
   printf("embed: %d sentences, %d tokens, batch %d, %d threads: %.1f ms (%.0f sentences/s); first pass %.1f ms with "
          "%lld compiles\n",

@@ -45,7 +45,7 @@
 #include "bench_util.h"
 #include "machine.h"
 /* Internal, for the diagnostic per-kernel profile only (KILN_BENCH_TRAIN_PROFILE). */
-#include "runtime/runtime_internal.h"
+#include "kernel_profile.h"
 
 enum { WARMUP = 10, STEPS = 50, MAX_PARAMS = 32 };
 
@@ -152,70 +152,7 @@ static void free_model(bench_model *m) {
   kiln_model_destroy(m->demo);
 }
 
-/* ── diagnostic per-kernel profile (KILN_BENCH_TRAIN_PROFILE=1) ──
- * Wraps the backend's execute to add up, per kernel name, the CPU backend's
- * own per-kernel timings (last_kernel_timings) over the timed steps. Not
- * part of the figures: it is how docs/performance.md finds where a step's
- * time goes. */
-enum { PROF_MAX = 512 };
-typedef struct prof_row {
-  const char *name;
-  double ns, flops, bytes;
-  long n;
-} prof_row;
-static prof_row prof_rows[PROF_MAX];
-static int prof_n, prof_on;
-static kiln_backend_vtable prof_vt;
-static const kiln_backend_vtable *prof_orig;
-
-static kiln_status prof_execute(kiln_backend *b, kiln_executable *e, void *const *in, void *const *out,
-                                kiln_err *err) {
-  kiln_status s = prof_orig->execute(b, e, in, out, err);
-  const kiln_kernel_timing *t = NULL;
-  int n = prof_on && prof_orig->last_kernel_timings ? prof_orig->last_kernel_timings(b, e, &t) : 0;
-  for (int i = 0; i < n; i++) {
-    const char *nm = t[i].name ? t[i].name : "?";
-    int k = 0;
-    while (k < prof_n && strcmp(prof_rows[k].name, nm)) k++;
-    if (k == prof_n) {
-      if (prof_n == PROF_MAX) continue;
-      prof_rows[prof_n++].name = nm; /* owned by the executable, which stays cached */
-    }
-    prof_rows[k].ns += (double)(t[i].end_ns - t[i].begin_ns);
-    prof_rows[k].flops += t[i].flops;
-    prof_rows[k].bytes += t[i].bytes;
-    prof_rows[k].n++;
-  }
-  return s;
-}
-
-static void prof_install(void) {
-  kiln_runtime *rt = kiln_runtime_get();
-  if (!rt || !rt->backend) return;
-  prof_orig = rt->backend->vt;
-  prof_vt = *prof_orig;
-  prof_vt.execute = prof_execute;
-  rt->backend->vt = &prof_vt;
-}
-
-static int prof_cmp(const void *a, const void *b) {
-  double x = ((const prof_row *)a)->ns, y = ((const prof_row *)b)->ns;
-  return (x < y) - (x > y);
-}
-
-static void prof_print(int steps) {
-  qsort(prof_rows, (size_t)prof_n, sizeof *prof_rows, prof_cmp);
-  double total = 0;
-  for (int i = 0; i < prof_n; i++) total += prof_rows[i].ns;
-  fprintf(stderr, "per-kernel profile, per step (%d steps): %d kernels, %.3f ms in kernels\n", steps, prof_n,
-          total / steps / 1e6);
-  fprintf(stderr, "%8s %6s %9s %9s  %s\n", "ms/step", "%", "GFLOP/s", "GB/s", "kernel");
-  for (int i = 0; i < prof_n && i < 40; i++) {
-    const prof_row *r = &prof_rows[i];
-    fprintf(stderr, "%8.3f %5.1f%% %9.1f %9.1f  %s\n", r->ns / steps / 1e6, 100 * r->ns / total,
-            r->ns > 0 ? r->flops / r->ns : 0, r->ns > 0 ? r->bytes / r->ns : 0, r->name);
-  }
-}
+/* KILN_BENCH_TRAIN_PROFILE=1: the per-kernel profile (kernel_profile.h). */
 
 static double env_num(const char *name) {
   const char *s = getenv(name);
@@ -304,7 +241,7 @@ int main(void) {
   kiln_metric_data("ExecuteTime", &ex);
   loss_last = kiln_item_f64(loss_keep);
   if (getenv("KILN_BENCH_TRAIN_REPORT")) fputs(kiln_metrics_report(), stderr);
-  if (prof_on) prof_print(STEPS);
+  if (prof_on) prof_print(STEPS, "step", 40);
   double rss = peak_rss_mb();
 
   /* The result must be a training run: finite losses, and with labels the

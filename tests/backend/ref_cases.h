@@ -59,6 +59,29 @@ out:
   return found;
 }
 
+/* Compare out (any numeric dtype; read as f64) with case w exactly: its
+ * shape, its dtype's name (f64 i64 i32) and every value (NaN matches NaN;
+ * with signed_zero, -0 and +0 differ). */
+static inline void rc_check_exact(const rc_want *w, kiln_tensor out, const char *backend, int signed_zero) {
+  int64_t s[KILN_MAX_RANK];
+  int r = kiln_shape(out, s);
+  KT_CHECK_MSG(r == w->rank && !memcmp(s, w->shape, sizeof(int64_t) * (size_t)r), "%s on %s: shape differs",
+               w->name, backend);
+  kiln_dtype dt = kiln_dtype_of(out);
+  const char *dn = dt == KILN_F64 ? "f64" : dt == KILN_I64 ? "i64" : dt == KILN_I32 ? "i32" : "?";
+  KT_CHECK_MSG(!strcmp(dn, w->dt), "%s on %s: dtype %s, NumPy's %s", w->name, backend, dn, w->dt);
+  static double got[RC_MAXV];
+  kiln_tensor f = kiln_cast(out, KILN_F64);
+  if (r != w->rank || kiln_numel(f) != w->n || kiln_to_host(f, got, sizeof(double) * (size_t)w->n) != KILN_OK) {
+    KT_FAIL("%s on %s: %s", w->name, backend, kiln_last_error());
+    return;
+  }
+  for (int64_t i = 0; i < w->n; i++)
+    KT_CHECK_MSG((got[i] == w->v[i] && (!signed_zero || signbit(got[i]) == signbit(w->v[i]))) ||
+                     (isnan(got[i]) && isnan(w->v[i])),
+                 "%s on %s: [%lld] = %.17g, NumPy %.17g", w->name, backend, (long long)i, got[i], w->v[i]);
+}
+
 typedef kiln_tensor (*rc_fn)(kiln_tensor x);
 
 static const int64_t rc_S34[2] = {3, 4};

@@ -85,7 +85,7 @@ uint64_t kiln_prof_now(void) { return kiln_now_ns(); }
 const char *kiln_prof_kind_name(kiln_prof_kind k) {
   static const char *const names[KILN_PROF_KIND_COUNT] = {
       "annotation", "step", "tracing", "hashing", "compiling", "transferring",
-      "waiting for the device", "waiting for input", "executing", "dispatching", "kernel"};
+      "waiting for the device", "waiting for input", "executing", "dispatching", "kernel", "collective"};
   return (unsigned)k < KILN_PROF_KIND_COUNT ? names[k] : "unknown";
 }
 

@@ -42,6 +42,9 @@ typedef enum kiln_prof_kind {
   KILN_PROF_EXECUTE,     /* an executable running (executor thread) */
   KILN_PROF_DISPATCH,    /* handing work to the pool / the executor queue */
   KILN_PROF_KERNEL,      /* one kernel's work on one lane (device plane) */
+  KILN_PROF_COLLECTIVE,  /* one collective, from this rank's arrival to its completion; arg = bytes;
+                          * name "all_reduce f32 [n] at file:line" (the same on every rank, and
+                          * collectives run in the same order on every rank) */
   KILN_PROF_KIND_COUNT
 } kiln_prof_kind;
 

@@ -1,0 +1,413 @@
+/* Symbolic dimensions of a graph (symshape.h): inference, the family hash,
+ * binding a concrete graph to a family, and printing. */
+#include "ir/symshape.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/hash.h"
+
+#define R KILN_MAX_RANK
+
+/* Inference state: dims as in kiln_symshape, and whether each is decided. */
+typedef struct inf {
+  const kiln_graph *g;
+  kiln_symshape *s;
+  uint8_t *known; /* [n_nodes][R] */
+  int changed;
+} inf;
+
+static kiln_symdim *dim_at(inf *c, int32_t i, int d) { return &c->s->dims[(size_t)i * R + (size_t)d]; }
+static int is_known(inf *c, int32_t i, int d) { return c->known[(size_t)i * R + (size_t)d]; }
+
+/* The value of a monomial at the symbol values the inference started from. */
+static int64_t eval(const kiln_symshape *s, kiln_symdim v) {
+  int64_t x = v.coeff;
+  for (int k = 0; k < s->n_syms; k++)
+    if (v.mask >> k & 1) {
+      if (__builtin_mul_overflow(x, s->value[k], &x)) return -1;
+    }
+  return x;
+}
+
+/* Decide dimension d of node i as v, when undecided and v gives its size
+ * (a symbolic value that does not is not taken: the size stays open). */
+static void set(inf *c, int32_t i, int d, kiln_symdim v) {
+  if (is_known(c, i, d)) return;
+  const kiln_gnode *n = &c->g->nodes[i];
+  if (v.mask && eval(c->s, v) != n->shape[d]) return;
+  if (!v.mask) v.coeff = n->shape[d];
+  *dim_at(c, i, d) = v;
+  c->known[(size_t)i * R + (size_t)d] = 1;
+  c->changed = 1;
+}
+
+static void set_const(inf *c, int32_t i, int d) { set(c, i, d, (kiln_symdim){0, 0}); }
+
+/* Dimension dj of node j and di of node i are the same size: whichever is
+ * decided decides the other (the first symbolic one wins for outputs). */
+static void same(inf *c, int32_t i, int di, int32_t j, int dj) {
+  if (is_known(c, j, dj) && !is_known(c, i, di)) set(c, i, di, *dim_at(c, j, dj));
+  else if (is_known(c, i, di) && !is_known(c, j, dj)) set(c, j, dj, *dim_at(c, i, di));
+}
+
+/* Elementwise and other same-shape ops: an output dimension is symbolic as
+ * soon as one input's is, a constant when a decided input's is a constant
+ * and none is symbolic; it then decides its undecided inputs (a constant or
+ * a broadcast whose size came from the program). */
+static void rule_same_shape(inf *c, int32_t i, int n_in, const int32_t *in) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  for (int d = 0; d < n->rank; d++) {
+    int any = 0;
+    for (int k = 0; k < n_in; k++) {
+      if (c->g->nodes[in[k]].rank != n->rank || !is_known(c, in[k], d)) continue;
+      any = 1;
+      if (dim_at(c, in[k], d)->mask) set(c, i, d, *dim_at(c, in[k], d));
+    }
+    if (any) set_const(c, i, d);
+    if (is_known(c, i, d))
+      for (int k = 0; k < n_in; k++)
+        if (c->g->nodes[in[k]].rank == n->rank) same(c, i, d, in[k], d);
+  }
+}
+
+/* A reshape: the two-pointer grouping of input and output dimensions whose
+ * products agree. A 1:1 group keeps the value; a merge multiplies the
+ * monomials (constant when two share a symbol); a split of a symbolic size
+ * gives the symbols to the one output dimension that can carry them. */
+static void merge_group(inf *c, int32_t i, int32_t x, int a0, int a1, int b0) {
+  kiln_symdim v = {0, 1};
+  for (int a = a0; a < a1; a++) {
+    if (!is_known(c, x, a)) return;
+    kiln_symdim u = *dim_at(c, x, a);
+    if (u.mask & v.mask) return set_const(c, i, b0);
+    v.mask |= u.mask;
+    if (__builtin_mul_overflow(v.coeff, u.coeff, &v.coeff)) return set_const(c, i, b0);
+  }
+  set(c, i, b0, v);
+}
+
+/* A split of one size u into the output dimensions [b0, b1): innermost
+ * first, each takes a subset of the symbols still left (the largest that
+ * fits first) and a factor of the coefficient left; all of u must be used,
+ * else the dimensions stay constants. */
+static void split_group(inf *c, int32_t i, int32_t x, int a0, int b0, int b1) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  if (!is_known(c, x, a0)) return;
+  kiln_symdim u = *dim_at(c, x, a0), pick[R];
+  uint8_t left = u.mask;
+  int64_t cleft = u.coeff;
+  int ok = u.mask != 0;
+  for (int b = b1 - 1; ok && b >= b0; b--) {
+    ok = 0;
+    for (unsigned sub = left;; sub = (sub - 1) & left) {
+      int64_t p = eval(c->s, (kiln_symdim){(uint8_t)sub, 1});
+      if (p > 0 && n->shape[b] % p == 0 && n->shape[b] / p > 0 && cleft % (n->shape[b] / p) == 0) {
+        pick[b] = (kiln_symdim){(uint8_t)sub, n->shape[b] / p};
+        left &= (uint8_t)~sub;
+        cleft /= n->shape[b] / p;
+        ok = 1;
+        break;
+      }
+      if (!sub) break;
+    }
+  }
+  ok = ok && !left && cleft == 1;
+  for (int b = b0; b < b1; b++) {
+    if (ok && pick[b].mask) set(c, i, b, pick[b]);
+    else set_const(c, i, b);
+  }
+}
+
+static void rule_reshape(inf *c, int32_t i, int32_t x) {
+  const kiln_gnode *n = &c->g->nodes[i], *xn = &c->g->nodes[x];
+  int64_t numel = kiln_gnode_numel(n);
+  if (numel <= 0) {
+    for (int d = 0; d < n->rank; d++) set_const(c, i, d);
+    return;
+  }
+  int a = 0, b = 0;
+  while (a < xn->rank || b < n->rank) {
+    int a0 = a, b0 = b;
+    int64_t pa = a < xn->rank ? xn->shape[a++] : 1, pb = b < n->rank ? n->shape[b++] : 1;
+    while (pa != pb) {
+      if (pa < pb && a < xn->rank) pa *= xn->shape[a++];
+      else if (pb < pa && b < n->rank) pb *= n->shape[b++];
+      else return; /* cannot happen for a verified graph: leave it open */
+    }
+    if (a - a0 == 1 && b - b0 == 1) same(c, i, b0, x, a0);
+    else if (b - b0 == 1) merge_group(c, i, x, a0, a, b0);
+    else if (a - a0 == 1) split_group(c, i, x, a0, b0, b);
+    else
+      for (int o = b0; o < b; o++) set_const(c, i, o);
+  }
+}
+
+/* EXPAND: a dimension broadcast from 1 is decided by the op that consumes it
+ * (backwards), otherwise it is the input's. */
+static void rule_expand(inf *c, int32_t i, int32_t x) {
+  const kiln_gnode *n = &c->g->nodes[i], *xn = &c->g->nodes[x];
+  for (int d = 0; d < n->rank; d++) {
+    if (xn->shape[d] == n->shape[d]) same(c, i, d, x, d);
+    else if (!is_known(c, x, d)) set_const(c, x, d); /* a size-1 dimension */
+  }
+}
+
+static int full_slice(const kiln_gnode *n, const kiln_gnode *x, int d) {
+  return n->iattr[d] == 0 && n->iattr[n->rank + d] == 1 && n->shape[d] == x->shape[d];
+}
+
+static int pad_free(const kiln_gnode *n, int d) { return n->iattr[d] == 0 && n->iattr[n->rank + d] == 0; }
+
+static void rule_index_select(inf *c, int32_t i, const int32_t *in) {
+  const kiln_gnode *n = &c->g->nodes[i], *x = &c->g->nodes[in[0]], *ix = &c->g->nodes[in[1]];
+  int axis = (int)n->iattr[0];
+  for (int d = 0; d < axis; d++) same(c, i, d, in[0], d);
+  for (int d = 0; d < ix->rank; d++) same(c, i, axis + d, in[1], d);
+  for (int d = axis + 1; d < x->rank; d++) same(c, i, d - 1 + ix->rank, in[0], d);
+  if (!is_known(c, in[0], axis)) set_const(c, in[0], axis);
+}
+
+static void rule_matmul(inf *c, int32_t i, const int32_t *in) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  int r = n->rank;
+  for (int d = 0; d < r - 2; d++) {
+    same(c, i, d, in[0], d);
+    same(c, i, d, in[1], d);
+  }
+  same(c, i, r - 2, in[0], r - 2);
+  same(c, i, r - 1, in[1], r - 1);
+  same(c, in[0], r - 1, in[1], r - 2); /* the contracted size */
+}
+
+static void rule_collective(inf *c, int32_t i, int32_t x) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  for (int d = 0; d < n->rank; d++) {
+    if (n->op == KILN_OP_ALL_GATHER && d == n->iattr[0]) {
+      if (!is_known(c, x, d)) continue;
+      kiln_symdim v = *dim_at(c, x, d);
+      int64_t w = n->iattr[1];
+      if (v.mask && !__builtin_mul_overflow(v.coeff, w, &v.coeff)) set(c, i, d, v);
+      else set_const(c, i, d);
+    } else {
+      same(c, i, d, x, d);
+    }
+  }
+}
+
+static void rule_move(inf *c, int32_t i, const int32_t *in) {
+  const kiln_gnode *n = &c->g->nodes[i], *x = &c->g->nodes[in[0]];
+  switch (n->op) {
+    case KILN_OP_RESHAPE: rule_reshape(c, i, in[0]); break;
+    case KILN_OP_EXPAND: rule_expand(c, i, in[0]); break;
+    case KILN_OP_PERMUTE:
+      for (int d = 0; d < n->rank; d++) same(c, i, d, in[0], (int)n->iattr[d]);
+      break;
+    case KILN_OP_SLICE:
+    case KILN_OP_PAD:
+      for (int d = 0; d < n->rank; d++) {
+        int keep = n->op == KILN_OP_SLICE ? full_slice(n, x, d) : pad_free(n, d);
+        if (keep) same(c, i, d, in[0], d);
+        else set_const(c, i, d), set_const(c, in[0], d);
+      }
+      break;
+    case KILN_OP_CONCAT:
+      for (int d = 0; d < n->rank; d++) {
+        if (d == n->iattr[0]) {
+          set_const(c, i, d);
+          for (int k = 0; k < n->n_in; k++) set_const(c, in[k], d);
+        } else {
+          for (int k = 0; k < n->n_in; k++) same(c, i, d, in[k], d);
+        }
+      }
+      break;
+    case KILN_OP_INDEX_SELECT: rule_index_select(c, i, in); break;
+    case KILN_OP_GATHER:
+      for (int d = 0; d < n->rank; d++) same(c, i, d, in[1], d);
+      break;
+    default: /* ARGSORT, SCATTER, SCATTER_ADD: the shape of in[0] */
+      for (int d = 0; d < n->rank; d++) same(c, i, d, in[0], d);
+      break;
+  }
+}
+
+static void rule_reduce(inf *c, int32_t i, int32_t x) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  uint64_t mask = n->op == KILN_OP_ARGMAX ? 1ULL << n->iattr[0] : (uint64_t)n->iattr[0];
+  for (int d = 0; d < n->rank; d++) {
+    if (mask >> d & 1) set_const(c, i, d);
+    else same(c, i, d, x, d);
+  }
+}
+
+static void apply(inf *c, int32_t i) {
+  const kiln_gnode *n = &c->g->nodes[i];
+  const int32_t *in = kiln_gnode_inputs(c->g, n);
+  switch (kiln_op_table[n->op].kind) {
+    case KILN_KIND_SOURCE: break; /* LEAFs are seeded; the others' sizes come from their consumers */
+    case KILN_KIND_UNARY:
+    case KILN_KIND_BINARY:
+    case KILN_KIND_TERNARY:
+    case KILN_KIND_SCAN: rule_same_shape(c, i, n->n_in, in); break;
+    case KILN_KIND_REDUCE: rule_reduce(c, i, in[0]); break;
+    case KILN_KIND_MOVE: rule_move(c, i, in); break;
+    case KILN_KIND_MATMUL: rule_matmul(c, i, in); break;
+    case KILN_KIND_COLLECTIVE: rule_collective(c, i, in[0]); break;
+  }
+}
+
+static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, kiln_err *err) {
+  const kiln_graph *g = c->g;
+  if (n < 0 || n > KILN_SYM_MAX)
+    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "symbolic shapes: %d varying dimensions, at most %d", n,
+                        KILN_SYM_MAX);
+  for (int k = 0; k < n; k++) {
+    kiln_sym_origin o = origins[k];
+    const kiln_gnode *x = o.input >= 0 && o.input < g->n_inputs ? &g->nodes[g->input_node[o.input]] : NULL;
+    if (!x || x->op != KILN_OP_LEAF || o.axis < 0 || o.axis >= x->rank)
+      return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
+                          "symbolic shapes: input %d has no dimension %d that can vary", o.input, o.axis);
+    if (x->shape[o.axis] < 2) continue; /* 0 and 1 change broadcasting: stays a constant */
+    int s = c->s->n_syms++;
+    c->s->origin[s] = o;
+    c->s->value[s] = x->shape[o.axis];
+    set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1});
+  }
+  for (int32_t k = 0; k < g->n_inputs; k++) /* the other input sizes are constants */
+    for (int d = 0; d < g->nodes[g->input_node[k]].rank; d++) set_const(c, g->input_node[k], d);
+  return KILN_OK;
+}
+
+kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origin *origins, kiln_symshape *out,
+                                kiln_err *err) {
+  memset(out, 0, sizeof *out);
+  out->n_nodes = g->n_nodes;
+  out->dims = calloc((size_t)g->n_nodes * R + 1, sizeof *out->dims);
+  inf c = {g, out, calloc((size_t)g->n_nodes * R + 1, 1), 0};
+  if (!out->dims || !c.known) {
+    free(c.known);
+    kiln_symshape_clear(out);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "symbolic shapes: out of memory for %d nodes", g->n_nodes);
+  }
+  kiln_status st = seed(&c, n, origins, err);
+  /* forwards then backwards until nothing changes (each sweep decides a
+   * dimension or stops; a few sweeps in practice) */
+  for (int sweep = 0; st == KILN_OK && sweep < 64; sweep++) {
+    c.changed = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) apply(&c, i);
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) apply(&c, i);
+    if (!c.changed) break;
+  }
+  for (int32_t i = 0; st == KILN_OK && i < g->n_nodes; i++)
+    for (int d = 0; d < g->nodes[i].rank; d++) {
+      if (!is_known(&c, i, d)) set_const(&c, i, d);
+      out->n_symbolic += dim_at(&c, i, d)->mask != 0;
+    }
+  free(c.known);
+  if (st != KILN_OK) kiln_symshape_clear(out);
+  return st;
+}
+
+void kiln_symshape_clear(kiln_symshape *s) {
+  free(s->dims);
+  memset(s, 0, sizeof *s);
+}
+
+/* ───────────── the family: hash and binding ───────────── */
+
+static uint64_t node_hash(const kiln_graph *g, const kiln_symshape *s, int32_t i) {
+  const kiln_gnode *n = &g->nodes[i];
+  uint64_t h = kiln_hash_combine(n->op, ((uint64_t)n->dtype << 8) | n->rank);
+  for (int d = 0; d < n->rank; d++) {
+    const kiln_symdim *v = kiln_symshape_dim(s, i, d);
+    h = kiln_hash_combine(h, v->mask ? ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL
+                                     : (uint64_t)n->shape[d]);
+  }
+  h = kiln_hash_combine(h, (uint64_t)n->n_iattr);
+  for (int k = 0; k < n->n_iattr; k++) h = kiln_hash_combine(h, (uint64_t)n->iattr[k]);
+  if (n->op != KILN_OP_SCALAR) {
+    uint64_t fb;
+    memcpy(&fb, &n->fattr, sizeof fb);
+    h = kiln_hash_combine(h, fb);
+  }
+  const int32_t *in = kiln_gnode_inputs(g, n);
+  h = kiln_hash_combine(h, (uint64_t)n->n_in);
+  for (int k = 0; k < n->n_in; k++) h = kiln_hash_combine(h, (uint64_t)in[k]);
+  return h;
+}
+
+uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s) {
+  uint64_t h = kiln_hash_combine(0x73796d73ULL, (uint64_t)g->n_nodes);
+  h = kiln_hash_combine(h, (uint64_t)s->n_syms);
+  for (int k = 0; k < s->n_syms; k++)
+    h = kiln_hash_combine(h, ((uint64_t)(uint32_t)s->origin[k].input << 32) | (uint32_t)s->origin[k].axis);
+  for (int32_t i = 0; i < g->n_nodes; i++) h = kiln_hash_combine(h, node_hash(g, s, i));
+  for (int32_t k = 0; k < g->n_inputs; k++) h = kiln_hash_combine(h, (uint64_t)g->input_node[k]);
+  for (int32_t o = 0; o < g->n_outputs; o++) {
+    h = kiln_hash_combine(h, (uint64_t)g->output_node[o]);
+    h = kiln_hash_combine(h, (uint64_t)(int64_t)g->output_alias[o]);
+  }
+  return h;
+}
+
+/* Node a of g (symbolic, s at values v) against node b of h (concrete). */
+static int node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i, const kiln_graph *h) {
+  const kiln_gnode *a = &g->nodes[i], *b = &h->nodes[i];
+  if (a->op != b->op || a->dtype != b->dtype || a->rank != b->rank || a->n_in != b->n_in || a->n_iattr != b->n_iattr)
+    return 0;
+  for (int d = 0; d < a->rank; d++) {
+    const kiln_symdim *m = kiln_symshape_dim(s, i, d);
+    int64_t want = a->shape[d];
+    if (m->mask) {
+      want = m->coeff;
+      for (int k = 0; k < s->n_syms; k++)
+        if ((m->mask >> k & 1) && __builtin_mul_overflow(want, v[k], &want)) return 0;
+    }
+    if (b->shape[d] != want) return 0;
+  }
+  if (memcmp(a->iattr, b->iattr, sizeof a->iattr[0] * (size_t)a->n_iattr)) return 0;
+  if (a->op != KILN_OP_SCALAR && memcmp(&a->fattr, &b->fattr, sizeof a->fattr)) return 0;
+  return memcmp(kiln_gnode_inputs(g, a), kiln_gnode_inputs(h, b), sizeof(int32_t) * (size_t)a->n_in) == 0;
+}
+
+int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *h, int64_t *values,
+                       int32_t *bad_node) {
+  if (bad_node) *bad_node = -1;
+  if (g->n_nodes != h->n_nodes || g->n_inputs != h->n_inputs || g->n_outputs != h->n_outputs ||
+      s->n_nodes != g->n_nodes)
+    return 0;
+  if (memcmp(g->input_node, h->input_node, sizeof(int32_t) * (size_t)g->n_inputs) ||
+      memcmp(g->output_node, h->output_node, sizeof(int32_t) * (size_t)g->n_outputs) ||
+      memcmp(g->output_alias, h->output_alias, sizeof(int32_t) * (size_t)g->n_outputs))
+    return 0;
+  int64_t v[KILN_SYM_MAX];
+  for (int k = 0; k < s->n_syms; k++) {
+    const kiln_gnode *x = &h->nodes[h->input_node[s->origin[k].input]];
+    if (x->op != KILN_OP_LEAF || s->origin[k].axis >= x->rank) return 0;
+    v[k] = x->shape[s->origin[k].axis];
+    if (v[k] < 2) return 0; /* 0 and 1: another graph */
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (!node_binds(g, s, v, i, h)) {
+      if (bad_node) *bad_node = i;
+      return 0;
+    }
+  if (values) memcpy(values, v, sizeof v[0] * (size_t)s->n_syms);
+  return 1;
+}
+
+int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,
+                             size_t cap) {
+  const kiln_symdim *v = kiln_symshape_dim(s, node, d);
+  if (!v->mask) return snprintf(buf, cap, "%lld", (long long)g->nodes[node].shape[d]);
+  size_t n = 0;
+  int w = v->coeff != 1 ? snprintf(buf, cap, "%lld", (long long)v->coeff) : 0;
+  n += (size_t)(w > 0 ? w : 0);
+  for (int k = 0; k < s->n_syms; k++)
+    if (v->mask >> k & 1) {
+      w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%ss%d", n ? "*" : "", k);
+      n += (size_t)(w > 0 ? w : 0);
+    }
+  return (int)n;
+}

@@ -1,0 +1,91 @@
+/* Symbolic dimensions of a graph (issue 15, docs/dynamic-shapes.md): which
+ * sizes of which nodes follow a dimension of an input that is allowed to
+ * vary, and the family of concrete graphs one graph stands for.
+ *
+ * A graph stays concrete (every kiln_gnode holds the sizes it was traced
+ * with); a kiln_symshape beside it says, per node and dimension, whether the
+ * size is a product of symbols times a constant: size = coeff * s_a * s_b ...
+ * (a monomial, the symbols a bit mask), where symbol k is dimension `axis`
+ * of graph input `input`. Everything else is a constant.
+ *
+ * Inference (kiln_symshape_infer) propagates the input symbols through every
+ * op's shape rule, forwards and backwards (a constant, iota or broadcast
+ * dimension that meets a symbolic one elementwise takes its symbol), to a
+ * fixed point. Sizes a rule cannot express (a partial slice, a padded or
+ * concatenated axis, a reshape that splits a symbolic size ambiguously)
+ * stay constants: inference only decides how generic the graph is.
+ *
+ * Correctness does not rest on inference being clever: a concrete graph is
+ * an instance of a symbolic one (kiln_symshape_bind) only when every node
+ * has the same op, dtype, attributes, constants and inputs, every constant
+ * size is equal, every symbolic size equals its monomial at the symbol
+ * values read from the new graph's inputs, and every symbol is >= 2 (sizes
+ * 0 and 1 change broadcasting: a symbol never takes them). So a wrong guess
+ * costs a cache miss, never a wrong program.
+ *
+ * Thread-safety: pure functions; a kiln_symshape is a plain value.
+ */
+#ifndef KILN_IR_SYMSHAPE_H
+#define KILN_IR_SYMSHAPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "ir/graph.h"
+
+#define KILN_SYM_MAX 8
+
+/* One dimension of one node: mask == 0 a constant (the node's own size);
+ * else coeff * the product of the symbols in mask. */
+typedef struct kiln_symdim {
+  uint8_t mask;
+  int64_t coeff;
+} kiln_symdim;
+
+/* Where a symbol comes from: dimension axis of graph input `input`. */
+typedef struct kiln_sym_origin {
+  int32_t input;
+  int32_t axis;
+} kiln_sym_origin;
+
+typedef struct kiln_symshape {
+  int32_t n_nodes;
+  kiln_symdim *dims; /* [n_nodes][KILN_MAX_RANK], owned */
+  int n_syms;
+  kiln_sym_origin origin[KILN_SYM_MAX];
+  int64_t value[KILN_SYM_MAX]; /* the sizes in the graph it was inferred on */
+  int n_symbolic;              /* dimensions of nodes that are symbolic */
+} kiln_symshape;
+
+static inline const kiln_symdim *kiln_symshape_dim(const kiln_symshape *s, int32_t node, int d) {
+  return &s->dims[(size_t)node * KILN_MAX_RANK + (size_t)d];
+}
+
+/* Infer the symbolic dimensions of g when the n input dimensions `origins`
+ * vary (n <= KILN_SYM_MAX; a LEAF input each; an origin whose size is 0 or
+ * 1 is kept as a constant: a symbol is never 0 or 1). *out is overwritten
+ * (free it with kiln_symshape_clear). Errors: KILN_ERR_INVALID_ARGUMENT (an
+ * origin that is not a LEAF input's dimension, too many), OUT_OF_MEMORY. */
+kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origin *origins, kiln_symshape *out,
+                                kiln_err *err);
+void kiln_symshape_clear(kiln_symshape *s);
+
+/* The structural hash of g with its symbolic sizes replaced by their
+ * monomials (mask, coeff): equal for every instance of the family. Covers
+ * what kiln_graph_hash covers, and the symbols' origins. */
+uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s);
+
+/* 1 when h is an instance of (g, s) (see the header comment), with the
+ * symbol values in values[0..s->n_syms); 0 otherwise, with the first node
+ * that differs in *bad_node (-1: the graphs' inputs, outputs or a symbol's
+ * size differ). values and bad_node may be NULL. */
+int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *h, int64_t *values,
+                       int32_t *bad_node);
+
+/* Dimension d of node i as text: "37", "s0", "8*s0", "s0*s1"; returns the
+ * length written (snprintf's contract). */
+int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,
+                             size_t cap);
+
+#endif

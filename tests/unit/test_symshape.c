@@ -1,0 +1,452 @@
+/* Symbolic dimensions (src/ir/symshape.h): inference on hand-built graphs
+ * with every dimension's expected monomial written out; the family hash and
+ * binding across sizes (including the guards: sizes 0 and 1, a changed
+ * attribute, a size that does not follow its symbol); a property test over
+ * random programs, each built at two sizes of one varying dimension, whose
+ * second graph must bind to the first's family at exactly that size; and
+ * real traced training steps (an MLP and its backward pass) captured from
+ * the runtime's compile events. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/symshape.h"
+#include "kiln/autograd.h"
+#include "kiln/kiln.h"
+#include "kiln/nn.h"
+#include "kt.h"
+#include "runtime/events.h"
+
+#include "backend/graph_builder.h"
+
+static const char *dimtxt(const kiln_symshape *s, const kiln_graph *g, int node, int d) {
+  static char buf[8][32];
+  static int k;
+  char *b = buf[k++ % 8];
+  kiln_symshape_format_dim(s, node, d, g, b, 32);
+  return b;
+}
+
+/* x [4, T, 16] -> [4T, 16] @ w [16, 32] -> [4, T, 32] + iota [1, T, 32]
+ * expanded -> sum over T; and a partial slice and a concat on T. */
+typedef struct attn_ids {
+  int x, flat, mm, back, iota, ex, add, red, sl, cat;
+} attn_ids;
+
+static kiln_graph *attn(int64_t T, int with_cat, attn_ids *id) {
+  gb b = gb_new();
+  id->x = leaf(&b, KILN_F32, SH(4, T, 16));
+  int w = leaf(&b, KILN_F32, SH(16, 32));
+  id->flat = nd(&b, KILN_OP_RESHAPE, KILN_F32, SH(4 * T, 16), IN(id->x), AT0, 0);
+  id->mm = nd(&b, KILN_OP_MATMUL, KILN_F32, SH(4 * T, 32), IN(id->flat, w), AT0, 0);
+  id->back = nd(&b, KILN_OP_RESHAPE, KILN_F32, SH(4, T, 32), IN(id->mm), AT0, 0);
+  id->iota = nd(&b, KILN_OP_IOTA, KILN_F32, SH(1, T, 32), IN0, AT(1), 0);
+  id->ex = nd(&b, KILN_OP_EXPAND, KILN_F32, SH(4, T, 32), IN(id->iota), AT0, 0);
+  id->add = nd(&b, KILN_OP_ADD, KILN_F32, SH(4, T, 32), IN(id->back, id->ex), AT0, 0);
+  id->red = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, SH(4, 1, 32), IN(id->add), AT(2), 0);
+  id->sl = nd(&b, KILN_OP_SLICE, KILN_F32, SH(4, 2, 32), IN(id->add), AT(0, 1, 0, 1, 1, 1), 0);
+  id->cat = nd(&b, KILN_OP_CONCAT, KILN_F32, SH(4, T + 2, 32), IN(id->add, id->sl), AT(1), 0);
+  out(&b, id->red, -1);
+  if (with_cat) out(&b, id->cat, -1);
+  else b.g->n_nodes = id->cat; /* up to the slice */
+  return b.g;
+}
+
+KT_TEST(inference_gives_each_dimension_its_monomial) {
+  attn_ids id;
+  kiln_graph *g = attn(37, 1, &id);
+  kiln_symshape s;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(g, 1, &(kiln_sym_origin){0, 1}, &s, &e), KILN_OK);
+  KT_EQ_INT(s.n_syms, 1);
+  KT_EQ_INT(s.value[0], 37);
+  struct {
+    int node, d;
+    const char *want;
+  } cases[] = {
+      {id.x, 0, "4"},       {id.x, 1, "s0"},        {id.x, 2, "16"},    {id.flat, 0, "4*s0"}, {id.flat, 1, "16"},
+      {id.mm, 0, "4*s0"},   {id.mm, 1, "32"},       {id.back, 0, "4"},  {id.back, 1, "s0"},   {id.iota, 0, "1"},
+      {id.iota, 1, "s0"},   {id.ex, 0, "4"},        {id.ex, 1, "s0"},   {id.add, 1, "s0"},    {id.red, 1, "1"},
+      {id.red, 2, "32"},    {id.sl, 1, "2"},        {id.cat, 1, "39"},  {id.cat, 2, "32"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    const char *got = dimtxt(&s, g, cases[k].node, cases[k].d);
+    KT_CHECK_MSG(strcmp(got, cases[k].want) == 0, "node %d dim %d: %s, expected %s", cases[k].node, cases[k].d, got,
+                 cases[k].want);
+  }
+  KT_EQ_INT(s.n_symbolic, 7); /* x1 flat0 mm0 back1 iota1 ex1 add1 */
+  kiln_symshape_clear(&s);
+  kiln_graph_free(g);
+}
+
+KT_TEST(a_family_hashes_alike_and_binds_at_its_sizes) {
+  attn_ids id;
+  kiln_graph *a = attn(37, 0, &id), *b = attn(52, 0, &id), *one = attn(1, 0, &id), *two = attn(2, 0, &id);
+  kiln_symshape sa, sb;
+  kiln_err e;
+  kiln_sym_origin o = {0, 1};
+  KT_EQ_INT(kiln_symshape_infer(a, 1, &o, &sa, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_infer(b, 1, &o, &sb, &e), KILN_OK);
+  KT_CHECK(kiln_graph_hash(a) != kiln_graph_hash(b));
+  KT_CHECK(kiln_symshape_hash(a, &sa) == kiln_symshape_hash(b, &sb));
+  int64_t v[KILN_SYM_MAX] = {0};
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, b, v, NULL), 1);
+  KT_EQ_INT(v[0], 52);
+  KT_EQ_INT(kiln_symshape_bind(b, &sb, a, v, NULL), 1);
+  KT_EQ_INT(v[0], 37);
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, two, v, NULL), 1);
+  KT_EQ_INT(v[0], 2);
+  /* size 1 changes broadcasting: never an instance; and inferred at size 1
+   * the dimension is no symbol at all */
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, one, v, NULL), 0);
+  kiln_symshape s1;
+  KT_EQ_INT(kiln_symshape_infer(one, 1, &o, &s1, &e), KILN_OK);
+  KT_EQ_INT(s1.n_syms, 0);
+  KT_EQ_INT(s1.n_symbolic, 0);
+  KT_CHECK(kiln_symshape_hash(one, &s1) != kiln_symshape_hash(a, &sa));
+  /* a changed attribute, a constant, or a size that does not follow the
+   * symbol: not an instance */
+  kiln_graph *c = kiln_graph_clone(b);
+  c->nodes[id.sl].iattr[1] = 0; /* the slice starts at row 0, not 1 */
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, c, v, NULL), 0);
+  kiln_graph_free(c);
+  c = kiln_graph_clone(b);
+  c->nodes[id.red].fattr = 1.0;
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, c, v, NULL), 0);
+  kiln_graph_free(c);
+  c = kiln_graph_clone(b);
+  c->nodes[id.sl].shape[1] = 3; /* with the slice's attributes, 2 rows */
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, c, v, NULL), 0);
+  kiln_graph_free(c);
+  /* a concat along T is T + 2: not a monomial, a constant of the graph, so
+   * each size is its own family */
+  kiln_graph *ca = attn(37, 1, &id), *cb = attn(52, 1, &id);
+  kiln_symshape sca;
+  KT_EQ_INT(kiln_symshape_infer(ca, 1, &o, &sca, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_bind(ca, &sca, cb, v, NULL), 0);
+  KT_EQ_INT(kiln_symshape_bind(ca, &sca, ca, v, NULL), 1);
+  kiln_symshape_clear(&sca);
+  kiln_graph_free(ca);
+  kiln_graph_free(cb);
+  c = kiln_graph_clone(b);
+  c->nodes[id.iota].shape[1] = 37; /* the iota no longer follows T */
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, c, v, NULL), 0);
+  kiln_graph_free(c);
+  /* a bad origin */
+  kiln_symshape bad;
+  KT_EQ_INT(kiln_symshape_infer(a, 1, &(kiln_sym_origin){0, 3}, &bad, &e), KILN_ERR_INVALID_ARGUMENT);
+  KT_EQ_INT(kiln_symshape_infer(a, 1, &(kiln_sym_origin){5, 0}, &bad, &e), KILN_ERR_INVALID_ARGUMENT);
+  kiln_symshape_clear(&sa);
+  kiln_symshape_clear(&sb);
+  kiln_symshape_clear(&s1);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+  kiln_graph_free(one);
+  kiln_graph_free(two);
+}
+
+/* Two symbols: batch and length vary together; a flatten merges them into
+ * one size B*T (a product of symbols), the unflatten splits it back. */
+KT_TEST(two_symbols_multiply_through_a_flatten) {
+  kiln_graph *g[2];
+  int64_t Bs[2] = {3, 5}, Ts[2] = {7, 11};
+  int flat = 0, back = 0;
+  for (int k = 0; k < 2; k++) {
+    gb b = gb_new();
+    int x = leaf(&b, KILN_F32, SH(Bs[k], Ts[k], 8));
+    flat = nd(&b, KILN_OP_RESHAPE, KILN_F32, SH(Bs[k] * Ts[k] * 8), IN(x), AT0, 0);
+    int e = nd(&b, KILN_OP_EXP, KILN_F32, SH(Bs[k] * Ts[k] * 8), IN(flat), AT0, 0);
+    back = nd(&b, KILN_OP_RESHAPE, KILN_F32, SH(Bs[k], Ts[k], 8), IN(e), AT0, 0);
+    out(&b, back, -1);
+    g[k] = b.g;
+  }
+  kiln_sym_origin o[2] = {{0, 0}, {0, 1}};
+  kiln_symshape s;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(g[0], 2, o, &s, &e), KILN_OK);
+  KT_CHECK(strcmp(dimtxt(&s, g[0], flat, 0), "8*s0*s1") == 0);
+  KT_CHECK(strcmp(dimtxt(&s, g[0], back, 0), "s0") == 0);
+  KT_CHECK(strcmp(dimtxt(&s, g[0], back, 1), "s1") == 0);
+  KT_CHECK(strcmp(dimtxt(&s, g[0], back, 2), "8") == 0);
+  int64_t v[KILN_SYM_MAX];
+  KT_EQ_INT(kiln_symshape_bind(g[0], &s, g[1], v, NULL), 1);
+  KT_EQ_INT(v[0], 5);
+  KT_EQ_INT(v[1], 11);
+  kiln_symshape_clear(&s);
+  kiln_graph_free(g[0]);
+  kiln_graph_free(g[1]);
+}
+
+/* ───────────── random programs at two sizes ───────────── */
+
+static uint64_t rng_next(uint64_t *s) {
+  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return *s >> 33;
+}
+
+/* A random program over one varying length T: a value [4, T, 6] goes
+ * through elementwise ops with iota/constant partners (broadcast), permutes,
+ * flatten/unflatten reshapes, matmuls with a weight, reductions over other
+ * axes, partial slices with fixed bounds, concats along a fixed axis. The
+ * same seed builds the same program at any T. */
+static kiln_graph *random_program(uint64_t seed, int64_t T) {
+  gb b = gb_new();
+  uint64_t r = seed;
+  int64_t sh[3] = {4, T, 6};
+  int cur = leaf(&b, KILN_F32, 3, sh);
+  int w = leaf(&b, KILN_F32, SH(6, 6));
+  int nops = 4 + (int)(rng_next(&r) % 12);
+  for (int k = 0; k < nops && b.g->n_nodes < 56; k++) {
+    switch (rng_next(&r) % 7) {
+      case 0: { /* a partner broadcast along axis 0 */
+        int64_t ps[3] = {1, sh[1], sh[2]};
+        int p = rng_next(&r) % 2 ? nd(&b, KILN_OP_IOTA, KILN_F32, 3, ps, IN0, AT(2), 0)
+                                 : nd(&b, KILN_OP_CONST, KILN_F32, 3, ps, IN0, AT0, 0.5);
+        int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(p), AT0, 0);
+        cur = nd(&b, KILN_OP_MUL, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
+        break;
+      }
+      case 1: cur = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0); break;
+      case 2: { /* swap axes 0 and 1 and back */
+        int64_t ps[3] = {sh[1], sh[0], sh[2]};
+        int p = nd(&b, KILN_OP_PERMUTE, KILN_F32, 3, ps, IN(cur), AT(1, 0, 2), 0);
+        int t = nd(&b, KILN_OP_NEG, KILN_F32, 3, ps, IN(p), AT0, 0);
+        cur = nd(&b, KILN_OP_PERMUTE, KILN_F32, 3, sh, IN(t), AT(1, 0, 2), 0);
+        break;
+      }
+      case 3: { /* flatten the leading axes, matmul, unflatten */
+        if (sh[2] != 6) break;
+        int64_t fs[2] = {sh[0] * sh[1], sh[2]};
+        int f = nd(&b, KILN_OP_RESHAPE, KILN_F32, 2, fs, IN(cur), AT0, 0);
+        int m = nd(&b, KILN_OP_MATMUL, KILN_F32, 2, fs, IN(f, w), AT0, 0);
+        cur = nd(&b, KILN_OP_RESHAPE, KILN_F32, 3, sh, IN(m), AT0, 0);
+        break;
+      }
+      case 4: { /* a reduction over the last axis, broadcast back */
+        int64_t rs[3] = {sh[0], sh[1], 1};
+        int red = nd(&b, KILN_OP_REDUCE_MAX, KILN_F32, 3, rs, IN(cur), AT(4), 0);
+        int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(red), AT0, 0);
+        cur = nd(&b, KILN_OP_SUB, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
+        break;
+      }
+      case 5: { /* a fixed partial slice of T, concatenated on axis 2 to a slice of itself */
+        if (sh[1] < 2) break;
+        int64_t ss[3] = {sh[0], 2, sh[2]};
+        int sl = nd(&b, KILN_OP_SLICE, KILN_F32, 3, ss, IN(cur), AT(0, 0, 0, 1, 1, 1), 0);
+        int64_t cs[3] = {sh[0], 2, sh[2] * 2};
+        int cat = nd(&b, KILN_OP_CONCAT, KILN_F32, 3, cs, IN(sl, sl), AT(2), 0);
+        int64_t rs[3] = {sh[0], 1, 1};
+        int red = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, 3, rs, IN(cat), AT(6), 0);
+        int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(red), AT0, 0);
+        cur = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
+        break;
+      }
+      default: { /* a sum over T: the output is free of T */
+        int64_t rs[3] = {sh[0], 1, sh[2]};
+        int red = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, 3, rs, IN(cur), AT(2), 0);
+        out(&b, red, -1);
+        break;
+      }
+    }
+  }
+  out(&b, cur, -1);
+  return b.g;
+}
+
+KT_TEST(random_programs_bind_across_sizes) {
+  /* inferred at 3 or more (at 2 a fixed slice [0:2] of T looks like the
+   * whole of T: see guesses_cost_a_miss), bound at any size from 2 */
+  static const int64_t sizes[] = {3, 5, 16, 97, 1000, 2};
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 300; seed++) {
+    int64_t t1 = sizes[seed % 5], t2 = sizes[(seed / 5 + 1 + seed % 4) % 6];
+    if (t1 == t2) t2 = t1 + 7;
+    kiln_graph *a = random_program(seed, t1), *b = random_program(seed, t2);
+    char why[256];
+    KT_EQ_INT(kiln_graph_verify(a, why, sizeof why), 0);
+    kiln_symshape sa, sb;
+    kiln_err e;
+    kiln_sym_origin o = {0, 1};
+    KT_EQ_INT(kiln_symshape_infer(a, 1, &o, &sa, &e), KILN_OK);
+    KT_EQ_INT(kiln_symshape_infer(b, 1, &o, &sb, &e), KILN_OK);
+    int64_t v[KILN_SYM_MAX] = {0};
+    int ok = kiln_symshape_bind(a, &sa, b, v, NULL);
+    KT_CHECK_MSG(ok && v[0] == t2, "seed %llu: T %lld does not bind to the family of T %lld",
+                 (unsigned long long)seed, (long long)t2, (long long)t1);
+    /* inferred at 3 or more, the two graphs give the same family */
+    KT_CHECK_MSG(t2 == 2 || kiln_symshape_hash(a, &sa) == kiln_symshape_hash(b, &sb),
+                 "seed %llu: family hashes differ", (unsigned long long)seed);
+    /* and every symbolic dimension is T's multiple in both graphs */
+    for (int32_t i = 0; i < a->n_nodes; i++)
+      for (int d = 0; d < a->nodes[i].rank; d++) {
+        const kiln_symdim *m = kiln_symshape_dim(&sa, i, d);
+        if (m->mask) KT_EQ_INT(b->nodes[i].shape[d], m->coeff * t2);
+      }
+    checked++;
+    kiln_symshape_clear(&sa);
+    kiln_symshape_clear(&sb);
+    kiln_graph_free(a);
+    kiln_graph_free(b);
+  }
+  KT_EQ_INT(checked, 300);
+}
+
+/* Inference guesses where a size is ambiguous: inferred at T = 2, a fixed
+ * slice [0:2] of T is taken for the whole of T. The guess is checked when
+ * binding: at T = 5 the slice still has 2 rows, not 5, so the graph is no
+ * instance (a miss, a compile), never a wrong program. */
+KT_TEST(guesses_cost_a_miss) {
+  kiln_graph *g[2];
+  int64_t Ts[2] = {2, 5};
+  for (int k = 0; k < 2; k++) {
+    gb b = gb_new();
+    int x = leaf(&b, KILN_F32, SH(3, Ts[k]));
+    int sl = nd(&b, KILN_OP_SLICE, KILN_F32, SH(3, 2), IN(x), AT(0, 0, 1, 1), 0);
+    out(&b, nd(&b, KILN_OP_EXP, KILN_F32, SH(3, 2), IN(sl), AT0, 0), -1);
+    g[k] = b.g;
+  }
+  kiln_symshape s;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(g[0], 1, &(kiln_sym_origin){0, 1}, &s, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_dim(&s, 1, 1)->mask, 1); /* the guess */
+  int64_t v[KILN_SYM_MAX];
+  KT_EQ_INT(kiln_symshape_bind(g[0], &s, g[1], v, NULL), 0);
+  kiln_symshape_clear(&s);
+  /* inferred at 5, the slice is a constant and 2 binds */
+  KT_EQ_INT(kiln_symshape_infer(g[1], 1, &(kiln_sym_origin){0, 1}, &s, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_dim(&s, 1, 1)->mask, 0);
+  KT_EQ_INT(kiln_symshape_bind(g[1], &s, g[0], v, NULL), 1);
+  KT_EQ_INT(v[0], 2);
+  kiln_symshape_clear(&s);
+  kiln_graph_free(g[0]);
+  kiln_graph_free(g[1]);
+}
+
+/* ───────────── traced programs ───────────── */
+
+static kiln_graph *g_captured;
+
+static void capture(void *ctx, const kiln_event *ev) {
+  (void)ctx;
+  if (ev->kind != KILN_EV_COMPILED || !ev->graph) return;
+  kiln_graph_free(g_captured);
+  g_captured = kiln_graph_clone(ev->graph);
+}
+
+/* One training step of a 2-layer MLP on a batch of B rows (sum loss). */
+static kiln_graph *mlp_step(int64_t B) {
+  kiln_init(NULL);
+  const int64_t xs[2] = {B, 20}, w1s[2] = {20, 16}, w2s[2] = {16, 4}, bs[1] = {16};
+  kiln_tensor x = kiln_keep(kiln_rand(KILN_RAND_NORMAL, KILN_F32, 2, xs, 1));
+  kiln_mark_step();
+  kiln_tensor w1 = kiln_param(kiln_rand(KILN_RAND_NORMAL, KILN_F32, 2, w1s, 2));
+  kiln_tensor w2 = kiln_param(kiln_rand(KILN_RAND_NORMAL, KILN_F32, 2, w2s, 3));
+  kiln_tensor b1 = kiln_param(kiln_zeros(KILN_F32, 1, bs));
+  kiln_requires_grad(w1);
+  kiln_requires_grad(w2);
+  kiln_requires_grad(b1);
+  kiln_mark_step();
+  kiln_tensor h = kiln_relu(kiln_add(kiln_matmul(x, w1), b1));
+  kiln_tensor y = kiln_matmul(h, w2);
+  kiln_tensor loss = kiln_sum(kiln_mul(y, y), 0, NULL, false);
+  kiln_backward(loss);
+  kiln_assign(w1, kiln_sub(w1, kiln_mul_c(kiln_grad(w1), 0.01)));
+  kiln_assign(w2, kiln_sub(w2, kiln_mul_c(kiln_grad(w2), 0.01)));
+  kiln_assign(b1, kiln_sub(b1, kiln_mul_c(kiln_grad(b1), 0.01)));
+  kiln_mark_step();
+  kiln_graph *g = g_captured;
+  g_captured = NULL;
+  kiln_shutdown();
+  return g;
+}
+
+static int input_with_rows(const kiln_graph *g, int64_t rows, int64_t cols) {
+  for (int32_t k = 0; k < g->n_inputs; k++) {
+    const kiln_gnode *x = &g->nodes[g->input_node[k]];
+    if (x->op == KILN_OP_LEAF && x->rank == 2 && x->shape[0] == rows && x->shape[1] == cols) return k;
+  }
+  return -1;
+}
+
+KT_TEST(a_traced_training_step_is_one_family_over_batch_sizes) {
+  KT_EQ_INT(kiln_events_observe(capture, NULL), 0);
+  kiln_graph *a = mlp_step(24), *b = mlp_step(40), *c = mlp_step(7);
+  KT_CHECK(a && b && c);
+  if (!a || !b || !c) return;
+  int ia = input_with_rows(a, 24, 20), ib = input_with_rows(b, 40, 20);
+  KT_CHECK(ia >= 0 && ia == ib);
+  kiln_symshape s;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(a, 1, &(kiln_sym_origin){ia, 0}, &s, &e), KILN_OK);
+  KT_CHECK(s.n_symbolic >= 6); /* x, the two matmuls, relu, the gradients flowing back through the batch */
+  int64_t v[KILN_SYM_MAX];
+  KT_EQ_INT(kiln_symshape_bind(a, &s, b, v, NULL), 1);
+  KT_EQ_INT(v[0], 40);
+  KT_EQ_INT(kiln_symshape_bind(a, &s, c, v, NULL), 1);
+  KT_EQ_INT(v[0], 7);
+  /* the weights' gradients contract over the batch: constant sizes */
+  for (int32_t k = 0; k < a->n_outputs; k++) {
+    int32_t i = a->output_node[k];
+    for (int d = 0; d < a->nodes[i].rank; d++) KT_EQ_INT(kiln_symshape_dim(&s, i, d)->mask, 0);
+  }
+  kiln_symshape_clear(&s);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+  kiln_graph_free(c);
+}
+
+/* An encoder layer's forward and backward pass at sequence length T
+ * (batch 2, model 32, 4 heads, sum loss). */
+static kiln_graph *encoder_step(int64_t T) {
+  kiln_init(NULL);
+  const int64_t xs[3] = {2, T, 32};
+  kiln_tensor x = kiln_keep(kiln_rand(KILN_RAND_NORMAL, KILN_F32, 3, xs, 1));
+  kiln_encoder_layer *l = NULL;
+  kiln_encoder_layer_create(32, 4, 64, 0.0, KILN_ACTIVATION_GELU, KILN_NORM_PRE, 1e-5, 7, &l);
+  kiln_tensor ps[32];
+  int np = kiln_module_params(&l->m, NULL, ps, 32);
+  for (int k = 0; k < np; k++) kiln_requires_grad(ps[k]);
+  kiln_mark_step();
+  kiln_tensor y = kiln_encoder_layer_forward(l, x, NULL);
+  kiln_tensor loss = kiln_sum(kiln_mul(y, y), 0, NULL, false);
+  kiln_backward(loss);
+  kiln_tensor g = kiln_keep(kiln_grad(l->linear1->weight));
+  (void)g;
+  kiln_mark_step();
+  if (kiln_last_status() != KILN_OK) fprintf(stderr, "encoder step: %s\n", kiln_last_error());
+  kiln_graph *out = g_captured;
+  g_captured = NULL;
+  kiln_encoder_layer_destroy(l);
+  kiln_shutdown();
+  return out;
+}
+
+KT_TEST(an_encoder_layer_is_one_family_over_sequence_lengths) {
+  KT_EQ_INT(kiln_events_observe(capture, NULL), 0);
+  kiln_graph *a = encoder_step(24), *b = encoder_step(41);
+  KT_CHECK(a && b);
+  if (!a || !b) return;
+  int ia = -1;
+  for (int32_t k = 0; k < a->n_inputs; k++) {
+    const kiln_gnode *x = &a->nodes[a->input_node[k]];
+    if (x->op == KILN_OP_LEAF && x->rank == 3 && x->shape[1] == 24) ia = k;
+  }
+  KT_CHECK(ia >= 0);
+  kiln_symshape s;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(a, 1, &(kiln_sym_origin){ia, 1}, &s, &e), KILN_OK);
+  int64_t v[KILN_SYM_MAX];
+  int32_t bad;
+  KT_EQ_INT(kiln_symshape_bind(a, &s, b, v, &bad), 1);
+  KT_CHECK_MSG(bad < 0, "node %d (%s at line %d) does not follow", bad, bad >= 0 ? kiln_op_name(a->nodes[bad].op) : "",
+               bad >= 0 ? a->nodes[bad].loc.line : 0);
+  KT_EQ_INT(v[0], 41);
+  KT_CHECK(s.n_symbolic >= 20);
+  kiln_symshape_clear(&s);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+}
+
+KT_MAIN(KT_CASE(inference_gives_each_dimension_its_monomial), KT_CASE(a_family_hashes_alike_and_binds_at_its_sizes),
+        KT_CASE(two_symbols_multiply_through_a_flatten), KT_CASE(random_programs_bind_across_sizes), KT_CASE(guesses_cost_a_miss),
+        KT_CASE(a_traced_training_step_is_one_family_over_batch_sizes),
+        KT_CASE(an_encoder_layer_is_one_family_over_sequence_lengths))

@@ -17,6 +17,7 @@
 #include "runtime/events.h"
 
 #include "backend/graph_builder.h"
+#include "backend/symprog.h"
 
 static const char *dimtxt(const kiln_symshape *s, const kiln_graph *g, int node, int d) {
   static char buf[8][32];
@@ -178,80 +179,6 @@ KT_TEST(two_symbols_multiply_through_a_flatten) {
 
 /* ───────────── random programs at two sizes ───────────── */
 
-static uint64_t rng_next(uint64_t *s) {
-  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-  return *s >> 33;
-}
-
-/* A random program over one varying length T: a value [4, T, 6] goes
- * through elementwise ops with iota/constant partners (broadcast), permutes,
- * flatten/unflatten reshapes, matmuls with a weight, reductions over other
- * axes, partial slices with fixed bounds, concats along a fixed axis. The
- * same seed builds the same program at any T. */
-static kiln_graph *random_program(uint64_t seed, int64_t T) {
-  gb b = gb_new();
-  uint64_t r = seed;
-  int64_t sh[3] = {4, T, 6};
-  int cur = leaf(&b, KILN_F32, 3, sh);
-  int w = leaf(&b, KILN_F32, SH(6, 6));
-  int nops = 4 + (int)(rng_next(&r) % 12);
-  for (int k = 0; k < nops && b.g->n_nodes < 56; k++) {
-    switch (rng_next(&r) % 7) {
-      case 0: { /* a partner broadcast along axis 0 */
-        int64_t ps[3] = {1, sh[1], sh[2]};
-        int p = rng_next(&r) % 2 ? nd(&b, KILN_OP_IOTA, KILN_F32, 3, ps, IN0, AT(2), 0)
-                                 : nd(&b, KILN_OP_CONST, KILN_F32, 3, ps, IN0, AT0, 0.5);
-        int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(p), AT0, 0);
-        cur = nd(&b, KILN_OP_MUL, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
-        break;
-      }
-      case 1: cur = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0); break;
-      case 2: { /* swap axes 0 and 1 and back */
-        int64_t ps[3] = {sh[1], sh[0], sh[2]};
-        int p = nd(&b, KILN_OP_PERMUTE, KILN_F32, 3, ps, IN(cur), AT(1, 0, 2), 0);
-        int t = nd(&b, KILN_OP_NEG, KILN_F32, 3, ps, IN(p), AT0, 0);
-        cur = nd(&b, KILN_OP_PERMUTE, KILN_F32, 3, sh, IN(t), AT(1, 0, 2), 0);
-        break;
-      }
-      case 3: { /* flatten the leading axes, matmul, unflatten */
-        if (sh[2] != 6) break;
-        int64_t fs[2] = {sh[0] * sh[1], sh[2]};
-        int f = nd(&b, KILN_OP_RESHAPE, KILN_F32, 2, fs, IN(cur), AT0, 0);
-        int m = nd(&b, KILN_OP_MATMUL, KILN_F32, 2, fs, IN(f, w), AT0, 0);
-        cur = nd(&b, KILN_OP_RESHAPE, KILN_F32, 3, sh, IN(m), AT0, 0);
-        break;
-      }
-      case 4: { /* a reduction over the last axis, broadcast back */
-        int64_t rs[3] = {sh[0], sh[1], 1};
-        int red = nd(&b, KILN_OP_REDUCE_MAX, KILN_F32, 3, rs, IN(cur), AT(4), 0);
-        int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(red), AT0, 0);
-        cur = nd(&b, KILN_OP_SUB, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
-        break;
-      }
-      case 5: { /* a fixed partial slice of T, concatenated on axis 2 to a slice of itself */
-        if (sh[1] < 2) break;
-        int64_t ss[3] = {sh[0], 2, sh[2]};
-        int sl = nd(&b, KILN_OP_SLICE, KILN_F32, 3, ss, IN(cur), AT(0, 0, 0, 1, 1, 1), 0);
-        int64_t cs[3] = {sh[0], 2, sh[2] * 2};
-        int cat = nd(&b, KILN_OP_CONCAT, KILN_F32, 3, cs, IN(sl, sl), AT(2), 0);
-        int64_t rs[3] = {sh[0], 1, 1};
-        int red = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, 3, rs, IN(cat), AT(6), 0);
-        int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(red), AT0, 0);
-        cur = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
-        break;
-      }
-      default: { /* a sum over T: the output is free of T */
-        int64_t rs[3] = {sh[0], 1, sh[2]};
-        int red = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, 3, rs, IN(cur), AT(2), 0);
-        out(&b, red, -1);
-        break;
-      }
-    }
-  }
-  out(&b, cur, -1);
-  return b.g;
-}
-
 KT_TEST(random_programs_bind_across_sizes) {
   /* inferred at 3 or more (at 2 a fixed slice [0:2] of T looks like the
    * whole of T: see guesses_cost_a_miss), bound at any size from 2 */
@@ -260,7 +187,8 @@ KT_TEST(random_programs_bind_across_sizes) {
   for (uint64_t seed = 1; seed <= 300; seed++) {
     int64_t t1 = sizes[seed % 5], t2 = sizes[(seed / 5 + 1 + seed % 4) % 6];
     if (t1 == t2) t2 = t1 + 7;
-    kiln_graph *a = random_program(seed, t1), *b = random_program(seed, t2);
+    uint64_t r1 = seed, r2 = seed;
+    kiln_graph *a = symprog_build(symprog_lcg, &r1, t1), *b = symprog_build(symprog_lcg, &r2, t2);
     char why[256];
     KT_EQ_INT(kiln_graph_verify(a, why, sizeof why), 0);
     kiln_symshape sa, sb;

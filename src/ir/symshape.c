@@ -223,11 +223,19 @@ static void rule_move(inf *c, int32_t i, const int32_t *in) {
       }
       break;
     case KILN_OP_INDEX_SELECT: rule_index_select(c, i, in); break;
-    case KILN_OP_GATHER:
-      for (int d = 0; d < n->rank; d++) same(c, i, d, in[1], d);
+    case KILN_OP_GATHER: /* out = the indices' shape; off the axis they may be shorter than the data */
+      for (int d = 0; d < n->rank; d++) {
+        same(c, i, d, in[1], d);
+        if (d != n->iattr[0] && c->g->nodes[in[1]].shape[d] == x->shape[d]) same(c, in[1], d, in[0], d);
+      }
       break;
-    default: /* ARGSORT, SCATTER, SCATTER_ADD: the shape of in[0] */
-      for (int d = 0; d < n->rank; d++) same(c, i, d, in[0], d);
+    default: /* ARGSORT, SCATTER, SCATTER_ADD: the shape of in[0]; the indices and values may be shorter */
+      for (int d = 0; d < n->rank; d++) {
+        same(c, i, d, in[0], d);
+        for (int k = 1; k < n->n_in; k++)
+          if (d != n->iattr[0] && c->g->nodes[in[k]].rank == n->rank && c->g->nodes[in[k]].shape[d] == x->shape[d])
+            same(c, in[k], d, in[0], d);
+      }
       break;
   }
 }
@@ -279,13 +287,65 @@ static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, kiln_err 
   return KILN_OK;
 }
 
+/* A product of sizes of node i (the dimensions in `dims`, a bit mask) as a
+ * monomial; 0 when it is a constant or not a monomial (a symbol twice). */
+static int size_product(const kiln_graph *g, const kiln_symshape *s, int32_t i, uint64_t dims, kiln_symdim *out) {
+  const kiln_gnode *n = &g->nodes[i];
+  kiln_symdim v = {0, 1};
+  for (int d = 0; d < n->rank; d++) {
+    if (!(dims >> d & 1)) continue;
+    const kiln_symdim *u = kiln_symshape_dim(s, i, d);
+    int64_t f = u->mask ? u->coeff : n->shape[d];
+    if (u->mask & v.mask || __builtin_mul_overflow(v.coeff, f, &v.coeff)) return 0;
+    v.mask |= u->mask;
+  }
+  *out = v;
+  return v.mask != 0;
+}
+
+static void add_cand(kiln_symdim *cand, int *nc, kiln_symdim v) {
+  for (int k = 0; k < *nc; k++)
+    if (cand[k].mask == v.mask && cand[k].coeff == v.coeff) return;
+  if (*nc < 64) cand[(*nc)++] = v;
+}
+
+/* CONST nodes whose value is exactly 1 / a symbolic count (as the
+ * frontend computes a mean's factor: 1.0 / (double)count). */
+static void find_recips(const kiln_graph *g, kiln_symshape *s) {
+  kiln_symdim cand[64], v;
+  int nc = 0;
+  /* the counts a mean divides by: a reduction's reduced sizes, a node's
+   * element count, a single size */
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kiln_gnode *n = &g->nodes[i];
+    if (n->op == KILN_OP_REDUCE_SUM && size_product(g, s, kiln_gnode_inputs(g, n)[0], (uint64_t)n->iattr[0], &v))
+      add_cand(cand, &nc, v);
+    if (size_product(g, s, i, (1ULL << n->rank) - 1, &v)) add_cand(cand, &nc, v);
+    for (int d = 0; d < n->rank; d++)
+      if (size_product(g, s, i, 1ULL << d, &v)) add_cand(cand, &nc, v);
+  }
+  for (int32_t i = 0; nc && i < g->n_nodes; i++) {
+    const kiln_gnode *n = &g->nodes[i];
+    if (n->op != KILN_OP_CONST || !kiln_dt_is_float(n->dtype)) continue;
+    for (int k = 0; k < nc; k++) {
+      int64_t cnt = eval(s, cand[k]);
+      if (cnt > 0 && n->fattr == 1.0 / (double)cnt) {
+        s->recip[i] = cand[k];
+        s->n_recip++;
+        break;
+      }
+    }
+  }
+}
+
 kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origin *origins, kiln_symshape *out,
                                 kiln_err *err) {
   memset(out, 0, sizeof *out);
   out->n_nodes = g->n_nodes;
   out->dims = calloc((size_t)g->n_nodes * R + 1, sizeof *out->dims);
+  out->recip = calloc((size_t)g->n_nodes + 1, sizeof *out->recip);
   inf c = {g, out, calloc((size_t)g->n_nodes * R + 1, 1), 0};
-  if (!out->dims || !c.known) {
+  if (!out->dims || !out->recip || !c.known) {
     free(c.known);
     kiln_symshape_clear(out);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "symbolic shapes: out of memory for %d nodes", g->n_nodes);
@@ -305,12 +365,14 @@ kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origi
       out->n_symbolic += dim_at(&c, i, d)->mask != 0;
     }
   free(c.known);
+  if (st == KILN_OK) find_recips(g, out);
   if (st != KILN_OK) kiln_symshape_clear(out);
   return st;
 }
 
 void kiln_symshape_clear(kiln_symshape *s) {
   free(s->dims);
+  free(s->recip);
   memset(s, 0, sizeof *s);
 }
 
@@ -326,7 +388,10 @@ static uint64_t node_hash(const kiln_graph *g, const kiln_symshape *s, int32_t i
   }
   h = kiln_hash_combine(h, (uint64_t)n->n_iattr);
   for (int k = 0; k < n->n_iattr; k++) h = kiln_hash_combine(h, (uint64_t)n->iattr[k]);
-  if (n->op != KILN_OP_SCALAR) {
+  const kiln_symdim *rc = &s->recip[i];
+  if (rc->mask) {
+    h = kiln_hash_combine(h, ((uint64_t)rc->mask << 56) ^ (uint64_t)rc->coeff ^ 0x7265636970ULL);
+  } else if (n->op != KILN_OP_SCALAR) {
     uint64_t fb;
     memcpy(&fb, &n->fattr, sizeof fb);
     h = kiln_hash_combine(h, fb);
@@ -351,6 +416,14 @@ uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s) {
   return h;
 }
 
+/* m at the symbol values v (-1 on overflow). */
+static int64_t eval_at(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
+  int64_t x = m->coeff;
+  for (int k = 0; k < s->n_syms; k++)
+    if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return -1;
+  return x;
+}
+
 /* Node a of g (symbolic, s at values v) against node b of h (concrete). */
 static int node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i, const kiln_graph *h) {
   const kiln_gnode *a = &g->nodes[i], *b = &h->nodes[i];
@@ -358,16 +431,15 @@ static int node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t
     return 0;
   for (int d = 0; d < a->rank; d++) {
     const kiln_symdim *m = kiln_symshape_dim(s, i, d);
-    int64_t want = a->shape[d];
-    if (m->mask) {
-      want = m->coeff;
-      for (int k = 0; k < s->n_syms; k++)
-        if ((m->mask >> k & 1) && __builtin_mul_overflow(want, v[k], &want)) return 0;
-    }
-    if (b->shape[d] != want) return 0;
+    if (b->shape[d] != (m->mask ? eval_at(s, v, m) : a->shape[d])) return 0;
   }
   if (memcmp(a->iattr, b->iattr, sizeof a->iattr[0] * (size_t)a->n_iattr)) return 0;
-  if (a->op != KILN_OP_SCALAR && memcmp(&a->fattr, &b->fattr, sizeof a->fattr)) return 0;
+  if (s->recip[i].mask) {
+    int64_t cnt = eval_at(s, v, &s->recip[i]);
+    if (cnt <= 0 || b->fattr != 1.0 / (double)cnt) return 0;
+  } else if (a->op != KILN_OP_SCALAR && memcmp(&a->fattr, &b->fattr, sizeof a->fattr)) {
+    return 0;
+  }
   return memcmp(kiln_gnode_inputs(g, a), kiln_gnode_inputs(h, b), sizeof(int32_t) * (size_t)a->n_in) == 0;
 }
 

@@ -52,10 +52,15 @@ typedef struct kiln_sym_origin {
 typedef struct kiln_symshape {
   int32_t n_nodes;
   kiln_symdim *dims; /* [n_nodes][KILN_MAX_RANK], owned */
+  /* per node: a CONST whose value is 1 / a symbolic count (a mean's 1/n
+   * over a varying axis, and its gradient's) has recip[i].mask != 0 and
+   * fattr == 1.0 / (double)(coeff * the symbols); owned */
+  kiln_symdim *recip;
   int n_syms;
   kiln_sym_origin origin[KILN_SYM_MAX];
   int64_t value[KILN_SYM_MAX]; /* the sizes in the graph it was inferred on */
   int n_symbolic;              /* dimensions of nodes that are symbolic */
+  int n_recip;                 /* CONST nodes that are 1 / a symbolic count */
 } kiln_symshape;
 
 static inline const kiln_symdim *kiln_symshape_dim(const kiln_symshape *s, int32_t node, int d) {

@@ -260,8 +260,9 @@ static void capture(void *ctx, const kiln_event *ev) {
   g_captured = kiln_graph_clone(ev->graph);
 }
 
-/* One training step of a 2-layer MLP on a batch of B rows (sum loss). */
-static kiln_graph *mlp_step(int64_t B) {
+/* One training step of a 2-layer MLP on a batch of B rows (sum loss, or
+ * cross-entropy averaged over the batch). */
+static kiln_graph *mlp_step(int64_t B, int mean) {
   kiln_init(NULL);
   const int64_t xs[2] = {B, 20}, w1s[2] = {20, 16}, w2s[2] = {16, 4}, bs[1] = {16};
   kiln_tensor x = kiln_keep(kiln_rand(KILN_RAND_NORMAL, KILN_F32, 2, xs, 1));
@@ -276,6 +277,13 @@ static kiln_graph *mlp_step(int64_t B) {
   kiln_tensor h = kiln_relu(kiln_add(kiln_matmul(x, w1), b1));
   kiln_tensor y = kiln_matmul(h, w2);
   kiln_tensor loss = kiln_sum(kiln_mul(y, y), 0, NULL, false);
+  if (mean) {
+    const int64_t ts[1] = {B};
+    kiln_tensor t = kiln_cast(kiln_mul_c(kiln_rand(KILN_RAND_UNIFORM, KILN_F32, 1, ts, 5), 3.99), KILN_I64);
+    /* cross-entropy divides by the count of targets it keeps (a value the
+     * graph computes); the mean of squares by a constant 4B */
+    loss = kiln_add(kiln_cross_entropy(y, t, -100, 0.0), kiln_mean(kiln_mul(y, y), 0, NULL, false));
+  }
   kiln_backward(loss);
   kiln_assign(w1, kiln_sub(w1, kiln_mul_c(kiln_grad(w1), 0.01)));
   kiln_assign(w2, kiln_sub(w2, kiln_mul_c(kiln_grad(w2), 0.01)));
@@ -297,7 +305,7 @@ static int input_with_rows(const kiln_graph *g, int64_t rows, int64_t cols) {
 
 KT_TEST(a_traced_training_step_is_one_family_over_batch_sizes) {
   KT_EQ_INT(kiln_events_observe(capture, NULL), 0);
-  kiln_graph *a = mlp_step(24), *b = mlp_step(40), *c = mlp_step(7);
+  kiln_graph *a = mlp_step(24, 0), *b = mlp_step(40, 0), *c = mlp_step(7, 0);
   KT_CHECK(a && b && c);
   if (!a || !b || !c) return;
   int ia = input_with_rows(a, 24, 20), ib = input_with_rows(b, 40, 20);
@@ -320,6 +328,32 @@ KT_TEST(a_traced_training_step_is_one_family_over_batch_sizes) {
   kiln_graph_free(a);
   kiln_graph_free(b);
   kiln_graph_free(c);
+}
+
+/* A loss averaged over the batch bakes 1/B into constants (the mean and its
+ * gradient): they follow the batch size like the sizes do. */
+KT_TEST(a_mean_over_the_batch_follows_the_batch_size) {
+  KT_EQ_INT(kiln_events_observe(capture, NULL), 0);
+  kiln_graph *a = mlp_step(24, 1), *b = mlp_step(40, 1);
+  KT_CHECK(a && b);
+  if (!a || !b) return;
+  int ia = input_with_rows(a, 24, 20);
+  kiln_symshape s;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(a, 1, &(kiln_sym_origin){ia, 0}, &s, &e), KILN_OK);
+  KT_CHECK(s.n_recip >= 1);
+  int64_t v[KILN_SYM_MAX];
+  int32_t bad;
+  KT_EQ_INT(kiln_symshape_bind(a, &s, b, v, &bad), 1);
+  KT_CHECK_MSG(bad < 0, "node %d (%s) does not follow", bad, bad >= 0 ? kiln_op_name(a->nodes[bad].op) : "");
+  KT_EQ_INT(v[0], 40);
+  /* the constant itself decides: 1/24 where 1/40 is due is no instance */
+  for (int32_t i = 0; i < b->n_nodes; i++)
+    if (s.recip[i].mask) b->nodes[i].fattr = 1.0 / 24.0;
+  KT_EQ_INT(kiln_symshape_bind(a, &s, b, v, NULL), 0);
+  kiln_symshape_clear(&s);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
 }
 
 /* An encoder layer's forward and backward pass at sequence length T
@@ -377,4 +411,5 @@ KT_TEST(an_encoder_layer_is_one_family_over_sequence_lengths) {
 KT_MAIN(KT_CASE(inference_gives_each_dimension_its_monomial), KT_CASE(a_family_hashes_alike_and_binds_at_its_sizes),
         KT_CASE(two_symbols_multiply_through_a_flatten), KT_CASE(random_programs_bind_across_sizes), KT_CASE(guesses_cost_a_miss),
         KT_CASE(a_traced_training_step_is_one_family_over_batch_sizes),
+        KT_CASE(a_mean_over_the_batch_follows_the_batch_size),
         KT_CASE(an_encoder_layer_is_one_family_over_sequence_lengths))

@@ -315,6 +315,35 @@ static kiln_status fill_loop_kernel(bld *b, int32_t kid, int32_t n) {
   return KILN_OK;
 }
 
+/* Move kernel `from` to position `to` (< from), shifting the kernels
+ * between up by one, and renumber the owners. */
+static void move_kernel(kiln_sched *s, const kiln_graph *g, int32_t from, int32_t to) {
+  kiln_skernel k = s->kernels[from];
+  memmove(&s->kernels[to + 1], &s->kernels[to], sizeof k * (size_t)(from - to));
+  s->kernels[to] = k;
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    int32_t o = s->owner[n];
+    if (o == from) s->owner[n] = to;
+    else if (o >= to && o < from) s->owner[n] = o + 1;
+  }
+}
+
+/* Issue each collective as early as it can start: right after the kernel
+ * computing its input (or first, for a graph input), never before an
+ * earlier collective (every rank issues them in the same order). Its
+ * consumers stay where they are, so the kernels in between run while it is
+ * in flight (schedule.h, KILN_SK_COLL). */
+static void hoist_collectives(kiln_sched *s, const kiln_graph *g) {
+  int32_t floor = 0;
+  for (int32_t p = 0; p < s->n_kernels; p++) {
+    if (s->kernels[p].kind != KILN_SK_COLL) continue;
+    int32_t in = IN(g, s->kernels[p].node, 0), q = s->owner[in] + 1; /* owner -1: a graph input */
+    if (q < floor) q = floor;
+    if (q < p) move_kernel(s, g, p, q);
+    floor = (q < p ? q : p) + 1;
+  }
+}
+
 kiln_status kiln_sched_fuse(bld *b) {
   const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
@@ -341,5 +370,6 @@ kiln_status kiln_sched_fuse(bld *b) {
     kiln_status st = fill_loop_kernel(b, kid, n);
     if (st != KILN_OK) return st;
   }
+  hoist_collectives(s, g);
   return KILN_OK;
 }

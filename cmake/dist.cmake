@@ -40,6 +40,11 @@ if(MPI_C_FOUND)
       set_tests_properties(test_dist_np${np} PROPERTIES LABELS e2e TIMEOUT 600
         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_np${np}")
     endforeach()
+    # a collective one rank skips (the timeout report) and a killed rank
+    add_test(NAME test_dist_failures
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/fail.sh ${KILN_MPIRUN} ${CMAKE_BINARY_DIR}/bin/tests)
+    set_tests_properties(test_dist_failures PROPERTIES LABELS e2e TIMEOUT 300
+      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_failures")
   endif()
 elseif(NOT KILN_FUZZ)
   message(STATUS "kiln: MPI not found (libopenmpi-dev): distributed runs are disabled")

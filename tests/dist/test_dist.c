@@ -159,6 +159,15 @@ KT_TEST(overlapped_collective_matches_local_reference) {
     }
     KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d %s: %s", R, bes[bi], kiln_last_error());
   }
+  /* the metrics: 3 all-reduces of n*n doubles at least, and in a world of
+   * several the time in flight and the overlap line */
+  KT_CHECK(kiln_counter_value("AllReduceCount") >= 3);
+  KT_CHECK(kiln_counter_value("AllReduceBytes") >= 3 * n * n * 8);
+  const char *rep = kiln_metrics_report();
+  if (W > 1) {
+    KT_CHECK_MSG(strstr(rep, "Metric: CollectiveTime") && strstr(rep, "Metric: CollectiveFlightTime"), "%s", rep);
+    KT_CHECK_MSG(strstr(rep, "Collective overlap: ") != NULL, "%s", rep);
+  }
 }
 
 /* grad of sum(c * op(w * x_r)) with c = 1 + element index (same on every

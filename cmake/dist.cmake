@@ -21,6 +21,14 @@ if(MPI_C_FOUND)
   install(TARGETS kiln_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kiln)
   message(STATUS "kiln: MPI ${MPI_C_VERSION} (the distributed module libkiln_mpi.so)")
 
+  # The all-reduce benchmark (bench/run.sh runs it under mpirun -np 2): kiln's
+  # collective against MPI_Allreduce, so it links MPI itself.
+  add_executable(bench_dist_allreduce ${CMAKE_SOURCE_DIR}/bench/dist_allreduce.c)
+  set_target_properties(bench_dist_allreduce PROPERTIES OUTPUT_NAME dist_allreduce
+                                                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/bench)
+  target_include_directories(bench_dist_allreduce PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(bench_dist_allreduce PRIVATE kiln_static MPI::MPI_C)
+
   # The distributed tests: tests/dist/*.c run under mpirun by
   # tests/dist/run.sh (as root in CI: Open MPI's allow-run-as-root settings
   # and --oversubscribe are in the script, not in the user's way).

@@ -70,8 +70,16 @@ static MPI_Datatype mpi_type(int dt, size_t *size) {
   }
 }
 
-static int m_all_reduce(const void *in, void *out, int64_t count, int dt, int reduce, const kiln_mpi_poll *p,
-                        char *msg, size_t cap) {
+/* Every rank has arrived at this collective: a barrier tested until it
+ * completes (0) or p gives up (1: a rank has not arrived in time). */
+static int m_arrive(const kiln_mpi_poll *p, char *msg, size_t cap) {
+  MPI_Request r;
+  int rc = MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  if (rc != MPI_SUCCESS) return fail(rc, "MPI_Ibarrier", msg, cap);
+  return poll_req(&r, p, "MPI_Ibarrier", msg, cap);
+}
+
+static int m_all_reduce(const void *in, void *out, int64_t count, int dt, int reduce, char *msg, size_t cap) {
   size_t es;
   MPI_Datatype t = mpi_type(dt, &es);
   if (t == MPI_DATATYPE_NULL) {
@@ -83,36 +91,30 @@ static int m_all_reduce(const void *in, void *out, int64_t count, int dt, int re
     int n = count - at > INT_MAX / 2 ? INT_MAX / 2 : (int)(count - at);
     const char *src = (const char *)in + (size_t)at * es;
     char *dst = (char *)out + (size_t)at * es;
-    MPI_Request r;
-    int rc = MPI_Iallreduce(src == dst ? MPI_IN_PLACE : src, dst, n, t, op, MPI_COMM_WORLD, &r);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Iallreduce", msg, cap);
-    if ((rc = poll_req(&r, p, "MPI_Iallreduce", msg, cap)) != 0) return rc;
+    int rc = MPI_Allreduce(src == dst ? MPI_IN_PLACE : src, dst, n, t, op, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Allreduce", msg, cap);
     at += n;
   }
   return 0;
 }
 
-static int m_broadcast(void *buf, size_t bytes, int root, const kiln_mpi_poll *p, char *msg, size_t cap) {
+static int m_broadcast(void *buf, size_t bytes, int root, char *msg, size_t cap) {
   for (size_t at = 0; at < bytes;) {
     int n = bytes - at > INT_MAX / 2 ? INT_MAX / 2 : (int)(bytes - at);
-    MPI_Request r;
-    int rc = MPI_Ibcast((char *)buf + at, n, MPI_BYTE, root, MPI_COMM_WORLD, &r);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Ibcast", msg, cap);
-    if ((rc = poll_req(&r, p, "MPI_Ibcast", msg, cap)) != 0) return rc;
+    int rc = MPI_Bcast((char *)buf + at, n, MPI_BYTE, root, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Bcast", msg, cap);
     at += (size_t)n;
   }
   return 0;
 }
 
-static int m_all_gather(const void *in, void *out, size_t bytes, const kiln_mpi_poll *p, char *msg, size_t cap) {
+static int m_all_gather(const void *in, void *out, size_t bytes, char *msg, size_t cap) {
   if (bytes > (size_t)INT_MAX) {
     snprintf(msg, cap, "all_gather: %zu bytes per rank, more than MPI's int count", bytes);
     return -1;
   }
-  MPI_Request r;
-  int rc = MPI_Iallgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &r);
-  if (rc != MPI_SUCCESS) return fail(rc, "MPI_Iallgather", msg, cap);
-  return poll_req(&r, p, "MPI_Iallgather", msg, cap);
+  int rc = MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+  return rc == MPI_SUCCESS ? 0 : fail(rc, "MPI_Allgather", msg, cap);
 }
 
 /* A query is one int (the asker's rank); the answer a kiln_mpi_peer as bytes. */
@@ -153,7 +155,7 @@ static void m_finalize(void) {
   MPI_Finalize();
 }
 
-static const kiln_mpi_ops k_ops = {KILN_MPI_ABI, m_init,  m_all_reduce, m_broadcast, m_all_gather,
-                                   m_serve,      m_query, m_abort,      m_finalize};
+static const kiln_mpi_ops k_ops = {KILN_MPI_ABI, m_init,  m_arrive, m_all_reduce, m_broadcast, m_all_gather,
+                                   m_serve,      m_query, m_abort,  m_finalize};
 
 __attribute__((visibility("default"))) const kiln_mpi_ops *kiln_mpi_module(void) { return &k_ops; }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/spans.h"
 #include "dist/dist.h"
 #include "kiln/kiln.h"
 #include "kt.h"
@@ -112,11 +113,33 @@ KT_TEST(collectives_match_local_reference) {
   }
 }
 
+/* The profile of the running session (ended here): in a world of several,
+ * at least `want` collective events on the "kiln collectives" thread, named
+ * "all_reduce f64 [48, 48] at .../test_dist.c:<line>", with their bytes. */
+static void expect_collective_events(int want, int64_t bytes) {
+  kiln_prof_thread_events *th = NULL;
+  int nth = 0, got = 0;
+  uint64_t dropped = 0, t1 = 0;
+  KT_CHECK(kiln_prof_session_end(&th, &nth, &dropped, &t1) == KILN_OK);
+  for (int t = 0; t < nth; t++)
+    for (uint32_t e = 0; e < th[t].n; e++) {
+      const kiln_prof_event *ev = &th[t].ev[e];
+      if (ev->kind != KILN_PROF_COLLECTIVE) continue;
+      KT_CHECK_MSG(strcmp(th[t].name, "kiln collectives") == 0, "a collective event on thread %s", th[t].name);
+      KT_CHECK_MSG(strncmp(ev->name, "all_reduce f64 [48, 48] at ", 27) == 0 && strstr(ev->name, "test_dist.c:"),
+                   "collective event named %s", ev->name);
+      KT_CHECK(ev->arg == bytes && ev->end_ns >= ev->begin_ns);
+      got++;
+    }
+  kiln_prof_threads_free(th, nth);
+  if (W > 1) KT_CHECK_MSG(got >= want, "rank %d: %d collective events, expected %d", R, got, want);
+}
+
 /* Overlap: r = all_reduce(x_r·w) is started, then w·w and (w·w)·w run while
  * it is in flight (their buffers must not reuse the bytes it reads or
  * writes), then y = r·((w·w)·w) waits for it. Against the value computed
  * here in double from every rank's x, on cpu (overlapped) and ref
- * (blocking). */
+ * (blocking); and the profiler's collective events. */
 KT_TEST(overlapped_collective_matches_local_reference) {
   enum { n = 48 };
   const int64_t sh[2] = {n, n};
@@ -142,6 +165,8 @@ KT_TEST(overlapped_collective_matches_local_reference) {
   const char *bes[2] = {"cpu", "ref"};
   for (int bi = 0; bi < 2; bi++) {
     start(bes[bi]);
+    uint64_t t0 = 0;
+    KT_CHECK(kiln_prof_session_begin(4096, &t0) == KILN_OK);
     for (int it = 0; it < 3; it++) { /* compiled once, then from the cache */
       kiln_tensor x = kiln_from_host(xs[R], KILN_F64, 2, sh), w = kiln_from_host(ws, KILN_F64, 2, sh);
       kiln_tensor r = kiln_all_reduce(kiln_matmul(x, w), KILN_REDUCE_SUM);
@@ -157,6 +182,7 @@ KT_TEST(overlapped_collective_matches_local_reference) {
       expect("all_reduce overlapped with matmuls", bes[bi], KILN_F64, got, want, n * n);
       kiln_mark_step();
     }
+    expect_collective_events(3, n * n * 8);
     KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d %s: %s", R, bes[bi], kiln_last_error());
   }
   /* the metrics: 3 all-reduces of n*n doubles at least, and in a world of

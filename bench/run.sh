@@ -182,6 +182,31 @@ for model in mlp encoder; do
   run "train-$model-bf16" KILN_BENCH_TRAIN=$model KILN_BENCH_TRAIN_AMP=bf16 ${aenv[@]+"${aenv[@]}"} -- train_step
 done
 
+# All-reduce across 2 ranks (bench/dist_allreduce.c, built when MPI is
+# found): kiln's collective against MPI_Allreduce in the same job, launched
+# as tests/dist/run.sh launches (as root: Open MPI's allow-run-as-root
+# settings; --oversubscribe; shared memory). One thread per rank, as the
+# data-parallel rows: kiln's pool threads would otherwise compete with the
+# ranks for the cores.
+if [ -x "$bin/dist_allreduce" ] && command -v mpirun >/dev/null 2>&1; then
+  echo "== dist-allreduce (mpirun -np 2)"
+  dlog=$(mktemp)
+  if OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_NUM_THREADS=1 timeout 600 \
+    mpirun --oversubscribe -np 2 --mca btl self,vader -x KILN_NUM_THREADS -x KILN_CACHE_DIR \
+    "$bin/dist_allreduce" >"$dlog" 2>&1; then
+    grep -v '^KILN_BENCH' "$dlog" || true
+    grep '^KILN_BENCH' "$dlog" | cut -f2- >>"$tsv" || true
+  else
+    cat "$dlog"
+    echo "!! dist-allreduce failed" >&2
+    printf '%s\tnan\t-\tbenchmark failed (see make bench output)\t0\t0\t-\t0\n' "dist-allreduce" >>"$tsv"
+    failed=1
+  fi
+  rm -f "$dlog"
+else
+  echo "== dist-allreduce: no MPI (libopenmpi-dev, openmpi-bin); row left out"
+fi
+
 # ── latest.json ──
 awk -F'\t' -v machine="$machine" -v date="$date_utc" '
   function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return "\"" s "\"" }

@@ -21,6 +21,14 @@ if(MPI_C_FOUND)
   install(TARGETS kiln_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kiln)
   message(STATUS "kiln: MPI ${MPI_C_VERSION} (the distributed module libkiln_mpi.so)")
 
+  # The all-reduce benchmark (bench/run.sh runs it under mpirun -np 2): kiln's
+  # collective against MPI_Allreduce, so it links MPI itself.
+  add_executable(bench_dist_allreduce ${CMAKE_SOURCE_DIR}/bench/dist_allreduce.c)
+  set_target_properties(bench_dist_allreduce PROPERTIES OUTPUT_NAME dist_allreduce
+                                                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/bench)
+  target_include_directories(bench_dist_allreduce PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(bench_dist_allreduce PRIVATE kiln_static MPI::MPI_C)
+
   # The distributed tests: tests/dist/*.c run under mpirun by
   # tests/dist/run.sh (as root in CI: Open MPI's allow-run-as-root settings
   # and --oversubscribe are in the script, not in the user's way).
@@ -40,6 +48,11 @@ if(MPI_C_FOUND)
       set_tests_properties(test_dist_np${np} PROPERTIES LABELS e2e TIMEOUT 600
         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_np${np}")
     endforeach()
+    # a collective one rank skips (the timeout report) and a killed rank
+    add_test(NAME test_dist_failures
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/fail.sh ${KILN_MPIRUN} ${CMAKE_BINARY_DIR}/bin/tests)
+    set_tests_properties(test_dist_failures PROPERTIES LABELS e2e TIMEOUT 300
+      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_failures")
   endif()
 elseif(NOT KILN_FUZZ)
   message(STATUS "kiln: MPI not found (libopenmpi-dev): distributed runs are disabled")

@@ -461,11 +461,13 @@ kiln_status kiln_wait(void);
  * PersistentCacheMiss, Execute, StepMarkerCut, ValueReadCut,
  * DataDependentCut, ExplicitCompileCut, DiscardedStep,
  * TransferToDevice(Bytes), TransferFromDevice(Bytes), BufferAlloc,
- * BufferReuse, GraphCacheKeyCollision, LoaderBatches. Metrics (times in
+ * BufferReuse, GraphCacheKeyCollision, LoaderBatches, AllReduceCount,
+ * AllReduceBytes (and Broadcast/AllGather). Metrics (times in
  * nanoseconds, names ending in "Time"; the others plain values):
  * CompileTime, ExecuteTime, CachedCutTime (host cost of a cut that hit the
  * graph cache), TransferToDeviceTime, TransferFromDeviceTime,
- * DeviceWaitTime, GraphNodes, ExecutionsPerStep, LoaderWaitTime.
+ * DeviceWaitTime, GraphNodes, ExecutionsPerStep, LoaderWaitTime,
+ * CollectiveTime, CollectiveFlightTime.
  * Every name is described in docs/metrics.md. More views (short report,
  * JSON, names, per-line tables, kiln_explain) are in kiln/debug.h.
  * KILN_METRICS=1 prints the full report at exit, KILN_METRICS_FILE=path

@@ -4,6 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/spans.h"
+
+static void shape_text(const kiln_backend_coll *c, char *sb, size_t cap) {
+  int k = snprintf(sb, cap, "[");
+  for (int d = 0; d < c->rank && k < (int)cap - 24; d++)
+    k += snprintf(sb + k, cap - (size_t)k, "%s%lld", d ? ", " : "", (long long)c->shape[d]);
+  snprintf(sb + k, cap - (size_t)k, "]");
+}
+
 void kiln_backend_coll_init(const kiln_graph *g, int32_t i, kiln_backend_coll *c) {
   const kiln_gnode *n = &g->nodes[i];
   const kiln_gnode *x = &g->nodes[kiln_gnode_inputs(g, n)[0]];
@@ -27,6 +36,37 @@ void kiln_backend_coll_init(const kiln_graph *g, int32_t i, kiln_backend_coll *c
   c->rank = x->rank;
   memcpy(c->shape, x->shape, sizeof c->shape);
   c->loc = n->loc;
+  /* "all_reduce f32 [1024] at train.c:88": the same text on every rank */
+  char sb[128], name[256];
+  shape_text(c, sb, sizeof sb);
+  snprintf(name, sizeof name, "%s %s %s at %s:%d", c->call.op, kiln_dtype_name((kiln_dtype)c->call.dtype), sb,
+           c->loc.file ? c->loc.file : "?", c->loc.line);
+  c->call.name = kiln_prof_intern(name); /* NULL (table full): the op's name is used */
+}
+
+static void add_context(const kiln_backend_coll *c, kiln_err *err) {
+  char sb[128];
+  shape_text(c, sb, sizeof sb);
+  kiln_err_context(err, "%s of %s %s traced at %s:%d", c->call.op, kiln_dtype_name((kiln_dtype)c->call.dtype), sb,
+                   c->loc.file ? c->loc.file : "?", c->loc.line);
+}
+
+kiln_status kiln_backend_coll_start(const kiln_backend_coll *c, const void *in, void *out, kiln_dist_handle **h,
+                                    kiln_err *err) {
+  *h = NULL;
+  if (!c->call.count) return KILN_OK;
+  kiln_dist_call call = c->call;
+  call.in = in;
+  call.out = out;
+  kiln_status s = kiln_dist_start(&call, h, err);
+  if (s != KILN_OK) add_context(c, err);
+  return s;
+}
+
+kiln_status kiln_backend_coll_wait(const kiln_backend_coll *c, kiln_dist_handle *h, kiln_err *err) {
+  kiln_status s = kiln_dist_wait(h, err);
+  if (s != KILN_OK) add_context(c, err);
+  return s;
 }
 
 kiln_status kiln_backend_coll_run(const kiln_backend_coll *c, const void *in, void *out, kiln_err *err) {
@@ -35,14 +75,6 @@ kiln_status kiln_backend_coll_run(const kiln_backend_coll *c, const void *in, vo
   call.in = in;
   call.out = out;
   kiln_status s = kiln_dist_collective(&call, err);
-  if (s != KILN_OK) {
-    char sb[128];
-    int k = snprintf(sb, sizeof sb, "[");
-    for (int d = 0; d < c->rank && k < (int)sizeof sb - 24; d++)
-      k += snprintf(sb + k, sizeof sb - (size_t)k, "%s%lld", d ? ", " : "", (long long)c->shape[d]);
-    snprintf(sb + k, sizeof sb - (size_t)k, "]");
-    kiln_err_context(err, "%s of %s %s traced at %s:%d", c->call.op, kiln_dtype_name((kiln_dtype)c->call.dtype), sb,
-                     c->loc.file ? c->loc.file : "?", c->loc.line);
-  }
+  if (s != KILN_OK) add_context(c, err);
   return s;
 }

@@ -22,5 +22,11 @@ void kiln_backend_coll_init(const kiln_graph *g, int32_t n, kiln_backend_coll *c
 /* Run it from in to out (out may equal in except for ALL_GATHER). Errors
  * name the op, its dtype and shape and the user's line. */
 kiln_status kiln_backend_coll_run(const kiln_backend_coll *c, const void *in, void *out, kiln_err *err);
+/* The same in two halves (the cpu executor overlaps kernels with it): start
+ * (in and out must stay untouched until the wait; *h NULL when there is
+ * nothing to wait for), then wait. */
+kiln_status kiln_backend_coll_start(const kiln_backend_coll *c, const void *in, void *out, kiln_dist_handle **h,
+                                    kiln_err *err);
+kiln_status kiln_backend_coll_wait(const kiln_backend_coll *c, kiln_dist_handle *h, kiln_err *err);
 
 #endif

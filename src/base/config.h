@@ -60,6 +60,7 @@
   /* dist: the MPI module, and the launcher's variables (read before MPI is \
    * loaded, to know whether the program runs alone) */ \
   X(mpi_lib, "KILN_MPI_LIB")                         \
+  X(dist_timeout, "KILN_DIST_TIMEOUT")              \
   X(ompi_world_size, "OMPI_COMM_WORLD_SIZE")        \
   X(pmi_size, "PMI_SIZE")                           \
   X(pmix_rank, "PMIX_RANK")                         \

@@ -139,12 +139,56 @@ static uint32_t temp_rand(void) {
   return (uint32_t)x;
 }
 
+/* The temp files of atomic writes in progress, for kiln_fs_remove_pending_temps
+ * (a signal handler): a slot is claimed with an atomic exchange, filled,
+ * then published by storing its dirfd. */
+enum { PENDING_SLOTS = 8 };
+static struct {
+  int busy;  /* claimed */
+  int dirfd; /* -1: not published */
+  char name[320];
+} g_pending[PENDING_SLOTS] = {[0 ... PENDING_SLOTS - 1] = {0, -1, ""}};
+
+static int pending_add(int dirfd, const char *tmp) {
+  for (int i = 0; i < PENDING_SLOTS; i++) {
+    if (__atomic_exchange_n(&g_pending[i].busy, 1, __ATOMIC_ACQUIRE)) continue;
+    snprintf(g_pending[i].name, sizeof g_pending[i].name, "%s", tmp);
+    __atomic_store_n(&g_pending[i].dirfd, dirfd, __ATOMIC_RELEASE);
+    return i;
+  }
+  return -1; /* more writers than slots: that one is not cleaned on a signal */
+}
+
+static void pending_drop(int i) {
+  if (i < 0) return;
+  __atomic_store_n(&g_pending[i].dirfd, -1, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_pending[i].busy, 0, __ATOMIC_RELEASE);
+}
+
+void kiln_fs_remove_pending_temps(void) {
+  for (int i = 0; i < PENDING_SLOTS; i++) {
+    int fd = __atomic_load_n(&g_pending[i].dirfd, __ATOMIC_ACQUIRE);
+    if (fd >= 0) unlinkat(fd, g_pending[i].name, 0);
+  }
+}
+
+static kiln_status write_atomic_tmp(int dirfd, const char *dir_path, const char *name, const char *tmp,
+                                    const void *data, size_t n, kiln_err *err);
+
 kiln_status kiln_fs_write_atomic_at(int dirfd, const char *dir_path, const char *name, const void *data,
                                     size_t n, kiln_err *err) {
   char tmp[320];
   int len = snprintf(tmp, sizeof tmp, ".%s" KILN_TMP_TAG "%ld.%08x", name, (long)getpid(), temp_rand());
   if (len < 0 || (size_t)len >= sizeof tmp)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "file name too long: %.200s", name);
+  int slot = pending_add(dirfd, tmp);
+  kiln_status st = write_atomic_tmp(dirfd, dir_path, name, tmp, data, n, err);
+  pending_drop(slot);
+  return st;
+}
+
+static kiln_status write_atomic_tmp(int dirfd, const char *dir_path, const char *name, const char *tmp,
+                                    const void *data, size_t n, kiln_err *err) {
   int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "cannot create %s/%s: %s", dir_path, tmp, strerror(errno));
   const char *step = "write";

@@ -48,6 +48,12 @@ kiln_status kiln_fs_check_private_dir(const char *path, const char *what, kiln_e
 kiln_status kiln_fs_write_atomic_at(int dirfd, const char *dir_path, const char *name, const void *data,
                                     size_t n, kiln_err *err);
 
+/* Remove the temp files of the atomic writes in progress in this process.
+ * Async-signal-safe (only unlinkat): for a handler that ends the process
+ * (dist's SIGTERM handler), so an interrupted write leaves neither a
+ * partial file nor its temp file. */
+void kiln_fs_remove_pending_temps(void);
+
 /* Same, for a full path (opens the parent directory). */
 kiln_status kiln_fs_write_atomic(const char *path, const void *data, size_t n, kiln_err *err);
 

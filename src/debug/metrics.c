@@ -36,6 +36,18 @@ static int kiln_metric_name_unit(const char *name) {
 }
 
 
+/* The collectives' overlap (dist.h): the part of their time in flight
+ * (start to completion) the executor did not spend waiting for them. */
+static void kiln_metrics_format_overlap(kiln_text *b) {
+  kiln_metric_stats w, f;
+  if (kiln_metric_data("CollectiveFlightTime", &f) != 0 || f.sum <= 0) return;
+  if (kiln_metric_data("CollectiveTime", &w) != 0) w = (kiln_metric_stats){0};
+  char t1[32], t2[32];
+  double hidden = w.sum < f.sum ? 1.0 - w.sum / f.sum : 0.0;
+  kiln_text_printf(b, "Collective overlap: %.1f%% of the collectives' time in flight hidden behind compute (waited %s of %s)\n",
+                   100.0 * hidden, kiln_fmt_duration(w.sum, t1, sizeof t1), kiln_fmt_duration(f.sum, t2, sizeof t2));
+}
+
 static void kiln_metrics_format(kiln_text *b) {
   static const double pcts[] = {1, 5, 10, 20, 50, 80, 90, 95, 99};
   kiln_metric_snapshot *s = malloc(sizeof *s);
@@ -67,6 +79,7 @@ static void kiln_metrics_format(kiln_text *b) {
     kiln_text_printf(b, "Counter: %s\n  Value: %lld\n", v[i], (long long)val);
   }
   free(v);
+  kiln_metrics_format_overlap(b);
   kiln_text src = {0};
   kiln_sites_format(&src, ~0u, "  ");
   if (src.len) kiln_text_printf(b, "Source lines (graph cuts and device-to-host reads):\n%s", kiln_text_str(&src));
@@ -122,6 +135,7 @@ void kiln_metrics_format_short(kiln_text *b) {
                    kiln_fmt_duration(n_compile ? compile_ns / (double)n_compile : 0, t3, sizeof t3));
   kiln_text_printf(b, "execute time: %s (%s per execution)\n", kiln_fmt_duration(exec_ns, t4, sizeof t4),
                    kiln_fmt_duration(n_exec ? exec_ns / (double)n_exec : 0, t1, sizeof t1));
+  kiln_metrics_format_overlap(b);
   kiln_text_printf(b, "graph cuts: step marker %lld, value read %lld, data-dependent %lld, explicit compile %lld\n",
                    (long long)kiln_counter_value("StepMarkerCut"), (long long)kiln_counter_value("ValueReadCut"),
                    (long long)kiln_counter_value("DataDependentCut"),

@@ -8,9 +8,17 @@
  * this process in a world of more than one: a program run alone never
  * loads it, and its collectives are copies.
  *
+ * Collectives run on one communication thread per process ("kiln
+ * collectives", started with the world): kiln_dist_start queues a call and
+ * returns at once, kiln_dist_wait waits for it, so the executor runs the
+ * following kernels while a collective is in flight. Calls complete in the
+ * order they were started. A collective that does not complete within
+ * KILN_DIST_TIMEOUT seconds ends the job with a report of the ranks that
+ * have not arrived (docs/distributed.md).
+ *
  * Thread-safety: every function may be called from any thread; MPI calls
- * are serialized by one lock (the executor thread runs the collectives,
- * the tracing thread initializes). */
+ * are serialized by one lock (the communication thread runs the
+ * collectives, the tracing thread initializes). */
 #ifndef KILN_DIST_DIST_H
 #define KILN_DIST_DIST_H
 
@@ -40,11 +48,32 @@ typedef struct kiln_dist_call {
   int64_t count;
   int64_t outer;  /* ALL_GATHER: the product of the dims before the axis (out is [outer, world, count/outer]) */
   const char *op; /* the op's name, for messages */
+  const char *name; /* interned, for profiles and the timeout report: "all_reduce f32 [1024] at
+                     * train.c:88" (the same on every rank); NULL: op */
 } kiln_dist_call;
 
-/* Run c. Errors (KILN_ERR_UNSUPPORTED, KILN_ERR_INTERNAL for an MPI
- * failure) name the op, the element count and the world. */
+/* Run c and wait for it (kiln_dist_start + kiln_dist_wait). Errors
+ * (KILN_ERR_UNSUPPORTED, KILN_ERR_INTERNAL for an MPI failure) name the op,
+ * the element count and the world. */
 kiln_status kiln_dist_collective(const kiln_dist_call *c, kiln_err *err);
+
+/* A collective in flight. */
+typedef struct kiln_dist_handle kiln_dist_handle;
+
+/* Start c: checks it and queues it for the communication thread. c->in
+ * and c->out must stay valid and untouched until kiln_dist_wait returns.
+ * *out: the handle to wait on (NULL when nothing is left to wait for: a
+ * world of 1 copies at once). Errors as kiln_dist_collective's. */
+kiln_status kiln_dist_start(const kiln_dist_call *c, kiln_dist_handle **out, kiln_err *err);
+
+/* Wait for h (NULL: at once) and free it; its error, if it failed. The
+ * time waited is the metric CollectiveTime; start to completion is
+ * CollectiveFlightTime. */
+kiln_status kiln_dist_wait(kiln_dist_handle *h, kiln_err *err);
+
+/* The step number this process is at (the timeout report and the SIGTERM
+ * message name it): src/init/ calls it at every step marker. */
+void kiln_dist_note_step(int64_t step);
 
 /* Whether the MPI module is loaded in this process (tests: a program run
  * alone never loads it). */

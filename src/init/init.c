@@ -10,15 +10,24 @@
 
 #include "autograd/autograd_internal.h"
 #include "debug/observe.h"
+#include "dist/dist.h"
+#include "runtime/events.h"
 #include "kiln/kiln.h"
 #include "profiler/server/server.h"
 #include "frontend/session.h"
 #include "runtime/runtime.h"
 
+/* dist names the step a rank is at in its timeout and SIGTERM messages */
+static void dist_on_event(void *ctx, const kiln_event *ev) {
+  (void)ctx;
+  if (ev->kind == KILN_EV_STEP) kiln_dist_note_step((int64_t)kiln_runtime_steps(ev->rt));
+}
+
 static pthread_once_t g_observers_once = PTHREAD_ONCE_INIT;
 static void observers_register(void) {
   kiln_debug_attach();
   kiln_autograd_attach();
+  kiln_events_observe(dist_on_event, NULL);
 }
 
 kiln_status kiln_init(const kiln_options *opts) {

@@ -18,7 +18,8 @@
  *     buffers (outputs that are inputs, duplicated outputs, aliased outputs
  *     computed into a temporary).
  * Kernels run in the order of the array; that order is topological because
- * every cross-kernel read of node d by kernel K satisfies d < K.seed.
+ * every cross-kernel read of node d by kernel K satisfies d < K.seed (a
+ * COLL kernel, moved earlier, still follows the kernel computing its input).
  *
  * Thread-safety: a schedule is immutable after kiln_sched_build.
  */
@@ -33,7 +34,13 @@
 
 /* COLL: a collective node (ALL_REDUCE, BROADCAST, ALL_GATHER), run by the
  * backend through the dist service: `node` from the buffer of its input
- * (materialized) into its own. */
+ * (materialized) into its own. A backend may start it and run the next
+ * kernels while it is in flight, waiting for it before kernel `wait_at`
+ * (the first that reads its result; n_kernels: the end). Collectives are
+ * issued early: each right after the kernel computing its input (keeping
+ * their order among themselves), so the gradients of the last layers are
+ * all-reduced while the backward of the first ones runs. The memory plan
+ * keeps its input and result buffers live until wait_at. */
 typedef enum kiln_skind { KILN_SK_LOOP, KILN_SK_GEMM, KILN_SK_COPY, KILN_SK_COLL } kiln_skind;
 
 /* Where a buffer lives at run time. */
@@ -76,6 +83,7 @@ typedef struct kiln_skernel {
   kiln_sgemm_operand a, b;
   int32_t c_node, alpha_node;
   double alpha_c, beta;
+  int32_t wait_at; /* COLL: see KILN_SK_COLL */
   /* COPY: buffer src_buf -> buffer dst_buf, `bytes` bytes */
   int32_t src_buf, dst_buf;
   size_t bytes;

@@ -315,6 +315,65 @@ static kiln_status fill_loop_kernel(bld *b, int32_t kid, int32_t n) {
   return KILN_OK;
 }
 
+/* Move kernel `from` to position `to` (< from), shifting the kernels
+ * between up by one, and renumber the owners. */
+static void move_kernel(kiln_sched *s, const kiln_graph *g, int32_t from, int32_t to) {
+  kiln_skernel k = s->kernels[from];
+  memmove(&s->kernels[to + 1], &s->kernels[to], sizeof k * (size_t)(from - to));
+  s->kernels[to] = k;
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    int32_t o = s->owner[n];
+    if (o == from) s->owner[n] = to;
+    else if (o >= to && o < from) s->owner[n] = o + 1;
+  }
+}
+
+/* The earliest position loop kernel kid could take: after the kernels
+ * computing every value it reads (its readers all come after it already).
+ * -1 when out of memory (it then stays where it is). */
+static int32_t earliest_position(bld *b, int32_t kid) {
+  kiln_sched *s = b->s;
+  const kiln_skernel *k = &s->kernels[kid];
+  ivec loads = {0};
+  b->kid = kid;
+  b->seed = k->seed;
+  b->loads = &loads;
+  b->ok = 1;
+  for (int32_t j = 0; j < k->n_members; j++) kiln_sched_walk_member(b, k->members[j]);
+  b->loads = NULL;
+  int32_t at = 0;
+  for (int32_t j = 0; j < loads.n; j += 2)
+    if (s->owner[loads.v[j]] >= at) at = s->owner[loads.v[j]] + 1;
+  free(loads.v);
+  return b->ok ? at : -1;
+}
+
+/* Issue each collective as early as it can start: right after the kernel
+ * computing its input (or first, for a graph input), never before an
+ * earlier collective (every rank issues them in the same order). When that
+ * input is a loop kernel traced late (a DDP bucket: the concatenation of
+ * gradients computed long before), the loop kernel moves up first, to
+ * right after the kernels it reads. The consumers stay where they are, so
+ * the kernels in between run while the collective is in flight
+ * (schedule.h, KILN_SK_COLL). */
+static void hoist_collectives(bld *b) {
+  kiln_sched *s = b->s;
+  const kiln_graph *g = b->g;
+  int32_t floor = 0;
+  for (int32_t p = 0; p < s->n_kernels; p++) {
+    if (s->kernels[p].kind != KILN_SK_COLL) continue;
+    int32_t in = IN(g, s->kernels[p].node, 0), kin = s->owner[in];
+    if (kin >= 0 && s->kernels[kin].kind == KILN_SK_LOOP) {
+      int32_t at = earliest_position(b, kin);
+      if (at >= 0 && at < kin) move_kernel(s, g, kin, at);
+    }
+    int32_t q = s->owner[in] + 1; /* owner -1: a graph input */
+    if (q < floor) q = floor;
+    if (q < p) move_kernel(s, g, p, q);
+    floor = (q < p ? q : p) + 1;
+  }
+}
+
 kiln_status kiln_sched_fuse(bld *b) {
   const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
@@ -341,5 +400,6 @@ kiln_status kiln_sched_fuse(bld *b) {
     kiln_status st = fill_loop_kernel(b, kid, n);
     if (st != KILN_OK) return st;
   }
+  hoist_collectives(b);
   return KILN_OK;
 }

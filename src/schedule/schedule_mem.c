@@ -89,8 +89,8 @@ static int alias_safe(bld *b, int32_t n, int32_t i) {
       if (k->c_node == leaf && p > w) return 0;
       continue;
     }
-    if (k->kind == KILN_SK_COLL) {
-      if (IN(g, k->node, 0) == leaf && p >= w) return 0;
+    if (k->kind == KILN_SK_COLL) { /* it may still be in flight at any later kernel */
+      if (IN(g, k->node, 0) == leaf) return 0;
       continue;
     }
     for (int32_t j = 0; j < loads[p].n; j += 2) {
@@ -247,6 +247,41 @@ static void gemm_liveness(kiln_sched *s, int32_t p) {
   }
 }
 
+/* Whether kernel q (> the collective) reads buffer id. */
+static int kernel_reads(bld *b, int32_t q, int32_t id) {
+  const kiln_sched *s = b->s;
+  const kiln_skernel *k = &s->kernels[q];
+  if (k->kind == KILN_SK_GEMM) {
+    int32_t rd[4] = {k->a.node, k->b.node, k->c_node, k->alpha_node};
+    for (int i = 0; i < 4; i++)
+      if (rd[i] >= 0 && (i == 3 ? kiln_sched_read_buf(s, rd[i]) : s->buf_of[rd[i]]) == id) return 1;
+    return 0;
+  }
+  if (k->kind == KILN_SK_COLL) return s->buf_of[IN(b->g, k->node, 0)] == id;
+  if (k->kind == KILN_SK_COPY) return k->src_buf == id;
+  const ivec *ld = q < b->n_loads ? &b->loads_of[q] : NULL;
+  for (int32_t j = 0; ld && j < ld->n; j += 2)
+    if (kiln_sched_read_buf(s, ld->v[j]) == id) return 1;
+  return 0;
+}
+
+/* Collective p may be in flight until its wait point, the first kernel
+ * reading its result or the first end copy (which may write a donated
+ * input it reads) (schedule.h): its input and result buffers stay live
+ * until then, so no kernel in between reuses their bytes. */
+static void coll_liveness(bld *b, int32_t p) {
+  kiln_sched *s = b->s;
+  kiln_skernel *k = &s->kernels[p];
+  int32_t in = s->buf_of[IN(b->g, k->node, 0)], out = s->buf_of[k->node];
+  KILN_ASSERT(out >= 0 && in >= 0); /* collect_loads needs both */
+  k->wait_at = s->n_kernels;
+  for (int32_t q = p + 1; q < s->n_kernels && k->wait_at == s->n_kernels; q++)
+    if (kernel_reads(b, q, out) || s->kernels[q].kind == KILN_SK_COPY) k->wait_at = q; /* a copy may write its input */
+  first_write(&s->bufs[out], p);
+  last_read(&s->bufs[in], k->wait_at);
+  last_read(&s->bufs[out], k->wait_at);
+}
+
 /* Stores of loop kernels; the first write and last read of every buffer.
  * A buffer never written is live from 0; one never read until its write. */
 static kiln_status store_and_liveness(bld *b) {
@@ -259,10 +294,7 @@ static kiln_status store_and_liveness(bld *b) {
     } else if (k->kind == KILN_SK_GEMM) {
       gemm_liveness(s, p);
     } else if (k->kind == KILN_SK_COLL) {
-      int32_t in = IN(b->g, k->node, 0);
-      KILN_ASSERT(s->buf_of[k->node] >= 0 && s->buf_of[in] >= 0); /* collect_loads needs both */
-      first_write(&s->bufs[s->buf_of[k->node]], p);
-      last_read(&s->bufs[s->buf_of[in]], p);
+      coll_liveness(b, p);
     } else {
       KILN_ASSERT(k->src_buf >= 0 && k->dst_buf >= 0);
       last_read(&s->bufs[k->src_buf], p);

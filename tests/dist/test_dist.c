@@ -5,6 +5,7 @@
  *  - collectives (all_reduce SUM/MEAN/MAX, broadcast, all_gather on axes 0
  *    and 1) on f32, f64, i32 and i64, on the cpu and ref backends, against
  *    the result computed locally from every rank's (deterministic) input;
+ *  - a collective overlapped with the kernels after it, against the same;
  *  - their gradients (the rules of kiln/dist.h) against the closed form;
  *  - data parallel: 3 SGD steps of a small MLP on N ranks, the loader
  *    sharded by rank with per-rank batch B/N, against the same steps of one
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/spans.h"
 #include "dist/dist.h"
 #include "kiln/kiln.h"
 #include "kt.h"
@@ -108,6 +110,89 @@ KT_TEST(collectives_match_local_reference) {
   for (int b = 0; b < 2; b++) {
     start(bes[b]);
     for (int d = 0; d < 4; d++) collectives_on(bes[b], dts[d]);
+  }
+}
+
+/* The profile of the running session (ended here): in a world of several,
+ * at least `want` collective events on the "kiln collectives" thread, named
+ * "all_reduce f64 [48, 48] at .../test_dist.c:<line>", with their bytes. */
+static void expect_collective_events(int want, int64_t bytes) {
+  kiln_prof_thread_events *th = NULL;
+  int nth = 0, got = 0;
+  uint64_t dropped = 0, t1 = 0;
+  KT_CHECK(kiln_prof_session_end(&th, &nth, &dropped, &t1) == KILN_OK);
+  for (int t = 0; t < nth; t++)
+    for (uint32_t e = 0; e < th[t].n; e++) {
+      const kiln_prof_event *ev = &th[t].ev[e];
+      if (ev->kind != KILN_PROF_COLLECTIVE) continue;
+      KT_CHECK_MSG(strcmp(th[t].name, "kiln collectives") == 0, "a collective event on thread %s", th[t].name);
+      KT_CHECK_MSG(strncmp(ev->name, "all_reduce f64 [48, 48] at ", 27) == 0 && strstr(ev->name, "test_dist.c:"),
+                   "collective event named %s", ev->name);
+      KT_CHECK(ev->arg == bytes && ev->end_ns >= ev->begin_ns);
+      got++;
+    }
+  kiln_prof_threads_free(th, nth);
+  if (W > 1) KT_CHECK_MSG(got >= want, "rank %d: %d collective events, expected %d", R, got, want);
+}
+
+/* Overlap: r = all_reduce(x_r·w) is started, then w·w and (w·w)·w run while
+ * it is in flight (their buffers must not reuse the bytes it reads or
+ * writes), then y = r·((w·w)·w) waits for it. Against the value computed
+ * here in double from every rank's x, on cpu (overlapped) and ref
+ * (blocking); and the profiler's collective events. */
+KT_TEST(overlapped_collective_matches_local_reference) {
+  enum { n = 48 };
+  const int64_t sh[2] = {n, n};
+  static double xs[8][n * n], ws[n * n], t1[n * n], t2[n * n], t3[n * n], got[n * n];
+  for (int r = 0; r < W; r++)
+    for (int i = 0; i < n * n; i++) xs[r][i] = val(r, i) / 8;
+  for (int i = 0; i < n * n; i++) ws[i] = (double)((i * 5) % 11) / 11 - 0.4;
+  for (int i = 0; i < n; i++) /* t1 = sum_r x_r·w, t2 = w·w */
+    for (int j = 0; j < n; j++) {
+      double a1 = 0, a2 = 0;
+      for (int k = 0; k < n; k++) {
+        for (int r = 0; r < W; r++) a1 += xs[r][i * n + k] * ws[k * n + j];
+        a2 += ws[i * n + k] * ws[k * n + j];
+      }
+      t1[i * n + j] = a1, t2[i * n + j] = a2;
+    }
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      double a = 0;
+      for (int k = 0; k < n; k++) a += t2[i * n + k] * ws[k * n + j];
+      t3[i * n + j] = a;
+    }
+  const char *bes[2] = {"cpu", "ref"};
+  for (int bi = 0; bi < 2; bi++) {
+    start(bes[bi]);
+    uint64_t t0 = 0;
+    KT_CHECK(kiln_prof_session_begin(4096, &t0) == KILN_OK);
+    for (int it = 0; it < 3; it++) { /* compiled once, then from the cache */
+      kiln_tensor x = kiln_from_host(xs[R], KILN_F64, 2, sh), w = kiln_from_host(ws, KILN_F64, 2, sh);
+      kiln_tensor r = kiln_all_reduce(kiln_matmul(x, w), KILN_REDUCE_SUM);
+      kiln_tensor p3 = kiln_matmul(kiln_matmul(w, w), w);
+      read_f64(kiln_matmul(r, p3), got, n * n);
+      double want[n * n];
+      for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+          double a = 0;
+          for (int k = 0; k < n; k++) a += t1[i * n + k] * t3[k * n + j];
+          want[i * n + j] = a;
+        }
+      expect("all_reduce overlapped with matmuls", bes[bi], KILN_F64, got, want, n * n);
+      kiln_mark_step();
+    }
+    expect_collective_events(3, n * n * 8);
+    KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d %s: %s", R, bes[bi], kiln_last_error());
+  }
+  /* the metrics: 3 all-reduces of n*n doubles at least, and in a world of
+   * several the time in flight and the overlap line */
+  KT_CHECK(kiln_counter_value("AllReduceCount") >= 3);
+  KT_CHECK(kiln_counter_value("AllReduceBytes") >= 3 * n * n * 8);
+  const char *rep = kiln_metrics_report();
+  if (W > 1) {
+    KT_CHECK_MSG(strstr(rep, "Metric: CollectiveTime") && strstr(rep, "Metric: CollectiveFlightTime"), "%s", rep);
+    KT_CHECK_MSG(strstr(rep, "Collective overlap: ") != NULL, "%s", rep);
   }
 }
 
@@ -253,5 +338,6 @@ KT_TEST(world) {
   if (W > 1) KT_CHECK(kiln_dist_mpi_loaded());
 }
 
-KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference), KT_CASE(collective_gradients),
+KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference),
+        KT_CASE(overlapped_collective_matches_local_reference), KT_CASE(collective_gradients),
         KT_CASE(data_parallel_matches_one_process), KT_CASE(alone_loads_no_mpi))

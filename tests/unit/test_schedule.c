@@ -612,9 +612,72 @@ KT_TEST(scratch_is_reused_by_liveness) {
 
 KT_TEST(teardown) { harness_teardown(); }
 
+KT_TEST(collective_issued_early_and_its_buffers_kept_in_flight) {
+  /* p1 = x·w, p2 = w·w, p3 = p2·w, r = all_reduce(p1) traced after them,
+   * y = r·p3. The collective is issued right after p1's kernel and waited
+   * for at y; p1 (its input) must not share bytes with p2 or p3, which run
+   * while it is in flight (the old plan let p2 reuse p1's bytes). */
+  enum { n = 16 };
+  gb b = {0};
+  int64_t sh[2] = {n, n};
+  int x = leaf(&b, KILN_F32, 2, sh), w = leaf(&b, KILN_F32, 2, sh);
+  int i1[2] = {x, w}, i2[2] = {w, w};
+  int p1 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sh, 2, i1, 0, NULL, 0);
+  int p2 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sh, 2, i2, 0, NULL, 0);
+  int i3[2] = {p2, w};
+  int p3 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sh, 2, i3, 0, NULL, 0);
+  const int64_t ra[2] = {0, 1}; /* SUM, a world of 1 */
+  int r = add(&b, KILN_OP_ALL_REDUCE, KILN_F32, 2, sh, 1, &p1, 2, ra, 0);
+  int i4[2] = {r, p3};
+  int y = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sh, 2, i4, 0, NULL, 0);
+  output(&b, y, -1);
+  kiln_graph *g = finish(&b);
+  kiln_sched *s = NULL;
+  kiln_err err = {0};
+  KT_CHECK_MSG(kiln_sched_build(g, &s, &err) == KILN_OK, "schedule: %s", err.msg);
+  if (s) {
+    KT_EQ_INT(s->n_kernels, 5);
+    KT_EQ_INT(s->kernels[1].kind, KILN_SK_COLL); /* right after p1's GEMM */
+    KT_EQ_INT(s->kernels[1].wait_at, s->owner[y]);
+    KT_EQ_INT(s->owner[y], 4);
+    const kiln_sbuf *a = &s->bufs[s->buf_of[p1]];
+    for (int k = 0; k < 2; k++) {
+      const kiln_sbuf *o = &s->bufs[s->buf_of[k ? p3 : p2]];
+      KT_CHECK_MSG(a->kind != KILN_SBUF_SCRATCH || o->kind != KILN_SBUF_SCRATCH ||
+                       a->offset + a->bytes <= o->offset || o->offset + o->bytes <= a->offset,
+                   "p%d shares bytes with the all_reduce's input", k ? 3 : 2);
+    }
+    kiln_sched_free(s);
+  }
+  static float xs[n * n], ws[n * n], out[n * n], t1[n * n], t2[n * n], t3[n * n];
+  for (int i = 0; i < n * n; i++) xs[i] = (float)(i % 7) / 7, ws[i] = (float)((i * 5) % 11) / 11 - 0.4f;
+  void *in[] = {xs, ws}, *o[] = {out};
+  run(g, in, o);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      double a1 = 0, a2 = 0;
+      for (int k = 0; k < n; k++) a1 += (double)xs[i * n + k] * ws[k * n + j], a2 += (double)ws[i * n + k] * ws[k * n + j];
+      t1[i * n + j] = (float)a1, t2[i * n + j] = (float)a2;
+    }
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      double a3 = 0;
+      for (int k = 0; k < n; k++) a3 += (double)t2[i * n + k] * ws[k * n + j];
+      t3[i * n + j] = (float)a3;
+    }
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      double acc = 0;
+      for (int k = 0; k < n; k++) acc += (double)t1[i * n + k] * t3[k * n + j];
+      KT_NEAR(out[i * n + j], acc, 1e-4 * (1 + fabs(acc)));
+    }
+  kiln_graph_free(g);
+}
+
 KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kernels),
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
         KT_CASE(move_ops_match_c), KT_CASE(im2col_and_its_backward_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
         KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
         KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(gemm_updates_match_c), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
-        KT_CASE(scratch_is_reused_by_liveness), KT_CASE(teardown))
+        KT_CASE(scratch_is_reused_by_liveness),
+        KT_CASE(collective_issued_early_and_its_buffers_kept_in_flight), KT_CASE(teardown))

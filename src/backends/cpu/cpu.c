@@ -419,6 +419,7 @@ static kiln_status bind_steps(compile_job *j) {
       sp->dst = s->buf_of[k->node];
       sp->bytes = kiln_gnode_bytes(&s->g->nodes[k->node]);
       sp->mem_bytes = (double)sp->bytes;
+      sp->wait_at = k->wait_at;
     } else {
       sp->kind = ST_COPY;
       sp->name = "copy";
@@ -430,6 +431,7 @@ static kiln_status bind_steps(compile_job *j) {
     if (!step_buffers_live(s, i, sp, e->arg_bufs + sp->arg_off))
       return kiln_err_set(j->err, KILN_ERR_INTERNAL,
                           "cpu compile: kernel %d (%s) uses a buffer outside its planned lifetime", (int)i, sp->name);
+    sp->kpos = i;
     sp->tag = (kiln_pool_tag){prof_name(s, i, sp), sp->flops, sp->mem_bytes};
     if (sp->kind == ST_GEMM) sp->name = sp->tag.name; /* a GEMM is named by its shape */
     e->n_steps++;

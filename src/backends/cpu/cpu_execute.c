@@ -139,6 +139,52 @@ static kiln_status fault_status(kiln_executable *e, const step *sp, const int64_
                       (long long)is->dim);
 }
 
+/* The collectives in flight during one execution (overlap: the steps
+ * after a COLL run while it is in flight; it is waited for before the first
+ * step at or past its wait point, and at the end). The first failure is
+ * kept; later steps still run on every rank alike. */
+typedef struct flights {
+  struct {
+    kiln_dist_handle *h;
+    const step *sp;
+  } v[32];
+  int n;
+  kiln_status st;
+  kiln_err err;
+} flights;
+
+static void flights_fail(flights *f, const kiln_err *ce) {
+  if (f->st != KILN_OK) return;
+  f->st = ce->code;
+  f->err = *ce;
+}
+
+/* Wait for those that must complete before a step at kernel position kpos
+ * (INT32_MAX: all of them). */
+static void flights_wait(flights *f, int32_t kpos) {
+  int k = 0;
+  for (int i = 0; i < f->n; i++) {
+    if (f->v[i].sp->wait_at > kpos) {
+      f->v[k++] = f->v[i];
+      continue;
+    }
+    kiln_err ce;
+    if (kiln_backend_coll_wait(f->v[i].sp->coll, f->v[i].h, &ce) != KILN_OK) flights_fail(f, &ce);
+  }
+  f->n = k;
+}
+
+static void flights_start(flights *f, const step *sp, void *const *ptr) {
+  if (f->n == (int)(sizeof f->v / sizeof f->v[0])) flights_wait(f, INT32_MAX);
+  kiln_dist_handle *h = NULL;
+  kiln_err ce;
+  if (kiln_backend_coll_start(sp->coll, ptr[sp->src], ptr[sp->dst], &h, &ce) != KILN_OK) flights_fail(f, &ce);
+  else if (h) {
+    f->v[f->n].h = h;
+    f->v[f->n++].sp = sp;
+  }
+}
+
 kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
                                kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
@@ -162,7 +208,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
   /* the error word of the index checks (codegen.h): {site + 1, index} */
   int64_t errw[2] = {0, 0};
   int32_t fault_step = -1;
-  kiln_status coll_st = KILN_OK;
+  flights fl = {.n = 0, .st = KILN_OK};
   e->has_fault = 0;
   for (int32_t i = 0; i < e->n_bufs; i++) {
     const kiln_sbuf *bf = &e->bufs[i];
@@ -173,6 +219,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
   for (int32_t i = 0; i < e->n_steps; i++) {
     const step *sp = &e->steps[i];
     kiln_kernel_timing *t = &e->timings[i];
+    if (fl.n) flights_wait(&fl, sp->kpos);
     t->begin_ns = kiln_now_ns();
     switch (sp->kind) {
       case ST_LOOP: {
@@ -189,14 +236,10 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
         break;
       }
       case ST_GEMM: run_gemm(b, sp, ptr); break;
-      case ST_COLL: { /* the first failure is reported; later steps still run on every rank alike */
+      case ST_COLL: { /* started here, waited for at its wait point */
         uint64_t c0 = kiln_prof_span_begin();
-        kiln_err ce;
-        if (kiln_backend_coll_run(sp->coll, ptr[sp->src], ptr[sp->dst], &ce) != KILN_OK && coll_st == KILN_OK) {
-          coll_st = ce.code;
-          if (err) *err = ce;
-        }
-        if (c0 && kiln_prof_on()) kiln_prof_record(KILN_PROF_KERNEL, sp->tag.name, c0, kiln_prof_now(), -1, 0, sp->mem_bytes);
+        flights_start(&fl, sp, ptr);
+        if (c0 && kiln_prof_on()) kiln_prof_record(KILN_PROF_KERNEL, sp->tag.name, c0, kiln_prof_now(), -1, 0, 0);
         break;
       }
       default: {
@@ -211,8 +254,10 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
     t->flops = sp->flops;
     t->bytes = sp->mem_bytes;
   }
+  flights_wait(&fl, INT32_MAX);
   if (ptr != small) free(ptr);
-  kiln_status st = fault_step >= 0 ? fault_status(e, &e->steps[fault_step], errw, err) : coll_st;
+  if (fl.st != KILN_OK && err) *err = fl.err;
+  kiln_status st = fault_step >= 0 ? fault_status(e, &e->steps[fault_step], errw, err) : fl.st;
   pthread_mutex_unlock(&e->mu);
   return st;
 }

@@ -82,6 +82,8 @@ typedef struct step {
   int32_t src, dst;
   size_t bytes;
   kiln_backend_coll *coll; /* COLL: owned by the step */
+  int32_t kpos;    /* the schedule's kernel position of this step */
+  int32_t wait_at; /* COLL: in flight until the step with kpos >= wait_at (the schedule's KILN_SK_COLL) */
   double flops, mem_bytes;
   kiln_pool_tag tag; /* profiler name: "<scope>/fusion.3 (mul,add,relu)" */
 } step;

@@ -40,6 +40,16 @@ if(MPI_C_FOUND)
       set_tests_properties(test_dist_np${np} PROPERTIES LABELS e2e TIMEOUT 600
         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_np${np}")
     endforeach()
+    # ranks tracing different graphs: an error on every rank, not a hang
+    # (timeout: a hang fails the test instead of waiting for ctest's limit);
+    # the rank-prefixed KILN_DEBUG lines and metrics header
+    foreach(np 2 4)
+      add_test(NAME test_diverge_np${np}
+               COMMAND timeout 180 bash ${CMAKE_SOURCE_DIR}/tests/dist/run.sh ${KILN_MPIRUN} ${np}
+                       ${CMAKE_BINARY_DIR}/bin/tests test_diverge KILN_DEBUG=1 KILN_METRICS=1)
+      set_tests_properties(test_diverge_np${np} PROPERTIES LABELS e2e TIMEOUT 240
+        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_diverge_np${np}")
+    endforeach()
   endif()
 elseif(NOT KILN_FUZZ)
   message(STATUS "kiln: MPI not found (libopenmpi-dev): distributed runs are disabled")

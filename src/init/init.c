@@ -9,7 +9,9 @@
 #include <pthread.h>
 
 #include "autograd/autograd_internal.h"
+#include "debug/diverge.h"
 #include "debug/observe.h"
+#include "dist/agree.h"
 #include "kiln/kiln.h"
 #include "profiler/server/server.h"
 #include "frontend/session.h"
@@ -19,6 +21,8 @@ static pthread_once_t g_observers_once = PTHREAD_ONCE_INIT;
 static void observers_register(void) {
   kiln_debug_attach();
   kiln_autograd_attach();
+  /* the rank-divergence check (debug) exchanges through the dist service */
+  kiln_diverge_attach(&(kiln_diverge_comm){kiln_dist_agree_world, kiln_dist_agree_gather});
 }
 
 kiln_status kiln_init(const kiln_options *opts) {

@@ -50,6 +50,11 @@ if(MPI_C_FOUND)
       set_tests_properties(test_diverge_np${np} PROPERTIES LABELS e2e TIMEOUT 240
         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_diverge_np${np}")
     endforeach()
+    # `kiln train` under mpirun -np 2 against one process (same global batch)
+    add_test(NAME test_dist_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/train.sh ${KILN_MPIRUN}
+                                          $<TARGET_FILE:kiln_cli>)
+    set_tests_properties(test_dist_train PROPERTIES LABELS e2e TIMEOUT 900 SKIP_REGULAR_EXPRESSION "^SKIP:"
+      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_train")
   endif()
 elseif(NOT KILN_FUZZ)
   message(STATUS "kiln: MPI not found (libopenmpi-dev): distributed runs are disabled")

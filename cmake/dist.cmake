@@ -50,6 +50,13 @@ if(MPI_C_FOUND)
       set_tests_properties(test_diverge_np${np} PROPERTIES LABELS e2e TIMEOUT 240
         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_diverge_np${np}")
     endforeach()
+    # the transports: TCP, two network namespaces as two hosts, a world of 8
+    foreach(mode tcp netns np8)
+      add_test(NAME test_dist_${mode}
+               COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/net.sh ${KILN_MPIRUN} ${CMAKE_BINARY_DIR}/bin/tests ${mode})
+      set_tests_properties(test_dist_${mode} PROPERTIES LABELS e2e TIMEOUT 700 SKIP_REGULAR_EXPRESSION "^SKIP:"
+        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_${mode}")
+    endforeach()
     # `kiln train` under mpirun -np 2 against one process (same global batch)
     add_test(NAME test_dist_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/train.sh ${KILN_MPIRUN}
                                           $<TARGET_FILE:kiln_cli>)

@@ -33,35 +33,43 @@ static char *graph_text(const kiln_event *ev, size_t *n) {
   return buf;
 }
 
-/* Every rank's graph text: all[r * stride ..], len[r] bytes. 0, or -1 with err. */
-static int gather_graphs(const kiln_event *ev, int world, char **all, uint64_t *len, size_t *stride, kiln_err *err) {
+/* Every rank's graph text: all[r * stride ..], len[r] bytes (len and ok:
+ * world entries each). 0, or -1 with err. Every rank makes the same
+ * exchanges whatever fails locally (a rank that skipped one would leave the
+ * others waiting): the sizes, then whether every rank could allocate the
+ * buffers (ok), then (only if all could) the texts. */
+static int gather_graphs(const kiln_event *ev, int world, char **all, uint64_t *len, uint64_t *ok, size_t *stride,
+                         kiln_err *err) {
   size_t n = 0;
-  char *mine = graph_text(ev, &n);
+  char *mine = graph_text(ev, &n), *pad = NULL;
   uint64_t n64 = n, max = 0;
+  int rc = -1;
   *all = NULL;
-  if (g_comm.gather("rank divergence check (graph sizes)", &n64, 8, len, err) != KILN_OK) goto fail;
+  if (g_comm.gather("rank divergence check (graph sizes)", &n64, 8, len, err) != KILN_OK) goto out;
   for (int r = 0; r < world; r++) max = len[r] > max ? len[r] : max;
-  char *pad = calloc(1, max ? max : 1);
+  pad = calloc(1, max ? max : 1);
   *all = malloc((size_t)max * (size_t)world + 1);
-  if (!pad || !*all) { /* every rank must still take part: an empty exchange is never short of memory */
-    free(pad);
-    free(*all);
-    free(mine);
-    kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "rank divergence check: out of memory for %d graphs of %" PRIu64 " bytes",
-                 world, max);
-    return -1;
-  }
+  uint64_t mine_ok = pad && *all;
+  if (g_comm.gather("rank divergence check (memory)", &mine_ok, 8, ok, err) != KILN_OK) goto out;
+  for (int r = 0; r < world; r++)
+    if (!ok[r]) {
+      kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY,
+                   "rank divergence check: rank %d is out of memory for %d graphs of up to %" PRIu64 " bytes", r,
+                   world, max);
+      goto out;
+    }
   if (mine) memcpy(pad, mine, n);
-  kiln_status s = g_comm.gather("rank divergence check (graphs)", pad, max, *all, err);
-  free(pad);
-  free(mine);
+  if (g_comm.gather("rank divergence check (graphs)", pad, max, *all, err) != KILN_OK) goto out;
   *stride = max;
-  if (s == KILN_OK) return 0;
-fail:
+  rc = 0;
+out:
   free(mine);
-  free(*all);
-  *all = NULL;
-  return -1;
+  free(pad);
+  if (rc) {
+    free(*all);
+    *all = NULL;
+  }
+  return rc;
 }
 
 /* "rank r's graph ... differs from rank 0's" with the diff lines, into t. */
@@ -84,15 +92,12 @@ static void describe_diff(kiln_text *t, const char *all, const uint64_t *len, si
 
 /* The error every rank reports: the ranks and their keys, grouped, then
  * the diffs of the first few groups against rank 0's graph. */
-static void divergence_error(const kiln_event *ev, int world, const uint64_t *keys, kiln_err *verdict) {
+static void divergence_error(const kiln_event *ev, int world, const uint64_t *keys, uint64_t *scratch,
+                             kiln_err *verdict) {
   char *all = NULL;
-  uint64_t *len = calloc((size_t)world, sizeof *len);
+  uint64_t *len = scratch, *oks = scratch + world;
   size_t stride = 0;
-  if (!len) {
-    kiln_err_set(verdict, KILN_ERR_OUT_OF_MEMORY, "rank divergence check: out of memory");
-    return;
-  }
-  int ok = gather_graphs(ev, world, &all, len, &stride, verdict) == 0;
+  int ok = gather_graphs(ev, world, &all, len, oks, &stride, verdict) == 0;
   kiln_text t = {0};
   kiln_text_printf(&t, "rank divergence: the ranks traced different graphs before a collective (");
   int shown = 0;
@@ -122,7 +127,6 @@ static void divergence_error(const kiln_event *ev, int world, const uint64_t *ke
   else kiln_err_context(verdict, "%s", kiln_text_str(&t));
   kiln_text_free(&t);
   free(all);
-  free(len);
 }
 
 /* What the ranks compare: the graph's structure (ops, dtypes, shapes, the
@@ -148,7 +152,10 @@ static uint64_t agreement_key(const kiln_graph *g) {
 static void on_first_run(const kiln_event *ev) {
   int rank = 0, world = g_comm.world(&rank);
   if (world <= 1) return;
-  uint64_t *keys = calloc((size_t)world, sizeof *keys), key = agreement_key(ev->graph);
+  /* keys, then the sizes and answers of the graph exchange. (Failing to
+   * allocate these few bytes is the one failure that leaves the other
+   * ranks waiting: every later one is exchanged.) */
+  uint64_t *keys = calloc((size_t)world * 3, sizeof *keys), key = agreement_key(ev->graph);
   if (!keys) {
     kiln_err_set(ev->verdict, KILN_ERR_OUT_OF_MEMORY, "rank divergence check: out of memory");
     return;
@@ -157,7 +164,7 @@ static void on_first_run(const kiln_event *ev) {
   if (g_comm.gather("rank divergence check (graph keys)", &key, 8, keys, ev->verdict) == KILN_OK) {
     int same = 1;
     for (int r = 1; r < world; r++) same &= keys[r] == keys[0];
-    if (!same) divergence_error(ev, world, keys, ev->verdict);
+    if (!same) divergence_error(ev, world, keys, keys + world, ev->verdict);
   }
   free(keys);
 }

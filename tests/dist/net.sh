@@ -13,6 +13,12 @@ set -euo pipefail
 mpirun=$1 bin=$2 mode=$3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_NUM_THREADS=1
 fwd=(-x KILN_TEST_WORLD -x KILN_CACHE_DIR -x KILN_NUM_THREADS)
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+  # the sanitizer suite: Open MPI leaks its own state at MPI_Finalize (run.sh)
+  export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+  fwd+=(-x ASAN_OPTIONS)
+fi
+[ -n "${UBSAN_OPTIONS:-}" ] && fwd+=(-x UBSAN_OPTIONS)
 case $mode in
   tcp)
     export KILN_TEST_WORLD=2

@@ -19,8 +19,15 @@ flags=(--model mlp --max-steps 100 --batch 64 --eval-every 50)
 fail() { echo "FAIL: $*"; echo "--- one process:"; cat "$tmp/one.txt"; echo "--- two ranks:"; cat "$tmp/two.txt"; exit 1; }
 
 timeout 300 "$kiln" train "${flags[@]}" --checkpoint "$tmp/one.safetensors" >"$tmp/one.txt" 2>&1 || fail "one process"
+fwd=(-x KILN_NUM_THREADS -x KILN_CACHE_DIR)
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+  # the sanitizer suite: Open MPI leaks its own state at MPI_Finalize (run.sh)
+  export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+  fwd+=(-x ASAN_OPTIONS)
+fi
+[ -n "${UBSAN_OPTIONS:-}" ] && fwd+=(-x UBSAN_OPTIONS)
 mkdir "$tmp/logs"
-timeout 300 "$mpirun" --oversubscribe -np 2 --mca btl self,vader -x KILN_NUM_THREADS -x KILN_CACHE_DIR \
+timeout 300 "$mpirun" --oversubscribe -np 2 --mca btl self,vader "${fwd[@]}" \
   "$kiln" train "${flags[@]}" --checkpoint "$tmp/two.safetensors" --logdir "$tmp/logs" >"$tmp/two.txt" 2>&1 ||
   fail "mpirun -np 2"
 
@@ -41,7 +48,7 @@ done
 [ -s "$tmp/two.safetensors" ] || fail "no checkpoint"
 [ "$(ls "$tmp/logs" | wc -l)" = 1 ] || fail "logdir holds $(ls "$tmp/logs")"
 # a global batch that does not split over the ranks: refused, naming the flag
-if timeout 120 "$mpirun" --oversubscribe -np 2 --mca btl self,vader "$kiln" train --batch 63 --max-steps 1 \
+if timeout 120 "$mpirun" --oversubscribe -np 2 --mca btl self,vader "${fwd[@]}" "$kiln" train --batch 63 --max-steps 1 \
   --checkpoint "$tmp/bad.safetensors" >"$tmp/bad.txt" 2>&1; then
   fail "--batch 63 on 2 ranks was accepted"
 fi

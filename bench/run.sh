@@ -207,6 +207,46 @@ else
   echo "== dist-allreduce: no MPI (libopenmpi-dev, openmpi-bin); row left out"
 fi
 
+# Data-parallel training (issue 14, docs/distributed.md): 2 ranks x 1 thread
+# under mpirun, MLP 784-1024-1024-10, global batch 256 (bench/dist_train.c),
+# beside PyTorch DDP (gloo, 2 processes x 1 thread, bench/dist_train_ref.py;
+# the fastest of the BLAS settings above) and beside kiln's 1 rank x 1 thread
+# at the same per-rank batch (the scaling row).
+mpirun_bin=$(command -v mpirun || true)
+if [ -n "$mpirun_bin" ] && [ -x "$bin/dist_train" ]; then
+  denv=(KILN_NUM_THREADS=1 KILN_BENCH_DIST_BATCH=128 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+  if [ $has_torch = 1 ]; then
+    best=''
+    for cfg in "OPENBLAS_CORETYPE=SkylakeX" "OPENBLAS_CORETYPE=unset"; do
+      cenv=(-u OPENBLAS_CORETYPE OMP_WAIT_POLICY=PASSIVE)
+      case $cfg in *=unset) ;; *) cenv+=("$cfg") ;; esac
+      ms=$(env "${cenv[@]}" /usr/bin/python3 "$root/bench/dist_train_ref.py" 2 128 2>/dev/null) || continue
+      echo "== PyTorch DDP gloo 2x1 ($cfg): $ms ms/step"
+      if [ -z "$best" ] || awk -v a="$ms" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$ms; fi
+    done
+    [ -n "$best" ] && denv+=(KILN_BENCH_TORCH_DDP_MS="$best")
+  fi
+  one=$(env "${denv[@]}" "$bin/dist_train" 2>/dev/null | sed -n 's/^KILN_DIST_STEP_MS //p') || one=''
+  [ -n "$one" ] && echo "== kiln 1 rank x 1 thread, batch 128: $one ms/step" && denv+=(KILN_BENCH_DIST_ONE_MS="$one")
+  echo "== dist-train (mpirun -np 2)"
+  dlog=$(mktemp)
+  if env "${denv[@]}" "$mpirun_bin" -np 2 --mca btl self,vader -x KILN_NUM_THREADS -x KILN_BENCH_DIST_BATCH \
+    -x KILN_BENCH_TORCH_DDP_MS -x KILN_BENCH_DIST_ONE_MS -x KILN_CACHE_DIR "$bin/dist_train" >"$dlog" 2>&1; then
+    grep -v '^KILN_BENCH' "$dlog" || true
+    grep '^KILN_BENCH' "$dlog" | cut -f2- >>"$tsv" || true
+  else
+    cat "$dlog"
+    echo "!! dist-train failed" >&2
+    for r in dist-train-2x1 dist-scaling-2x1; do
+      printf '%s\tnan\t-\tbenchmark failed (see make bench output)\t0\t0\t-\t0\n' "$r" >>"$tsv"
+    done
+    failed=1
+  fi
+  rm -f "$dlog"
+else
+  echo "== dist-train: no mpirun (openmpi-bin) or no dist_train; rows left out"
+fi
+
 # ── latest.json ──
 awk -F'\t' -v machine="$machine" -v date="$date_utc" '
   function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return "\"" s "\"" }

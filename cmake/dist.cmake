@@ -53,6 +53,28 @@ if(MPI_C_FOUND)
              COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/fail.sh ${KILN_MPIRUN} ${CMAKE_BINARY_DIR}/bin/tests)
     set_tests_properties(test_dist_failures PROPERTIES LABELS e2e TIMEOUT 300
       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_failures")
+    # ranks tracing different graphs: an error on every rank, not a hang
+    # (timeout: a hang fails the test instead of waiting for ctest's limit);
+    # the rank-prefixed KILN_DEBUG lines and metrics header
+    foreach(np 2 4)
+      add_test(NAME test_diverge_np${np}
+               COMMAND timeout 180 bash ${CMAKE_SOURCE_DIR}/tests/dist/run.sh ${KILN_MPIRUN} ${np}
+                       ${CMAKE_BINARY_DIR}/bin/tests test_diverge KILN_DEBUG=1 KILN_METRICS=1)
+      set_tests_properties(test_diverge_np${np} PROPERTIES LABELS e2e TIMEOUT 240
+        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_diverge_np${np}")
+    endforeach()
+    # the transports: TCP, two network namespaces as two hosts, a world of 8
+    foreach(mode tcp netns np8)
+      add_test(NAME test_dist_${mode}
+               COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/net.sh ${KILN_MPIRUN} ${CMAKE_BINARY_DIR}/bin/tests ${mode})
+      set_tests_properties(test_dist_${mode} PROPERTIES LABELS e2e TIMEOUT 700 SKIP_REGULAR_EXPRESSION "^SKIP:"
+        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_${mode}")
+    endforeach()
+    # `kiln train` under mpirun -np 2 against one process (same global batch)
+    add_test(NAME test_dist_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/train.sh ${KILN_MPIRUN}
+                                          $<TARGET_FILE:kiln_cli>)
+    set_tests_properties(test_dist_train PROPERTIES LABELS e2e TIMEOUT 900 SKIP_REGULAR_EXPRESSION "^SKIP:"
+      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_train")
   endif()
 elseif(NOT KILN_FUZZ)
   message(STATUS "kiln: MPI not found (libopenmpi-dev): distributed runs are disabled")

@@ -5,7 +5,13 @@
  * step, transfers).
  *
  * One training step = forward + backward + optimizer update, traced lazily
- * and compiled into one graph, executed once per step. */
+ * and compiled into one graph, executed once per step.
+ *
+ * Under `mpirun -np N` (docs/distributed.md) the same flags train data
+ * parallel: --batch is the global batch, each rank reads its shard of it
+ * (batch / N examples), the parameters start as rank 0's, the gradients
+ * (and the logged loss) are averaged over the ranks every step, and rank 0
+ * alone prints, evaluates and writes the checkpoint and the curves. */
 #include "tools/train.h"
 
 #include "tools/cli.h"
@@ -29,6 +35,7 @@ typedef struct train_opts {
   int64_t max_steps;
   double lr, weight_decay;
   uint64_t seed;
+  int rank, world; /* this process in the world (0 and 1 alone); rank 0 prints and writes */
 } train_opts;
 
 static double now_s(void) {
@@ -130,6 +137,7 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
 static int check_outputs(const train_opts *o, char *ckpt, size_t cap) {
   snprintf(ckpt, cap, "%s", o->checkpoint ? o->checkpoint : "");
   if (!o->checkpoint) snprintf(ckpt, cap, "kiln-%s.safetensors", o->model);
+  if (o->rank != 0) return 0; /* rank 0 writes every output */
   if (kiln_cli_check_output_file("train", "--checkpoint", ckpt)) return -1;
   if (o->logdir && kiln_cli_check_output_dir("train", "--logdir", o->logdir)) return -1;
   return 0;
@@ -228,7 +236,9 @@ static int train_setup(const train_opts *o, train_ctx *c) {
             o->data ? o->data : "", kiln_cli_error_message());
     return 1;
   }
-  kiln_batch_options bo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed, .drop_last = false, .prefetch = 4};
+  /* each rank reads its shard: every world-th example of the same per-epoch permutation */
+  kiln_batch_options bo = {.batch_size = o->batch / o->world, .shuffle = true, .seed = o->seed, .drop_last = false,
+                           .prefetch = 4, .shard_count = o->world, .shard_rank = o->rank};
   kiln_loader_create(c->train, &bo, &c->loader);
   kiln_batch_options to = {.batch_size = 1000, .shuffle = false};
   kiln_batcher_create(c->test, &to, &c->tb);
@@ -245,11 +255,12 @@ static int train_setup(const train_opts *o, train_ctx *c) {
     kiln_optim_create_sgd(c->np, c->params, &sgd, &c->opt);
   else
     kiln_optim_create_adamw(c->np, c->params, &adamw, &c->opt);
-  if (!c->opt || kiln_mark_step() != KILN_OK) { /* materialize the initial parameters */
+  if (!c->opt || kiln_mark_step() != KILN_OK || /* materialize the initial parameters */
+      (o->world > 1 && (kiln_ddp_broadcast_params(c->np, c->params) != KILN_OK || kiln_mark_step() != KILN_OK))) {
     fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
     return 1;
   }
-  if (o->logdir && kiln_summary_writer_create(o->logdir, &c->sw) != KILN_OK) { /* before the first step */
+  if (o->rank == 0 && o->logdir && kiln_summary_writer_create(o->logdir, &c->sw) != KILN_OK) { /* before the first step */
     fprintf(stderr, "kiln train: --logdir: %s\n", kiln_cli_error_message());
     return 1;
   }
@@ -275,8 +286,10 @@ static int train_step(const train_opts *o, train_ctx *c, const kiln_batch *b, in
   if (o->amp != KILN_F32) kiln_autocast_begin(o->amp); /* forward and loss; backward follows the graph */
   kiln_tensor loss = batch_loss(kiln_model_forward(c->m, b->x, 1, o->seed * 1000003u + (uint64_t)step), b);
   if (o->amp != KILN_F32) kiln_autocast_end();
-  kiln_assign(c->loss_kept, loss);
+  /* the logged loss: the global batch's, as one process would log it */
+  kiln_assign(c->loss_kept, o->world > 1 ? kiln_all_reduce(loss, KILN_REDUCE_MEAN) : loss);
   kiln_backward(loss);
+  if (o->world > 1) kiln_ddp_all_reduce_grads(c->np, c->params, 0); /* gradients: their mean over the ranks */
   kiln_optim_step(c->opt);
   for (int i = 0; i < c->np; i++) kiln_zero_grad(c->params[i]); /* gradients need not be step outputs */
   return kiln_mark_step() != KILN_OK;
@@ -292,6 +305,7 @@ typedef struct train_progress {
  * the evaluation failed. */
 static int after_step(const train_opts *o, train_ctx *c, train_progress *p, int64_t step, int64_t total,
                       int64_t eval_every, double lr) {
+  if (o->rank != 0) return 0; /* rank 0 prints, evaluates and logs */
   if (step % 50 == 0 || step == total) {
     double l = kiln_item_f64(c->loss_kept), t = now_s();
     double ex_s = (double)(step - p->last_step) * o->batch / (t - p->t_last);
@@ -338,11 +352,33 @@ static void report(double wall) {
          (long long)kiln_counter_value("TransferFromDevice"));
 }
 
+/* The world this run trains in (launched by mpirun: several processes);
+ * 0, or 2 after printing a usage error, or 1 when it cannot start. */
+static int join_world(train_opts *o) {
+  if (kiln_dist_init() != KILN_OK) {
+    fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
+    return 1;
+  }
+  o->rank = kiln_dist_rank();
+  o->world = kiln_dist_world_size();
+  if (o->batch % o->world) {
+    if (o->rank == 0)
+      fprintf(stderr,
+              "kiln train: --batch: the global batch %d does not split over the %d processes of this run: give a "
+              "multiple of %d\n",
+              o->batch, o->world, o->world);
+    return 2;
+  }
+  if (o->rank) o->quiet = 1; /* rank 0 prints */
+  return 0;
+}
+
 int kiln_cli_train(int argc, char **argv) {
   train_opts o;
   char ckpt[4096];
   int rc = parse_opts(argc - 1, argv + 1, &o);
   if (rc) return rc == 1 ? 0 : rc;
+  if ((rc = join_world(&o)) != 0) return rc;
   if (check_outputs(&o, ckpt, sizeof ckpt)) return 1;
   if (kiln_init(NULL) != KILN_OK) {
     fprintf(stderr, "kiln train: %s\n", kiln_cli_error_message());
@@ -356,11 +392,14 @@ int kiln_cli_train(int argc, char **argv) {
   int64_t per_epoch = kiln_loader_num_batches(c.loader), total = per_epoch * o.epochs;
   if (o.max_steps && o.max_steps < total) total = o.max_steps;
   int64_t eval_every = o.eval_every > 0 ? o.eval_every : per_epoch;
-  printf("kiln train: model %s (%lld parameters), %lld training / %lld test examples, batch %d, %s lr %g, %lld "
-         "steps, backend %s%s%s\n",
-         o.model, (long long)kiln_model_num_params(c.m), (long long)kiln_dataset_size(c.train),
-         (long long)kiln_dataset_size(c.test), o.batch, o.optim, o.lr, (long long)total, kiln_backend_name(),
-         o.amp != KILN_F32 ? ", amp " : "", o.amp != KILN_F32 ? kiln_dtype_name(o.amp) : "");
+  char procs[64] = "";
+  if (o.world > 1) snprintf(procs, sizeof procs, " (%d per process, %d processes)", o.batch / o.world, o.world);
+  if (o.rank == 0)
+    printf("kiln train: model %s (%lld parameters), %lld training / %lld test examples, batch %d%s, %s lr %g, %lld "
+           "steps, backend %s%s%s\n",
+           o.model, (long long)kiln_model_num_params(c.m), (long long)kiln_dataset_size(c.train),
+           (long long)kiln_dataset_size(c.test), o.batch, procs, o.optim, o.lr, (long long)total, kiln_backend_name(),
+           o.amp != KILN_F32 ? ", amp " : "", o.amp != KILN_F32 ? kiln_dtype_name(o.amp) : "");
   double t0 = now_s();
   train_progress p = {.t_last = t0};
   int64_t step = 0;
@@ -379,7 +418,15 @@ int kiln_cli_train(int argc, char **argv) {
   }
   double wall = now_s() - t0;
   int ok = kiln_last_status() == KILN_OK && step == total;
-  if (!ok) fprintf(stderr, "kiln train: stopped at step %lld: %s\n", (long long)step, kiln_cli_error_message());
+  if (!ok) {
+    char who[32] = ""; /* kiln's own lines carry the rank too (docs/distributed.md) */
+    if (o.world > 1) snprintf(who, sizeof who, "[rank %d] ", o.rank);
+    fprintf(stderr, "%skiln train: stopped at step %lld: %s\n", who, (long long)step, kiln_cli_error_message());
+  }
+  if (o.rank != 0) { /* rank 0 reports and writes the checkpoint */
+    train_teardown(&c);
+    return ok ? 0 : 1;
+  }
   if (ok && save_checkpoint(ckpt, c.m, c.opt, step)) {
     fprintf(stderr, "kiln train: checkpoint not written: %s\n", kiln_cli_error_message());
     ok = 0;

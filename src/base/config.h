@@ -62,7 +62,9 @@
   X(mpi_lib, "KILN_MPI_LIB")                         \
   X(dist_timeout, "KILN_DIST_TIMEOUT")              \
   X(ompi_world_size, "OMPI_COMM_WORLD_SIZE")        \
+  X(ompi_world_rank, "OMPI_COMM_WORLD_RANK")        \
   X(pmi_size, "PMI_SIZE")                           \
+  X(pmi_rank, "PMI_RANK")                           \
   X(pmix_rank, "PMIX_RANK")                         \
   /* data */                                        \
   X(fashion_mnist_dir, "KILN_FASHION_MNIST_DIR")

@@ -1,5 +1,7 @@
 #include "base/status.h"
 
+#include "base/log.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +47,7 @@ kiln_status kiln_error(kiln_status s, kiln_loc loc, const char *fmt, ...) {
       snprintf(g_msg, sizeof g_msg, "%s: %s", kiln_status_name(s), body);
   }
   pthread_mutex_unlock(&g_mu);
-  if (kiln_cfg()->log_errors) fprintf(stderr, "kiln: %s:%d: %s\n", loc.file ? loc.file : "?", loc.line, body);
+  if (kiln_cfg()->log_errors) kiln_log_printf(stderr, "kiln: %s:%d: %s\n", loc.file ? loc.file : "?", loc.line, body);
   return s;
 }
 
@@ -97,6 +99,6 @@ void kiln_err_context(kiln_err *e, const char *fmt, ...) {
 }
 
 _Noreturn void kiln_internal_abort(const char *file, int line, const char *what) {
-  fprintf(stderr, "kiln: internal error at %s:%d: %s (this is a kiln bug)\n", file, line, what);
+  kiln_log_printf(stderr, "kiln: internal error at %s:%d: %s (this is a kiln bug)\n", file, line, what);
   abort();
 }

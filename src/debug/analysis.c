@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "debug/bucket.h"
 #include "debug/graphdiff.h"
 #include "debug/metrics.h"
@@ -75,7 +76,7 @@ kiln_analysis *kiln_analysis_create(void) {
       a->out = f;
       a->own_out = 1;
     } else {
-      fprintf(stderr, "kiln: cannot open KILN_DEBUG_FILE=%s for appending; writing the analysis to stderr\n", file);
+      kiln_log_printf(stderr, "kiln: cannot open KILN_DEBUG_FILE=%s for appending; writing the analysis to stderr\n", file);
     }
   }
   return a;
@@ -366,7 +367,7 @@ void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
   kiln_text t = {0};
   compile_report(a, s, cause, e, &t);
   if (t.len) {
-    fputs(kiln_text_str(&t), a->out);
+    kiln_log_puts(a->out, kiln_text_str(&t));
     fflush(a->out);
   }
   kiln_text_free(&t);
@@ -385,7 +386,7 @@ void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
       char cs[256];
       a->warned_unmarked = 1;
       pthread_mutex_lock(&a->mu);
-      fprintf(a->out,
+      kiln_log_printf(a->out,
               "kiln: warning: %" PRId64 " value reads and %u live tensors since the last kiln_mark_step() (latest: "
               "%s). A step's tensors are released only at its step marker: a loop that reads results must call "
               "kiln_mark_step() once per iteration, or its memory grows without bound.\n",
@@ -399,7 +400,7 @@ void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
   if (!a || a->level < 2 || cause->why == KILN_CUT_EXPLICIT_COMPILE) return;
   char cs[256], b1[32];
   pthread_mutex_lock(&a->mu);
-  fprintf(a->out, "kiln: execute graph %016" PRIx64 " (compile #%d%s%s%s) step %" PRIu64 " cause: %s, host %s%s\n",
+  kiln_log_printf(a->out, "kiln: execute graph %016" PRIx64 " (compile #%d%s%s%s) step %" PRIu64 " cause: %s, host %s%s\n",
           e->key, e->compile_no, e->tag[0] ? ", tag \"" : "", e->tag, e->tag[0] ? "\"" : "", kiln_runtime_steps(rt),
           kiln_cut_cause_str(cause, cs, sizeof cs), kiln_fmt_duration(host_ns, b1, sizeof b1),
           hit ? "" : " (compiled now)");
@@ -432,7 +433,7 @@ void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt) {
     kiln_text_printf(&t, "kiln: warning: CompileTime too frequent: %" PRId64 " counts during %" PRId64 " steps\n",
                      a->compiles, a->steps);
     kiln_sites_format_brief(&t, ~(1u | 1u << KILN_SITE_CUT_EXPLICIT_COMPILE), 1, 8, "");
-    fputs(kiln_text_str(&t), a->out);
+    kiln_log_puts(a->out, kiln_text_str(&t));
     kiln_text_free(&t);
     a->warned_compiles = a->compiles;
   }
@@ -441,7 +442,7 @@ void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt) {
     kiln_text_printf(&t, "kiln: warning: TransferFromDeviceTime too frequent: %" PRId64 " counts during %" PRId64
                      " steps\n", a->transfers, a->steps);
     kiln_sites_format_brief(&t, 1u << KILN_SITE_READ, 0, 8, "");
-    fputs(kiln_text_str(&t), a->out);
+    kiln_log_puts(a->out, kiln_text_str(&t));
     kiln_text_free(&t);
     a->warned_transfers = a->transfers;
   }
@@ -551,7 +552,7 @@ void kiln_analysis_exit_summary(kiln_analysis *a, kiln_runtime *rt) {
   a->summary_done = 1;
   const char *s = explain_text(a, rt, a->level == 1);
   pthread_mutex_lock(&a->mu);
-  fprintf(a->out, "kiln: summary\n%s", s);
+  kiln_log_printf(a->out, "kiln: summary\n%s", s);
   fflush(a->out);
   pthread_mutex_unlock(&a->mu);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/fs.h"
 #include "debug/graphtext.h"
 #include "runtime/events.h"
@@ -197,9 +198,9 @@ static atomic_int dump_reported;
 
 static void report_once(const char *fmt, const char *a, const char *b) {
   if (atomic_exchange(&dump_reported, 1)) return;
-  fprintf(stderr, "kiln: KILN_SAVE_GRAPHS: ");
-  fprintf(stderr, fmt, a, b);
-  fprintf(stderr, " (further problems with graph dumps are not reported)\n");
+  char what[1536];
+  if (snprintf(what, sizeof what, fmt, a, b) < 0) what[0] = 0;
+  kiln_log_printf(stderr, "kiln: KILN_SAVE_GRAPHS: %s (further problems with graph dumps are not reported)\n", what);
 }
 
 int kiln_dump_wants_plan(void) {

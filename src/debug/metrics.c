@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/log.h"
 #include "debug/sites.h"
 #include "kiln/kiln.h"
 
@@ -217,13 +218,14 @@ void kiln_metrics_clear(void) {
 
 /* ───────────── report at exit ───────────── */
 
-/* KILN_METRICS_FILE may contain %p, replaced by the process id, so that
- * several processes of one job write separate files. */
+/* KILN_METRICS_FILE may contain %p, replaced by the process id, and %r,
+ * replaced by the rank (0 alone), so that several processes of one job
+ * write separate files. */
 static void kiln_metrics_exit_path(const char *tmpl, char *out, size_t cap) {
   size_t o = 0;
   for (const char *p = tmpl; *p && o + 1 < cap; p++) {
-    if (p[0] == '%' && p[1] == 'p') {
-      int n = snprintf(out + o, cap - o, "%ld", (long)getpid());
+    if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r')) {
+      int n = snprintf(out + o, cap - o, "%ld", p[1] == 'p' ? (long)getpid() : (long)kiln_log_rank(NULL));
       if (n < 0 || (size_t)n >= cap - o) break;
       o += (size_t)n;
       p++;
@@ -241,7 +243,16 @@ static void kiln_metrics_exit_report(void) {
   int to_file = file && file[0];
   if (!to_stderr && !to_file) return;
   const char *rep = kiln_metrics_report();
-  if (to_stderr) fprintf(stderr, "──── kiln metrics ────\n%s", rep);
+  int world = 1, rank = kiln_log_rank(&world);
+  if (to_stderr) {
+    if (world != 1) { /* several processes' reports on one stderr: say whose */
+      char w[16] = "?";
+      if (world > 0) snprintf(w, sizeof w, "%d", world);
+      fprintf(stderr, "──── kiln metrics (rank %d of %s) ────\n%s", rank, w, rep);
+    } else {
+      fprintf(stderr, "──── kiln metrics ────\n%s", rep);
+    }
+  }
   if (to_file) {
     char path[4096];
     kiln_metrics_exit_path(file, path, sizeof path);
@@ -250,7 +261,7 @@ static void kiln_metrics_exit_report(void) {
      * (/dev/stdout), refusal of anything else. */
     kiln_err err = {0};
     if (kiln_fs_write_output(path, "KILN_METRICS_FILE", rep, strlen(rep), &err) != KILN_OK)
-      fprintf(stderr, "kiln: %s\n", err.msg);
+      kiln_log_printf(stderr, "kiln: %s\n", err.msg);
   }
 }
 

@@ -9,9 +9,11 @@
 #include <pthread.h>
 
 #include "autograd/autograd_internal.h"
+#include "debug/diverge.h"
 #include "debug/observe.h"
 #include "dist/dist.h"
 #include "runtime/events.h"
+#include "dist/agree.h"
 #include "kiln/kiln.h"
 #include "profiler/server/server.h"
 #include "frontend/session.h"
@@ -28,6 +30,8 @@ static void observers_register(void) {
   kiln_debug_attach();
   kiln_autograd_attach();
   kiln_events_observe(dist_on_event, NULL);
+  /* the rank-divergence check (debug) exchanges through the dist service */
+  kiln_diverge_attach(&(kiln_diverge_comm){kiln_dist_agree_world, kiln_dist_agree_gather});
 }
 
 kiln_status kiln_init(const kiln_options *opts) {

@@ -35,6 +35,13 @@ typedef enum kiln_event_kind {
                       * step_tensors */
   KILN_EV_READ,      /* a device-to-host read: loc, bytes, ns = wait + copy, wait_ns */
   KILN_EV_STEP,      /* a step marker finished (rt->step is the new step) */
+  KILN_EV_FIRST_RUN, /* a graph with collectives (across processes) is about to run for the
+                      * first time: graph, key, cause, entry. The executor is drained (no
+                      * collective of an earlier graph is in flight), so an observer may run
+                      * its own collectives in the same order on every rank: the debug layer
+                      * checks that every rank traced the same graph. An observer that finds
+                      * a reason not to run sets *verdict (kiln_err_set); the run is then
+                      * refused with that error, and asks again on the next run */
   KILN_EV_STOP,      /* kiln_shutdown: the executor is drained and the frontend freed
                       * (frontend/session.h); the cache and the backend still exist:
                       * they are freed after the observers */
@@ -56,6 +63,7 @@ typedef struct kiln_event {
   int64_t bytes;               /* READ */
   double ns, wait_ns;          /* COMPILED, CUT, READ; READ */
   uint32_t step_tensors;       /* CUT: tensors created since the last step marker */
+  kiln_err *verdict;           /* FIRST_RUN: code KILN_OK; an observer may set an error */
 } kiln_event;
 
 typedef void (*kiln_event_fn)(void *ctx, const kiln_event *ev);

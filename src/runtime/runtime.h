@@ -27,6 +27,8 @@ typedef struct kiln_cache_entry {
   int compile_no;      /* 1 for the first graph compiled by this runtime, ... */
   uint64_t compile_step;
   char tag[32];        /* kiln_graph_tag at compile time ("" none) */
+  int agreed;          /* 0: not yet run; 1: the ranks agreed on it (KILN_EV_FIRST_RUN), or it has no
+                        * collective and needs no agreement */
   struct kiln_cache_entry *next;
 } kiln_cache_entry;
 

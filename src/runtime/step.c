@@ -8,6 +8,7 @@
 #include "base/counters.h"
 #include "base/spans.h"
 #include "base/text.h"
+#include "ir/op.h"
 #include "passes/passes.h"
 #include "runtime/events.h"
 #include "runtime/runtime_internal.h"
@@ -143,6 +144,30 @@ kiln_status kiln_runtime_cut_open(kiln_runtime *rt, const kiln_cut_cause *cause,
   return KILN_OK;
 }
 
+/* Before the first run of a graph with collectives: the observers may
+ * check that every rank traced the same graph (KILN_EV_FIRST_RUN), so that
+ * ranks that disagree get an error instead of a collective that never
+ * matches (a hang). Once per cache entry; a graph without collectives
+ * needs nothing. */
+static kiln_status agree_first_run(kiln_runtime *rt, kiln_cache_entry *e, const kiln_cut_cause *cause) {
+  const kiln_graph *g = e->graph;
+  int coll = 0;
+  for (int32_t i = 0; i < g->n_nodes && !coll; i++)
+    coll = g->nodes[i].op < KILN_OP_COUNT && kiln_op_table[g->nodes[i].op].kind == KILN_KIND_COLLECTIVE;
+  if (!coll) {
+    e->agreed = 1;
+    return KILN_OK;
+  }
+  /* the observers' collectives must not interleave with an earlier graph's */
+  kiln_executor_wait_all(rt->exec);
+  kiln_err verdict = {0};
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_FIRST_RUN, .rt = rt, .cause = cause, .entry = e, .graph = g,
+                                 .key = e->key, .verdict = &verdict});
+  if (verdict.code != KILN_OK) return kiln_error(verdict.code, cause->loc, "%s", verdict.msg);
+  e->agreed = 1;
+  return KILN_OK;
+}
+
 kiln_status kiln_runtime_run(kiln_runtime *rt, const kiln_run_request *rq) {
   const kiln_cut_cause *cause = &rq->cause;
   kiln_cut_reason why = cause->why;
@@ -177,6 +202,10 @@ kiln_status kiln_runtime_run(kiln_runtime *rt, const kiln_run_request *rq) {
     kiln_event_emit(&(kiln_event){.kind = KILN_EV_CUT, .rt = rt, .cause = cause, .entry = e, .hit = hit, .ns = ns,
                                    .step_tensors = rq->step_tensors});
     return KILN_OK;
+  }
+  if (!e->agreed) {
+    st = agree_first_run(rt, e, cause);
+    if (st != KILN_OK) return st;
   }
   /* the job: inputs (buffers, scalar values), outputs */
   uint64_t td = kiln_prof_span_begin();

@@ -30,6 +30,7 @@
 #include <cpuid.h>
 #endif
 
+#include "base/log.h"
 #include "base/fs.h"
 #include "base/hash.h"
 #include "base/counters.h"
@@ -502,7 +503,7 @@ static int relocate_work(kiln_cc *cc, const char *why) {
       kiln_fs_remove_tree(dir);
       continue;
     }
-    fprintf(stderr,
+    kiln_log_printf(stderr,
             "kiln: warning: cannot write in the cache directory (%s): compiling in %s and not caching compiled "
             "kernels for the rest of this run\n",
             why, dir);
@@ -600,7 +601,7 @@ static kiln_status load_cached(kiln_cc *cc, uint64_t key, const char *source, si
     }
     /* Checksums right, object wrong (stored by an older kiln from a
      * compiler that left a truncated object): evict it and rebuild. */
-    fprintf(stderr, "kiln: %s; evicting the entry and rebuilding\n", lerr.msg);
+    kiln_log_printf(stderr, "kiln: %s; evicting the entry and rebuilding\n", lerr.msg);
     kiln_diskcache_evict(cc->dc, key);
     res->disk_cache_corrupt = 1;
   }
@@ -702,7 +703,7 @@ static kiln_status load_compiled(kiln_cc *cc, uint64_t key, const char *source, 
      * once and go on with the loaded object. */
     if (s != KILN_OK && !cc->warned_store) {
       cc->warned_store = 1;
-      fprintf(stderr, "kiln: warning: not caching compiled kernels: %s\n", serr.msg);
+      kiln_log_printf(stderr, "kiln: warning: not caching compiled kernels: %s\n", serr.msg);
     }
   }
   free(bytes);

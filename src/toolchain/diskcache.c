@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/fs.h"
 #include "base/hash.h"
 
@@ -274,7 +275,7 @@ kiln_status kiln_diskcache_lookup(kiln_diskcache *dc, uint64_t key, const char *
     snprintf(perr.msg, sizeof perr.msg, "entry holds key %016llx", (unsigned long long)view->key);
   }
   if (s != KILN_OK) {
-    fprintf(stderr, "kiln: cache entry %s is corrupt (%s); rebuilding\n", path, perr.msg);
+    kiln_log_printf(stderr, "kiln: cache entry %s is corrupt (%s); rebuilding\n", path, perr.msg);
     if (corrupt) *corrupt = 1;
     free(buf);
     memset(view, 0, sizeof *view);

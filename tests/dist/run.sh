@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # The distributed tests (tests/dist/test_dist.c) in a world of NP.
-# Usage: run.sh MPIRUN NP BINDIR
+# Usage: run.sh MPIRUN NP BINDIR [PROGRAM [VAR=VALUE...]]
+#   PROGRAM: a test of BINDIR (default test_dist); VAR=VALUE: set and
+#   forwarded to every rank
 #   NP 1: the program alone, without a launcher (a world of 1: no MPI loaded)
 #   NP > 1: mpirun -np NP --oversubscribe (more ranks than cores)
 # CI runs as root: Open MPI refuses that unless told, so the settings are
 # here, not in the user's way.
 set -euo pipefail
-mpirun=$1 np=$2 bin=$3
+mpirun=$1 np=$2 bin=$3 prog=${4:-test_dist}
+shift $(($# < 4 ? $# : 4))
 export KILN_TEST_WORLD=$np
+fwd=(-x KILN_TEST_WORLD -x KILN_CACHE_DIR)
+for kv in "$@"; do
+  export "${kv?}"
+  fwd+=(-x "${kv%%=*}")
+done
 if [ "$np" = 1 ]; then
-  exec "$bin/test_dist"
+  exec "$bin/$prog"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fwd=(-x KILN_TEST_WORLD -x KILN_CACHE_DIR)
 if [ -n "${ASAN_OPTIONS:-}" ]; then
   # The sanitizer suite (scripts/test.sh): Open MPI leaks its own state at
   # MPI_Finalize (every reported frame is in libmpi or its components, none
@@ -23,4 +30,4 @@ if [ -n "${ASAN_OPTIONS:-}" ]; then
 fi
 [ -n "${UBSAN_OPTIONS:-}" ] && fwd+=(-x UBSAN_OPTIONS)
 # shared memory between the ranks of this machine; no network probing
-exec "$mpirun" --oversubscribe -np "$np" --mca btl self,vader "${fwd[@]}" "$bin/test_dist"
+exec "$mpirun" --oversubscribe -np "$np" --mca btl self,vader "${fwd[@]}" "$bin/$prog"

@@ -10,15 +10,25 @@
 
 #include "autograd/autograd_internal.h"
 #include "debug/observe.h"
+#include "dist/dist.h"
 #include "kiln/kiln.h"
+#include "profiler/capture.h"
 #include "profiler/server/server.h"
 #include "frontend/session.h"
 #include "runtime/runtime.h"
 
 static pthread_once_t g_observers_once = PTHREAD_ONCE_INIT;
+
+/* The profiler names a capture by the process's rank (dist sits beside the
+ * toolchain, not below the profiler): starting the world is dist's once. */
+static void prof_world(int *rank, int *world) {
+  if (kiln_dist_world(KILN_HERE, rank, world) != KILN_OK) *rank = 0, *world = 1;
+}
+
 static void observers_register(void) {
   kiln_debug_attach();
   kiln_autograd_attach();
+  kiln_prof_set_world_fn(prof_world);
 }
 
 kiln_status kiln_init(const kiln_options *opts) {

@@ -280,7 +280,9 @@ static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_
   st[n++] = stat_i(a, ST_KIND, ev->kind);
   if (ev->kind == KILN_PROF_STEP) {
     st[n++] = stat_i(a, ST_STEP_NUM, ev->arg);
-    st[n++] = stat_s(a, ST_STEP_NAME, ev->name);
+    char *sn = aalloc(a, strlen(ev->name) + 24); /* XProf's step column: "Training_Step 12" */
+    if (sn) snprintf(sn, strlen(ev->name) + 24, "%s %lld", ev->name, (long long)ev->arg);
+    st[n++] = stat_s(a, ST_STEP_NAME, sn);
   }
   if (group >= 0) st[n++] = stat_i(a, ST_GROUP_ID, group);
   if (tf_op) st[n++] = stat_s(a, ST_TF_OP, tf_op);

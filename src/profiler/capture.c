@@ -91,6 +91,7 @@ static kiln_status collect(kiln_prof_capture *c, const char *host) {
   kiln_status s = kiln_prof_session_end(&c->threads, &c->n_threads, &dropped_threads, &c->end_ns);
   c->start_ns = g_start_ns;
   c->realtime_offset_ns = g_realtime_offset_ns;
+  host_name(c->machine, sizeof c->machine);
   kiln_prof_world(&c->rank, &c->world);
   c->dropped = dropped_threads;
   for (int i = 0; i < c->n_threads; i++) c->dropped += c->threads[i].dropped;

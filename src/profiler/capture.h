@@ -18,6 +18,11 @@ typedef struct kiln_prof_capture {
   int n_threads;
   uint64_t dropped; /* events lost: full buffers plus a full thread table */
   char host[256];
+  /* The machine's own name (gethostname; "" unknown): host may be what a
+   * capture request named the file ("localhost_6010"); the XSpace's
+   * hostnames field carries this one, and the summary compares it to know
+   * whether ranks share a clock. */
+  char machine[256];
   /* The process's place in a distributed job: rank 0 of 1 when alone. A
    * capture of rank R in a world of N > 1 is written as <host>-rank<R>. */
   int rank, world;

@@ -406,7 +406,7 @@ kiln_status kiln_prof_xspace_encode(const kiln_prof_capture *c, uint8_t **out, s
   tensorflow__profiler__xspace__init(&sp);
   e.host = aalloc(&e.a, sizeof *e.host), e.dev = aalloc(&e.a, sizeof *e.dev);
   XPlane *planes[2] = {e.host, e.dev};
-  char *hostname = (char *)c->host;
+  char *hostname = (char *)(c->machine[0] ? c->machine : c->host);
   sp.planes = planes;
   sp.n_planes = 2;
   sp.hostnames = &hostname;
@@ -580,7 +580,10 @@ kiln_status kiln_prof_xspace_decode(const uint8_t *data, size_t n, const char *w
         c->realtime_offset_ns = host->stats[i]->int64_value;
     }
     if (c->world < 1 || c->rank >= c->world) c->rank = 0, c->world = 1;
-    if (sp->n_hostnames && sp->hostnames[0]) snprintf(c->host, sizeof c->host, "%s", sp->hostnames[0]);
+    if (sp->n_hostnames && sp->hostnames[0]) {
+      snprintf(c->host, sizeof c->host, "%s", sp->hostnames[0]);
+      snprintf(c->machine, sizeof c->machine, "%s", sp->hostnames[0]);
+    }
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < sp->n_planes; i++) {
       const XPlane *p = sp->planes[i];

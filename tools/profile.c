@@ -5,7 +5,9 @@
  *       asks the program's profiler server (kiln_profiler_server_start) for
  *       a capture, written to DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/, and
  *       prints that run directory on stdout (status lines go to stderr, so
- *       that `run=$(kiln profile capture ...)` works).
+ *       that `run=$(kiln profile capture ...)` works). A distributed job:
+ *       --ranks N (rank R serves on PORT + R) or a comma-separated list of
+ *       addresses, all captured over the same window into one run.
  *   kiln profile summary PATH [--steps] [--gap-ms X] [--top N]
  *       prints kiln_profiler_summary for a run directory, a logdir or a
  *       .xplane.pb file: per step region, the count, median, p90 and
@@ -27,17 +29,21 @@ enum { PROFILE_OK = 0, PROFILE_PROBLEM = 1, PROFILE_USAGE = 2 };
 
 static void profile_usage(FILE *f) {
   fprintf(f,
-          "usage: kiln profile capture --addr HOST:PORT [--duration-ms N] [--logdir DIR]\n"
+          "usage: kiln profile capture --addr HOST:PORT[,HOST:PORT...] [--ranks N] [--duration-ms N] [--logdir DIR]\n"
           "       kiln profile summary PATH [--steps] [--gap-ms X] [--top N]\n"
           "\n"
           "capture  ask a running program's profiler server (kiln_profiler_server_start) to record\n"
           "         N milliseconds (default 1000, at most %u) and write them to\n"
           "         DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ (DIR default: ./logs), the layout\n"
-          "         TensorBoard's profile plugin reads; prints that directory\n"
+          "         TensorBoard's profile plugin reads; prints that directory. Several addresses, or\n"
+          "         --ranks N (the servers of a distributed job's ranks on PORT .. PORT+N-1), are\n"
+          "         captured over the same window into one run, one file per rank\n"
           "summary  per step region: steps, median / p90 / max wall time, device duty cycle, idle\n"
           "         gaps; the outlier steps (over 1.5 x the median and the median + 3 MAD) with\n"
           "         their gaps and what the host did during them; top kernels. PATH is a run\n"
-          "         directory, a logdir or a .xplane.pb (--steps: every step with its gaps;\n"
+          "         directory, a logdir or a .xplane.pb; a run of a distributed job (one file per\n"
+          "         rank) first names the straggler per collective and each rank's compute /\n"
+          "         communication / overlap / idle time (--steps: every step with its gaps;\n"
           "         --gap-ms: report gaps longer than X ms, default 1; --top: kernels listed, default 10)\n",
           KILN_PROFILER_MAX_DURATION_MS);
 }
@@ -62,7 +68,7 @@ static long long parse_uint(const char *s, long long lo, long long hi) {
 
 static int profile_capture(int argc, char **argv) {
   const char *addr = NULL, *logdir = "logs";
-  long long duration = 1000;
+  long long duration = 1000, ranks = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -78,19 +84,48 @@ static int profile_capture(int argc, char **argv) {
       if (duration < 0) return profile_bad("--duration-ms: expected a number of milliseconds from 1 to 600000, got '%s'", v);
     } else if (!strcmp(a, "--logdir")) {
       logdir = v;
+    } else if (!strcmp(a, "--ranks")) {
+      ranks = parse_uint(v, 1, 256);
+      if (ranks < 0) return profile_bad("--ranks: expected a number of ranks from 1 to 256, got '%s'", v);
     } else {
       return profile_bad("capture: unknown option %s", a);
     }
   }
   if (!addr) return profile_bad("capture: --addr HOST:PORT is required%s", "");
-  if (!kiln_profiler_client_addr_valid(addr))
-    return profile_bad("--addr: expected HOST:PORT with a port from 1 to 65535 (e.g. localhost:6009), got '%s'", addr);
+  char *list = NULL; /* --ranks N: HOST:PORT .. HOST:PORT+N-1, the servers of ranks 0 .. N-1 */
+  if (ranks > 0) {
+    const char *colon = strrchr(addr, ':');
+    long long port = colon ? parse_uint(colon + 1, 1, 65535) : -1;
+    if (!kiln_profiler_client_addr_valid(addr) || port < 0 || port + ranks - 1 > 65535)
+      return profile_bad("--addr with --ranks: expected HOST:PORT of rank 0, ports up to 65535, got '%s'", addr);
+    size_t cap = (size_t)ranks * (strlen(addr) + 8) + 1, o = 0;
+    list = malloc(cap);
+    if (!list) return PROFILE_PROBLEM;
+    for (long long r = 0; r < ranks; r++)
+      o += (size_t)snprintf(list + o, cap - o, "%s%.*s:%lld", r ? "," : "", (int)(colon - addr), addr, port + r);
+    addr = list;
+  }
+  for (const char *p = addr; p;) { /* every address of a comma-separated list */
+    const char *comma = strchr(p, ',');
+    char one[300];
+    snprintf(one, sizeof one, "%.*s", comma ? (int)(comma - p) : (int)strlen(p), p);
+    if (!kiln_profiler_client_addr_valid(one)) {
+      int rc = profile_bad("--addr: expected HOST:PORT[,HOST:PORT...] with ports from 1 to 65535 (e.g. localhost:6009), got '%s'", one);
+      free(list);
+      return rc;
+    }
+    p = comma ? comma + 1 : NULL;
+  }
   /* the capture's output, checked before the capture's wait */
-  if (kiln_cli_check_output_dir("profile capture", "--logdir", logdir)) return PROFILE_PROBLEM;
+  if (kiln_cli_check_output_dir("profile capture", "--logdir", logdir)) {
+    free(list);
+    return PROFILE_PROBLEM;
+  }
   fprintf(stderr, "kiln profile: capturing %lld ms from %s ...\n", duration, addr);
   char run[4096];
   /* No source location: the user of a command line has no use for ours. */
   kiln_status st = kiln_profiler_client_capture_at(addr, (uint32_t)duration, logdir, run, sizeof run, KILN_CLI_NO_LOC);
+  free(list);
   if (st != KILN_OK) fprintf(stderr, "kiln profile: %s\n", kiln_cli_error_message());
   /* gRPC's own threads are gone before the process exits (see
    * kiln_profiler_server_stop): a leak checker at exit never meets them. */

@@ -136,6 +136,12 @@ typedef struct kiln_profiler_summary_opts {
  * time with achieved GFLOP/s and GB/s beside the machine's ceilings. path
  * is a run directory (the newest *.xplane.pb in it, or in its newest
  * plugins/profile/<run>) or a .xplane.pb file; opts may be NULL (defaults).
+ * A run directory holding one capture per rank of a distributed job (every
+ * rank 0..N-1 of a world of N) is read together first: per rank the time
+ * computing, communicating, both (overlap) and idle by cause; per
+ * collective the rank that arrived last, how late, and what it did
+ * meanwhile (docs/distributed.md, "Profiling a distributed job"); then
+ * each rank's own summary.
  * Errors: KILN_ERR_IO, KILN_ERR_CORRUPT (not an XSpace written by a
  * profiler, or over the size limits), KILN_ERR_INVALID_ARGUMENT (path or f
  * NULL), recorded in the sticky status (kiln_last_error()) with the

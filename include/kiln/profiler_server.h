@@ -51,7 +51,9 @@ extern "C" {
  * Errors (sticky status, with the caller's file:line): INVALID_ARGUMENT for
  * a port outside 0..65535 or a server already running; IO when the address
  * cannot be bound (port in use); UNSUPPORTED when kiln was built without
- * gRPC. */
+ * gRPC. In a distributed job (kiln/dist.h, a world of N > 1) rank R
+ * listens on port + R (port 0: a free port on each rank), and its captures
+ * are written as <host>-rank<R>. */
 #define kiln_profiler_server_start(port) kiln_profiler_server_start_at((port), KILN_HERE)
 kiln_status kiln_profiler_server_start_at(int port, kiln_loc loc);
 
@@ -90,7 +92,12 @@ bool kiln_profiler_client_addr_valid(const char *addr);
  * Errors (sticky status): INVALID_ARGUMENT for a bad address or duration,
  * or a request the server refused (its message is included); IO when the
  * server cannot be reached, the logdir cannot be created, or the server
- * could not write the capture; UNSUPPORTED without gRPC. Thread-safe. */
+ * could not write the capture; UNSUPPORTED without gRPC. Thread-safe.
+ * addr may be a comma-separated list ("node1:6009,node2:6009", at most
+ * 256): every server is asked at once, over the same window, into the same
+ * run directory (the ranks of a distributed job); each file is then named
+ * by its address's host and port. The first failure is reported, naming
+ * its address. */
 #define kiln_profiler_client_capture(addr, duration_ms, logdir, out_dir, out_cap) \
   kiln_profiler_client_capture_at((addr), (duration_ms), (logdir), (out_dir), (out_cap), KILN_HERE)
 kiln_status kiln_profiler_client_capture_at(const char *addr, uint32_t duration_ms, const char *logdir,

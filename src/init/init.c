@@ -15,6 +15,7 @@
 #include "runtime/events.h"
 #include "dist/agree.h"
 #include "kiln/kiln.h"
+#include "profiler/capture.h"
 #include "profiler/server/server.h"
 #include "frontend/session.h"
 #include "runtime/runtime.h"
@@ -26,12 +27,20 @@ static void dist_on_event(void *ctx, const kiln_event *ev) {
 }
 
 static pthread_once_t g_observers_once = PTHREAD_ONCE_INIT;
+
+/* The profiler names a capture by the process's rank (dist sits beside the
+ * toolchain, not below the profiler): starting the world is dist's once. */
+static void prof_world(int *rank, int *world) {
+  if (kiln_dist_world(KILN_HERE, rank, world) != KILN_OK) *rank = 0, *world = 1;
+}
+
 static void observers_register(void) {
   kiln_debug_attach();
   kiln_autograd_attach();
   kiln_events_observe(dist_on_event, NULL);
   /* the rank-divergence check (debug) exchanges through the dist service */
   kiln_diverge_attach(&(kiln_diverge_comm){kiln_dist_agree_world, kiln_dist_agree_gather});
+  kiln_prof_set_world_fn(prof_world);
 }
 
 kiln_status kiln_init(const kiln_options *opts) {

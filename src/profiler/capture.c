@@ -14,6 +14,38 @@
 #include "kiln/profiler.h"
 
 static uint64_t g_start_ns; /* guarded by the session: only the starter writes it */
+static int64_t g_realtime_offset_ns;
+static kiln_prof_world_fn g_world_fn;
+
+void kiln_prof_set_world_fn(kiln_prof_world_fn fn) { __atomic_store_n(&g_world_fn, fn, __ATOMIC_RELEASE); }
+
+void kiln_prof_world(int *rank, int *world) {
+  *rank = 0, *world = 1;
+  kiln_prof_world_fn fn = __atomic_load_n(&g_world_fn, __ATOMIC_ACQUIRE);
+  if (fn) fn(rank, world);
+  if (*world < 1 || *rank < 0 || *rank >= *world) *rank = 0, *world = 1;
+}
+
+/* CLOCK_REALTIME - CLOCK_MONOTONIC now, read between two monotonic reads
+ * (the pair closest together of three tries). */
+static int64_t realtime_offset(void) {
+  int64_t best = 0, best_w = INT64_MAX;
+  for (int i = 0; i < 3; i++) {
+    struct timespec a, r, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    clock_gettime(CLOCK_REALTIME, &r);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    int64_t ta = (int64_t)a.tv_sec * 1000000000 + a.tv_nsec, tb = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec;
+    int64_t tr = (int64_t)r.tv_sec * 1000000000 + r.tv_nsec;
+    if (tb - ta < best_w) best_w = tb - ta, best = tr - (ta + (tb - ta) / 2);
+  }
+  return best;
+}
+
+static void session_started(uint64_t t0) {
+  g_start_ns = t0;
+  g_realtime_offset_ns = realtime_offset();
+}
 
 void kiln_prof_capture_clear(kiln_prof_capture *c) {
   if (!c) return;
@@ -35,13 +67,18 @@ static void host_name(char *out, size_t cap) {
 
 kiln_status kiln_prof_write_run(const kiln_prof_capture *c, const char *dir, kiln_err *err) {
   KILN_RETURN_IF_ERROR(err, kiln_fs_mkdirs_private(dir, err), "while creating the profile directory");
-  size_t n = strlen(dir) + strlen(c->host) + 32;
+  char stem[300];
+  if (c->world > 1)
+    snprintf(stem, sizeof stem, "%s-rank%d", c->host, c->rank);
+  else
+    snprintf(stem, sizeof stem, "%s", c->host);
+  size_t n = strlen(dir) + strlen(stem) + 32;
   char *path = malloc(n);
   if (!path) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profiler: out of memory");
-  snprintf(path, n, "%s/%s.xplane.pb", dir, c->host);
+  snprintf(path, n, "%s/%s.xplane.pb", dir, stem);
   kiln_status s = kiln_prof_write_xplane(c, path, err);
   if (s == KILN_OK) {
-    snprintf(path, n, "%s/%s.trace.json.gz", dir, c->host);
+    snprintf(path, n, "%s/%s.trace.json.gz", dir, stem);
     s = kiln_prof_write_chrome(c, path, err);
   }
   free(path);
@@ -53,6 +90,9 @@ static kiln_status collect(kiln_prof_capture *c, const char *host) {
   uint64_t dropped_threads = 0;
   kiln_status s = kiln_prof_session_end(&c->threads, &c->n_threads, &dropped_threads, &c->end_ns);
   c->start_ns = g_start_ns;
+  c->realtime_offset_ns = g_realtime_offset_ns;
+  host_name(c->machine, sizeof c->machine);
+  kiln_prof_world(&c->rank, &c->world);
   c->dropped = dropped_threads;
   for (int i = 0; i < c->n_threads; i++) c->dropped += c->threads[i].dropped;
   if (host && *host)
@@ -66,7 +106,7 @@ kiln_status kiln_profiler_start_at(kiln_loc loc) {
   uint64_t t0;
   if (kiln_prof_session_begin(0, &t0) != KILN_OK)
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profiler_start: a capture is already running");
-  g_start_ns = t0;
+  session_started(t0);
   return KILN_OK;
 }
 
@@ -130,7 +170,7 @@ kiln_status kiln_prof_timed_capture(uint32_t duration_ms, const char *session_di
   uint64_t t0;
   if (kiln_prof_session_begin(0, &t0) != KILN_OK)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profiler capture: a capture is already running");
-  g_start_ns = t0;
+  session_started(t0);
   struct timespec ts = {duration_ms / 1000, (long)(duration_ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }

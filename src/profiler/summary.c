@@ -554,14 +554,12 @@ kiln_status kiln_profiler_summary_at(const char *path, FILE *f, const kiln_profi
   return s == KILN_OK ? s : kiln_error(s, loc, "%s", e.msg);
 }
 
-kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err) {
-  if (!path || !f) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profile summary: path or stream is NULL");
-  char file[4096];
-  KILN_RETURN_IF_ERROR(err, find_xplane(path, file, sizeof file, err), "while looking for a capture");
+static kiln_status load_capture(const char *file, kiln_prof_capture *c, kiln_err *err) {
   /* A regular file only (a FIFO would block), and a look at its first
    * byte before reading it all: a file that cannot be an XSpace is
    * rejected for what it is, without reading or decoding it. */
   int fd;
+  memset(c, 0, sizeof *c);
   KILN_RETURN_IF_ERROR(err, kiln_fs_open_input(file, "profile summary: capture", &fd, err), "while opening %s", file);
   uint8_t first = 0;
   ssize_t got = pread(fd, &first, 1, 0);
@@ -581,24 +579,121 @@ kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler
     kiln_err_context(err, "while reading the capture %s", file);
     return s;
   }
-  kiln_prof_capture c;
-  s = kiln_prof_xspace_decode(data, n, file, &c, err);
+  s = kiln_prof_xspace_decode(data, n, file, c, err);
   free(data);
-  if (s != KILN_OK) return s;
-  kiln_prof_analysis a;
-  s = kiln_prof_analyze(&c, opts, &a, err);
-  if (s == KILN_OK) {
-    double pf = opts ? opts->peak_gflops : 0, pb = opts ? opts->peak_gbps : 0;
-    if (!(pf > 0) || !(pb > 0)) {
-      kiln_prof_ceilings m = kiln_prof_machine_ceilings();
-      if (!(pf > 0)) pf = m.gflops;
-      if (!(pb > 0)) pb = m.gbps;
-    }
-    kiln_prof_analysis_print(&a, &c, file, pf, pb, opts && opts->top_kernels > 0 ? opts->top_kernels : 10,
-                             opts && opts->per_step, f);
-    kiln_prof_analysis_free(&a);
-  }
-  kiln_prof_capture_clear(&c);
   return s;
 }
 
+static kiln_status summarize_one(const kiln_prof_capture *c, const char *file, const kiln_profiler_summary_opts *opts,
+                                 FILE *f, kiln_err *err) {
+  kiln_prof_analysis a;
+  kiln_status s = kiln_prof_analyze(c, opts, &a, err);
+  if (s != KILN_OK) return s;
+  double pf = opts ? opts->peak_gflops : 0, pb = opts ? opts->peak_gbps : 0;
+  if (!(pf > 0) || !(pb > 0)) {
+    kiln_prof_ceilings m = kiln_prof_machine_ceilings();
+    if (!(pf > 0)) pf = m.gflops;
+    if (!(pb > 0)) pb = m.gbps;
+  }
+  kiln_prof_analysis_print(&a, c, file, pf, pb, opts && opts->top_kernels > 0 ? opts->top_kernels : 10,
+                           opts && opts->per_step, f);
+  kiln_prof_analysis_free(&a);
+  return KILN_OK;
+}
+
+#define MAX_RANK_FILES 1024
+
+static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+/* The *.xplane.pb files of dir, sorted (malloc'ed names); their count. */
+static int rank_files(const char *dir, char **names) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < MAX_RANK_FILES) {
+    size_t l = strlen(e->d_name);
+    if (e->d_name[0] == '.' || l <= 10 || strcmp(e->d_name + l - 10, ".xplane.pb")) continue;
+    size_t need = strlen(dir) + l + 2;
+    if (!(names[n] = malloc(need))) break;
+    snprintf(names[n++], need, "%s/%s", dir, e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof *names, cmp_str);
+  return n;
+}
+
+typedef struct rank_cap {
+  kiln_prof_capture c;
+  const char *file;
+} rank_cap;
+
+static int cmp_cap_rank(const void *x, const void *y) {
+  const rank_cap *a = x, *b = y;
+  return a->c.rank < b->c.rank ? -1 : a->c.rank > b->c.rank;
+}
+
+/* A run directory holding the captures of every rank of one job: the
+ * distributed summary, then each rank's own. *done 0: not such a run. */
+static kiln_status summarize_ranks(const char *dir, FILE *f, const kiln_profiler_summary_opts *opts, int *done,
+                                   kiln_err *err) {
+  *done = 0;
+  char **names = calloc(MAX_RANK_FILES, sizeof *names);
+  rank_cap *rc = calloc(MAX_RANK_FILES, sizeof *rc);
+  kiln_prof_capture *caps = calloc(MAX_RANK_FILES, sizeof *caps); /* rc's captures, by rank (shallow copies) */
+  if (!names || !rc || !caps) {
+    free(names), free(rc), free(caps);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profile summary: out of memory");
+  }
+  int n = rank_files(dir, names), loaded = 0, ranks = n > 1;
+  kiln_status s = KILN_OK;
+  for (; ranks && loaded < n && s == KILN_OK; loaded++) {
+    s = load_capture(names[loaded], &rc[loaded].c, err);
+    rc[loaded].file = names[loaded];
+    ranks = s != KILN_OK || rc[loaded].c.world == n;
+  }
+  if (s == KILN_OK && ranks) {
+    qsort(rc, (size_t)n, sizeof *rc, cmp_cap_rank);
+    for (int r = 0; r < n; r++) ranks &= rc[r].c.rank == r, caps[r] = rc[r].c;
+  }
+  if (s == KILN_OK && ranks) {
+    *done = 1;
+    kiln_prof_dist_analysis da;
+    s = kiln_prof_dist_analyze(caps, n, &da, err);
+    if (s == KILN_OK) {
+      fprintf(f, "kiln profile summary of %s\n", dir);
+      kiln_prof_dist_print(&da, opts && opts->top_kernels > 0 ? opts->top_kernels : 10, opts && opts->per_step, f);
+      kiln_prof_dist_analysis_free(&da);
+    }
+    for (int r = 0; r < n && s == KILN_OK; r++) {
+      fprintf(f, "\n──── rank %d ────\n", r);
+      s = summarize_one(&rc[r].c, rc[r].file, opts, f, err);
+    }
+  }
+  for (int i = 0; i < loaded; i++) kiln_prof_capture_clear(&rc[i].c);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names), free(rc), free(caps);
+  return s;
+}
+
+kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler_summary_opts *opts, kiln_err *err) {
+  if (!path || !f) return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "profile summary: path or stream is NULL");
+  char file[4096];
+  KILN_RETURN_IF_ERROR(err, find_xplane(path, file, sizeof file, err), "while looking for a capture");
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    int done = 0;
+    kiln_status s = summarize_ranks(dir, f, opts, &done, err);
+    if (s != KILN_OK || done) return s;
+  }
+  kiln_prof_capture c;
+  kiln_status s = load_capture(file, &c, err);
+  if (s != KILN_OK) return s;
+  s = summarize_one(&c, file, opts, f, err);
+  kiln_prof_capture_clear(&c);
+  return s;
+}

@@ -82,4 +82,60 @@ kiln_status kiln_prof_summary_run(const char *path, FILE *f, const kiln_profiler
 void kiln_prof_analysis_print(const kiln_prof_analysis *a, const kiln_prof_capture *c, const char *what,
                               double peak_gflops, double peak_gbps, int top, int per_step, FILE *f);
 
+/* ───── distributed captures: one capture per rank of the same job ───── */
+
+/* One collective matched across the ranks: the k-th collective of step
+ * `step` on every rank (collectives run in the same order on every rank). */
+typedef struct kiln_prof_coll_match {
+  int64_t step;
+  int index;          /* its position within the step, from 0 */
+  const char *name;   /* "all_reduce f32 [n] at file:line" (rank 0's) */
+  int64_t bytes;      /* -1: unknown */
+  uint64_t first_ns, last_ns; /* first and last arrival, on rank 0's clock */
+  int first_rank, late_rank;
+  /* what the late rank did in [first_ns, last_ns): host time per kind
+   * (each kind's intervals merged), kernel time (compute_ns) and time no
+   * kiln event covers (user_ns: the user's own code, or idle) */
+  double kind_ns[KILN_PROF_KIND_COUNT];
+  double compute_ns, user_ns;
+  const char *region; /* innermost user annotation of the late rank at the window's middle, or NULL */
+} kiln_prof_coll_match;
+
+/* One rank's time over its whole steps (HTA's temporal breakdown). */
+typedef struct kiln_prof_rank_stats {
+  int rank;
+  const char *host;
+  int n_steps;                 /* whole steps */
+  double wall_ns;              /* sum of their wall times */
+  double compute_ns;           /* some kernel lane busy */
+  double comm_ns;              /* some collective in flight */
+  double overlap_ns;           /* both: communication hidden behind computation */
+  double idle_ns;              /* neither */
+  double idle_kind_ns[KILN_PROF_KIND_COUNT]; /* idle time by what the host did (kinds merged) */
+  double idle_user_ns;         /* idle time no kiln host event covers */
+  double wait_ns;              /* in matched collectives: time from this rank's arrival to the last rank's */
+  int n_late;                  /* matched collectives where this rank arrived last */
+  double late_ns;              /* sum of (its arrival - the first arrival) over those */
+} kiln_prof_rank_stats;
+
+typedef struct kiln_prof_dist_analysis {
+  int n_ranks; /* ranks[i] is captures[i], in rank order */
+  kiln_prof_rank_stats *ranks;
+  int n_colls;
+  kiln_prof_coll_match *colls;
+  int n_steps_unmatched;  /* steps of rank 0 missing on a rank or with other collectives */
+  int realtime_aligned;   /* clocks aligned by CLOCK_REALTIME (captures from several machines) */
+  int64_t *shift_ns;      /* per rank: added to its times to put them on rank 0's clock */
+} kiln_prof_dist_analysis;
+
+/* Analyze the captures of one job (caps sorted by rank, n >= 1). Times of
+ * ranks on other hosts are aligned by each capture's realtime offset.
+ * Errors: OUT_OF_MEMORY. */
+kiln_status kiln_prof_dist_analyze(const kiln_prof_capture *caps, int n, kiln_prof_dist_analysis *out,
+                                   kiln_err *err);
+void kiln_prof_dist_analysis_free(kiln_prof_dist_analysis *a);
+/* Print it: per rank the breakdown, then the stragglers (the late rank per
+ * collective, slowest first, at most `top`; every one with per_step). */
+void kiln_prof_dist_print(const kiln_prof_dist_analysis *a, int top, int per_step, FILE *f);
+
 #endif

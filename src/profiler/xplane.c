@@ -31,9 +31,19 @@ typedef Tensorflow__Profiler__XStatMetadata XStatMetadata;
 typedef Tensorflow__Profiler__XPlane__EventMetadataEntry EMEntry;
 typedef Tensorflow__Profiler__XPlane__StatMetadataEntry SMEntry;
 
-enum { ST_STEP_NUM = 1, ST_KIND, ST_BYTES, ST_FLOPS, ST_BYTES_ACCESSED, ST_DROPPED, ST_COUNT };
-static const char *const k_stat_names[ST_COUNT] = {"", "step_num", "kiln_kind", "bytes", "flops", "bytes_accessed",
-                                                   "dropped_events"};
+enum {
+  ST_STEP_NUM = 1, ST_KIND, ST_BYTES, ST_FLOPS, ST_BYTES_ACCESSED, ST_DROPPED, ST_GROUP_ID, ST_STEP_NAME,
+  ST_RANK, ST_WORLD, ST_RT_OFFSET, ST_ALGBW, ST_COUNT
+};
+static const char *const k_stat_names[ST_COUNT] = {
+    "", "step_num", "kiln_kind", "bytes", "flops", "bytes_accessed", "dropped_events", "group_id", "step_name",
+    "rank", "world_size", "realtime_offset_ns", "algbw_gbps"};
+
+/* Host-plane lines kiln adds beside the threads' own (ids no OS thread id
+ * reaches): the collectives, and every kernel lane again as framework ops
+ * named "Forward/gemm_64x8x8:Gemm" (XProf's op statistics read host ops). */
+#define COLLECTIVES_LINE_ID ((int64_t)1 << 40)
+#define OPS_LINE_ID ((int64_t)2 << 40)
 
 #define MAX_EARLY_PS ((int64_t)600 * 1000 * 1000 * 1000 * 1000) /* 600 s: the longest capture */
 #define MAX_FILE_BYTES ((size_t)512 << 20)
@@ -152,6 +162,88 @@ static XStat *stat_d(arena *a, int which, double v) {
   return s;
 }
 
+static XStat *stat_s(arena *a, int which, const char *v) {
+  XStat *s = aalloc(a, sizeof *s);
+  if (!s) return NULL;
+  tensorflow__profiler__xstat__init(s);
+  s->metadata_id = which;
+  s->value_case = TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE;
+  s->str_value = (char *)v;
+  return s;
+}
+
+/* The steps of a capture by begin time: XProf's step grouping reads a
+ * "group_id" on every host event of a step (kiln gives the step's number)
+ * and a "step_name" on the step's own event. */
+typedef struct step_ref {
+  uint64_t b, e;
+  int64_t group;
+} step_ref;
+
+static int cmp_step_ref(const void *x, const void *y) {
+  const step_ref *a = x, *b = y;
+  return a->b < b->b ? -1 : a->b > b->b;
+}
+
+static step_ref *collect_steps(const kiln_prof_capture *c, size_t *n) {
+  *n = 0;
+  for (int i = 0; i < c->n_threads; i++)
+    for (uint32_t k = 0; k < c->threads[i].n; k++) *n += c->threads[i].ev[k].kind == KILN_PROF_STEP;
+  step_ref *v = malloc(sizeof *v * (*n + 1));
+  if (!v) return NULL;
+  size_t m = 0;
+  for (int i = 0; i < c->n_threads; i++)
+    for (uint32_t k = 0; k < c->threads[i].n; k++) {
+      const kiln_prof_event *e = &c->threads[i].ev[k];
+      if (e->kind == KILN_PROF_STEP) v[m++] = (step_ref){e->begin_ns, e->end_ns, e->arg >= 0 ? e->arg : (int64_t)m};
+    }
+  qsort(v, m, sizeof *v, cmp_step_ref);
+  return v;
+}
+
+/* The group of the step whose region holds time t (the latest to begin), -1 if none. */
+static int64_t group_at(const step_ref *v, size_t n, uint64_t t) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (v[mid].b <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  for (size_t i = lo; i-- > 0;) {
+    if (v[i].e > t) return v[i].group;
+    if (lo - i > 4) break; /* nested or overlapping regions are few */
+  }
+  return -1;
+}
+
+/* "Forward/gemm 64x8x8" as a framework op: "Forward/gemm_64x8x8:Gemm" (name
+ * and CamelCase type, the characters XProf's parser accepts). */
+static char *tf_op_name(arena *a, const char *name) {
+  size_t n = strlen(name);
+  char *o = aalloc(a, n + 40);
+  if (!o) return NULL;
+  size_t k = 0;
+  if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
+    o[k++] = 'k';
+  for (size_t i = 0; i < n; i++) {
+    char ch = name[i];
+    int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+             ch == '.' || ch == '/' || ch == '-';
+    o[k++] = ok ? ch : '_';
+  }
+  o[k++] = ':';
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  size_t t0 = k;
+  for (; *base && ((*base >= 'a' && *base <= 'z') || (*base >= 'A' && *base <= 'Z')) && k - t0 < 30; base++) {
+    char ch = (k == t0 && *base >= 'a') ? (char)(*base - 'a' + 'A') : *base;
+    o[k++] = ch;
+  }
+  if (k == t0) k += (size_t)snprintf(o + k, 8, "Kernel");
+  o[k] = 0;
+  return o;
+}
+
 static void plane_init(arena *a, XPlane *p, int64_t id, const char *name) {
   tensorflow__profiler__xplane__init(p);
   p->id = id;
@@ -172,7 +264,8 @@ static void plane_init(arena *a, XPlane *p, int64_t id, const char *name) {
   }
 }
 
-static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_event *ev, int64_t md) {
+static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_event *ev, int64_t md,
+                          int64_t group) {
   XEvent *x = aalloc(a, sizeof *x);
   if (!x) return NULL;
   tensorflow__profiler__xevent__init(x);
@@ -183,11 +276,20 @@ static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_
   uint64_t b = ev->begin_ns < c->start_ns ? c->start_ns : ev->begin_ns;
   x->offset_ps = (int64_t)(b - c->start_ns) * 1000;
   x->duration_ps = ev->end_ns > b ? (int64_t)(ev->end_ns - b) * 1000 : 0;
-  XStat *st[5];
+  XStat *st[8];
   size_t n = 0;
   st[n++] = stat_i(a, ST_KIND, ev->kind);
-  if (ev->kind == KILN_PROF_STEP) st[n++] = stat_i(a, ST_STEP_NUM, ev->arg);
-  if (ev->kind == KILN_PROF_TRANSFER && ev->arg >= 0) st[n++] = stat_i(a, ST_BYTES, ev->arg);
+  if (ev->kind == KILN_PROF_STEP) {
+    st[n++] = stat_i(a, ST_STEP_NUM, ev->arg);
+    char *sn = aalloc(a, strlen(ev->name) + 24); /* XProf's step column: "Training_Step 12" */
+    if (sn) snprintf(sn, strlen(ev->name) + 24, "%s %lld", ev->name, (long long)ev->arg);
+    st[n++] = stat_s(a, ST_STEP_NAME, sn);
+  }
+  if (group >= 0) st[n++] = stat_i(a, ST_GROUP_ID, group);
+  if ((ev->kind == KILN_PROF_TRANSFER || ev->kind == KILN_PROF_COLLECTIVE) && ev->arg >= 0)
+    st[n++] = stat_i(a, ST_BYTES, ev->arg);
+  if (ev->kind == KILN_PROF_COLLECTIVE && ev->arg >= 0 && x->duration_ps > 0) /* bytes per ns = GB/s */
+    st[n++] = stat_d(a, ST_ALGBW, (double)ev->arg / ((double)x->duration_ps / 1000.0));
   if (ev->flops > 0) st[n++] = stat_d(a, ST_FLOPS, ev->flops);
   if (ev->bytes > 0) st[n++] = stat_d(a, ST_BYTES_ACCESSED, ev->bytes);
   x->stats = aalloc(a, sizeof *x->stats * n);
@@ -209,69 +311,114 @@ static XLine *make_line(arena *a, const kiln_prof_capture *c, int64_t id, const 
   return l;
 }
 
+/* Everything one encoding builds. */
+typedef struct enc {
+  arena a;
+  namemap hm, dm;
+  XPlane *host, *dev;
+  XLine *steps, *colls;
+  step_ref *sv;
+  size_t n_sv;
+  const kiln_prof_capture *c;
+} enc;
+
+static void enc_append(XLine *l, XEvent *x) {
+  if (l && l->events && x) l->events[l->n_events++] = x;
+}
+
+static void host_plane_stats(enc *e) {
+  const kiln_prof_capture *c = e->c;
+  XStat *st[4] = {stat_i(&e->a, ST_DROPPED, (int64_t)c->dropped), stat_i(&e->a, ST_RANK, c->rank),
+                  stat_i(&e->a, ST_WORLD, c->world > 0 ? c->world : 1),
+                  stat_i(&e->a, ST_RT_OFFSET, c->realtime_offset_ns)};
+  e->host->stats = aalloc(&e->a, sizeof st);
+  if (e->host->stats) memcpy(e->host->stats, st, sizeof st), e->host->n_stats = 4;
+}
+
+/* One thread's events: its host line, its kernel lane on the device plane
+ * and again as framework ops on the host plane, its collectives on the
+ * shared line, its steps on the device plane's "Steps". */
+static void encode_thread(enc *e, int i) {
+  arena *a = &e->a;
+  const kiln_prof_capture *c = e->c;
+  const kiln_prof_thread_events *t = &c->threads[i];
+  size_t nh = 0, nd = 0;
+  for (uint32_t k = 0; k < t->n; k++) {
+    int kd = t->ev[k].kind;
+    *(kd == KILN_PROF_KERNEL ? &nd : &nh) += kd != KILN_PROF_COLLECTIVE;
+  }
+  XLine *hl = nh ? make_line(a, c, t->tid, t->name, nh) : NULL, *dl = NULL, *ol = NULL;
+  if (nd) {
+    int64_t lane = t->lane >= 0 ? t->lane : 1000 + i;
+    char *nm = aalloc(a, 96), *on = aalloc(a, 96);
+    if (nm) snprintf(nm, 96, "Kernels lane %lld (%s)", (long long)lane, t->name);
+    if (on) snprintf(on, 96, "Ops lane %lld", (long long)lane);
+    dl = make_line(a, c, lane, nm, nd);
+    ol = make_line(a, c, OPS_LINE_ID + lane, on, nd);
+  }
+  if (a->oom) return;
+  for (uint32_t k = 0; k < t->n && !a->oom; k++) {
+    const kiln_prof_event *ev = &t->ev[k];
+    int64_t g = group_at(e->sv, e->n_sv, ev->begin_ns < c->start_ns ? c->start_ns : ev->begin_ns);
+    if (ev->kind == KILN_PROF_KERNEL) {
+      enc_append(dl, make_event(a, c, ev, name_id(&e->dm, a, e->dev, ev->name), -1));
+      /* named "name:Type" as TensorFlow names its host ops (no tf_op stat:
+       * XProf would count the op twice); one interned name per kernel */
+      const char *op = tf_op_name(a, ev->name), *in = op ? kiln_prof_intern(op) : NULL;
+      if (op) enc_append(ol, make_event(a, c, ev, name_id(&e->hm, a, e->host, in ? in : op), g));
+      continue;
+    }
+    XEvent *x = make_event(a, c, ev, name_id(&e->hm, a, e->host, ev->name), g);
+    enc_append(ev->kind == KILN_PROF_COLLECTIVE ? e->colls : hl, x);
+    if (ev->kind == KILN_PROF_STEP && e->steps) {
+      char nm[24];
+      snprintf(nm, sizeof nm, "%lld", (long long)ev->arg);
+      const char *in = kiln_prof_intern(nm); /* a stable pointer per step number */
+      enc_append(e->steps, make_event(a, c, ev, name_id(&e->dm, a, e->dev, in ? in : "step"), g));
+    }
+  }
+  if (hl) e->host->lines[e->host->n_lines++] = hl;
+  if (ol) e->host->lines[e->host->n_lines++] = ol;
+  if (dl) e->dev->lines[e->dev->n_lines++] = dl;
+}
+
+static void encode_planes(enc *e) {
+  const kiln_prof_capture *c = e->c;
+  arena *a = &e->a;
+  plane_init(a, e->host, 0, "/host:CPU");
+  plane_init(a, e->dev, 1, "/device:CUSTOM:0");
+  e->host->lines = aalloc(a, sizeof *e->host->lines * (2 * (size_t)c->n_threads + 2));
+  e->dev->lines = aalloc(a, sizeof *e->dev->lines * ((size_t)c->n_threads + 2));
+  if (!e->host->lines || !e->dev->lines) return;
+  host_plane_stats(e);
+  size_t n_coll = 0;
+  for (int i = 0; i < c->n_threads; i++)
+    for (uint32_t k = 0; k < c->threads[i].n; k++) n_coll += c->threads[i].ev[k].kind == KILN_PROF_COLLECTIVE;
+  e->steps = e->n_sv ? make_line(a, c, 1000000, "Steps", e->n_sv) : NULL;
+  if (e->steps) e->dev->lines[e->dev->n_lines++] = e->steps;
+  e->colls = n_coll ? make_line(a, c, COLLECTIVES_LINE_ID, "Collectives", n_coll) : NULL;
+  for (int i = 0; i < c->n_threads && !a->oom; i++) encode_thread(e, i);
+  if (e->colls) e->host->lines[e->host->n_lines++] = e->colls;
+}
+
 kiln_status kiln_prof_xspace_encode(const kiln_prof_capture *c, uint8_t **out, size_t *out_n, kiln_err *err) {
   *out = NULL;
   *out_n = 0;
-  arena a = {0};
-  namemap hm = {0}, dm = {0};
+  enc e = {.c = c};
   XSpace sp;
   tensorflow__profiler__xspace__init(&sp);
-  XPlane *host = aalloc(&a, sizeof *host), *dev = aalloc(&a, sizeof *dev);
-  XPlane *planes[2] = {host, dev};
-  char *hostname = (char *)c->host;
+  e.host = aalloc(&e.a, sizeof *e.host), e.dev = aalloc(&e.a, sizeof *e.dev);
+  XPlane *planes[2] = {e.host, e.dev};
+  char *hostname = (char *)(c->machine[0] ? c->machine : c->host);
   sp.planes = planes;
   sp.n_planes = 2;
   sp.hostnames = &hostname;
   sp.n_hostnames = 1;
-  if (host && dev) {
-    plane_init(&a, host, 0, "/host:CPU");
-    plane_init(&a, dev, 1, "/device:CUSTOM:0");
-    host->lines = aalloc(&a, sizeof *host->lines * ((size_t)c->n_threads + 1));
-    dev->lines = aalloc(&a, sizeof *dev->lines * ((size_t)c->n_threads + 2));
-    XStat *drop = stat_i(&a, ST_DROPPED, (int64_t)c->dropped);
-    host->stats = aalloc(&a, sizeof *host->stats);
-    if (host->stats && drop) host->stats[0] = drop, host->n_stats = 1;
-    size_t n_steps = 0;
-    for (int i = 0; i < c->n_threads; i++)
-      for (uint32_t k = 0; k < c->threads[i].n; k++) n_steps += c->threads[i].ev[k].kind == KILN_PROF_STEP;
-    XLine *steps = n_steps ? make_line(&a, c, 1000000, "Steps", n_steps) : NULL;
-    if (steps && dev->lines) dev->lines[dev->n_lines++] = steps;
-    for (int i = 0; i < c->n_threads && !a.oom; i++) {
-      const kiln_prof_thread_events *t = &c->threads[i];
-      size_t nh = 0, nd = 0;
-      for (uint32_t k = 0; k < t->n; k++) *(t->ev[k].kind == KILN_PROF_KERNEL ? &nd : &nh) += 1;
-      XLine *hl = nh ? make_line(&a, c, t->tid, t->name, nh) : NULL;
-      XLine *dl = NULL;
-      if (nd) {
-        char *nm = aalloc(&a, 96);
-        if (nm) snprintf(nm, 96, "Kernels lane %d (%s)", t->lane >= 0 ? t->lane : 1000 + i, t->name);
-        dl = make_line(&a, c, t->lane >= 0 ? t->lane : 1000 + i, nm, nd);
-      }
-      if (a.oom || (nh && !hl) || (nd && !dl)) break;
-      for (uint32_t k = 0; k < t->n && !a.oom; k++) {
-        const kiln_prof_event *ev = &t->ev[k];
-        int isdev = ev->kind == KILN_PROF_KERNEL;
-        XPlane *p = isdev ? dev : host;
-        XEvent *x = make_event(&a, c, ev, name_id(isdev ? &dm : &hm, &a, p, ev->name));
-        if (!x || !(isdev ? dl : hl)->events) break;
-        XLine *l = isdev ? dl : hl;
-        l->events[l->n_events++] = x;
-        if (ev->kind == KILN_PROF_STEP && steps && steps->events) {
-          char *nm = aalloc(&a, 24);
-          XEvent *sx = make_event(&a, c, ev, 0);
-          if (!nm || !sx) break;
-          snprintf(nm, 24, "%lld", (long long)ev->arg);
-          const char *in = kiln_prof_intern(nm); /* a stable pointer per step number */
-          sx->metadata_id = name_id(&dm, &a, dev, in ? in : "step");
-          steps->events[steps->n_events++] = sx;
-        }
-      }
-      if (hl) host->lines[host->n_lines++] = hl;
-      if (dl) dev->lines[dev->n_lines++] = dl;
-    }
-  }
+  e.sv = collect_steps(c, &e.n_sv);
+  if (!e.sv) e.a.oom = 1;
+  if (e.host && e.dev && !e.a.oom) encode_planes(&e);
   kiln_status s = KILN_OK;
-  if (a.oom || !host || !dev) {
+  if (e.a.oom || !e.host || !e.dev) {
     s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profiler: out of memory encoding the XSpace");
   } else {
     size_t n = tensorflow__profiler__xspace__get_packed_size(&sp);
@@ -283,8 +430,9 @@ kiln_status kiln_prof_xspace_encode(const kiln_prof_capture *c, uint8_t **out, s
       *out = buf;
     }
   }
-  free(hm.keys), free(hm.ids), free(dm.keys), free(dm.ids), free(hm.arr), free(dm.arr);
-  afree(&a);
+  free(e.hm.keys), free(e.hm.ids), free(e.dm.keys), free(e.dm.ids), free(e.hm.arr), free(e.dm.arr);
+  free(e.sv);
+  afree(&e.a);
   return s;
 }
 
@@ -336,6 +484,9 @@ static kiln_status decode_plane(const XPlane *p, int device, kiln_prof_capture *
   for (size_t li = 0; li < p->n_lines; li++) {
     const XLine *l = p->lines[li];
     if (device && l->name && !strcmp(l->name, "Steps")) continue; /* derived from the host step regions */
+    if (!device && l->id >= OPS_LINE_ID && l->id < OPS_LINE_ID + ((int64_t)1 << 32) && l->name &&
+        !strncmp(l->name, "Ops lane ", 9))
+      continue; /* the kernel lanes again, for XProf's op statistics */
     if (l->n_events > MAX_EVENTS || l->timestamp_ns < 0)
       return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: line %zu of plane %s is malformed", what, li, p->name);
     kiln_prof_thread_events *t = &c->threads[c->n_threads++];
@@ -422,10 +573,20 @@ kiln_status kiln_prof_xspace_decode(const uint8_t *data, size_t n, const char *w
   if (s == KILN_OK) s = decode_plane(host, 0, c, what, err);
   if (s == KILN_OK && dev) s = decode_plane(dev, 1, c, what, err);
   if (s == KILN_OK) {
-    for (size_t i = 0; i < host->n_stats; i++)
-      if (!strcmp(stat_name(host, host->stats[i]->metadata_id), "dropped_events"))
-        c->dropped = (uint64_t)stat_num(host->stats[i]);
-    if (sp->n_hostnames && sp->hostnames[0]) snprintf(c->host, sizeof c->host, "%s", sp->hostnames[0]);
+    for (size_t i = 0; i < host->n_stats; i++) {
+      const char *sn = stat_name(host, host->stats[i]->metadata_id);
+      double v = stat_num(host->stats[i]);
+      if (!strcmp(sn, "dropped_events")) c->dropped = v > 0 && v < 1.8e19 ? (uint64_t)v : 0;
+      else if (!strcmp(sn, "rank")) c->rank = v >= 0 && v < (1 << 30) ? (int)v : 0;
+      else if (!strcmp(sn, "world_size")) c->world = v >= 1 && v < (1 << 30) ? (int)v : 1;
+      else if (!strcmp(sn, "realtime_offset_ns") && host->stats[i]->value_case == TENSORFLOW__PROFILER__XSTAT__VALUE_INT64_VALUE)
+        c->realtime_offset_ns = host->stats[i]->int64_value;
+    }
+    if (c->world < 1 || c->rank >= c->world) c->rank = 0, c->world = 1;
+    if (sp->n_hostnames && sp->hostnames[0]) {
+      snprintf(c->host, sizeof c->host, "%s", sp->hostnames[0]);
+      snprintf(c->machine, sizeof c->machine, "%s", sp->hostnames[0]);
+    }
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < sp->n_planes; i++) {
       const XPlane *p = sp->planes[i];

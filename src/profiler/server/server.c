@@ -244,6 +244,18 @@ kiln_status kiln_profiler_server_start_at(int port, kiln_loc loc) {
   if (port < 0 || port > 65535)
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "kiln_profiler_server_start: port %d is outside 0..65535",
                       port);
+  /* In a distributed job every rank serves: rank R on port + R, so that
+   * `kiln profile capture --ranks N` (or TensorBoard given the N addresses)
+   * reaches them all. */
+  int rank, world;
+  kiln_prof_world(&rank, &world);
+  if (port != 0 && world > 1) {
+    if (port + rank > 65535)
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                        "kiln_profiler_server_start: rank %d of %d would serve on port %d + %d, beyond 65535", rank,
+                        world, port, rank);
+    port += rank;
+  }
   const char *bind = kiln_cfg()->profiler_bind;
   if (!bind || !*bind) bind = "127.0.0.1";
   if (strlen(bind) > 200)
@@ -273,41 +285,120 @@ bool kiln_profiler_client_addr_valid(const char *addr) {
   return kiln_profile_addr_parse(addr, host, sizeof host, &port, &err) == KILN_OK && port != 0;
 }
 
+/* One address's capture of a comma-separated list, on its own thread. */
+typedef struct client_job {
+  char addr[300];
+  kiln_profsrv_call call;
+  char stem[KILN_PROFILE_NAME_MAX + 1];
+  kiln_status s;
+  char msg[1024];
+} client_job;
+
+static void *client_job_run(void *p) {
+  client_job *j = p;
+  j->s = kiln_profsrv_call_profile(&j->call, j->msg, sizeof j->msg);
+  return NULL;
+}
+
+#define KILN_PROFILE_MAX_ADDRS 256
+
+/* Split "a:1,b:2" into jobs (checked); returns how many, or -1 with err. */
+static int client_jobs(const char *addrs, client_job *jobs, kiln_err *err) {
+  int n = 0;
+  for (const char *p = addrs;; n++) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (n == KILN_PROFILE_MAX_ADDRS) {
+      kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "more than %d addresses", KILN_PROFILE_MAX_ADDRS);
+      return -1;
+    }
+    if (len >= sizeof jobs[n].addr) {
+      kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "address %d of the list is too long", n + 1);
+      return -1;
+    }
+    memcpy(jobs[n].addr, p, len);
+    jobs[n].addr[len] = '\0';
+    char host[256];
+    int port = 0;
+    if (kiln_profile_addr_parse(jobs[n].addr, host, sizeof host, &port, err) != KILN_OK) return -1;
+    if (port == 0) {
+      kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "address \"%s\" needs the server's port", jobs[n].addr);
+      return -1;
+    }
+    /* the file's name: the host; with several addresses the host and the
+     * port ("localhost_6010"), unique within the run (a rank of a
+     * distributed job appends "-rank<R>" itself) */
+    kiln_profile_host_stem(comma || n ? jobs[n].addr : host, jobs[n].stem, sizeof jobs[n].stem);
+    for (char *c = jobs[n].stem; *c; c++)
+      if (*c == ':' || *c == '[' || *c == ']') *c = '_';
+    if (!comma) return n + 1;
+    p = comma + 1;
+  }
+}
+
+/* Run the jobs at once (one thread each): the ranks of a job are captured
+ * over the same window. Returns the first failure. */
+static kiln_status client_run(client_job *jobs, int n, kiln_err *err) {
+  pthread_t th[KILN_PROFILE_MAX_ADDRS];
+  int started[KILN_PROFILE_MAX_ADDRS] = {0};
+  for (int i = 0; i < n; i++) {
+    if (n > 1 && pthread_create(&th[i], NULL, client_job_run, &jobs[i]) == 0)
+      started[i] = 1;
+    else
+      client_job_run(&jobs[i]);
+  }
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < n; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    if (jobs[i].s != KILN_OK && s == KILN_OK) {
+      s = jobs[i].s;
+      kiln_err_set(err, s, "%s%s%s", n > 1 ? jobs[i].addr : "", n > 1 ? ": " : "", jobs[i].msg);
+    }
+  }
+  return s;
+}
+
 kiln_status kiln_profiler_client_capture_at(const char *addr, uint32_t duration_ms, const char *logdir,
                                             char *out_dir, size_t out_cap, kiln_loc loc) {
   kiln_err err = {0};
-  char host[256];
-  int port = 0;
   if (out_dir && out_cap) out_dir[0] = '\0';
-  if (kiln_profile_addr_parse(addr, host, sizeof host, &port, &err) != KILN_OK)
+  if (!addr) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profile capture: the address is NULL");
+  client_job *jobs = calloc(KILN_PROFILE_MAX_ADDRS, sizeof *jobs);
+  if (!jobs) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "profile capture: out of memory");
+  int n = client_jobs(addr, jobs, &err);
+  if (n < 0) {
+    free(jobs);
     return kiln_error(err.code, loc, "profile capture: %s", err.msg);
-  if (port == 0)
-    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profile capture: address \"%s\" needs the server's port",
-                      addr);
-  if (duration_ms == 0 || duration_ms > KILN_PROFILER_MAX_DURATION_MS)
+  }
+  if (duration_ms == 0 || duration_ms > KILN_PROFILER_MAX_DURATION_MS) {
+    free(jobs);
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profile capture: duration %u ms is outside 1..%u", duration_ms,
                       KILN_PROFILER_MAX_DURATION_MS);
-  if (!logdir || !*logdir)
+  }
+  if (!logdir || !*logdir) {
+    free(jobs);
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profile capture: the log directory is empty");
-
+  }
   /* TensorBoard's layout: <logdir>/plugins/profile/<session>/<host>.xplane.pb.
    * Sent absolute: the server would resolve a relative path against its own
    * working directory, and the user of this client means ours. */
-  char root[KILN_PROFILE_PATH_MAX];
+  char root[KILN_PROFILE_PATH_MAX], abs_root[PATH_MAX], session[32];
+  kiln_status s = KILN_OK;
   if (snprintf(root, sizeof root, "%s/plugins/profile", logdir) >= (int)sizeof root)
-    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "profile capture: log directory path too long");
-  if (kiln_fs_mkdirs_private(root, &err) != KILN_OK)
-    return kiln_error(err.code, loc, "profile capture: cannot create the log directory: %s", err.msg);
-  char abs_root[PATH_MAX];
-  if (!realpath(root, abs_root))
-    return kiln_error(KILN_ERR_IO, loc, "profile capture: cannot resolve %s", root);
-
-  char session[32], stem[KILN_PROFILE_NAME_MAX + 1];
-  kiln_profile_session_id_now(session);
-  kiln_profile_host_stem(host, stem, sizeof stem);
-  kiln_profsrv_call call = {
-      .addr = addr, .duration_ms = duration_ms, .repository_root = abs_root, .session_id = session, .host_name = stem};
-  kiln_status s = kiln_profsrv_call_profile(&call, err.msg, sizeof err.msg);
+    s = kiln_err_set(&err, KILN_ERR_INVALID_ARGUMENT, "log directory path too long");
+  else if (kiln_fs_mkdirs_private(root, &err) != KILN_OK)
+    s = err.code;
+  else if (!realpath(root, abs_root))
+    s = kiln_err_set(&err, KILN_ERR_IO, "cannot resolve %s", root);
+  if (s == KILN_OK) {
+    kiln_profile_session_id_now(session);
+    for (int i = 0; i < n; i++)
+      jobs[i].call = (kiln_profsrv_call){.addr = jobs[i].addr, .duration_ms = duration_ms,
+                                         .repository_root = abs_root, .session_id = session,
+                                         .host_name = jobs[i].stem};
+    s = client_run(jobs, n, &err);
+  }
+  free(jobs);
   if (s != KILN_OK) return kiln_error(s, loc, "profile capture: %s", err.msg);
   if (out_dir && out_cap) snprintf(out_dir, out_cap, "%s/%s", abs_root, session);
   return KILN_OK;

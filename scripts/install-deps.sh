@@ -4,7 +4,7 @@
 # is already installed; runs `apt-get update` only when one is missing.
 # Then the venv of XProf, the converter behind TensorBoard's profile plugin,
 # from PyPI (tests/interop/check_xprof.sh, registered as test_profile_xprof
-# when it exists): $KILN_XPROF_VENV, default ~/.cache/kiln/xprof-venv, about
+# when it exists): $KILN_XPROF_VENV, default ~/.cache/kiln-xprof-venv, about
 # a minute once (skip: --no-xprof; re-run cmake after making it).
 # Usage: scripts/install-deps.sh [--bench] [--check] [--no-xprof]
 #   --bench: also what make bench compares with: Debian's PyTorch, and python3-venv
@@ -57,7 +57,7 @@ for p in "${packages[@]}"; do
 done
 
 xprof_venv() {
-  local venv=${KILN_XPROF_VENV:-$HOME/.cache/kiln/xprof-venv}
+  local venv=${KILN_XPROF_VENV:-$HOME/.cache/kiln-xprof-venv}
   [ $xprof = 1 ] || return 0
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import xprof.convert.raw_to_tool_data' 2>/dev/null; then
     echo "install-deps: XProf venv present ($venv)"
@@ -66,8 +66,13 @@ xprof_venv() {
   [ $check = 0 ] || { echo "install-deps: missing: the XProf venv $venv"; return 1; }
   echo "install-deps: making the XProf venv $venv (PyPI: xprof 2.24.2)"
   mkdir -p "$(dirname "$venv")"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "xprof==${XPROF_VERSION:-2.24.2}"
+  # kiln builds and tests without it: a failure (no network to PyPI) is said,
+  # the half-made venv removed, and test_profile_xprof is then not registered
+  if ! { python3 -m venv "$venv" && "$venv/bin/pip" install -q "xprof==${XPROF_VERSION:-2.24.2}"; }; then
+    echo "install-deps: could not make the XProf venv $venv: test_profile_xprof will not be registered" >&2
+    rm -rf "$venv"
+  fi
+  return 0
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

@@ -18,7 +18,11 @@ static int fail(int rc, const char *what, char *msg, size_t cap) {
   char e[MPI_MAX_ERROR_STRING];
   int n = 0;
   if (MPI_Error_string(rc, e, &n) != MPI_SUCCESS) snprintf(e, sizeof e, "MPI error %d", rc);
-  snprintf(msg, cap, "%s: %s", what, e);
+  /* "what: e", cut to cap (copied, not printed: callers pass short buffers) */
+  size_t k = 0;
+  for (const char *parts[3] = {what, ": ", e}, **p = parts; p < parts + 3; p++)
+    for (const char *c = *p; *c && k + 1 < cap; c++) msg[k++] = *c;
+  if (cap) msg[k] = 0;
   return -1;
 }
 

@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "ir/symshape.h"
 
 #define KILN_BACKEND_API_VERSION 2
 
@@ -35,6 +36,11 @@ typedef struct kiln_exec_info {
   int from_disk_cache;    /* 1: loaded from the persistent cache */
   double compile_ns;      /* total compile time */
   double codegen_ns, cc_ns, load_ns; /* phases (0 where not applicable) */
+  /* compile_dynamic: 0 compiled as the graph is, 1 a family made (its
+   * kernels compiled once for every size), 2 planned from a known family
+   * (no code generated) */
+  int family;
+  char family_why[200]; /* compile_dynamic with family 0: why not */
 } kiln_exec_info;
 
 /* Per-kernel timing record for the profiler (optional). */
@@ -102,6 +108,13 @@ typedef struct kiln_backend_vtable {
    * (kiln_compile_observer). */
   kiln_status (*compile)(kiln_backend *b, const kiln_graph *g, const kiln_compile_observer *obs,
                          kiln_executable **out, kiln_err *err);
+  /* optional: compile g whose graph input dimensions dyn[0..n_dyn) vary
+   * (docs/dynamic-shapes.md): the backend may make one compile serve every
+   * size of g's family, so that a later graph of the family costs only its
+   * plan. The executable is g's, exactly as compile's; executable_info says
+   * what happened (family, family_why). */
+  kiln_status (*compile_dynamic)(kiln_backend *b, const kiln_graph *g, const kiln_compile_observer *obs, int n_dyn,
+                                 const kiln_sym_origin *dyn, kiln_executable **out, kiln_err *err);
   /* Run: inputs[i] for graph input i (SCALAR inputs: an 8-byte buffer
    * holding a double for float dtypes, an int64 otherwise), outputs[o] for
    * output o, already allocated with the output's size. An aliased output

@@ -678,13 +678,14 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
   memset(k, 0, sizeof *k);
 }
 
-kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
+static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, kiln_kernel_src *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
   cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);
   if (!c.memo_f || !c.memo_rs) c.st = KILN_ERR_OUT_OF_MEMORY;
+  if (sym) kiln_cg_arg_of(&c, KILN_CG_SYM_ARG, "int64_t"); /* a0: the symbol values (codegen_sym.c) */
   if (c.st == KILN_OK) kiln_cg_init_ctx(&c);
   kiln_text body = {0};
   int64_t items = 0;
@@ -738,4 +739,12 @@ kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_sr
       if (k->mask >> d & 1) per *= k->shape[d];
   out->grain = col ? 64 : per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
   return KILN_OK;
+}
+
+kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
+  return gen_kernel(s, kid, 0, out, err);
+}
+
+kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
+  return gen_kernel(s, kid, 1, out, err);
 }

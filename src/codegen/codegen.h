@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "ir/symshape.h"
 #include "schedule/schedule.h"
 
 typedef struct kiln_kernel_src {
@@ -41,12 +42,33 @@ typedef struct kiln_kernel_src {
 
 /* The buffer id of the error-word argument (no real buffer has it). */
 #define KILN_CG_ERR_ARG (-1)
+/* The buffer id of a family kernel's symbol values (int64_t[KILN_SYM_MAX],
+ * argument 0 of a kernel made by kiln_codegen_kernel_sym). */
+#define KILN_CG_SYM_ARG (-2)
 
 /* Generate the source of LOOP kernel `kid` of s into *out (owned by the
  * caller: kiln_kernel_src_clear). Errors: KILN_ERR_OUT_OF_MEMORY,
  * KILN_ERR_UNSUPPORTED (an op/dtype combination codegen does not know). */
 kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err);
 void kiln_kernel_src_clear(kiln_kernel_src *k);
+
+/* ── family kernels (codegen_sym.c, docs/dynamic-shapes.md) ──
+ *
+ * One kernel for every size of a family of graphs (ir/symshape.h): the
+ * kernel is generated for two instances of the family, at symbol values pa
+ * and pb (distinct primes above every constant size of the graph), each
+ * with argument 0 the symbol values (kiln_codegen_kernel_sym); the two texts
+ * must be the same but for literals, and each literal that differs must
+ * read back as the same expression of the symbols at pa and at pb: an
+ * integer c * s_i * s_j ... + d (|d| <= 4), or a floating 1 / (c * s_i ...)
+ * (a mean's factor). Those literals become expressions of a0[i], the text
+ * is renamed by its hash, and *items is the loop size as a monomial
+ * (mask 0: a constant). Anything else fails with KILN_ERR_UNSUPPORTED (the
+ * caller compiles the concrete graph instead): a family kernel is only made
+ * when both instances say the same thing about every size. */
+kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err);
+kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src *b, int n_syms, const int64_t *pa,
+                                const int64_t *pb, kiln_kernel_src *out, kiln_symdim *items, kiln_err *err);
 
 /* Helpers every kernel uses (includes, conversions, NaN-aware min/max, the
  * RNG of src/base/rng.h). Static string. */

@@ -469,6 +469,33 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
   return 1;
 }
 
+kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, const int64_t *values) {
+  kiln_graph *h = kiln_graph_clone(g);
+  if (!h) return NULL;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    kiln_gnode *n = &h->nodes[i];
+    for (int d = 0; d < n->rank; d++) {
+      const kiln_symdim *m = kiln_symshape_dim(s, i, d);
+      if (!m->mask) continue;
+      n->shape[d] = eval_at(s, values, m);
+      if (n->shape[d] < 0) {
+        kiln_graph_free(h);
+        return NULL;
+      }
+    }
+    if (s->recip[i].mask) {
+      int64_t cnt = eval_at(s, values, &s->recip[i]);
+      if (cnt <= 0) {
+        kiln_graph_free(h);
+        return NULL;
+      }
+      n->fattr = 1.0 / (double)cnt;
+    }
+  }
+  h->hash = kiln_graph_hash(h);
+  return h;
+}
+
 int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,
                              size_t cap) {
   const kiln_symdim *v = kiln_symshape_dim(s, node, d);

@@ -88,6 +88,12 @@ uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s);
 int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *h, int64_t *values,
                        int32_t *bad_node);
 
+/* g with every symbolic size (and every 1/count constant) taken at the
+ * symbol values values[0..s->n_syms) instead of g's own: a graph of the
+ * family at those sizes (NULL on out of memory or when a size overflows).
+ * At g's own values it is g. */
+kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, const int64_t *values);
+
 /* Dimension d of node i as text: "37", "s0", "8*s0", "s0*s1"; returns the
  * length written (snprintf's contract). */
 int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,

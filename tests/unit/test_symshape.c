@@ -203,6 +203,15 @@ KT_TEST(random_programs_bind_across_sizes) {
     /* inferred at 3 or more, the two graphs give the same family */
     KT_CHECK_MSG(t2 == 2 || kiln_symshape_hash(a, &sa) == kiln_symshape_hash(b, &sb),
                  "seed %llu: family hashes differ", (unsigned long long)seed);
+    /* the family's instance at T2 is the graph built at T2, and at T1 the
+     * graph itself */
+    kiln_graph *inst = kiln_symshape_instance(a, &sa, (int64_t[]){t2});
+    KT_CHECK_MSG(inst && kiln_graph_equal(inst, b), "seed %llu: the instance at %lld is not the program built there",
+                 (unsigned long long)seed, (long long)t2);
+    kiln_graph_free(inst);
+    inst = kiln_symshape_instance(a, &sa, (int64_t[]){t1});
+    KT_CHECK(inst && kiln_graph_equal(inst, a));
+    kiln_graph_free(inst);
     /* and every symbolic dimension is T's multiple in both graphs */
     for (int32_t i = 0; i < a->n_nodes; i++)
       for (int d = 0; d < a->nodes[i].rank; d++) {
@@ -347,6 +356,10 @@ KT_TEST(a_mean_over_the_batch_follows_the_batch_size) {
   KT_EQ_INT(kiln_symshape_bind(a, &s, b, v, &bad), 1);
   KT_CHECK_MSG(bad < 0, "node %d (%s) does not follow", bad, bad >= 0 ? kiln_op_name(a->nodes[bad].op) : "");
   KT_EQ_INT(v[0], 40);
+  /* the instance at 40 is the graph traced at 40, constants included */
+  kiln_graph *inst = kiln_symshape_instance(a, &s, v);
+  KT_CHECK(inst && kiln_graph_equal(inst, b));
+  kiln_graph_free(inst);
   /* the constant itself decides: 1/24 where 1/40 is due is no instance */
   for (int32_t i = 0; i < b->n_nodes; i++)
     if (s.recip[i].mask) b->nodes[i].fattr = 1.0 / 24.0;

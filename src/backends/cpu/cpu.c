@@ -13,6 +13,9 @@
  */
 #include "backends/cpu/cpu_internal.h"
 
+#include "backends/cpu/cpu_family.h"
+#include "base/text.h"
+
 /* ───────────── kernel table ───────────── */
 
 static kent *tab_find(cpu_backend *b, uint64_t h, const char *src) {
@@ -364,7 +367,7 @@ static void bind_loop_step(compile_job *j, int32_t i, step *sp, int32_t *argp, i
   sp->arg_off = *argp;
   for (int32_t a = 0; a < src->n_args; a++) {
     e->arg_bufs[(*argp)++] = src->args[a];
-    if (src->args[a] != KILN_CG_ERR_ARG) sp->mem_bytes += (double)s->bufs[src->args[a]].bytes;
+    if (src->args[a] >= 0) sp->mem_bytes += (double)s->bufs[src->args[a]].bytes; /* not the error word, the symbols */
   }
   sp->n_sites = src->n_sites;
   sp->site_off = *sitep;
@@ -503,8 +506,37 @@ static void report_plan(const compile_job *j, const kiln_compile_observer *obs) 
   free(pk);
 }
 
-static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs,
-                               kiln_executable **out, kiln_err *err) {
+/* A family's kernels for this schedule instead of generating them
+ * (cpu_family.c); on any reason not to, the graph's own (generate_kernels),
+ * with the reason in the executable's info. */
+static kiln_status family_or_own_kernels(compile_job *j, int n_dyn, const kiln_sym_origin *dyn) {
+  kiln_exec_info *in = &j->e->info;
+  if (n_dyn > 0) {
+    kiln_err fe = {0};
+    int how = 0;
+    kiln_status st = kiln_cpu_family_sources(j->b, j->s, n_dyn, dyn, j->srcs, j->e->symvals, &how, in->family_why,
+                                             sizeof in->family_why, &fe);
+    if (st == KILN_OK) {
+      in->family = how;
+      for (int32_t i = 0; i < j->s->n_kernels; i++) {
+        if (!j->srcs[i].src) continue;
+        j->total_args += j->srcs[i].n_args;
+        j->total_sites += j->srcs[i].n_sites;
+        if (j->srcs[i].n_args > j->e->max_args) j->e->max_args = j->srcs[i].n_args;
+      }
+      return KILN_OK;
+    }
+    if (st == KILN_ERR_OUT_OF_MEMORY) return kiln_err_set(j->err, st, "%s", fe.msg);
+    if (!in->family_why[0]) {
+      kiln_text w = kiln_text_on(in->family_why, sizeof in->family_why);
+      kiln_text_printf(&w, "%s", fe.msg);
+    }
+  }
+  return generate_kernels(j);
+}
+
+static kiln_status compile_with(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs, int n_dyn,
+                                const kiln_sym_origin *dyn, kiln_executable **out, kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
   *out = NULL;
   uint64_t t0 = kiln_now_ns();
@@ -515,7 +547,7 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, const kiln
   j.srcs = calloc((size_t)s->n_kernels + 1, sizeof *j.srcs);
   kiln_status st = (j.e && j.srcs) ? KILN_OK : compile_oom(err);
   if (j.e) pthread_mutex_init(&j.e->mu, NULL);
-  if (st == KILN_OK) st = generate_kernels(&j);
+  if (st == KILN_OK) st = family_or_own_kernels(&j, n_dyn, dyn);
   uint64_t t1 = kiln_now_ns();
   kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: schedule + codegen", -1);
   pthread_mutex_lock(&b->mu);
@@ -538,6 +570,16 @@ static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, const kiln
   return KILN_OK;
 }
 
+static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs,
+                               kiln_executable **out, kiln_err *err) {
+  return compile_with(kb, g, obs, 0, NULL, out, err);
+}
+
+static kiln_status cpu_compile_dynamic(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs,
+                                       int n_dyn, const kiln_sym_origin *dyn, kiln_executable **out, kiln_err *err) {
+  return compile_with(kb, g, obs, n_dyn, dyn, out, err);
+}
+
 static const char *cpu_describe(kiln_backend *kb) { return ((cpu_backend *)kb)->desc; }
 
 static void cpu_destroy(kiln_backend *kb) {
@@ -552,6 +594,7 @@ static void cpu_destroy(kiln_backend *kb) {
   }
   free(b->sos);
   kiln_cc_destroy(b->cc);
+  kiln_cpu_families_free(b->fams);
   pthread_mutex_destroy(&b->mu);
   free(b);
 }
@@ -565,6 +608,7 @@ static const kiln_backend_vtable k_cpu_vtable = {
     .copy_to_device = kiln_cpu_copy,
     .copy_to_host = kiln_cpu_copy,
     .compile = cpu_compile,
+    .compile_dynamic = cpu_compile_dynamic,
     .execute = kiln_cpu_execute,
     .executable_free = exe_free,
     .executable_info = kiln_cpu_executable_info,

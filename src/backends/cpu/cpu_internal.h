@@ -36,6 +36,9 @@ typedef struct kent {
   so_ref *owner;
 } kent;
 
+/* The families of graphs compiled once for every size (cpu_family.c). */
+typedef struct kiln_cpu_families kiln_cpu_families;
+
 typedef struct cpu_backend {
   kiln_backend base;
   kiln_pool *pool;
@@ -47,6 +50,7 @@ typedef struct cpu_backend {
   so_ref **sos;
   size_t n_sos, cap_sos;
   int dump_code; /* KILN_DUMP_CODE=1 when the backend was created */
+  kiln_cpu_families *fams; /* under mu */
   char desc[1024];
 } cpu_backend;
 
@@ -67,7 +71,8 @@ typedef struct step {
   /* LOOP */
   kernel_fn fn;
   int64_t items, grain;
-  int32_t n_args, arg_off; /* buffer ids in exe->arg_bufs[arg_off ..] (KILN_CG_ERR_ARG: the error word) */
+  int32_t n_args, arg_off; /* buffer ids in exe->arg_bufs[arg_off ..] (KILN_CG_ERR_ARG: the error word,
+                            * KILN_CG_SYM_ARG: exe->symvals) */
   int32_t n_sites, site_off; /* index checks: exe->sites[site_off ..] */
   /* GEMM */
   int f64, ta, tb;
@@ -106,6 +111,7 @@ struct kiln_executable {
   kiln_loc fault_loc; /* of the last execute's failure (last_error_loc) */
   int has_fault;
   kiln_exec_info info;
+  int64_t symvals[KILN_SYM_MAX]; /* a family's graph: its symbol values (its kernels' argument 0) */
 };
 
 /* Execution (cpu_execute.c): buffers, the backend's execute and its queries. */

@@ -1,0 +1,271 @@
+/* Families of graphs on the cpu backend (docs/dynamic-shapes.md): a graph
+ * whose input sizes vary is compiled once for every size.
+ *
+ * The first graph of a family (ir/symshape.h: the graph, which of its sizes
+ * follow the varying input dimensions) makes the family's kernels: two
+ * instances of the graph at sizes that are distinct primes above every
+ * constant size are scheduled; their schedules must be the same (not their
+ * sizes); each loop kernel is generated for both, with argument 0 the
+ * symbol values, and read back into one text valid at every size
+ * (kiln_codegen_family). Those texts are what the C compiler sees, once.
+ *
+ * A later graph of the same family (it binds: same ops, attributes and
+ * constants, every size its expression at the new symbol values) is only
+ * scheduled: its memory plan, GEMM sizes and loop sizes are its own, its
+ * schedule must have the family's structure, and its loop kernels are the
+ * family's, told the symbol values through argument 0. No code is
+ * generated and the C compiler does not run: a new size costs a plan.
+ *
+ * Whatever does not fit (no symbol left, a schedule that differs, a kernel
+ * whose instances differ other than by sizes) falls back to compiling the
+ * graph as it is: the family is an optimisation, never a different result.
+ * A family that failed is remembered, so its graphs do not try again. */
+#include "backends/cpu/cpu_family.h"
+
+#include "base/hash.h"
+#include "base/text.h"
+
+/* One family: its first graph and symbols (to bind later graphs), the
+ * structure of its schedule, and per kernel of the schedule the family's
+ * text (NULL for kernels without one) and loop size. */
+typedef struct fam {
+  uint64_t hash;
+  kiln_graph *g0;
+  kiln_symshape s0;
+  uint64_t sig;
+  int32_t n_kernels;
+  kiln_kernel_src *tmpl;
+  kiln_symdim *items;
+  int failed;
+  char why[200];
+} fam;
+
+struct kiln_cpu_families {
+  fam *v;
+  size_t n, cap;
+};
+
+void kiln_cpu_families_free(kiln_cpu_families *f) {
+  if (!f) return;
+  for (size_t i = 0; i < f->n; i++) {
+    fam *m = &f->v[i];
+    kiln_graph_free(m->g0);
+    kiln_symshape_clear(&m->s0);
+    for (int32_t k = 0; m->tmpl && k < m->n_kernels; k++) kiln_kernel_src_clear(&m->tmpl[k]);
+    free(m->tmpl);
+    free(m->items);
+  }
+  free(f->v);
+  free(f);
+}
+
+/* The structure of a schedule, not its sizes: kernels (kind, members,
+ * stores, operands), buffers (kind, graph input or output number) and
+ * which buffer each node is read from. */
+static uint64_t sched_signature(const kiln_sched *s) {
+  uint64_t h = kiln_hash_combine(0x736967ULL, (uint64_t)s->n_kernels);
+  for (int32_t i = 0; i < s->n_kernels; i++) {
+    const kiln_skernel *k = &s->kernels[i];
+    h = kiln_hash_combine(h, (uint64_t)k->kind | (uint64_t)k->row << 8 | (uint64_t)k->line << 16 |
+                                 (uint64_t)k->rank << 24 | (uint64_t)k->mask << 32);
+    h = kiln_hash_combine(h, (uint64_t)(uint32_t)k->seed | (uint64_t)(uint32_t)k->n_members << 32);
+    for (int32_t m = 0; m < k->n_members; m++) h = kiln_hash_combine(h, (uint64_t)k->members[m]);
+    h = kiln_hash_combine(h, (uint64_t)k->n_stores);
+    for (int32_t m = 0; m < k->n_stores; m++) h = kiln_hash_combine(h, (uint64_t)k->stores[m]);
+    h = kiln_hash_combine(h, (uint64_t)(uint32_t)k->node | (uint64_t)(uint32_t)k->mm << 32);
+    h = kiln_hash_combine(h, (uint64_t)(uint32_t)k->a.node | (uint64_t)k->a.trans << 32 | (uint64_t)k->b.trans << 33);
+    h = kiln_hash_combine(h, (uint64_t)(uint32_t)k->b.node | (uint64_t)(uint32_t)k->c_node << 32);
+    h = kiln_hash_combine(h, (uint64_t)(uint32_t)k->alpha_node | (uint64_t)(uint32_t)k->src_buf << 32);
+    h = kiln_hash_combine(h, (uint64_t)(uint32_t)k->dst_buf);
+  }
+  h = kiln_hash_combine(h, (uint64_t)s->n_bufs);
+  for (int32_t i = 0; i < s->n_bufs; i++)
+    h = kiln_hash_combine(h, (uint64_t)s->bufs[i].kind | (uint64_t)(uint32_t)s->bufs[i].index << 8);
+  for (int32_t i = 0; i < s->g->n_nodes; i++)
+    h = kiln_hash_combine(h, (uint64_t)(uint32_t)s->buf_of[i] | (uint64_t)s->mat[i] << 32);
+  return h;
+}
+
+static int is_prime(int64_t v) {
+  if (v < 2) return 0;
+  for (int64_t d = 2; d * d <= v; d++)
+    if (v % d == 0) return 0;
+  return 1;
+}
+
+/* 2n distinct primes above every size of g: pa[0..n), pb[0..n). */
+static void pick_primes(const kiln_graph *g, int n, int64_t *pa, int64_t *pb) {
+  int64_t big = 64;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int d = 0; d < g->nodes[i].rank; d++)
+      if (g->nodes[i].shape[d] > big) big = g->nodes[i].shape[d];
+  int64_t p = big + 1;
+  for (int k = 0; k < 2 * n; k++) {
+    while (!is_prime(p)) p++;
+    (k < n ? pa : pb)[k % n] = p++;
+  }
+}
+
+static void fail(fam *m, const char *what, const kiln_err *e) {
+  m->failed = 1;
+  kiln_text w = kiln_text_on(m->why, sizeof m->why);
+  kiln_text_printf(&w, "%s%s%s", what, e ? ": " : "", e ? e->msg : "");
+}
+
+/* The family's kernels from its instances at pa and pb (schedules sa, sb). */
+static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, const int64_t *pa, const int64_t *pb) {
+  int32_t nk = sa->n_kernels;
+  m->tmpl = calloc((size_t)nk + 1, sizeof *m->tmpl);
+  m->items = calloc((size_t)nk + 1, sizeof *m->items);
+  if (!m->tmpl || !m->items) return fail(m, "out of memory", NULL);
+  m->n_kernels = nk;
+  for (int32_t i = 0; i < nk && !m->failed; i++) {
+    const kiln_skernel *k = &sa->kernels[i];
+    if (k->kind != KILN_SK_LOOP || k->n_stores == 0) continue;
+    kiln_kernel_src ka, kb;
+    kiln_err e = {0};
+    kiln_status st = kiln_codegen_kernel_sym(sa, i, &ka, &e);
+    if (st == KILN_OK) {
+      st = kiln_codegen_kernel_sym(sb, i, &kb, &e);
+      if (st == KILN_OK) st = kiln_codegen_family(&ka, &kb, m->s0.n_syms, pa, pb, &m->tmpl[i], &m->items[i], &e);
+      kiln_kernel_src_clear(&kb);
+    }
+    kiln_kernel_src_clear(&ka);
+    if (st != KILN_OK) {
+      char what[64];
+      snprintf(what, sizeof what, "kernel %d", (int)i);
+      fail(m, what, &e);
+    }
+  }
+}
+
+/* A new family from g: its symbols, two instances, their schedules, its
+ * kernels. m->failed says whether it can serve. */
+static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn) {
+  kiln_err e = {0};
+  if (kiln_symshape_infer(g, n_dyn, dyn, &m->s0, &e) != KILN_OK) return fail(m, "symbols", &e);
+  if (m->s0.n_syms == 0) return fail(m, "no size varies (sizes 0 and 1 stay constants)", NULL);
+  m->hash = kiln_symshape_hash(g, &m->s0);
+  m->g0 = kiln_graph_clone(g);
+  int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX];
+  pick_primes(g, m->s0.n_syms, pa, pb);
+  kiln_graph *ga = m->g0 ? kiln_symshape_instance(g, &m->s0, pa) : NULL;
+  kiln_graph *gb = ga ? kiln_symshape_instance(g, &m->s0, pb) : NULL;
+  kiln_sched *sa = NULL, *sb = NULL;
+  char why[160];
+  if (!gb) fail(m, "the instances' sizes overflow", NULL);
+  else if (kiln_graph_verify(ga, why, sizeof why) || kiln_graph_verify(gb, why, sizeof why))
+    fail(m, "an instance is not a valid graph", NULL);
+  else if (kiln_sched_build(ga, &sa, &e) != KILN_OK || kiln_sched_build(gb, &sb, &e) != KILN_OK)
+    fail(m, "scheduling an instance", &e);
+  else if ((m->sig = sched_signature(sa)) != sched_signature(sb))
+    fail(m, "the instances' schedules differ", NULL);
+  else
+    make_templates(m, sa, sb, pa, pb);
+  kiln_sched_free(sa);
+  kiln_sched_free(sb);
+  kiln_graph_free(ga);
+  kiln_graph_free(gb);
+}
+
+/* The family g belongs to (made when new), or NULL (out of memory). Under
+ * b->mu for the table; the family is made outside it and inserted after. */
+static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn, int *made) {
+  *made = 0;
+  /* binding decides (the family's own symbols, not those g's sizes would
+   * suggest: at length 2 a fixed slice [0:2] looks like all of it) */
+  pthread_mutex_lock(&b->mu);
+  kiln_cpu_families *f = b->fams;
+  for (size_t i = 0; f && i < f->n; i++)
+    if (f->v[i].g0 && f->v[i].g0->n_nodes == g->n_nodes && f->v[i].g0->n_inputs == g->n_inputs &&
+        kiln_symshape_bind(f->v[i].g0, &f->v[i].s0, g, NULL, NULL)) {
+      fam *r = &f->v[i];
+      pthread_mutex_unlock(&b->mu);
+      return r;
+    }
+  pthread_mutex_unlock(&b->mu);
+  fam m = {0};
+  make_family(&m, g, n_dyn, dyn);
+  pthread_mutex_lock(&b->mu);
+  if (!b->fams) b->fams = calloc(1, sizeof *b->fams);
+  f = b->fams;
+  if (f && f->n == f->cap) {
+    size_t cap = f->cap ? f->cap * 2 : 8;
+    fam *v = realloc(f->v, sizeof *v * cap);
+    if (v) f->v = v, f->cap = cap;
+  }
+  fam *r = NULL;
+  if (f && f->n < f->cap) {
+    f->v[f->n] = m;
+    r = &f->v[f->n++];
+    *made = 1;
+  }
+  pthread_mutex_unlock(&b->mu);
+  if (!r) { /* out of memory: this graph compiles as it is */
+    kiln_graph_free(m.g0);
+    kiln_symshape_clear(&m.s0);
+    for (int32_t k = 0; m.tmpl && k < m.n_kernels; k++) kiln_kernel_src_clear(&m.tmpl[k]);
+    free(m.tmpl);
+    free(m.items);
+  }
+  return r;
+}
+
+static kiln_status copy_src(const kiln_kernel_src *t, kiln_kernel_src *o, int64_t items, kiln_err *err) {
+  memset(o, 0, sizeof *o);
+  o->src = malloc(t->len + 1);
+  o->args = malloc(sizeof *o->args * ((size_t)t->n_args + 1));
+  o->sites = malloc(sizeof *o->sites * ((size_t)t->n_sites + 1));
+  if (!o->src || !o->args || !o->sites) {
+    kiln_kernel_src_clear(o);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
+  }
+  memcpy(o->src, t->src, t->len + 1);
+  memcpy(o->args, t->args, sizeof *o->args * (size_t)t->n_args);
+  if (t->n_sites) memcpy(o->sites, t->sites, sizeof *o->sites * (size_t)t->n_sites);
+  o->len = t->len;
+  memcpy(o->name, t->name, sizeof o->name);
+  o->hash = t->hash;
+  o->n_args = t->n_args;
+  o->n_sites = t->n_sites;
+  o->items = items;
+  o->grain = t->grain;
+  return KILN_OK;
+}
+
+kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_dyn, const kiln_sym_origin *dyn,
+                                    kiln_kernel_src *srcs, int64_t *symvals, int *how, char *why, size_t why_cap,
+                                    kiln_err *err) {
+  int made = 0;
+  *how = 0;
+  fam *m = find_family(b, s->g, n_dyn, dyn, &made);
+  if (!m) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "no family (out of memory)");
+  if (m->failed) {
+    kiln_text w = kiln_text_on(why, why_cap);
+    kiln_text_printf(&w, "%s", m->why);
+    return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", m->why);
+  }
+  if (sched_signature(s) != m->sig || s->n_kernels != m->n_kernels) {
+    snprintf(why, why_cap, "this size's schedule differs from the family's");
+    return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
+  }
+  int64_t v[KILN_SYM_MAX] = {0};
+  if (!kiln_symshape_bind(m->g0, &m->s0, s->g, v, NULL)) { /* found by binding: cannot fail */
+    snprintf(why, why_cap, "the graph does not bind to its family");
+    return kiln_err_set(err, KILN_ERR_INTERNAL, "%s", why);
+  }
+  for (int32_t i = 0; i < s->n_kernels; i++) {
+    if (!m->tmpl[i].src) continue;
+    int64_t items = m->items[i].coeff;
+    for (int k = 0; k < m->s0.n_syms; k++)
+      if (m->items[i].mask >> k & 1) items *= v[k];
+    kiln_status st = copy_src(&m->tmpl[i], &srcs[i], items, err);
+    if (st != KILN_OK) {
+      for (int32_t q = 0; q < i; q++) kiln_kernel_src_clear(&srcs[q]);
+      return st;
+    }
+  }
+  memcpy(symvals, v, sizeof v);
+  *how = made ? 1 : 2;
+  return KILN_OK;
+}

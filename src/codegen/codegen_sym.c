@@ -1,0 +1,247 @@
+/* Family kernels (codegen.h, docs/dynamic-shapes.md): one kernel text for
+ * every size of a family, read back from the texts of two instances.
+ *
+ * Why two instances and not a symbolic generator: the generator folds
+ * index arithmetic with numbers (division and modulo by constants, value
+ * ranges); written again over symbols it would be a second generator to
+ * keep in step with the first. Instead the same generator runs at two
+ * instances whose symbol values are distinct primes above every constant
+ * size of the graph. A literal that depends on the sizes then differs
+ * between the texts, and its two values factor uniquely over the primes: a
+ * product of sizes (a size, a stride, a loop bound) reads back as
+ * c * s_i * s_j ... at both, a bound like `size - 1` as that plus a small
+ * offset, a mean's factor as 1 / such a product. Each must read back as the
+ * same expression at both instances; any other difference (a choice the
+ * generator made differently, a value that is not such an expression) fails
+ * the family, and the graph is compiled as it is. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/hash.h"
+#include "base/text.h"
+#include "codegen/codegen.h"
+
+typedef struct mono {
+  int64_t c, d;           /* c * prod s_k^e[k] + d */
+  uint8_t e[KILN_SYM_MAX]; /* exponents */
+  int any;                 /* some exponent > 0 */
+} mono;
+
+/* v = c * prod p[k]^e[k] with c free of the primes p. */
+static void factor(int64_t v, int n, const int64_t *p, mono *m) {
+  memset(m, 0, sizeof *m);
+  for (int k = 0; k < n; k++)
+    while (v != 0 && v % p[k] == 0 && m->e[k] < 255) {
+      v /= p[k];
+      m->e[k]++;
+      m->any = 1;
+    }
+  m->c = v;
+}
+
+/* The expression both va (at pa) and vb (at pb) are, with an offset in
+ * [-dmax, dmax]; 0 when there is none. */
+static int read_back(int64_t va, int64_t vb, int n, const int64_t *pa, const int64_t *pb, int dmax, mono *out) {
+  for (int64_t d = 0; d <= dmax; d = d > 0 ? -d : 1 - d) {
+    if (d < -dmax) break;
+    mono a, b;
+    factor(va - d, n, pa, &a);
+    factor(vb - d, n, pb, &b);
+    if (!a.any || a.c != b.c || a.c == 0 || memcmp(a.e, b.e, sizeof a.e)) continue;
+    *out = a;
+    out->d = d;
+    return 1;
+  }
+  return 0;
+}
+
+static void emit_mono(kiln_text *o, const mono *m, int n) {
+  kiln_text_printf(o, "(%lldLL", (long long)m->c);
+  for (int k = 0; k < n; k++)
+    for (int e = 0; e < m->e[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
+  if (m->d) kiln_text_printf(o, " %c %lldLL", m->d < 0 ? '-' : '+', (long long)(m->d < 0 ? -m->d : m->d));
+  kiln_text_printf(o, ")");
+}
+
+static int is_ident(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* The length of the number token at s: digits, letters (suffixes, hex,
+ * exponents), '.', and a sign right after an exponent letter. */
+static size_t num_len(const char *s) {
+  size_t i = 0;
+  int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  while (is_ident(s[i]) || s[i] == '.' ||
+         ((s[i] == '-' || s[i] == '+') && i > 0 && (hex ? (s[i - 1] == 'p' || s[i - 1] == 'P')
+                                                        : (s[i - 1] == 'e' || s[i - 1] == 'E'))))
+    i++;
+  return i;
+}
+
+/* An integer token: digits then only u/U/l/L. *uns: it has a U. */
+static int int_token(const char *s, size_t n, int64_t *v, int *uns) {
+  size_t i = 0;
+  uint64_t x = 0;
+  while (i < n && s[i] >= '0' && s[i] <= '9') {
+    if (x > (uint64_t)INT64_MAX / 10) return 0;
+    x = x * 10 + (uint64_t)(s[i++] - '0');
+  }
+  if (i == 0 || (n > 1 && s[0] == '0' && i > 1)) return 0; /* octal and hex are never sizes */
+  *uns = 0;
+  for (; i < n; i++) {
+    if (s[i] == 'u' || s[i] == 'U') *uns = 1;
+    else if (s[i] != 'l' && s[i] != 'L') return 0;
+  }
+  if (x > (uint64_t)INT64_MAX) return 0;
+  *v = (int64_t)x;
+  return 1;
+}
+
+typedef struct dec {
+  int n;
+  const int64_t *pa, *pb;
+  kiln_text o;
+  char why[160];
+} dec;
+
+/* The reason the family kernel cannot be made (cut to fit). */
+__attribute__((format(printf, 2, 3))) static void why(dec *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(c->why, sizeof c->why, fmt, ap);
+  va_end(ap);
+  (void)n;
+}
+
+/* Two number tokens that differ: an integer expression of the symbols, or
+ * 1 over one (a floating literal). */
+static int differing_number(dec *c, const char *a, size_t na, const char *b, size_t nb) {
+  int64_t va, vb;
+  int ua, ub;
+  mono m;
+  if (int_token(a, na, &va, &ua) && int_token(b, nb, &vb, &ub) && ua == ub) {
+    if (!read_back(va, vb, c->n, c->pa, c->pb, 4, &m)) {
+      why(c, "the literal %.*s (%.*s) is no expression of the sizes", (int)na, a, (int)nb, b);
+      return 0;
+    }
+    if (ua) kiln_text_printf(&c->o, "((uint64_t)");
+    emit_mono(&c->o, &m, c->n);
+    if (ua) kiln_text_printf(&c->o, ")");
+    return 1;
+  }
+  char ta[64], tb[64];
+  if (na >= sizeof ta || nb >= sizeof tb) return 0;
+  memcpy(ta, a, na), ta[na] = 0;
+  memcpy(tb, b, nb), tb[nb] = 0;
+  char *ea, *eb;
+  double fa = strtod(ta, &ea), fb = strtod(tb, &eb);
+  if (*ea || *eb || !(fa > 0) || !(fb > 0)) {
+    why(c, "the literals %s and %s differ", ta, tb);
+    return 0;
+  }
+  double ra = 1.0 / fa, rb = 1.0 / fb;
+  if (!(ra < 9.2e18) || !(rb < 9.2e18)) return 0;
+  int64_t ia = (int64_t)(ra + 0.5), ib = (int64_t)(rb + 0.5);
+  if (ia <= 0 || ib <= 0 || 1.0 / (double)ia != fa || 1.0 / (double)ib != fb || !read_back(ia, ib, c->n, c->pa, c->pb, 0, &m)) {
+    why(c, "the constant %s (%s) is not 1 over an expression of the sizes", ta, tb);
+    return 0;
+  }
+  kiln_text_printf(&c->o, "(1.0 / (double)");
+  emit_mono(&c->o, &m, c->n);
+  kiln_text_printf(&c->o, ")");
+  return 1;
+}
+
+/* Walk the two texts in step: identifiers and other characters must be
+ * equal; numbers equal or read back. */
+static int decode(dec *c, const char *a, const char *b) {
+  size_t i = 0, j = 0;
+  while (a[i] || b[j]) {
+    if (is_ident(a[i]) && !(a[i] >= '0' && a[i] <= '9')) { /* an identifier: copied whole */
+      size_t s = i, t = j;
+      while (is_ident(a[i])) i++;
+      while (is_ident(b[j])) j++;
+      if (i - s != j - t || memcmp(a + s, b + t, i - s)) break;
+      kiln_text_append(&c->o, a + s, i - s);
+    } else if (a[i] >= '0' && a[i] <= '9' && b[j] >= '0' && b[j] <= '9') {
+      size_t na = num_len(a + i), nb = num_len(b + j);
+      if (na == nb && !memcmp(a + i, b + j, na)) kiln_text_append(&c->o, a + i, na);
+      else if (!differing_number(c, a + i, na, b + j, nb)) return 0;
+      i += na;
+      j += nb;
+    } else {
+      if (a[i] != b[j]) break;
+      kiln_text_append(&c->o, a + i, 1);
+      i++, j++;
+    }
+  }
+  if (a[i] || b[j]) {
+    if (!c->why[0]) why(c, "the two instances' kernels differ at \"%.24s\"", a + i);
+    return 0;
+  }
+  return 1;
+}
+
+/* A copy of k's text with its name replaced by the placeholder. */
+static char *unnamed(const kiln_kernel_src *k) {
+  char *t = strdup(k->src);
+  char *at = t ? strstr(t, k->name) : NULL;
+  if (at) memcpy(at, "k_0000000000000000", 18);
+  return t;
+}
+
+kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src *b, int n_syms, const int64_t *pa,
+                                const int64_t *pb, kiln_kernel_src *out, kiln_symdim *items, kiln_err *err) {
+  memset(out, 0, sizeof *out);
+  if (a->n_args != b->n_args || a->n_sites != b->n_sites || a->n_args < 1 || a->args[0] != KILN_CG_SYM_ARG ||
+      memcmp(a->args, b->args, sizeof *a->args * (size_t)a->n_args) ||
+      (a->n_sites && memcmp(a->sites, b->sites, sizeof *a->sites * (size_t)a->n_sites)))
+    return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "family kernel: the instances' kernels read different buffers");
+  mono m;
+  if (a->items == b->items) {
+    *items = (kiln_symdim){0, a->items};
+  } else {
+    int ok = read_back(a->items, b->items, n_syms, pa, pb, 0, &m);
+    for (int k = 0; ok && k < n_syms; k++) ok = m.e[k] <= 1;
+    if (!ok)
+      return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "family kernel: its loop size (%lld, %lld) is no product of sizes",
+                          (long long)a->items, (long long)b->items);
+    items->mask = 0;
+    for (int k = 0; k < n_syms; k++) items->mask |= (uint8_t)(m.e[k] << k);
+    items->coeff = m.c;
+  }
+  dec c = {n_syms, pa, pb, {0}, ""};
+  char *ta = unnamed(a), *tb = unnamed(b);
+  int ok = ta && tb && decode(&c, ta, tb) && !c.o.failed;
+  free(ta);
+  free(tb);
+  if (!ok) {
+    free(c.o.p);
+    return kiln_err_set(err, c.o.failed ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_UNSUPPORTED, "family kernel: %s",
+                        c.why[0] ? c.why : "out of memory");
+  }
+  out->args = malloc(sizeof *out->args * (size_t)a->n_args);
+  out->sites = malloc(sizeof *out->sites * ((size_t)a->n_sites + 1));
+  if (!out->args || !out->sites) {
+    free(c.o.p);
+    kiln_kernel_src_clear(out);
+    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "family kernel: out of memory");
+  }
+  memcpy(out->args, a->args, sizeof *a->args * (size_t)a->n_args);
+  if (a->n_sites) memcpy(out->sites, a->sites, sizeof *a->sites * (size_t)a->n_sites);
+  out->n_args = a->n_args;
+  out->n_sites = a->n_sites;
+  out->src = c.o.p;
+  out->len = c.o.len;
+  uint64_t h = kiln_hash_bytes(out->src, out->len, 0x6b65726eULL);
+  out->hash = h;
+  snprintf(out->name, sizeof out->name, "k_%016llx", (unsigned long long)h);
+  char *at = strstr(out->src, "k_0000000000000000");
+  if (at) memcpy(at, out->name, 18);
+  out->items = a->items; /* at instance a; the caller evaluates *items */
+  out->grain = a->grain == b->grain ? a->grain : 1;
+  return KILN_OK;
+}

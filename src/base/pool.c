@@ -75,7 +75,8 @@ static __thread int tl_in_loop;
  * the loop's FLOPs and bytes its items account for. */
 static void tag_record(const kiln_pool_tag *tag, uint64_t t0, int64_t items, int64_t n) {
   double share = n > 0 ? (double)items / (double)n : 0;
-  kiln_prof_record(KILN_PROF_KERNEL, tag->name, t0, kiln_prof_now(), -1, tag->flops * share, tag->bytes * share);
+  kiln_prof_record_src(KILN_PROF_KERNEL, tag->name, tag->src, t0, kiln_prof_now(), -1, tag->flops * share,
+                       tag->bytes * share);
 }
 
 static void job_run(pool_job *j) {

@@ -40,10 +40,13 @@ int kiln_pool_size(const kiln_pool *p);
 void kiln_pool_parallel_for(kiln_pool *p, kiln_pool_fn fn, void *ctx, int64_t n, int64_t grain);
 
 /* What the profiler calls a loop: a kernel name (must outlive the capture:
- * static or interned) and the whole loop's FLOPs and bytes moved. */
+ * static or interned), the whole loop's FLOPs and bytes moved, and the
+ * user's source line behind it ("train.c:88", static or interned; NULL:
+ * unknown). */
 typedef struct kiln_pool_tag {
   const char *name;
   double flops, bytes;
+  const char *src;
 } kiln_pool_tag;
 
 /* kiln_pool_parallel_for that, while a profiler capture runs, records one

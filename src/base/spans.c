@@ -85,7 +85,8 @@ uint64_t kiln_prof_now(void) { return kiln_now_ns(); }
 const char *kiln_prof_kind_name(kiln_prof_kind k) {
   static const char *const names[KILN_PROF_KIND_COUNT] = {
       "annotation", "step", "tracing", "hashing", "compiling", "transferring",
-      "waiting for the device", "waiting for input", "executing", "dispatching", "kernel", "collective"};
+      "waiting for the device", "waiting for input", "executing", "dispatching", "kernel", "collective",
+      "memory"};
   return (unsigned)k < KILN_PROF_KIND_COUNT ? names[k] : "unknown";
 }
 
@@ -184,8 +185,9 @@ static kiln_prof_thread_events *attach(uint64_t gen) {
   return t;
 }
 
-static void record_depth(kiln_prof_kind kind, const char *name, uint64_t b, uint64_t e, int64_t arg, double flops,
-                         double bytes, int depth) {
+/* Append event x (times, name, kind, arg, work, source, memory fields) to
+ * the calling thread's buffer in the running capture, at nesting depth. */
+static void record_ev(kiln_prof_event x, int depth) {
   uint64_t gen = __atomic_load_n(&kiln_prof_active_gen_, __ATOMIC_RELAXED);
   if (!gen) return;
   /* Dekker-style handshake with kiln_prof_session_end: announce, then
@@ -200,27 +202,22 @@ static void record_depth(kiln_prof_kind kind, const char *name, uint64_t b, uint
     /* Work that began before the capture (span helpers return
      * KILN_PROF_BEFORE_CAPTURE, regions opened earlier) is clipped to its
      * start: the viewers and the summary see the capture window only. */
-    uint64_t start = __atomic_load_n(&g.start_ns, __ATOMIC_RELAXED);
+    uint64_t start = __atomic_load_n(&g.start_ns, __ATOMIC_RELAXED), b = x.begin_ns, e = x.end_ns;
     if (b < start) {
       /* the work done inside the window: its share of a known span, else
        * unknown (0) rather than all of it in a shorter time */
       double in = b > KILN_PROF_BEFORE_CAPTURE && e > b ? (double)(e > start ? e - start : 0) / (double)(e - b) : 0;
-      flops *= in;
-      bytes *= in;
-      b = start;
+      x.flops *= in;
+      x.bytes *= in;
+      x.begin_ns = b = start;
     }
     if (!t) {
       __atomic_fetch_add(&g.dropped_threads, 1, __ATOMIC_RELAXED);
     } else if (t->n < g.cap) {
-      kiln_prof_event *ev = &t->ev[t->n++];
-      ev->begin_ns = b;
-      ev->end_ns = e < b ? b : e;
-      ev->name = name ? name : "(unnamed)";
-      ev->kind = (uint8_t)kind;
-      ev->depth = (uint8_t)(depth > 255 ? 255 : depth);
-      ev->arg = arg;
-      ev->flops = flops;
-      ev->bytes = bytes;
+      x.end_ns = e < b ? b : e;
+      if (!x.name) x.name = "(unnamed)";
+      x.depth = (uint8_t)(depth > 255 ? 255 : depth);
+      t->ev[t->n++] = x;
     } else {
       t->dropped++;
     }
@@ -228,10 +225,33 @@ static void record_depth(kiln_prof_kind kind, const char *name, uint64_t b, uint
   __atomic_fetch_sub(&g.inflight, 1, __ATOMIC_RELEASE);
 }
 
+static void record_depth(kiln_prof_kind kind, const char *name, uint64_t b, uint64_t e, int64_t arg, double flops,
+                         double bytes, int depth) {
+  record_ev((kiln_prof_event){.begin_ns = b, .end_ns = e, .name = name, .kind = (uint8_t)kind, .arg = arg,
+                              .flops = flops, .bytes = bytes},
+            depth);
+}
+
 void kiln_prof_record(kiln_prof_kind kind, const char *name, uint64_t b, uint64_t e, int64_t arg, double flops,
                       double bytes) {
   tstate *ts = tl_ts;
   record_depth(kind, name, b, e, arg, flops, bytes, ts ? ts->depth : 0);
+}
+
+void kiln_prof_record_src(kiln_prof_kind kind, const char *name, const char *src, uint64_t b, uint64_t e,
+                          int64_t arg, double flops, double bytes) {
+  tstate *ts = tl_ts;
+  record_ev((kiln_prof_event){.begin_ns = b, .end_ns = e, .name = name, .kind = (uint8_t)kind, .arg = arg,
+                              .flops = flops, .bytes = bytes, .src = src},
+            ts ? ts->depth : 0);
+}
+
+void kiln_prof_record_memory(const char *allocator, const char *what, int64_t bytes, int64_t in_use, const void *p) {
+  uint64_t t = kiln_now_ns();
+  tstate *ts = tl_ts;
+  record_ev((kiln_prof_event){.begin_ns = t, .end_ns = t, .name = allocator, .kind = KILN_PROF_MEMORY,
+                              .arg = bytes, .src = what, .in_use = in_use, .addr = (uint64_t)(uintptr_t)p},
+            ts ? ts->depth : 0);
 }
 
 /* ───── annotations ───── */
@@ -408,6 +428,9 @@ static void record_open_regions_locked(uint64_t gen, uint64_t start, uint64_t en
       ev->depth = (uint8_t)i;
       ev->arg = snap[i].arg;
       ev->flops = ev->bytes = 0;
+      ev->src = NULL;
+      ev->in_use = 0;
+      ev->addr = 0;
     }
   }
 }

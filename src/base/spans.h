@@ -45,6 +45,9 @@ typedef enum kiln_prof_kind {
   KILN_PROF_COLLECTIVE,  /* one collective, from this rank's arrival to its completion; arg = bytes;
                           * name "all_reduce f32 [n] at file:line" (the same on every rank, and
                           * collectives run in the same order on every rank) */
+  KILN_PROF_MEMORY,      /* an instant: a buffer allocated (arg = bytes > 0) or freed (arg = -bytes);
+                          * name = the allocator ("kiln device buffers"), in_use = its bytes in use
+                          * after the event, addr = the buffer (kiln_prof_memory) */
   KILN_PROF_KIND_COUNT
 } kiln_prof_kind;
 
@@ -58,6 +61,10 @@ typedef struct kiln_prof_event {
   uint8_t depth;             /* annotation nesting depth on its thread */
   int64_t arg;               /* step number, bytes, ... (-1: none) */
   double flops, bytes;       /* kernels: work done on this lane (0: unknown) */
+  const char *src;           /* kernels: the user's "file.c:88" behind the kernel; memory: what the
+                              * buffer is for ("scratch"); static or interned, NULL: unknown */
+  int64_t in_use;            /* memory: the allocator's bytes in use after the event */
+  uint64_t addr;             /* memory: the buffer's address */
 } kiln_prof_event;
 
 /* Nonzero while a capture runs: the generation of the running capture. */
@@ -69,6 +76,20 @@ static inline int kiln_prof_on(void) { return __atomic_load_n(&kiln_prof_active_
  * begin before the capture start is clipped to it. */
 void kiln_prof_record(kiln_prof_kind kind, const char *name, uint64_t begin_ns, uint64_t end_ns, int64_t arg,
                       double flops, double bytes);
+/* kiln_prof_record with the user's source line of a kernel (src: static
+ * or interned, NULL: unknown). */
+void kiln_prof_record_src(kiln_prof_kind kind, const char *name, const char *src, uint64_t begin_ns,
+                          uint64_t end_ns, int64_t arg, double flops, double bytes);
+/* Record a memory event now (KILN_PROF_MEMORY): allocator (static: names the
+ * allocator in the profile), what (static or NULL: the buffer's use),
+ * bytes > 0 an allocation, < 0 a free, in_use the allocator's bytes in use
+ * after it, p the buffer. Call it where the allocator updates its total, so
+ * that the order of the events is the order of the totals. */
+void kiln_prof_record_memory(const char *allocator, const char *what, int64_t bytes, int64_t in_use, const void *p);
+static inline void kiln_prof_memory(const char *allocator, const char *what, int64_t bytes, int64_t in_use,
+                                    const void *p) {
+  if (kiln_prof_on()) kiln_prof_record_memory(allocator, what, bytes, in_use, p);
+}
 /* The clock events use. */
 uint64_t kiln_prof_now(void);
 

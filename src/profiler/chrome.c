@@ -2,7 +2,9 @@
  * read it: "X" complete events in microseconds relative to the capture
  * start, process/thread names as "M" metadata events. pid 1 holds the host
  * threads (tid = OS thread id), pid 2 the kernel lanes (tid = lane + 1), so
- * the viewers show kernels apart from the host work that launched them. */
+ * the viewers show kernels apart from the host work that launched them.
+ * Kernels carry their user's line ("source"); each allocator's bytes in use
+ * is a counter ("C") of pid 1, one sample per allocation or free. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +43,7 @@ kiln_status kiln_prof_chrome_json(const kiln_prof_capture *c, char **out, size_t
     int has_host = 0, has_dev = 0;
     for (uint32_t k = 0; k < t->n && !(has_host && has_dev); k++) {
       if (t->ev[k].kind == KILN_PROF_KERNEL) has_dev = 1;
-      else has_host = 1;
+      else if (t->ev[k].kind != KILN_PROF_MEMORY) has_host = 1;
     }
     if (has_host || t->dropped) meta(&b, 1, t->tid, "thread_name", t->name, i);
     if (has_dev) {
@@ -65,6 +67,13 @@ kiln_status kiln_prof_chrome_json(const kiln_prof_capture *c, char **out, size_t
       int dev = e->kind == KILN_PROF_KERNEL;
       uint64_t eb = e->begin_ns < c->start_ns ? c->start_ns : e->begin_ns; /* as in xplane.c */
       double ts = (double)(eb - c->start_ns) / 1e3;
+      if (e->kind == KILN_PROF_MEMORY) { /* a counter track per allocator: its bytes in use */
+        kiln_text_printf(&b, "%s{\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"cat\":\"memory\",\"name\":", first ? "" : ",\n", ts);
+        kiln_text_json_str(&b, e->name);
+        kiln_text_printf(&b, ",\"args\":{\"in_use_bytes\":%lld}}", (long long)e->in_use);
+        first = 0;
+        continue;
+      }
       double dur = e->end_ns > eb ? (double)(e->end_ns - eb) / 1e3 : 0;
       kiln_text_printf(&b, "%s{\"ph\":\"X\",\"pid\":%d,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":",
                        first ? "" : ",\n", dev ? 2 : 1, dev ? (long long)device_tid(t, i) : (long long)t->tid, ts,
@@ -78,6 +87,11 @@ kiln_status kiln_prof_chrome_json(const kiln_prof_capture *c, char **out, size_t
         kiln_text_printf(&b, "\"bytes\":%lld", (long long)e->arg), comma = 1;
       if (e->flops > 0) kiln_text_printf(&b, "%s\"flops\":%.0f", comma ? "," : "", e->flops), comma = 1;
       if (e->bytes > 0) kiln_text_printf(&b, "%s\"bytes_accessed\":%.0f", comma ? "," : "", e->bytes), comma = 1;
+      if (dev && e->src) {
+        kiln_text_printf(&b, "%s\"source\":", comma ? "," : "");
+        kiln_text_json_str(&b, e->src);
+        comma = 1;
+      }
       kiln_text_printf(&b, "}}");
     }
   }

@@ -78,8 +78,9 @@ static int cmp_evp(const void *x, const void *y) {
   return a->begin_ns < b->begin_ns ? -1 : a->begin_ns > b->begin_ns;
 }
 
-static int is_host_work(int k) {
-  return k != KILN_PROF_USER && k != KILN_PROF_STEP && k != KILN_PROF_KERNEL && k < KILN_PROF_KIND_COUNT;
+static int is_host_work(int k) { /* memory events are instants: no work */
+  return k != KILN_PROF_USER && k != KILN_PROF_STEP && k != KILN_PROF_KERNEL && k != KILN_PROF_MEMORY &&
+         k < KILN_PROF_KIND_COUNT;
 }
 
 /* The step of v holding time t (rank clock): the latest to begin; NULL: none. */

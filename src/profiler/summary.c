@@ -56,8 +56,10 @@ static double overlap(const ival *v, size_t n, uint64_t a, uint64_t b) {
   return t;
 }
 
+/* Memory events are instants (an allocation, a free): no work, no time. */
 static int is_host_work(int kind) {
-  return kind != KILN_PROF_USER && kind != KILN_PROF_STEP && kind != KILN_PROF_KERNEL && kind < KILN_PROF_KIND_COUNT;
+  return kind != KILN_PROF_USER && kind != KILN_PROF_STEP && kind != KILN_PROF_KERNEL && kind != KILN_PROF_MEMORY &&
+         kind < KILN_PROF_KIND_COUNT;
 }
 
 typedef struct kref {

@@ -33,17 +33,24 @@ typedef Tensorflow__Profiler__XPlane__StatMetadataEntry SMEntry;
 
 enum {
   ST_STEP_NUM = 1, ST_KIND, ST_BYTES, ST_FLOPS, ST_BYTES_ACCESSED, ST_DROPPED, ST_GROUP_ID, ST_STEP_NAME,
-  ST_RANK, ST_WORLD, ST_RT_OFFSET, ST_ALGBW, ST_COUNT
+  ST_RANK, ST_WORLD, ST_RT_OFFSET, ST_ALGBW, ST_SOURCE, ST_ALLOCATOR, ST_BYTES_ALLOCATED, ST_PEAK, ST_REQUESTED,
+  ST_ALLOCATION, ST_ADDR, ST_REGION, ST_COUNT
 };
+/* XProf's names (xla/tsl/profiler/utils/xplane_schema.cc) where it has one */
 static const char *const k_stat_names[ST_COUNT] = {
     "", "step_num", "kiln_kind", "bytes", "flops", "bytes_accessed", "dropped_events", "group_id", "step_name",
-    "rank", "world_size", "realtime_offset_ns", "algbw_gbps"};
+    "rank", "world_size", "realtime_offset_ns", "algbw_gbps", "source", "allocator_name", "bytes_allocated",
+    "peak_bytes_in_use", "requested_bytes", "allocation_bytes", "addr", "region_type"};
 
 /* Host-plane lines kiln adds beside the threads' own (ids no OS thread id
  * reaches): the collectives, and every kernel lane again as framework ops
  * named "Forward/gemm_64x8x8:Gemm" (XProf's op statistics read host ops). */
 #define COLLECTIVES_LINE_ID ((int64_t)1 << 40)
 #define OPS_LINE_ID ((int64_t)2 << 40)
+/* One line per allocator, "Memory: kiln device buffers": its allocations
+ * and frees in time order, as XProf's memory profile reads them. */
+#define MEMORY_LINE_ID ((int64_t)3 << 40)
+#define MAX_ALLOCATORS 8
 
 #define MAX_EARLY_PS ((int64_t)600 * 1000 * 1000 * 1000 * 1000) /* 600 s: the longest capture */
 #define MAX_FILE_BYTES ((size_t)512 << 20)
@@ -216,20 +223,34 @@ static int64_t group_at(const step_ref *v, size_t n, uint64_t t) {
   return -1;
 }
 
-/* "Forward/gemm 64x8x8" as a framework op: "Forward/gemm_64x8x8:Gemm" (name
- * and CamelCase type, the characters XProf's parser accepts). */
-static char *tf_op_name(arena *a, const char *name) {
-  size_t n = strlen(name);
-  char *o = aalloc(a, n + 40);
+/* The characters XProf's op-name parser accepts ([A-Za-z0-9_./>-]), others
+ * made `sub`. */
+static size_t tf_chars(char *o, const char *s, char sub) {
+  size_t k = 0;
+  for (; *s; s++) {
+    char ch = *s;
+    int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+             ch == '.' || ch == '/' || ch == '-';
+    o[k++] = ok ? ch : sub;
+  }
+  return k;
+}
+
+/* "Forward/gemm 64x8x8" made at train.c:88 as a framework op:
+ * "Forward/gemm_64x8x8->train.c-88:Gemm" (name, the user's line, and a
+ * CamelCase type: what XProf's parser accepts; its op table shows names
+ * and types only). */
+static char *tf_op_name(arena *a, const char *name, const char *src) {
+  size_t n = strlen(name), ns = src ? strlen(src) : 0;
+  char *o = aalloc(a, n + ns + 44);
   if (!o) return NULL;
   size_t k = 0;
   if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
     o[k++] = 'k';
-  for (size_t i = 0; i < n; i++) {
-    char ch = name[i];
-    int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-             ch == '.' || ch == '/' || ch == '-';
-    o[k++] = ok ? ch : '_';
+  k += tf_chars(o + k, name, '_');
+  if (ns) {
+    o[k++] = '-', o[k++] = '>';
+    k += tf_chars(o + k, src, '-'); /* "train.c:88" -> "train.c-88" */
   }
   o[k++] = ':';
   const char *base = strrchr(name, '/');
@@ -276,7 +297,7 @@ static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_
   uint64_t b = ev->begin_ns < c->start_ns ? c->start_ns : ev->begin_ns;
   x->offset_ps = (int64_t)(b - c->start_ns) * 1000;
   x->duration_ps = ev->end_ns > b ? (int64_t)(ev->end_ns - b) * 1000 : 0;
-  XStat *st[8];
+  XStat *st[12];
   size_t n = 0;
   st[n++] = stat_i(a, ST_KIND, ev->kind);
   if (ev->kind == KILN_PROF_STEP) {
@@ -292,6 +313,7 @@ static XEvent *make_event(arena *a, const kiln_prof_capture *c, const kiln_prof_
     st[n++] = stat_d(a, ST_ALGBW, (double)ev->arg / ((double)x->duration_ps / 1000.0));
   if (ev->flops > 0) st[n++] = stat_d(a, ST_FLOPS, ev->flops);
   if (ev->bytes > 0) st[n++] = stat_d(a, ST_BYTES_ACCESSED, ev->bytes);
+  if (ev->kind == KILN_PROF_KERNEL && ev->src) st[n++] = stat_s(a, ST_SOURCE, ev->src);
   x->stats = aalloc(a, sizeof *x->stats * n);
   if (x->stats) memcpy(x->stats, st, sizeof *st * n);
   x->n_stats = n;
@@ -345,7 +367,7 @@ static void encode_thread(enc *e, int i) {
   size_t nh = 0, nd = 0;
   for (uint32_t k = 0; k < t->n; k++) {
     int kd = t->ev[k].kind;
-    *(kd == KILN_PROF_KERNEL ? &nd : &nh) += kd != KILN_PROF_COLLECTIVE;
+    *(kd == KILN_PROF_KERNEL ? &nd : &nh) += kd != KILN_PROF_COLLECTIVE && kd != KILN_PROF_MEMORY;
   }
   XLine *hl = nh ? make_line(a, c, t->tid, t->name, nh) : NULL, *dl = NULL, *ol = NULL;
   if (nd) {
@@ -359,12 +381,13 @@ static void encode_thread(enc *e, int i) {
   if (a->oom) return;
   for (uint32_t k = 0; k < t->n && !a->oom; k++) {
     const kiln_prof_event *ev = &t->ev[k];
+    if (ev->kind == KILN_PROF_MEMORY) continue; /* on the allocators' lines (encode_memory) */
     int64_t g = group_at(e->sv, e->n_sv, ev->begin_ns < c->start_ns ? c->start_ns : ev->begin_ns);
     if (ev->kind == KILN_PROF_KERNEL) {
       enc_append(dl, make_event(a, c, ev, name_id(&e->dm, a, e->dev, ev->name), -1));
       /* named "name:Type" as TensorFlow names its host ops (no tf_op stat:
        * XProf would count the op twice); one interned name per kernel */
-      const char *op = tf_op_name(a, ev->name), *in = op ? kiln_prof_intern(op) : NULL;
+      const char *op = tf_op_name(a, ev->name, ev->src), *in = op ? kiln_prof_intern(op) : NULL;
       if (op) enc_append(ol, make_event(a, c, ev, name_id(&e->hm, a, e->host, in ? in : op), g));
       continue;
     }
@@ -382,23 +405,108 @@ static void encode_thread(enc *e, int i) {
   if (dl) e->dev->lines[e->dev->n_lines++] = dl;
 }
 
+/* ───── the memory profile ───── */
+
+typedef struct mem_ref {
+  const kiln_prof_event *ev;
+  size_t seq; /* recording order on its thread: ties in time keep it */
+} mem_ref;
+
+static int cmp_mem_ref(const void *x, const void *y) {
+  const mem_ref *a = x, *b = y;
+  if (a->ev->begin_ns != b->ev->begin_ns) return a->ev->begin_ns < b->ev->begin_ns ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* One memory event as XProf's memory profile converter reads it
+ * (xprof/convert/xplane_to_memory_profile.cc): a host event named
+ * "MemoryAllocation" or "MemoryDeallocation" with the allocator's name, its
+ * bytes in use after the event (bytes_allocated), the peak of that within
+ * the capture so far (peak_bytes_in_use), the buffer's size and address,
+ * its use (region_type) and the step (group_id). */
+static XEvent *memory_event(enc *e, const kiln_prof_event *ev, int64_t peak) {
+  arena *a = &e->a;
+  const char *nm = ev->arg >= 0 ? "MemoryAllocation" : "MemoryDeallocation";
+  XEvent *x = make_event(a, e->c, ev, name_id(&e->hm, a, e->host, nm), -1);
+  if (!x) return NULL;
+  int64_t bytes = ev->arg >= 0 ? ev->arg : -ev->arg;
+  int64_t g = group_at(e->sv, e->n_sv, ev->begin_ns < e->c->start_ns ? e->c->start_ns : ev->begin_ns);
+  XStat *st[10] = {stat_i(a, ST_KIND, KILN_PROF_MEMORY), stat_s(a, ST_ALLOCATOR, ev->name),
+                   stat_i(a, ST_BYTES_ALLOCATED, ev->in_use), stat_i(a, ST_PEAK, peak),
+                   stat_i(a, ST_REQUESTED, bytes), stat_i(a, ST_ALLOCATION, bytes),
+                   stat_i(a, ST_ADDR, (int64_t)ev->addr), stat_s(a, ST_REGION, ev->src ? ev->src : "buffer")};
+  size_t n = 8;
+  if (g >= 0) st[n++] = stat_i(a, ST_GROUP_ID, g);
+  x->stats = aalloc(a, sizeof *x->stats * n);
+  if (x->stats) memcpy(x->stats, st, sizeof *st * n);
+  x->n_stats = x->stats ? n : 0;
+  return x;
+}
+
+/* The memory events of allocator `name` in time order, on their own line. */
+static void encode_allocator(enc *e, const char *name, int index, mem_ref *v, size_t nv) {
+  size_t m = 0;
+  for (size_t i = 0; i < nv; i++)
+    if (!strcmp(v[i].ev->name, name)) v[m++] = v[i];
+  qsort(v, m, sizeof *v, cmp_mem_ref);
+  char *ln = aalloc(&e->a, strlen(name) + 16);
+  if (!ln) return;
+  snprintf(ln, strlen(name) + 16, "Memory: %s", name);
+  XLine *l = make_line(&e->a, e->c, MEMORY_LINE_ID + index, ln, m);
+  int64_t peak = m ? v[0].ev->in_use - v[0].ev->arg : 0; /* in use before the first event */
+  for (size_t i = 0; i < m && l && !e->a.oom; i++) {
+    if (v[i].ev->in_use > peak) peak = v[i].ev->in_use;
+    enc_append(l, memory_event(e, v[i].ev, peak));
+  }
+  if (l) e->host->lines[e->host->n_lines++] = l;
+}
+
+/* Every allocator's line (at most MAX_ALLOCATORS; more are not encoded). */
+static void encode_memory(enc *e, size_t n_mem) {
+  const kiln_prof_capture *c = e->c;
+  mem_ref *v = malloc(sizeof *v * (n_mem + 1)), *w = malloc(sizeof *w * (n_mem + 1));
+  const char *names[MAX_ALLOCATORS];
+  int n_names = 0;
+  size_t nv = 0;
+  for (int i = 0; v && w && i < c->n_threads; i++)
+    for (uint32_t k = 0; k < c->threads[i].n; k++) {
+      const kiln_prof_event *ev = &c->threads[i].ev[k];
+      if (ev->kind != KILN_PROF_MEMORY || !ev->name) continue;
+      int j = 0;
+      while (j < n_names && strcmp(names[j], ev->name)) j++;
+      if (j == n_names && n_names < MAX_ALLOCATORS) names[n_names++] = ev->name;
+      v[nv] = (mem_ref){ev, nv};
+      nv++;
+    }
+  if (!v || !w) e->a.oom = 1;
+  for (int j = 0; j < n_names && !e->a.oom; j++) {
+    memcpy(w, v, sizeof *v * nv);
+    encode_allocator(e, names[j], j, w, nv);
+  }
+  free(v), free(w);
+}
+
 static void encode_planes(enc *e) {
   const kiln_prof_capture *c = e->c;
   arena *a = &e->a;
   plane_init(a, e->host, 0, "/host:CPU");
   plane_init(a, e->dev, 1, "/device:CUSTOM:0");
-  e->host->lines = aalloc(a, sizeof *e->host->lines * (2 * (size_t)c->n_threads + 2));
+  e->host->lines = aalloc(a, sizeof *e->host->lines * (2 * (size_t)c->n_threads + 2 + MAX_ALLOCATORS));
   e->dev->lines = aalloc(a, sizeof *e->dev->lines * ((size_t)c->n_threads + 2));
   if (!e->host->lines || !e->dev->lines) return;
   host_plane_stats(e);
-  size_t n_coll = 0;
+  size_t n_coll = 0, n_mem = 0;
   for (int i = 0; i < c->n_threads; i++)
-    for (uint32_t k = 0; k < c->threads[i].n; k++) n_coll += c->threads[i].ev[k].kind == KILN_PROF_COLLECTIVE;
+    for (uint32_t k = 0; k < c->threads[i].n; k++) {
+      n_coll += c->threads[i].ev[k].kind == KILN_PROF_COLLECTIVE;
+      n_mem += c->threads[i].ev[k].kind == KILN_PROF_MEMORY;
+    }
   e->steps = e->n_sv ? make_line(a, c, 1000000, "Steps", e->n_sv) : NULL;
   if (e->steps) e->dev->lines[e->dev->n_lines++] = e->steps;
   e->colls = n_coll ? make_line(a, c, COLLECTIVES_LINE_ID, "Collectives", n_coll) : NULL;
   for (int i = 0; i < c->n_threads && !a->oom; i++) encode_thread(e, i);
   if (e->colls) e->host->lines[e->host->n_lines++] = e->colls;
+  if (n_mem && !a->oom) encode_memory(e, n_mem);
 }
 
 kiln_status kiln_prof_xspace_encode(const kiln_prof_capture *c, uint8_t **out, size_t *out_n, kiln_err *err) {
@@ -487,6 +595,9 @@ static kiln_status decode_plane(const XPlane *p, int device, kiln_prof_capture *
     if (!device && l->id >= OPS_LINE_ID && l->id < OPS_LINE_ID + ((int64_t)1 << 32) && l->name &&
         !strncmp(l->name, "Ops lane ", 9))
       continue; /* the kernel lanes again, for XProf's op statistics */
+    if (!device && l->id >= MEMORY_LINE_ID && l->id < MEMORY_LINE_ID + MAX_ALLOCATORS && l->name &&
+        !strncmp(l->name, "Memory: ", 8))
+      continue; /* the allocators' events, for XProf's memory profile (kiln's summary does not read them) */
     if (l->n_events > MAX_EVENTS || l->timestamp_ns < 0)
       return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: line %zu of plane %s is malformed", what, li, p->name);
     kiln_prof_thread_events *t = &c->threads[c->n_threads++];

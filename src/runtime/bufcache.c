@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "base/counters.h"
+#include "base/spans.h"
 
 typedef struct slot {
   size_t bytes;
@@ -14,6 +15,7 @@ typedef struct slot {
 struct kiln_bufcache {
   kiln_backend *b;
   size_t cap_bytes, held;
+  int64_t in_use; /* bytes handed out and not given back (guarded by mu) */
   pthread_mutex_t mu;
   slot *slots; /* open addressing on bytes; slots[i].ptrs == NULL: empty */
   size_t n_slots, used_slots;
@@ -67,23 +69,38 @@ static slot *find(kiln_bufcache *c, size_t bytes, int claim) {
   return NULL;
 }
 
+/* The in-use total and its memory event, in one critical section so that
+ * the events' order is the order of the totals (mu held). */
+static void account_locked(kiln_bufcache *c, const void *p, int64_t bytes) {
+  c->in_use += bytes;
+  kiln_prof_memory(KILN_BUFCACHE_ALLOCATOR, NULL, bytes, c->in_use, p);
+}
+
 void *kiln_bufcache_alloc(kiln_bufcache *c, size_t bytes) {
   pthread_mutex_lock(&c->mu);
   slot *s = find(c, bytes, 0);
   if (s && s->n) {
     void *p = s->ptrs[--s->n];
     c->held -= bytes;
+    account_locked(c, p, (int64_t)bytes);
     pthread_mutex_unlock(&c->mu);
     kiln_counter_add("BufferReuse", 1);
     return p;
   }
   pthread_mutex_unlock(&c->mu);
   kiln_counter_add("BufferAlloc", 1);
-  return c->b->vt->buffer_alloc(c->b, bytes);
+  void *p = c->b->vt->buffer_alloc(c->b, bytes);
+  if (p) {
+    pthread_mutex_lock(&c->mu);
+    account_locked(c, p, (int64_t)bytes);
+    pthread_mutex_unlock(&c->mu);
+  }
+  return p;
 }
 
 void kiln_bufcache_free(kiln_bufcache *c, void *p, size_t bytes) {
   pthread_mutex_lock(&c->mu);
+  account_locked(c, p, -(int64_t)bytes);
   if (c->held + bytes <= c->cap_bytes) {
     slot *s = find(c, bytes, 1);
     if (s && s->n == s->cap) {
@@ -109,4 +126,11 @@ size_t kiln_bufcache_held(kiln_bufcache *c) {
   size_t h = c->held;
   pthread_mutex_unlock(&c->mu);
   return h;
+}
+
+int64_t kiln_bufcache_in_use(kiln_bufcache *c) {
+  pthread_mutex_lock(&c->mu);
+  int64_t n = c->in_use;
+  pthread_mutex_unlock(&c->mu);
+  return n;
 }

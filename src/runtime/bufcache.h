@@ -6,11 +6,18 @@
  *
  * Exact-size reuse, most recently freed first; at most cap_bytes are held,
  * beyond that a freed buffer goes back to the backend. Thread-safe: the
- * worker thread frees buffers too. */
+ * worker thread frees buffers too.
+ *
+ * It counts the bytes it has handed out and not been given back (in use:
+ * the buffers of live tensors, queued executions' outputs, uploads), and
+ * while a profiler capture runs records each alloc and free as a memory
+ * event with that total (the Memory Profile of docs/profiling.md); buffers
+ * it holds for reuse are not in use. */
 #ifndef KILN_RUNTIME_BUFCACHE_H
 #define KILN_RUNTIME_BUFCACHE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backends/backend.h"
 
@@ -24,5 +31,10 @@ void *kiln_bufcache_alloc(kiln_bufcache *c, size_t bytes);
 void kiln_bufcache_free(kiln_bufcache *c, void *p, size_t bytes);
 /* Bytes held for reuse now. */
 size_t kiln_bufcache_held(kiln_bufcache *c);
+/* Bytes handed out and not given back now. */
+int64_t kiln_bufcache_in_use(kiln_bufcache *c);
+
+/* The allocator's name in memory profiles. */
+#define KILN_BUFCACHE_ALLOCATOR "kiln device buffers"
 
 #endif

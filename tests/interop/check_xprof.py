@@ -13,7 +13,15 @@ library: an independent path through kiln's events):
     to that step's wall time in the trace (0.01 ms), the average step time
     of the page equal to their mean (0.05 ms: the page rounds to 0.1 ms);
   - framework_op_stats: every kernel of the trace is an operation, with as
-    many occurrences as the trace has events of it and the same total time.
+    many occurrences as the trace has events of it and the same total time,
+    named with the user's source line the trace gives it
+    ("Forward/gemm_64x1024x784->s5_profile_step.c-194"), and kernels made
+    on lines of the program (s5_profile_step.c) are among them;
+  - memory_profile: every allocator of the trace's memory counters is a
+    memory id, its peak in use (peak_stats.peak_bytes_in_use) is the largest
+    sample of its counter (> 0) and its time the last sample at that value;
+    the timeline (when XProf keeps every sample: 1000 or fewer) has the
+    trace's samples, value for value.
 Exit status 0 when every check passes; otherwise the differences and 1.
 """
 import collections
@@ -43,10 +51,38 @@ def tool(paths, name):
     return json.loads(data)
 
 
-def op_name(kernel):
-    """kiln's framework-op name of a kernel (src/profiler/xplane.c, tf_op_name)."""
+def op_name(kernel, source=None):
+    """kiln's framework-op name of a kernel made at source ("train.c:88")
+    (src/profiler/xplane.c, tf_op_name)."""
     n = re.sub(r"[^A-Za-z0-9_./-]", "_", kernel)
-    return n if re.match(r"[A-Za-z0-9]", kernel) else "k" + n
+    n = n if re.match(r"[A-Za-z0-9]", kernel) else "k" + n
+    return n + ("->" + re.sub(r"[^A-Za-z0-9_./-]", "-", source) if source else "")
+
+
+def check_memory(paths, counters):
+    """The memory profile against the trace's counters {allocator: [(ts_us, bytes)]}."""
+    check(len(counters) > 0, "the trace has no memory counters")
+    prof = tool(paths, "memory_profile")
+    per = prof.get("memoryProfilePerAllocator", {})
+    ids = prof.get("memoryIds", [])
+    for alloc, samples in counters.items():
+        check(alloc in ids, "allocator %r is not among XProf's memory ids %s" % (alloc, ids))
+        if alloc not in per:
+            continue
+        summ = per[alloc]["profileSummary"]
+        peak = max(b for _, b in samples)
+        got = int(summ["peakStats"]["peakBytesInUse"])
+        check(peak > 0, "%s: the trace's peak in use is 0" % alloc)
+        check(got == peak, "%s: peak in use %d bytes in XProf, %d in the trace" % (alloc, got, peak))
+        t_peak = max(t for t, b in samples if b == peak)
+        t_got = int(summ["peakStatsTimePs"]) / 1e6
+        check(abs(t_got - t_peak) < 0.002, "%s: peak at %.3f us in XProf, %.3f us in the trace" % (alloc, t_got, t_peak))
+        timeline = per[alloc].get("sampledTimelineSnapshots", [])
+        if len(samples) <= 1000:
+            got_v = sorted(int(s["aggregationStats"].get("heapAllocatedBytes", 0)) for s in timeline)
+            check(got_v == sorted(b for _, b in samples),
+                  "%s: XProf's timeline has %d samples, the trace %d (or their values differ)" % (alloc, len(timeline), len(samples)))
+        print("check_xprof: memory %s: %d events, peak %d bytes" % (alloc, len(samples), got))
 
 
 def main(run_dir):
@@ -56,7 +92,12 @@ def main(run_dir):
         print("FAIL: expected one capture in %s, found %s and %s" % (run_dir, paths, traces))
         sys.exit(1)
     with gzip.open(traces[0], "rt") as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        all_events = json.load(f)["traceEvents"]
+    events = [e for e in all_events if e.get("ph") == "X"]
+    counters = collections.defaultdict(list)
+    for e in all_events:
+        if e.get("ph") == "C" and e.get("cat") == "memory":
+            counters[e["name"]].append((e["ts"], e["args"]["in_use_bytes"]))
     end = max(e["ts"] + e["dur"] for e in events)
     steps = {}
     for e in events:
@@ -87,7 +128,7 @@ def main(run_dir):
     kern = collections.defaultdict(lambda: [0, 0.0])
     for e in events:
         if e["cat"] == "kernel":
-            k = kern[op_name(e["name"])]
+            k = kern[op_name(e["name"], e["args"].get("source"))]
             k[0] += 1
             k[1] += e["dur"]
     ops = tool(paths, "framework_op_stats")[0]
@@ -102,7 +143,11 @@ def main(run_dir):
         if name in got:
             check(got[name][0] == n, "%s: %s occurrences in XProf, %d in the trace" % (name, got[name][0], n))
             check(abs(got[name][1] - us) <= 0.01 * us + 1, "%s: %.1f us in XProf, %.1f in the trace" % (name, got[name][1], us))
-    print("check_xprof: %d steps (average %.1f ms), %d operations checked" % (len(rows), avg, len(kern)))
+    own = [n for n in got if "->s5_profile_step.c-" in n]
+    check(len(own) > 0, "no operation names a line of s5_profile_step.c: %s" % list(got)[:5])
+    print("check_xprof: %d steps (average %.1f ms), %d operations checked, %d on the program's lines (%s)"
+          % (len(rows), avg, len(kern), len(own), own[0] if own else "-"))
+    check_memory(paths, counters)
     if failures:
         sys.exit(1)
     print("check_xprof: OK")

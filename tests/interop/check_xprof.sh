@@ -1,5 +1,5 @@
 #!/bin/sh
-# XProf's Overview Page and Framework Op Stats on a real kiln capture
+# XProf's Overview Page, Framework Op Stats and Memory Profile on a real kiln capture
 # (registered as test_profile_xprof when the venv of scripts/install-deps.sh
 # exists; docs/profiling.md):
 #   1. examples/s5_profile_step trains and captures 500 ms of itself;

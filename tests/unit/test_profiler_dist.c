@@ -22,7 +22,8 @@
 #define COLL "all_reduce f32 [1024] at train.c:42"
 
 static kiln_prof_event ev(kiln_prof_kind k, const char *name, double b_ms, double e_ms, int64_t arg) {
-  kiln_prof_event e = {T0 + (uint64_t)(b_ms * MS), T0 + (uint64_t)(e_ms * MS), name, (uint8_t)k, 0, arg, 0, 0};
+  kiln_prof_event e = {.begin_ns = T0 + (uint64_t)(b_ms * MS), .end_ns = T0 + (uint64_t)(e_ms * MS), .name = name,
+                       .kind = (uint8_t)k, .arg = arg};
   return e;
 }
 

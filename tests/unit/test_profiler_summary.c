@@ -15,7 +15,8 @@
 #define T0 (1000 * MS) /* an arbitrary clock origin */
 
 static kiln_prof_event ev(kiln_prof_kind k, const char *name, double b_ms, double e_ms) {
-  kiln_prof_event e = {T0 + (uint64_t)(b_ms * MS), T0 + (uint64_t)(e_ms * MS), name, (uint8_t)k, 0, -1, 0, 0};
+  kiln_prof_event e = {.begin_ns = T0 + (uint64_t)(b_ms * MS), .end_ns = T0 + (uint64_t)(e_ms * MS), .name = name,
+                       .kind = (uint8_t)k, .arg = -1};
   return e;
 }
 

@@ -99,6 +99,7 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
   free(e->arg_bufs);
   free(e->names);
   free(e->bufs);
+  if (e->arena) kiln_cpu_scratch_event(kb, e->arena, -(int64_t)e->scratch_bytes);
   free(e->arena);
   free(e->timings);
   free(e->sites);
@@ -213,6 +214,18 @@ static const char *prof_name(const kiln_sched *s, int32_t ki, const step *sp) {
   }
   const char *r = kiln_prof_intern(buf);
   return r ? r : sp->name;
+}
+
+/* The user's line behind kernel ki, "train.c:88" (interned; NULL: none):
+ * where the user made the node that seeded the kernel, the MATMUL of a GEMM
+ * (an update fused into it is the optimizer's line). Profiles show it. */
+static const char *kernel_src(const kiln_sched *s, int32_t ki) {
+  const kiln_skernel *k = &s->kernels[ki];
+  int32_t n = k->kind == KILN_SK_GEMM ? k->mm : k->kind == KILN_SK_COLL ? k->node : k->seed;
+  if (n < 0 || n >= s->g->n_nodes || !s->g->nodes[n].loc.file) return NULL;
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s:%d", kiln_fmt_file(s->g->nodes[n].loc.file), s->g->nodes[n].loc.line);
+  return kiln_prof_intern(buf);
 }
 
 /* Compiling a graph, in stages: generate the C of each loop kernel
@@ -435,7 +448,7 @@ static kiln_status bind_steps(compile_job *j) {
       return kiln_err_set(j->err, KILN_ERR_INTERNAL,
                           "cpu compile: kernel %d (%s) uses a buffer outside its planned lifetime", (int)i, sp->name);
     sp->kpos = i;
-    sp->tag = (kiln_pool_tag){prof_name(s, i, sp), sp->flops, sp->mem_bytes};
+    sp->tag = (kiln_pool_tag){prof_name(s, i, sp), sp->flops, sp->mem_bytes, kernel_src(s, i)};
     if (sp->kind == ST_GEMM) sp->name = sp->tag.name; /* a GEMM is named by its shape */
     e->n_steps++;
   }

@@ -11,6 +11,11 @@ void *kiln_cpu_buffer_alloc(kiln_backend *kb, size_t bytes) {
   return p;
 }
 void kiln_cpu_buffer_free(kiln_backend *kb, void *p) { free(p); }
+
+void kiln_cpu_scratch_event(kiln_backend *kb, const void *p, int64_t bytes) {
+  int64_t in_use = __atomic_add_fetch(&((cpu_backend *)kb)->scratch_in_use, bytes, __ATOMIC_RELAXED);
+  kiln_prof_memory(KILN_CPU_SCRATCH_ALLOCATOR, "scratch", bytes, in_use, p);
+}
 void kiln_cpu_copy(kiln_backend *kb, void *dst, const void *src, size_t bytes) {
   if (bytes) memcpy(dst, src, bytes);
 }
@@ -196,6 +201,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
       return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: cannot allocate %zu scratch bytes",
                           e->scratch_bytes);
     }
+    kiln_cpu_scratch_event(kb, e->arena, (int64_t)e->scratch_bytes);
   }
   void *small[64];
   size_t need = (size_t)e->n_bufs + (size_t)e->max_args;
@@ -239,13 +245,15 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
       case ST_COLL: { /* started here, waited for at its wait point */
         uint64_t c0 = kiln_prof_span_begin();
         flights_start(&fl, sp, ptr);
-        if (c0 && kiln_prof_on()) kiln_prof_record(KILN_PROF_KERNEL, sp->tag.name, c0, kiln_prof_now(), -1, 0, 0);
+        if (c0 && kiln_prof_on())
+          kiln_prof_record_src(KILN_PROF_KERNEL, sp->tag.name, sp->tag.src, c0, kiln_prof_now(), -1, 0, 0);
         break;
       }
       default: {
         uint64_t c0 = kiln_prof_span_begin();
         kiln_cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes);
-        if (c0 && kiln_prof_on()) kiln_prof_record(KILN_PROF_KERNEL, sp->tag.name, c0, kiln_prof_now(), -1, 0, sp->mem_bytes);
+        if (c0 && kiln_prof_on())
+          kiln_prof_record_src(KILN_PROF_KERNEL, sp->tag.name, sp->tag.src, c0, kiln_prof_now(), -1, 0, sp->mem_bytes);
         break;
       }
     }

@@ -14,6 +14,7 @@
 #include "codegen/codegen.h"
 #include "base/counters.h"
 #include "base/spans.h"
+#include "base/text.h"
 #include "toolchain/compiler.h"
 #include "base/pool.h"
 #include "schedule/schedule.h"
@@ -52,7 +53,14 @@ typedef struct cpu_backend {
   int dump_code; /* KILN_DUMP_CODE=1 when the backend was created */
   kiln_cpu_families *fams; /* under mu */
   char desc[1024];
+  int64_t scratch_in_use; /* atomic: bytes of the executables' scratch arenas (memory profile) */
 } cpu_backend;
+
+/* The allocator name of the scratch arenas in memory profiles. */
+#define KILN_CPU_SCRATCH_ALLOCATOR "kiln cpu scratch arenas"
+/* A scratch arena allocated (bytes > 0) or freed (bytes < 0): the backend's
+ * total and a memory event while a capture runs. */
+void kiln_cpu_scratch_event(kiln_backend *kb, const void *p, int64_t bytes);
 
 enum { ST_LOOP, ST_GEMM, ST_COPY, ST_COLL };
 

@@ -16,7 +16,15 @@
  * would be an error at its line; training and evaluation graphs carry tags.
  * At the end the program prints kiln_explain().
  *
- *   s4_variable_length [--fixed] [--steps N]   N training steps, then evaluation
+ * Dynamic (--dynamic): dynamic shapes on (docs/dynamic-shapes.md), no
+ * buckets to choose, no warm-up: sequences grouped by length and each batch
+ * padded only to its own longest sequence (the bucketer's exact_length), so
+ * every batch has its own length; the second length compiles the training
+ * graph once for any length, and every later length is only planned. The slow and
+ * fixed variants run with dynamic shapes off (kiln_options.dynamic_shapes),
+ * to show the problem and the remedy without them.
+ *
+ *   s4_variable_length [--fixed | --dynamic] [--steps N]   N training steps, then evaluation
  */
 #include <kiln/kiln.h>
 #include <math.h>
@@ -140,7 +148,8 @@ static int64_t pad_to_longest(const corpus *c, int64_t index, int64_t *tokens, f
   return len;
 }
 
-/* Fixed-variant batch from the bucketer (host form), labels by sequence id. */
+/* Fixed- and dynamic-variant batch from the bucketer (host form), labels by
+ * sequence id. */
 static int64_t bucket_batch(kiln_bucketer *bk, const corpus *c, int64_t epoch, int64_t index, int64_t *tokens,
                             float *mask, int64_t *labels) {
   int64_t len = 0, ids[B];
@@ -158,12 +167,26 @@ static kiln_bucketer *new_bucketer(const corpus *c) {
   return b;
 }
 
+/* Dynamic-variant batches: sequences grouped by length (16 groups of 16
+ * tokens), each batch padded to its own longest sequence (exact_length):
+ * every batch its own length, no padding beyond it. */
+static kiln_bucketer *new_length_grouper(const corpus *c) {
+  static int64_t groups[MAX_PAD / 16];
+  for (int i = 0; i < MAX_PAD / 16; i++) groups[i] = 16 * (i + 1);
+  kiln_bucket_options bo = {.boundaries = groups, .n_boundaries = MAX_PAD / 16, .batch_size = B, .truncate = true,
+                            .pad_id = 0, .shuffle = true, .seed = 11, .exact_length = true};
+  kiln_bucketer *b = NULL;
+  kiln_bucketer_create(c->n, (const int64_t *const *)c->seqs, c->lens, &bo, &b);
+  return b;
+}
+
 int main(int argc, char **argv) {
   scn_args a;
   int pr = scn_parse(argc, argv, "s4_variable_length", "S4: N training steps on variable-length sequences (one graph per length), then evaluation", 12, &a);
   if (pr) return pr < 0 ? 2 : 0;
-  if (scn_init("s4_variable_length")) return 1;
-  const char *variant = a.fixed ? "fixed" : "slow";
+  if (scn_init_dyn("s4_variable_length", a.dynamic ? KILN_SWITCH_ON : KILN_SWITCH_OFF)) return 1;
+  const char *variant = a.fixed ? "fixed" : a.dynamic ? "dynamic" : "slow";
+  int64_t padded_tokens = 0; /* tokens the training steps compute, padding included */
 
   corpus train = {0}, eval = {0};
   if (make_corpus(&train, N_SEQ, 1234) || make_corpus(&eval, N_EVAL, 4321)) {
@@ -196,6 +219,11 @@ int main(int argc, char **argv) {
   static float mask[B * MAX_PAD];
   kiln_tensor t, m, y;
   kiln_bucketer *bk = NULL, *ebk = NULL;
+  if (a.dynamic) {
+    bk = new_length_grouper(&train);
+    ebk = new_length_grouper(&eval);
+    if (!bk || !ebk) return scn_check("s4_variable_length") | 1;
+  }
   if (a.fixed) {
     bk = new_bucketer(&train);
     ebk = new_bucketer(&eval);
@@ -243,13 +271,14 @@ int main(int argc, char **argv) {
   if (a.fixed) kiln_full_graph_begin();
   for (int step = 0; step < a.steps; step++) {
     int64_t len;
-    if (a.fixed) {
+    if (bk) {
       if (index >= kiln_bucketer_num_batches(bk)) epoch++, index = 0;
       len = bucket_batch(bk, &train, epoch, index++, tokens, mask, labels);
     } else {
       len = pad_to_longest(&train, step, tokens, mask, labels);
     }
     if (seen_lens) seen_lens[step] = len;
+    padded_tokens += B * len;
     make_inputs(tokens, mask, labels, len, &t, &m, &y);
     train_step(&md, opt, params, np, loss_kept, t, m, y);
     kiln_mark_step(); /* S4: the training step */
@@ -263,14 +292,16 @@ int main(int argc, char **argv) {
   free(seen_lens);
   printf("training: %lld graphs compiled during training, final loss %.4f\n", (long long)train_compiles,
          kiln_item_f64(loss_kept));
+  printf("padded tokens: %lld computed in %d training steps; sizes planned from a dynamic family: %lld\n",
+         (long long)padded_tokens, a.steps, (long long)kiln_counter_value("DynamicPlan"));
 
   /* ── evaluation: forward only, its own graphs, tagged ── */
   kiln_graph_tag("eval");
-  int64_t n_eval_batches = a.fixed ? kiln_bucketer_num_batches(ebk) : N_EVAL / B;
+  int64_t n_eval_batches = ebk ? kiln_bucketer_num_batches(ebk) : N_EVAL / B;
   compiles_before = kiln_counter_value("UncachedCompile");
   kiln_no_grad_begin();
   for (int64_t i = 0; i < n_eval_batches; i++) {
-    int64_t len = a.fixed ? bucket_batch(ebk, &eval, 0, i, tokens, mask, labels)
+    int64_t len = ebk ? bucket_batch(ebk, &eval, 0, i, tokens, mask, labels)
                           : pad_to_longest(&eval, i, tokens, mask, labels);
     make_inputs(tokens, mask, labels, len, &t, &m, &y);
     eval_step(&md, correct, t, m, y);

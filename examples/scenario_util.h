@@ -23,8 +23,9 @@
 
 /* Command line of a scenario. */
 typedef struct scn_args {
-  int fixed; /* --fixed: run the repaired program */
-  int steps; /* --steps N */
+  int fixed;   /* --fixed: run the repaired program */
+  int dynamic; /* --dynamic: the repair by dynamic shapes (S4) */
+  int steps;   /* --steps N */
 } scn_args;
 
 /* Counter snapshot taken at the start of the timed loop. */
@@ -42,11 +43,13 @@ static double scn_now_ms(void) {
 /* Parse --fixed and --steps N. Prints usage and returns -1 on a bad
  * argument (the caller exits with status 2), 1 after --help, 0 otherwise. */
 static int scn_parse(int argc, char **argv, const char *name, const char *what, int default_steps, scn_args *a) {
-  a->fixed = 0;
+  a->fixed = a->dynamic = 0;
   a->steps = default_steps;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--fixed")) {
       a->fixed = 1;
+    } else if (!strcmp(argv[i], "--dynamic")) {
+      a->dynamic = 1;
     } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
       char *end = NULL;
       long v = strtol(argv[++i], &end, 10);
@@ -71,16 +74,19 @@ static int scn_parse(int argc, char **argv, const char *name, const char *what, 
 
 /* Start kiln. The persistent compile cache is turned off so that every run
  * pays for its compiles, as a first run would: the scenarios are about what
- * compiles cost. */
-static int scn_init(const char *name) {
+ * compiles cost. dyn: dynamic shapes (kiln_options.dynamic_shapes). */
+static int scn_init_dyn(const char *name, kiln_switch dyn) {
   kiln_options o = {0};
   o.disk_cache = KILN_SWITCH_OFF;
+  o.dynamic_shapes = dyn;
   if (kiln_init(&o) != KILN_OK) {
     fprintf(stderr, "%s: %s\n", name, kiln_last_error());
     return -1;
   }
   return 0;
 }
+
+static inline int scn_init(const char *name) { return scn_init_dyn(name, KILN_SWITCH_DEFAULT); }
 
 /* Begin the timed loop: wait for earlier work, snapshot the counters. */
 static void scn_clock_start(scn_clock *c) {

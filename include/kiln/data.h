@@ -196,6 +196,11 @@ typedef struct kiln_bucket_options {
   int64_t pad_id;            /* token id written into padded positions */
   bool shuffle;              /* shuffle within buckets and the batch order (seed + epoch) */
   uint64_t seed;
+  /* true: each batch is padded to its own longest sequence instead of the
+   * bucket's boundary (the buckets only group similar lengths): for dynamic
+   * shapes (docs/dynamic-shapes.md), where a new length costs a plan, not a
+   * compile. The stats stay those of the boundaries. */
+  bool exact_length;
 } kiln_bucket_options;
 
 /* What one epoch looks like (independent of the epoch: only the order changes). */
@@ -218,7 +223,7 @@ typedef struct kiln_seq_batch {
                        * kiln_attn_opts.key_padding_mask pass kiln_eq_c(mask, 0.0) (bool,
                        * true = padding); for kiln_sdpa, kiln_ne_c(mask, 0.0) reshaped to
                        * [B, 1, 1, L] (bool, true = attend) */
-  int64_t length;     /* L: the bucket's boundary */
+  int64_t length;     /* L: the bucket's boundary (exact_length: the batch's longest sequence) */
   int bucket;         /* bucket index */
   int64_t n_valid;    /* real sequences in the batch */
   int64_t epoch, index;

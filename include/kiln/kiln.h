@@ -147,6 +147,10 @@ typedef struct kiln_options {
   int num_threads;       /* 0: $KILN_NUM_THREADS or all cores */
   const char *cache_dir; /* NULL: $KILN_CACHE_DIR or $XDG_CACHE_HOME/kiln or ~/.cache/kiln */
   kiln_switch disk_cache; /* DEFAULT: on unless KILN_DISK_CACHE=0 */
+  /* Dynamic shapes (docs/dynamic-shapes.md): when a call site compiles again
+   * and only input sizes changed, those sizes become symbols and one compile
+   * serves every later size. DEFAULT: on unless KILN_DYNAMIC=off. */
+  kiln_switch dynamic_shapes;
 } kiln_options;
 
 /* Start the runtime explicitly. Optional: the first kiln call starts it with
@@ -200,6 +204,13 @@ bool kiln_is_valid(kiln_tensor t);
 /* Keep t past the end of the step (it becomes a step output while it has
  * pending work). Returns t. */
 kiln_tensor kiln_keep(kiln_tensor t);
+/* Mark dimension `axis` (negative: from the end) of t as dynamic
+ * (docs/dynamic-shapes.md): a graph that reads t compiles once for any size
+ * of that dimension (sizes 0 and 1 excepted), and a new size costs a plan,
+ * not a compile. Returns t. Without marks, KILN_DYNAMIC=auto finds the
+ * dimensions that vary by itself after a second compile at a call site. */
+#define kiln_dynamic(t, axis) kiln_dynamic_at((t), (axis), KILN_HERE)
+kiln_tensor kiln_dynamic_at(kiln_tensor t, int axis, kiln_loc loc);
 /* Release a kept tensor or parameter now. Releasing the null tensor is a no-op. */
 void kiln_release(kiln_tensor t);
 /* Give t the value of src (in place update of a kept tensor or parameter:

@@ -49,6 +49,7 @@
   X(save_graphs, "KILN_SAVE_GRAPHS")                \
   X(save_graphs_fmt, "KILN_SAVE_GRAPHS_FMT")        \
   X(passes, "KILN_PASSES")                          \
+  X(dynamic, "KILN_DYNAMIC")                        \
   X(dump_code, "KILN_DUMP_CODE")                    \
   X(verify, "KILN_VERIFY")                          \
   X(log_errors, "KILN_LOG_ERRORS")                  \

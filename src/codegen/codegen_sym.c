@@ -138,21 +138,27 @@ static int differing_number(dec *c, const char *a, size_t na, const char *b, siz
   memcpy(tb, b, nb), tb[nb] = 0;
   char *ea, *eb;
   double fa = strtod(ta, &ea), fb = strtod(tb, &eb);
-  if (*ea || *eb || !(fa > 0) || !(fb > 0)) {
+  if (*ea || *eb || !(fa != 0) || !(fb != 0)) {
     why(c, "the literals %s and %s differ", ta, tb);
     return 0;
   }
-  double ra = 1.0 / fa, rb = 1.0 / fb;
-  if (!(ra < 9.2e18) || !(rb < 9.2e18)) return 0;
-  int64_t ia = (int64_t)(ra + 0.5), ib = (int64_t)(rb + 0.5);
-  if (ia <= 0 || ib <= 0 || 1.0 / (double)ia != fa || 1.0 / (double)ib != fb || !read_back(ia, ib, c->n, c->pa, c->pb, 0, &m)) {
-    why(c, "the constant %s (%s) is not 1 over an expression of the sizes", ta, tb);
-    return 0;
+  /* k / m for a small integer k: a mean's 1/n, and what constant folding
+   * made of it (ir/symshape.h, kiln_recip_close) */
+  for (int k = -2; k <= 2; k++) {
+    if (!k) continue;
+    double ra = k / fa, rb = k / fb;
+    if (!(ra < 9.2e18) || !(rb < 9.2e18)) return 0;
+    int64_t ia = (int64_t)(ra + 0.5), ib = (int64_t)(rb + 0.5);
+    if (ia <= 0 || ib <= 0 || !kiln_recip_close(fa, k, ia, 1) || !kiln_recip_close(fb, k, ib, 1) ||
+        !read_back(ia, ib, c->n, c->pa, c->pb, 0, &m))
+      continue;
+    kiln_text_printf(&c->o, "(%d.0 * (1.0 / (double)", k); /* a negative k: a negative literal */
+    emit_mono(&c->o, &m, c->n);
+    kiln_text_printf(&c->o, "))");
+    return 1;
   }
-  kiln_text_printf(&c->o, "(1.0 / (double)");
-  emit_mono(&c->o, &m, c->n);
-  kiln_text_printf(&c->o, ")");
-  return 1;
+  why(c, "the constant %s (%s) is not k over an expression of the sizes", ta, tb);
+  return 0;
 }
 
 /* Walk the two texts in step: identifiers and other characters must be

@@ -221,6 +221,11 @@ int64_t kiln_bucketer_fill_at(kiln_bucketer *b, int64_t epoch, int64_t index, in
   plan_epoch(b, epoch);
   plan_batch pb = b->batches[index];
   int64_t L = b->bounds[pb.bucket], bs = b->opts.batch_size;
+  if (b->opts.exact_length) { /* the batch's own longest sequence (at least 1) */
+    L = 1;
+    for (int64_t r = 0; r < pb.count && r < bs; r++)
+      if (b->len[b->members[pb.start + r]] > L) L = b->len[b->members[pb.start + r]];
+  }
   for (int64_t r = 0; r < bs; r++) {
     int64_t id = r < pb.count ? b->members[pb.start + r] : -1;
     int64_t l = id >= 0 ? b->len[id] : 0;

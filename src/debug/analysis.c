@@ -38,6 +38,9 @@ typedef struct kiln_an_site {
   int printed;       /* records printed for this site */
   unsigned patterns; /* bit per kiln_diff_pattern already printed */
   int noted;         /* KILN_DEBUG=1 said that the site's compiles are now counted */
+  int families;      /* graphs compiled here as a dynamic family (docs/dynamic-shapes.md) */
+  int planned;       /* graphs planned here from a family: no code generated */
+  int plan_noted;    /* KILN_DEBUG=1 said that the site's sizes are now planned */
 } kiln_an_site;
 
 struct kiln_analysis {
@@ -345,12 +348,54 @@ static void compile_report(kiln_analysis *a, kiln_an_site *s, const kiln_cut_cau
   kiln_text_free(&pt);
 }
 
+/* The graph input dimensions that varied, as the user knows them: "dim 1 of
+ * input 2 (leaf) at train.c:88, ...". */
+static void dyn_origins(kiln_text *t, const kiln_cache_entry *e) {
+  const kiln_graph *g = e->graph;
+  for (int k = 0; k < e->n_dyn; k++) {
+    const kiln_sym_origin *o = &e->dyn[k];
+    const kiln_gnode *x = o->input < g->n_inputs ? &g->nodes[g->input_node[o->input]] : NULL;
+    kiln_text_printf(t, "%sdim %d of input %d (%s) at %s:%d", k ? ", " : "", o->axis, o->input,
+                     x ? kiln_op_name(x->op) : "?", x && x->loc.file ? kiln_fmt_file(x->loc.file) : "?",
+                     x ? x->loc.line : 0);
+  }
+}
+
+/* What a compile with varying input sizes did (family 1: compiled once for
+ * any size; 0: why it could not); planned sizes (2) are counted, the first
+ * one at a site said once. */
+static void dynamic_report(kiln_analysis *a, kiln_an_site *s, const kiln_cache_entry *e, kiln_text *t) {
+  if (!e->n_dyn) return;
+  if (e->info.family == 1) {
+    kiln_text_printf(t, "  dynamic: ");
+    dyn_origins(t, e);
+    kiln_text_printf(t, " var%s: compiled once for any size; later sizes are planned, not compiled (KILN_DYNAMIC=off "
+                        "compiles each)\n", e->n_dyn == 1 ? "ies" : "y");
+  } else if (e->info.family == 0 && e->info.family_why[0]) {
+    kiln_text_printf(t, "  dynamic: ");
+    dyn_origins(t, e);
+    kiln_text_printf(t, " vary, but this graph cannot be compiled for any size: %s; each size compiles\n",
+                     e->info.family_why);
+  } else if (e->info.family == 2 && s && (a->level >= 2 || !s->plan_noted)) {
+    char cs[64];
+    kiln_text_printf(t, "kiln: graph #%d (step %" PRIu64 ") at %s:%d: a new size (", e->compile_no, e->compile_step,
+                     s->file ? kiln_fmt_file(s->file) : "?", s->line);
+    dyn_origins(t, e);
+    kiln_text_printf(t, ") planned from its dynamic family in %s: no code generated%s\n",
+                     kiln_fmt_duration(e->info.compile_ns, cs, sizeof cs),
+                     a->level >= 2 ? "" : "; the further sizes at this site are counted (exit summary)");
+    s->plan_noted = 1;
+  }
+}
+
 void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e) {
   (void)rt;
   if (!a) return;
   pthread_mutex_lock(&a->mu);
-  /* a deliberate warm-up (kiln_compile) is not a recompilation to warn about */
-  if (cause->why != KILN_CUT_EXPLICIT_COMPILE) a->compiles++;
+  /* a deliberate warm-up (kiln_compile) is not a recompilation to warn about,
+   * nor is a new size planned from a dynamic family */
+  int planned = e->info.family == 2;
+  if (cause->why != KILN_CUT_EXPLICIT_COMPILE && !planned) a->compiles++;
   if (a->n_graphs == a->cap_graphs) {
     int nc = a->cap_graphs ? a->cap_graphs * 2 : 32;
     kiln_an_graph *ng = realloc(a->graphs, sizeof *ng * (size_t)nc);
@@ -363,9 +408,11 @@ void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
   a->graphs[a->n_graphs++] = (kiln_an_graph){e, *cause};
   kiln_an_site *s = site_get(a, cause->loc);
   if (s && site_add(s, e->compile_no)) s = NULL;
+  if (s) s->families += e->info.family == 1, s->planned += planned;
   if (a->level < 1) goto out;
   kiln_text t = {0};
-  compile_report(a, s, cause, e, &t);
+  if (!planned) compile_report(a, s, cause, e, &t);
+  dynamic_report(a, s, e, &t);
   if (t.len) {
     kiln_log_puts(a->out, kiln_text_str(&t));
     fflush(a->out);
@@ -481,6 +528,11 @@ static void explain_sites(kiln_analysis *a, kiln_text *t) {
     if (!header) kiln_text_printf(t, "call sites that compiled more than one graph:\n");
     header = 1;
     kiln_text_printf(t, "  %s:%d: %d graphs", kiln_fmt_file(s->file), s->line, s->n);
+    if (s->families) { /* dynamic shapes: one compile served the sizes */
+      kiln_text_printf(t, " (%d compiled, %d of them for any size; %d sizes planned from those, no code generated)\n",
+                       s->n - s->planned, s->families, s->planned);
+      continue;
+    }
     if (a->level == 1 && s->printed < s->n)
       kiln_text_printf(t, " (KILN_DEBUG=1 printed %d of these compiles, counted %d more; KILN_DEBUG=2 prints each)",
                        s->printed, s->n - s->printed);

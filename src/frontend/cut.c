@@ -131,6 +131,7 @@ static void cut_inputs(kiln_fe_session *S, const kiln_lin *lin) {
   for (uint32_t k = 0; k < lin->n_inputs; k++) {
     const kiln_node *in = lin->inputs[k];
     kiln_run_input *r = &S->inputs[k];
+    r->dyn = in->dyn;
     if (in->op == KILN_OP_LEAF) {
       r->buf = in->buf;
     } else {

@@ -145,6 +145,23 @@ int kiln_shape(kiln_tensor t, int64_t *out) {
   return s->rank;
 }
 
+kiln_tensor kiln_dynamic_at(kiln_tensor t, int axis, kiln_loc loc) {
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
+  if (!fe) return t;
+  kiln_tslot *s = kiln_fe_slot(fe, t, "dynamic", loc);
+  if (!s || s->poisoned) return t;
+  int a = axis < 0 ? axis + s->rank : axis;
+  if (a < 0 || a >= s->rank) {
+    char sb[128];
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "dynamic: axis %d is out of range for shape %s", axis,
+               kiln_fe_shape_str(s->rank, s->shape, sb, sizeof sb));
+    return t;
+  }
+  s->dyn |= (uint8_t)(1u << a);
+  if (s->node && s->node->op == KILN_OP_LEAF) s->node->dyn |= (uint8_t)(1u << a); /* already an input of this step */
+  return t;
+}
+
 kiln_tensor kiln_keep(kiln_tensor t) {
   kiln_frontend *fe = kiln_api_frontend_at((kiln_loc){0});
   if (!fe) return t;

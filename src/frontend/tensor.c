@@ -355,7 +355,10 @@ static kiln_node *leaf_node(kiln_frontend *fe, kiln_tslot *s) {
   uint64_t key = kiln_hash_combine(h, (uint64_t)(uintptr_t)s->buf);
   uint32_t b = (uint32_t)(key & (fe->cons_cap - 1));
   for (kiln_node *n = fe->cons[b]; n; n = n->cons_next)
-    if (n->op == KILN_OP_LEAF && n->buf == s->buf) return n;
+    if (n->op == KILN_OP_LEAF && n->buf == s->buf) {
+      n->dyn |= s->dyn;
+      return n;
+    }
   if (fe->n_leaves == fe->cap_leaves) {
     uint32_t nc = fe->cap_leaves ? fe->cap_leaves * 2 : 64;
     kiln_node **nl = realloc(fe->leaves, nc * sizeof *nl);
@@ -368,6 +371,7 @@ static kiln_node *leaf_node(kiln_frontend *fe, kiln_tslot *s) {
   if (!n) return NULL;
   fe->leaves[fe->n_leaves++] = n;
   n->buf = s->buf;
+  n->dyn = s->dyn;
   kiln_buf_ref(s->buf);
   n->cons_next = fe->cons[b];
   fe->cons[b] = n;

@@ -32,6 +32,7 @@ struct kiln_node {
   uint8_t dtype;
   uint8_t rank;
   uint8_t no_grad; /* made inside a no-grad region: backward does not pass through it */
+  uint8_t dyn;     /* LEAF: the dimensions marked dynamic (kiln_dynamic), bit d; not hashed */
   uint16_t n_in;
   uint16_t n_iattr;
   int64_t shape[KILN_MAX_RANK];
@@ -60,6 +61,7 @@ typedef struct kiln_tslot {
   uint8_t poisoned;
   uint8_t dtype;
   uint8_t rank;
+  uint8_t dyn;          /* dimensions marked dynamic (kiln_dynamic), bit d */
   int64_t shape[KILN_MAX_RANK];
   kiln_node *node;      /* pending computation, or this step's LEAF for buf */
   kiln_buf *buf;        /* computed value */

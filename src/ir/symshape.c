@@ -2,6 +2,7 @@
  * binding a concrete graph to a family, and printing. */
 #include "ir/symshape.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,25 @@ typedef struct inf {
   kiln_symshape *s;
   uint8_t *known; /* [n_nodes][R] */
   int changed;
+  int parent[KILN_SYM_MAX]; /* symbols found to be one size (union-find) */
+  int united;
 } inf;
+
+static int sym_root(inf *c, int k) {
+  while (c->parent[k] != k) k = c->parent[k] = c->parent[c->parent[k]];
+  return k;
+}
+
+/* Two decided sizes that must be equal: when they are two different single
+ * symbols (times the same factor), those symbols are one size. */
+static void tie(inf *c, kiln_symdim a, kiln_symdim b) {
+  if (!a.mask || !b.mask || a.mask == b.mask || a.coeff != b.coeff) return;
+  if (__builtin_popcount(a.mask) != 1 || __builtin_popcount(b.mask) != 1) return;
+  int x = sym_root(c, __builtin_ctz(a.mask)), y = sym_root(c, __builtin_ctz(b.mask));
+  if (x == y) return;
+  c->parent[x > y ? x : y] = x < y ? x : y;
+  c->united = 1;
+}
 
 static kiln_symdim *dim_at(inf *c, int32_t i, int d) { return &c->s->dims[(size_t)i * R + (size_t)d]; }
 static int is_known(inf *c, int32_t i, int d) { return c->known[(size_t)i * R + (size_t)d]; }
@@ -50,6 +69,7 @@ static void set_const(inf *c, int32_t i, int d) { set(c, i, d, (kiln_symdim){0, 
 static void same(inf *c, int32_t i, int di, int32_t j, int dj) {
   if (is_known(c, j, dj) && !is_known(c, i, di)) set(c, i, di, *dim_at(c, j, dj));
   else if (is_known(c, i, di) && !is_known(c, j, dj)) set(c, j, dj, *dim_at(c, i, di));
+  else if (is_known(c, i, di)) tie(c, *dim_at(c, i, di), *dim_at(c, j, dj));
 }
 
 /* Elementwise and other same-shape ops: an output dimension is symbolic as
@@ -63,7 +83,10 @@ static void rule_same_shape(inf *c, int32_t i, int n_in, const int32_t *in) {
     for (int k = 0; k < n_in; k++) {
       if (c->g->nodes[in[k]].rank != n->rank || !is_known(c, in[k], d)) continue;
       any = 1;
-      if (dim_at(c, in[k], d)->mask) set(c, i, d, *dim_at(c, in[k], d));
+      if (dim_at(c, in[k], d)->mask) {
+        set(c, i, d, *dim_at(c, in[k], d));
+        tie(c, *dim_at(c, i, d), *dim_at(c, in[k], d));
+      }
     }
     if (any) set_const(c, i, d);
     if (is_known(c, i, d))
@@ -72,39 +95,43 @@ static void rule_same_shape(inf *c, int32_t i, int n_in, const int32_t *in) {
   }
 }
 
-/* A reshape: the two-pointer grouping of input and output dimensions whose
- * products agree. A 1:1 group keeps the value; a merge multiplies the
- * monomials (constant when two share a symbol); a split of a symbolic size
- * gives the symbols to the one output dimension that can carry them. */
-static void merge_group(inf *c, int32_t i, int32_t x, int a0, int a1, int b0) {
+/* A reshape: the two-pointer grouping of the input and output dimensions
+ * other than 1 (a size 1 is a constant wherever it is) whose products
+ * agree. A 1:1 group keeps the value; a merge multiplies the monomials
+ * (constant when two share a symbol); a split of a symbolic size gives the
+ * symbols to the output dimensions that can carry them. Groups are lists
+ * of dimension numbers (ia of the input, ib of the output). */
+static void merge_group(inf *c, int32_t i, int32_t x, const int *ia, int na, int b0) {
   kiln_symdim v = {0, 1};
-  for (int a = a0; a < a1; a++) {
-    if (!is_known(c, x, a)) return;
-    kiln_symdim u = *dim_at(c, x, a);
+  for (int k = 0; k < na; k++) {
+    if (!is_known(c, x, ia[k])) return;
+    kiln_symdim u = *dim_at(c, x, ia[k]);
+    int64_t f = u.mask ? u.coeff : c->g->nodes[x].shape[ia[k]];
     if (u.mask & v.mask) return set_const(c, i, b0);
     v.mask |= u.mask;
-    if (__builtin_mul_overflow(v.coeff, u.coeff, &v.coeff)) return set_const(c, i, b0);
+    if (__builtin_mul_overflow(v.coeff, f, &v.coeff)) return set_const(c, i, b0);
   }
   set(c, i, b0, v);
 }
 
-/* A split of one size u into the output dimensions [b0, b1): innermost
+/* A split of one size u into the output dimensions ib[0..nb): innermost
  * first, each takes a subset of the symbols still left (the largest that
  * fits first) and a factor of the coefficient left; all of u must be used,
  * else the dimensions stay constants. */
-static void split_group(inf *c, int32_t i, int32_t x, int a0, int b0, int b1) {
+static void split_group(inf *c, int32_t i, int32_t x, int a0, const int *ib, int nb) {
   const kiln_gnode *n = &c->g->nodes[i];
   if (!is_known(c, x, a0)) return;
   kiln_symdim u = *dim_at(c, x, a0), pick[R];
   uint8_t left = u.mask;
   int64_t cleft = u.coeff;
   int ok = u.mask != 0;
-  for (int b = b1 - 1; ok && b >= b0; b--) {
+  for (int q = nb - 1; ok && q >= 0; q--) {
+    int b = ib[q];
     ok = 0;
     for (unsigned sub = left;; sub = (sub - 1) & left) {
       int64_t p = eval(c->s, (kiln_symdim){(uint8_t)sub, 1});
       if (p > 0 && n->shape[b] % p == 0 && n->shape[b] / p > 0 && cleft % (n->shape[b] / p) == 0) {
-        pick[b] = (kiln_symdim){(uint8_t)sub, n->shape[b] / p};
+        pick[q] = (kiln_symdim){(uint8_t)sub, n->shape[b] / p};
         left &= (uint8_t)~sub;
         cleft /= n->shape[b] / p;
         ok = 1;
@@ -114,33 +141,39 @@ static void split_group(inf *c, int32_t i, int32_t x, int a0, int b0, int b1) {
     }
   }
   ok = ok && !left && cleft == 1;
-  for (int b = b0; b < b1; b++) {
-    if (ok && pick[b].mask) set(c, i, b, pick[b]);
-    else set_const(c, i, b);
+  for (int q = 0; q < nb; q++) {
+    if (ok && pick[q].mask) set(c, i, ib[q], pick[q]);
+    else set_const(c, i, ib[q]);
   }
 }
 
 static void rule_reshape(inf *c, int32_t i, int32_t x) {
   const kiln_gnode *n = &c->g->nodes[i], *xn = &c->g->nodes[x];
-  int64_t numel = kiln_gnode_numel(n);
-  if (numel <= 0) {
+  int da[R], db[R], na = 0, nb = 0;
+  for (int d = 0; d < n->rank; d++) {
+    if (n->shape[d] == 1) set_const(c, i, d);
+    else db[nb++] = d;
+  }
+  for (int d = 0; d < xn->rank; d++)
+    if (xn->shape[d] != 1) da[na++] = d;
+  if (kiln_gnode_numel(n) <= 0) {
     for (int d = 0; d < n->rank; d++) set_const(c, i, d);
     return;
   }
   int a = 0, b = 0;
-  while (a < xn->rank || b < n->rank) {
+  while (a < na || b < nb) {
     int a0 = a, b0 = b;
-    int64_t pa = a < xn->rank ? xn->shape[a++] : 1, pb = b < n->rank ? n->shape[b++] : 1;
+    int64_t pa = a < na ? xn->shape[da[a++]] : 1, pb = b < nb ? n->shape[db[b++]] : 1;
     while (pa != pb) {
-      if (pa < pb && a < xn->rank) pa *= xn->shape[a++];
-      else if (pb < pa && b < n->rank) pb *= n->shape[b++];
+      if (pa < pb && a < na) pa *= xn->shape[da[a++]];
+      else if (pb < pa && b < nb) pb *= n->shape[db[b++]];
       else return; /* cannot happen for a verified graph: leave it open */
     }
-    if (a - a0 == 1 && b - b0 == 1) same(c, i, b0, x, a0);
-    else if (b - b0 == 1) merge_group(c, i, x, a0, a, b0);
-    else if (a - a0 == 1) split_group(c, i, x, a0, b0, b);
+    if (a - a0 == 1 && b - b0 == 1) same(c, i, db[b0], x, da[a0]);
+    else if (b - b0 == 1) merge_group(c, i, x, da + a0, a - a0, db[b0]);
+    else if (a - a0 == 1) split_group(c, i, x, da[a0], db + b0, b - b0);
     else
-      for (int o = b0; o < b; o++) set_const(c, i, o);
+      for (int o = b0; o < b; o++) set_const(c, i, db[o]);
   }
 }
 
@@ -265,11 +298,16 @@ static void apply(inf *c, int32_t i) {
   }
 }
 
-static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, kiln_err *err) {
+/* Symbols for the origins: origins of one group (group[k], numbered from
+ * 0 in order of first occurrence) are one symbol, the first its origin and
+ * the others its aliases. */
+static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, const int *group, kiln_err *err) {
   const kiln_graph *g = c->g;
   if (n < 0 || n > KILN_SYM_MAX)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "symbolic shapes: %d varying dimensions, at most %d", n,
                         KILN_SYM_MAX);
+  int sym_of_group[KILN_SYM_MAX];
+  for (int k = 0; k < KILN_SYM_MAX; k++) sym_of_group[k] = -1, c->parent[k] = k;
   for (int k = 0; k < n; k++) {
     kiln_sym_origin o = origins[k];
     const kiln_gnode *x = o.input >= 0 && o.input < g->n_inputs ? &g->nodes[g->input_node[o.input]] : NULL;
@@ -277,9 +315,15 @@ static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, kiln_err 
       return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
                           "symbolic shapes: input %d has no dimension %d that can vary", o.input, o.axis);
     if (x->shape[o.axis] < 2) continue; /* 0 and 1 change broadcasting: stays a constant */
-    int s = c->s->n_syms++;
-    c->s->origin[s] = o;
-    c->s->value[s] = x->shape[o.axis];
+    int s = sym_of_group[group[k]];
+    if (s < 0) {
+      s = sym_of_group[group[k]] = c->s->n_syms++;
+      c->s->origin[s] = o;
+      c->s->value[s] = x->shape[o.axis];
+    } else {
+      c->s->alias_sym[c->s->n_alias] = s;
+      c->s->alias[c->s->n_alias++] = o;
+    }
     set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1});
   }
   for (int32_t k = 0; k < g->n_inputs; k++) /* the other input sizes are constants */
@@ -309,8 +353,20 @@ static void add_cand(kiln_symdim *cand, int *nc, kiln_symdim v) {
   if (*nc < 64) cand[(*nc)++] = v;
 }
 
-/* CONST nodes whose value is exactly 1 / a symbolic count (as the
- * frontend computes a mean's factor: 1.0 / (double)count). */
+/* v as k / cnt for k = +-1 or +-2: k, or 0 when it is not. A mean's factor
+ * is 1.0 / (double)cnt; constant folding may have multiplied it by the 2 of
+ * a squared error's gradient or negated it since, rounding once more in the
+ * constant's dtype (within 2 ulps of it: f32 or f64). Larger k would take too many of a program's own
+ * constants for such factors (0.5 is 8/16): a guess that costs a miss, but
+ * a miss at every size. */
+static double recip_numerator(double v, int64_t cnt, int f32) {
+  double r = v * (double)cnt, k = nearbyint(r);
+  if (k == 0 || fabs(k) > 2 || fabs(r - k) > 1e-6) return 0;
+  return kiln_recip_close(v, k, cnt, f32) ? k : 0;
+}
+
+/* CONST nodes whose value is k / a symbolic count (k a small integer): a
+ * mean's factor 1/n over a varying axis, and what folding made of it. */
 static void find_recips(const kiln_graph *g, kiln_symshape *s) {
   kiln_symdim cand[64], v;
   int nc = 0;
@@ -326,11 +382,15 @@ static void find_recips(const kiln_graph *g, kiln_symshape *s) {
   }
   for (int32_t i = 0; nc && i < g->n_nodes; i++) {
     const kiln_gnode *n = &g->nodes[i];
-    if (n->op != KILN_OP_CONST || !kiln_dt_is_float(n->dtype)) continue;
+    if (n->op != KILN_OP_CONST || (n->dtype != KILN_F32 && n->dtype != KILN_F64) || n->fattr == 0 ||
+        !(fabs(n->fattr) < 1))
+      continue;
     for (int k = 0; k < nc; k++) {
       int64_t cnt = eval(s, cand[k]);
-      if (cnt > 0 && n->fattr == 1.0 / (double)cnt) {
+      double num = cnt > 0 ? recip_numerator(n->fattr, cnt, n->dtype == KILN_F32) : 0;
+      if (num != 0) {
         s->recip[i] = cand[k];
+        s->recip_num[i] = num;
         s->n_recip++;
         break;
       }
@@ -338,19 +398,23 @@ static void find_recips(const kiln_graph *g, kiln_symshape *s) {
   }
 }
 
-kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origin *origins, kiln_symshape *out,
-                                kiln_err *err) {
+/* One inference with the origins grouped by group[]: *united when two
+ * symbols turned out to be one size (the caller groups them and runs
+ * again). */
+static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin *origins, const int *group,
+                              kiln_symshape *out, int *united, int *parent, kiln_err *err) {
   memset(out, 0, sizeof *out);
   out->n_nodes = g->n_nodes;
   out->dims = calloc((size_t)g->n_nodes * R + 1, sizeof *out->dims);
   out->recip = calloc((size_t)g->n_nodes + 1, sizeof *out->recip);
-  inf c = {g, out, calloc((size_t)g->n_nodes * R + 1, 1), 0};
-  if (!out->dims || !out->recip || !c.known) {
+  out->recip_num = calloc((size_t)g->n_nodes + 1, sizeof *out->recip_num);
+  inf c = {.g = g, .s = out, .known = calloc((size_t)g->n_nodes * R + 1, 1)};
+  if (!out->dims || !out->recip || !out->recip_num || !c.known) {
     free(c.known);
     kiln_symshape_clear(out);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "symbolic shapes: out of memory for %d nodes", g->n_nodes);
   }
-  kiln_status st = seed(&c, n, origins, err);
+  kiln_status st = seed(&c, n, origins, group, err);
   /* forwards then backwards until nothing changes (each sweep decides a
    * dimension or stops; a few sweeps in practice) */
   for (int sweep = 0; st == KILN_OK && sweep < 64; sweep++) {
@@ -364,16 +428,58 @@ kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origi
       if (!is_known(&c, i, d)) set_const(&c, i, d);
       out->n_symbolic += dim_at(&c, i, d)->mask != 0;
     }
+  *united = c.united;
+  for (int k = 0; k < KILN_SYM_MAX; k++) parent[k] = sym_root(&c, k);
   free(c.known);
   if (st == KILN_OK) find_recips(g, out);
   if (st != KILN_OK) kiln_symshape_clear(out);
   return st;
 }
 
+kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origin *origins, kiln_symshape *out,
+                                kiln_err *err) {
+  int group[KILN_SYM_MAX];
+  for (int k = 0; k < KILN_SYM_MAX; k++) group[k] = k;
+  for (int round = 0;; round++) {
+    int united = 0, parent[KILN_SYM_MAX];
+    kiln_status st = infer_once(g, n, origins, group, out, &united, parent, err);
+    if (st != KILN_OK || !united || round >= KILN_SYM_MAX) return st;
+    /* symbols that met as one size become one: group the origins by their
+     * symbol's root (the symbol of origin k is its group's index among the
+     * groups with a symbol), then infer again */
+    int sym_of_origin[KILN_SYM_MAX], ng = 0, remap[KILN_SYM_MAX];
+    for (int k = 0; k < n && k < KILN_SYM_MAX; k++) sym_of_origin[k] = -1;
+    for (int s = 0; s < out->n_syms; s++)
+      for (int k = 0; k < n; k++)
+        if (origins[k].input == out->origin[s].input && origins[k].axis == out->origin[s].axis) sym_of_origin[k] = s;
+    for (int a = 0; a < out->n_alias; a++)
+      for (int k = 0; k < n; k++)
+        if (origins[k].input == out->alias[a].input && origins[k].axis == out->alias[a].axis)
+          sym_of_origin[k] = out->alias_sym[a];
+    for (int k = 0; k < KILN_SYM_MAX; k++) remap[k] = -1;
+    for (int k = 0; k < n; k++) {
+      int r = sym_of_origin[k] >= 0 ? parent[sym_of_origin[k]] : -1;
+      if (r < 0) {
+        group[k] = ng++; /* no symbol (size 0 or 1): a group of its own */
+        continue;
+      }
+      if (remap[r] < 0) remap[r] = ng++;
+      group[k] = remap[r];
+    }
+    kiln_symshape_clear(out);
+  }
+}
+
 void kiln_symshape_clear(kiln_symshape *s) {
   free(s->dims);
   free(s->recip);
+  free(s->recip_num);
   memset(s, 0, sizeof *s);
+}
+
+int kiln_recip_close(double v, double k, int64_t cnt, int f32) {
+  double a = k * (1.0 / (double)cnt), b = k / (double)cnt;
+  return v == a || v == b || fabs(v - b) <= (f32 ? 2.5e-7 : 4.5e-16) * fabs(b);
 }
 
 /* ───────────── the family: hash and binding ───────────── */
@@ -391,6 +497,7 @@ static uint64_t node_hash(const kiln_graph *g, const kiln_symshape *s, int32_t i
   const kiln_symdim *rc = &s->recip[i];
   if (rc->mask) {
     h = kiln_hash_combine(h, ((uint64_t)rc->mask << 56) ^ (uint64_t)rc->coeff ^ 0x7265636970ULL);
+    h = kiln_hash_combine(h, (uint64_t)(int64_t)s->recip_num[i]);
   } else if (n->op != KILN_OP_SCALAR) {
     uint64_t fb;
     memcpy(&fb, &n->fattr, sizeof fb);
@@ -407,6 +514,9 @@ uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s) {
   h = kiln_hash_combine(h, (uint64_t)s->n_syms);
   for (int k = 0; k < s->n_syms; k++)
     h = kiln_hash_combine(h, ((uint64_t)(uint32_t)s->origin[k].input << 32) | (uint32_t)s->origin[k].axis);
+  for (int k = 0; k < s->n_alias; k++)
+    h = kiln_hash_combine(h, ((uint64_t)(uint32_t)s->alias[k].input << 32 | (uint32_t)s->alias[k].axis) ^
+                                 ((uint64_t)s->alias_sym[k] << 58));
   for (int32_t i = 0; i < g->n_nodes; i++) h = kiln_hash_combine(h, node_hash(g, s, i));
   for (int32_t k = 0; k < g->n_inputs; k++) h = kiln_hash_combine(h, (uint64_t)g->input_node[k]);
   for (int32_t o = 0; o < g->n_outputs; o++) {
@@ -436,7 +546,7 @@ static int node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t
   if (memcmp(a->iattr, b->iattr, sizeof a->iattr[0] * (size_t)a->n_iattr)) return 0;
   if (s->recip[i].mask) {
     int64_t cnt = eval_at(s, v, &s->recip[i]);
-    if (cnt <= 0 || b->fattr != 1.0 / (double)cnt) return 0;
+    if (cnt <= 0 || !kiln_recip_close(b->fattr, s->recip_num[i], cnt, a->dtype == KILN_F32)) return 0;
   } else if (a->op != KILN_OP_SCALAR && memcmp(&a->fattr, &b->fattr, sizeof a->fattr)) {
     return 0;
   }
@@ -459,6 +569,11 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
     if (x->op != KILN_OP_LEAF || s->origin[k].axis >= x->rank) return 0;
     v[k] = x->shape[s->origin[k].axis];
     if (v[k] < 2) return 0; /* 0 and 1: another graph */
+  }
+  for (int k = 0; k < s->n_alias; k++) { /* one symbol, one size */
+    const kiln_gnode *x = &h->nodes[h->input_node[s->alias[k].input]];
+    if (x->op != KILN_OP_LEAF || s->alias[k].axis >= x->rank || x->shape[s->alias[k].axis] != v[s->alias_sym[k]])
+      return 0;
   }
   for (int32_t i = 0; i < g->n_nodes; i++)
     if (!node_binds(g, s, v, i, h)) {
@@ -489,7 +604,7 @@ kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, 
         kiln_graph_free(h);
         return NULL;
       }
-      n->fattr = 1.0 / (double)cnt;
+      n->fattr = s->recip_num[i] * (1.0 / (double)cnt); /* the frontend's 1/n, times what folding put on it */
     }
   }
   h->hash = kiln_graph_hash(h);

@@ -52,13 +52,22 @@ typedef struct kiln_sym_origin {
 typedef struct kiln_symshape {
   int32_t n_nodes;
   kiln_symdim *dims; /* [n_nodes][KILN_MAX_RANK], owned */
-  /* per node: a CONST whose value is 1 / a symbolic count (a mean's 1/n
-   * over a varying axis, and its gradient's) has recip[i].mask != 0 and
-   * fattr == 1.0 / (double)(coeff * the symbols); owned */
+  /* per node: a CONST whose value is k / a symbolic count (a mean's 1/n
+   * over a varying axis, its gradient's, and what constant folding made of
+   * it: a small integer k) has recip[i].mask != 0 (the count) and
+   * fattr == k / (coeff * the symbols) within 2 ulps of its dtype (kiln_recip_close);
+   * owned */
   kiln_symdim *recip;
+  double *recip_num; /* per node: k of a CONST k / count (see recip); owned */
   int n_syms;
   kiln_sym_origin origin[KILN_SYM_MAX];
   int64_t value[KILN_SYM_MAX]; /* the sizes in the graph it was inferred on */
+  /* more origins of the same symbols: input dimensions that inference found
+   * to be one size (they meet elementwise) are one symbol, alias[k] of
+   * symbol alias_sym[k]; binding checks they are still equal */
+  int n_alias;
+  int alias_sym[KILN_SYM_MAX];
+  kiln_sym_origin alias[KILN_SYM_MAX];
   int n_symbolic;              /* dimensions of nodes that are symbolic */
   int n_recip;                 /* CONST nodes that are 1 / a symbolic count */
 } kiln_symshape;
@@ -75,6 +84,10 @@ static inline const kiln_symdim *kiln_symshape_dim(const kiln_symshape *s, int32
 kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origin *origins, kiln_symshape *out,
                                 kiln_err *err);
 void kiln_symshape_clear(kiln_symshape *s);
+
+/* Whether v is k / cnt as the frontend and constant folding compute it
+ * (k * (1.0 / cnt), or k / cnt, within 2 ulps of f32 when f32, else f64). */
+int kiln_recip_close(double v, double k, int64_t cnt, int f32);
 
 /* The structural hash of g with its symbolic sizes replaced by their
  * monomials (mask, coeff): equal for every instance of the family. Covers

@@ -105,6 +105,8 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
   rt->cache_cap = graph_cache_cap();
   const char *np = kiln_cfg()->passes;
   rt->skip_passes = np && !strcmp(np, "0");
+  const char *dy = kiln_cfg()->dynamic; /* auto (default) | off */
+  rt->dynamic_auto = o.dynamic_shapes ? o.dynamic_shapes > 0 : !(dy && (!strcmp(dy, "off") || !strcmp(dy, "0")));
   rt->n_buckets = 256;
   rt->buckets = calloc(rt->n_buckets, sizeof *rt->buckets);
   if (s != KILN_OK || !rt->buckets || !rt->bufs) {
@@ -154,6 +156,7 @@ void kiln_runtime_stop(void) {
     }
   }
   free(rt->buckets);
+  kiln_dyn_sites_free(rt->dyn);
   kiln_bufcache_destroy(rt->bufs);
   rt->backend->vt->destroy(rt->backend);
   free(rt);

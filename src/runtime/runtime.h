@@ -29,6 +29,8 @@ typedef struct kiln_cache_entry {
   char tag[32];        /* kiln_graph_tag at compile time ("" none) */
   int agreed;          /* 0: not yet run; 1: the ranks agreed on it (KILN_EV_FIRST_RUN), or it has no
                         * collective and needs no agreement */
+  int n_dyn;           /* the graph input dimensions that varied when it was compiled (docs/dynamic-shapes.md) */
+  kiln_sym_origin dyn[KILN_SYM_MAX];
   struct kiln_cache_entry *next;
 } kiln_cache_entry;
 
@@ -83,6 +85,7 @@ uint64_t kiln_runtime_steps(const kiln_runtime *rt);
 typedef struct kiln_run_input {
   kiln_buf *buf;
   uint64_t bits;
+  uint8_t dyn; /* the dimensions marked dynamic (kiln_dynamic): bit d */
 } kiln_run_input;
 
 typedef struct kiln_run_request {

@@ -10,6 +10,8 @@
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
 
+typedef struct kiln_dyn_sites kiln_dyn_sites;
+
 struct kiln_runtime {
   char backend_name[16];
   int num_threads;
@@ -34,7 +36,16 @@ struct kiln_runtime {
   char tag[32];                /* kiln_graph_tag ("" none) */
   /* test hook: force every graph key (0 = off) */
   uint64_t test_force_key;
+  int dynamic_auto;    /* KILN_DYNAMIC=auto (the default): sizes that vary at a call site become symbols */
+  kiln_dyn_sites *dyn; /* per call site: the last compiled graph's inputs, the dimensions that vary (dynamic.c) */
 };
+
+/* The graph input dimensions of g (about to be compiled for rq) that vary:
+ * rq's explicit marks, and under KILN_DYNAMIC=auto those that changed at
+ * this call site since its last compile (dynamic.c). Returns how many
+ * (<= KILN_SYM_MAX) in out. */
+int kiln_dynamic_origins(kiln_runtime *rt, const kiln_run_request *rq, const kiln_graph *g, kiln_sym_origin *out);
+void kiln_dyn_sites_free(kiln_dyn_sites *d);
 
 /* Lookup / insert in the graph cache; a key match is verified with the
  * request's matches. */

@@ -2,6 +2,7 @@
  * or compiling it, and enqueueing its execution), of a value read and of a
  * step marker. The frontend's half (frontend/cut.c) walks the tensors and
  * the trace and describes the graph (kiln_run_request, runtime/runtime.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +19,8 @@ static const char *const g_cut_counters[KILN_CUT_REASON_COUNT] = {"StepMarkerCut
 
 /* The passes and the backend's compile of a traced graph (kept); obs:
  * NULL, or who wants the compile's plan. */
-static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_compile_observer *obs,
-                             kiln_executable **exe, kiln_err *err) {
+static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_compile_observer *obs, int n_dyn,
+                             const kiln_sym_origin *dyn, kiln_executable **exe, kiln_err *err) {
   kiln_graph *opt = NULL;
   kiln_status s = KILN_OK;
   *exe = NULL;
@@ -32,7 +33,11 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
     s = kiln_passes_run(g, &opt, &ps, err);
     kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
   }
-  if (s == KILN_OK) s = rt->backend->vt->compile(rt->backend, opt, obs, exe, err);
+  if (s == KILN_OK) {
+    const kiln_backend_vtable *vt = rt->backend->vt;
+    s = n_dyn > 0 && vt->compile_dynamic ? vt->compile_dynamic(rt->backend, opt, obs, n_dyn, dyn, exe, err)
+                                         : vt->compile(rt->backend, opt, obs, exe, err);
+  }
   kiln_graph_free(opt);
   return s;
 }
@@ -43,7 +48,7 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
 static kiln_status reload_entry(kiln_runtime *rt, kiln_cache_entry *e, kiln_loc loc) {
   uint64_t t0 = kiln_now_ns();
   kiln_err err = {0};
-  kiln_status s = build_exe(rt, e->graph, NULL, &e->exe, &err);
+  kiln_status s = build_exe(rt, e->graph, NULL, e->n_dyn, e->dyn, &e->exe, &err);
   if (s != KILN_OK)
     return kiln_error(s, loc, "while rebuilding an evicted graph of %d nodes: %s", e->graph->n_nodes, err.msg);
   double ns = (double)(kiln_now_ns() - t0);
@@ -84,7 +89,9 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_
                                  .compile_no = rt->n_compiles + 1, .want_plan = &want_plan});
   plan_fwd fwd = {rt, cause, g, key};
   const kiln_compile_observer obs = {forward_plan, &fwd};
-  kiln_status s = build_exe(rt, g, want_plan ? &obs : NULL, &exe, &err);
+  kiln_sym_origin dyn[KILN_SYM_MAX];
+  int n_dyn = kiln_dynamic_origins(rt, rq, g, dyn);
+  kiln_status s = build_exe(rt, g, want_plan ? &obs : NULL, n_dyn, dyn, &exe, &err);
   if (s != KILN_OK) {
     int nodes = g->n_nodes;
     kiln_graph_free(g);
@@ -95,6 +102,8 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_
     e->key = key;
     e->graph = g;
     e->exe = exe;
+    e->n_dyn = n_dyn;
+    memcpy(e->dyn, dyn, sizeof dyn[0] * (size_t)n_dyn);
   }
   if (e) {
     e->compile_no = rt->n_compiles + 1;
@@ -110,10 +119,16 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_
   if (rt->backend->vt->executable_info) rt->backend->vt->executable_info(rt->backend, exe, &e->info);
   double ns = (double)(kiln_now_ns() - t0);
   e->info.compile_ns = ns;
-  kiln_metric_record("CompileTime", ns);
-  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_COMPILE, "compile graph", t0, t0 + (uint64_t)ns, g->n_nodes, 0, 0);
+  /* a new size of a dynamic family is planned, not compiled: no code was
+   * generated (docs/dynamic-shapes.md) */
+  int planned = e->info.family == 2;
+  kiln_metric_record(planned ? "DynamicPlanTime" : "CompileTime", ns);
+  if (kiln_prof_on())
+    kiln_prof_record(KILN_PROF_COMPILE, planned ? "plan graph (dynamic family)" : "compile graph", t0,
+                     t0 + (uint64_t)ns, g->n_nodes, 0, 0);
   kiln_metric_record("GraphNodes", (double)g->n_nodes);
-  kiln_counter_add("UncachedCompile", 1);
+  kiln_counter_add(planned ? "DynamicPlan" : "UncachedCompile", 1);
+  if (e->info.family == 1) kiln_counter_add("DynamicFamily", 1);
   rt->n_compiles++;
   kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILED, .rt = rt, .cause = cause, .entry = e, .graph = g,
                                  .key = key, .ns = ns});

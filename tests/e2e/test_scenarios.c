@@ -407,8 +407,31 @@ KT_TEST(s4_variable_length_is_named_and_fixed) {
   CHECK_CONTAINS(fixed.out, " eval ");
   CHECK_CONTAINS(fixed.debug, "tag \"train\"");
   CHECK_CONTAINS(fixed.debug, "tag \"eval\"");
+
+  /* dynamic shapes: the slow program's data grouped by length, each batch at
+   * its own length, no buckets and no warm-up: the training step compiles
+   * twice (the first length, then once for any length) and every further
+   * length is planned; it computes fewer padded tokens than the buckets.
+   * (The step times are measured by the bench, not asserted here.) */
+  run dyn = run_prog("s4_variable_length", "--dynamic", (char *)NULL);
+  long long dlens[64];
+  int ddistinct = batch_lengths(dyn.out, dlens, 64);
+  KT_CHECK_MSG(ddistinct > 3, "dynamic run: %d distinct lengths", ddistinct);
+  KT_EQ_INT(number_after(dyn.out, "training: "), 2);
+  KT_EQ_INT(number_after(dyn.out, "sizes planned from a dynamic family: "), ddistinct - 2);
+  KT_CHECK(number_after(dyn.out, "evaluation: ") <= 2);
+  long long pad_dyn = number_after(dyn.out, "padded tokens: "), pad_fixed = number_after(fixed.out, "padded tokens: ");
+  KT_CHECK_MSG(pad_dyn > 0 && pad_dyn < pad_fixed && pad_dyn < number_after(slow.out, "padded tokens: "),
+               "padded tokens: dynamic %lld, fixed %lld", pad_dyn, pad_fixed);
+  /* KILN_DEBUG names the varying input at its line and says what happened */
+  KT_CHECK_MSG(near_after(dyn.debug, "dynamic: dim 1 of input", site, 120),
+               "no dynamic line naming %s:\n%s", site, tail(dyn.debug, 3000));
+  CHECK_CONTAINS(dyn.debug, "compiled once for any size");
+  CHECK_CONTAINS(dyn.debug, "planned from its dynamic family");
+  KT_CHECK_MSG(!strstr(dyn.debug, "CompileTime too frequent"), "dynamic run warns:\n%s", tail(dyn.debug, 3000));
   run_free(&slow);
   run_free(&fixed);
+  run_free(&dyn);
 }
 
 KT_MAIN(KT_CASE(s1_value_read_is_named_and_fixed), KT_CASE(s2_growing_graph_is_named_and_fixed),

@@ -154,8 +154,12 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   kiln_sched *sa = NULL, *sb = NULL;
   char why[160];
   if (!gb) fail(m, "the instances' sizes overflow", NULL);
-  else if (kiln_graph_verify(ga, why, sizeof why) || kiln_graph_verify(gb, why, sizeof why))
-    fail(m, "an instance is not a valid graph", NULL);
+  else if (kiln_graph_verify(ga, why, sizeof why) || kiln_graph_verify(gb, why, sizeof why)) {
+    kiln_err ve = {.code = KILN_ERR_INVALID_ARGUMENT};
+    kiln_text w = kiln_text_on(ve.msg, sizeof ve.msg);
+    kiln_text_printf(&w, "%s", why);
+    fail(m, "an instance is not a valid graph", &ve); /* a size that does not follow its symbol */
+  }
   else if (kiln_sched_build(ga, &sa, &e) != KILN_OK || kiln_sched_build(gb, &sb, &e) != KILN_OK)
     fail(m, "scheduling an instance", &e);
   else if ((m->sig = sched_signature(sa)) != sched_signature(sb))

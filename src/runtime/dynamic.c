@@ -1,0 +1,113 @@
+/* Which graph input dimensions vary (docs/dynamic-shapes.md): the
+ * automatic rule of KILN_DYNAMIC=auto and the explicit marks.
+ *
+ * Each call site that compiled keeps the signature of its last compiled
+ * graph's inputs (kind, dtype, sizes). When it compiles again and the new
+ * graph's inputs differ from that only in some sizes, those dimensions vary:
+ * they are added to the site's set (it only grows), and the compile asks the
+ * backend to make it serve every size of those dimensions
+ * (compile_dynamic). A site whose graphs differ otherwise (another input
+ * count, rank or dtype) starts again. Sizes 0 and 1 never become symbols
+ * (ir/symshape.h); the backend decides whether the graph can be a family
+ * at all and says why not. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime_internal.h"
+
+typedef struct sig_in {
+  uint8_t op, dtype, rank;
+  int64_t shape[KILN_MAX_RANK];
+} sig_in;
+
+typedef struct dyn_site {
+  const char *file;
+  int line;
+  int32_t n_inputs;
+  sig_in *in;
+  int n_dyn;
+  kiln_sym_origin dyn[KILN_SYM_MAX];
+} dyn_site;
+
+struct kiln_dyn_sites {
+  dyn_site *v;
+  size_t n, cap;
+};
+
+void kiln_dyn_sites_free(kiln_dyn_sites *d) {
+  if (!d) return;
+  for (size_t i = 0; i < d->n; i++) free(d->v[i].in);
+  free(d->v);
+  free(d);
+}
+
+static dyn_site *site_of(kiln_runtime *rt, kiln_loc loc) {
+  if (!rt->dyn) rt->dyn = calloc(1, sizeof *rt->dyn);
+  kiln_dyn_sites *d = rt->dyn;
+  if (!d) return NULL;
+  for (size_t i = 0; i < d->n; i++)
+    if (d->v[i].line == loc.line && (d->v[i].file == loc.file || (d->v[i].file && loc.file && !strcmp(d->v[i].file, loc.file))))
+      return &d->v[i];
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? d->cap * 2 : 16;
+    dyn_site *v = realloc(d->v, sizeof *v * cap);
+    if (!v) return NULL;
+    d->v = v;
+    d->cap = cap;
+  }
+  dyn_site *s = &d->v[d->n++];
+  memset(s, 0, sizeof *s);
+  s->file = loc.file;
+  s->line = loc.line;
+  return s;
+}
+
+static void add_origin(int *n, kiln_sym_origin *v, int32_t input, int axis) {
+  for (int k = 0; k < *n; k++)
+    if (v[k].input == input && v[k].axis == axis) return;
+  if (*n < KILN_SYM_MAX) v[(*n)++] = (kiln_sym_origin){input, axis};
+}
+
+/* The site's record becomes g's inputs; the dimensions that changed since
+ * the last compile there join its set. */
+static void site_update(dyn_site *s, const kiln_graph *g) {
+  int same = s->in && s->n_inputs == g->n_inputs;
+  for (int32_t k = 0; same && k < g->n_inputs; k++) {
+    const kiln_gnode *x = &g->nodes[g->input_node[k]];
+    same = s->in[k].op == x->op && s->in[k].dtype == x->dtype && s->in[k].rank == x->rank;
+  }
+  if (!same) {
+    sig_in *in = malloc(sizeof *in * ((size_t)g->n_inputs + 1));
+    if (!in) return;
+    free(s->in);
+    s->in = in;
+    s->n_inputs = g->n_inputs;
+    s->n_dyn = 0;
+  } else {
+    for (int32_t k = 0; k < g->n_inputs; k++) {
+      const kiln_gnode *x = &g->nodes[g->input_node[k]];
+      for (int d = 0; d < x->rank && x->op == KILN_OP_LEAF; d++)
+        if (s->in[k].shape[d] != x->shape[d]) add_origin(&s->n_dyn, s->dyn, k, d);
+    }
+  }
+  for (int32_t k = 0; k < g->n_inputs; k++) {
+    const kiln_gnode *x = &g->nodes[g->input_node[k]];
+    s->in[k] = (sig_in){x->op, x->dtype, x->rank, {0}};
+    memcpy(s->in[k].shape, x->shape, sizeof x->shape[0] * x->rank);
+  }
+}
+
+int kiln_dynamic_origins(kiln_runtime *rt, const kiln_run_request *rq, const kiln_graph *g, kiln_sym_origin *out) {
+  int n = 0;
+  for (uint32_t k = 0; k < rq->n_inputs && k < (uint32_t)g->n_inputs; k++) /* kiln_dynamic marks */
+    for (int d = 0; rq->inputs[k].dyn && d < KILN_MAX_RANK; d++)
+      if (rq->inputs[k].dyn >> d & 1) add_origin(&n, out, (int32_t)k, d);
+  if (rt->dynamic_auto) {
+    dyn_site *s = site_of(rt, rq->cause.loc);
+    if (s) {
+      site_update(s, g);
+      for (int k = 0; k < s->n_dyn; k++) add_origin(&n, out, s->dyn[k].input, s->dyn[k].axis);
+    }
+  }
+  return n;
+}

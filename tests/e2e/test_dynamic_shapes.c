@@ -1,0 +1,208 @@
+/* Dynamic shapes through the public API (docs/dynamic-shapes.md): the
+ * automatic rule (a program whose batch size changes compiles exactly
+ * twice; one whose rank or dtype changes compiles per variant), explicit
+ * marks (kiln_dynamic: one compile from the start), sizes 0 and 1 (their
+ * own graphs), training results equal to the same program with dynamic
+ * shapes off, and gradients of a planned graph against finite differences
+ * at two sizes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/autograd.h"
+#include "kiln/kiln.h"
+#include "kt.h"
+
+static void start(kiln_switch dyn) {
+  kiln_options o = {0};
+  o.dynamic_shapes = dyn;
+  KT_CHECK(kiln_init(&o) == KILN_OK);
+}
+
+static float hval(int64_t i, int64_t j, int64_t salt) {
+  uint64_t h = (uint64_t)(i * 7919 + j * 104729 + salt * 1299709) * 0x9E3779B97F4A7C15ULL;
+  return (float)((h >> 40) % 2001) / 1000.0f - 1.0f;
+}
+
+/* A small regression model trained on batches of the given sizes: x [B, 12]
+ * -> tanh(x w1 + b1) w2 -> mean squared error against y [B, 3], SGD. The
+ * final w2 (48 values) in out; marked: x and y marked dynamic on axis 0.
+ * Returns the UncachedCompile count of the training loop. */
+static int64_t train(const int64_t *sizes, int n, int marked, float *out) {
+  const int64_t w1s[2] = {12, 16}, b1s[1] = {16}, w2s[2] = {16, 3};
+  kiln_tensor w1 = kiln_param(kiln_rand(KILN_RAND_NORMAL, KILN_F32, 2, w1s, 3));
+  kiln_tensor b1 = kiln_param(kiln_zeros(KILN_F32, 1, b1s));
+  kiln_tensor w2 = kiln_param(kiln_rand(KILN_RAND_NORMAL, KILN_F32, 2, w2s, 4));
+  kiln_requires_grad(w1);
+  kiln_requires_grad(b1);
+  kiln_requires_grad(w2);
+  kiln_mark_step();
+  int64_t c0 = kiln_counter_value("UncachedCompile");
+  static float x[256 * 12], y[256 * 3];
+  for (int s = 0; s < n; s++) {
+    int64_t B = sizes[s];
+    for (int64_t i = 0; i < B * 12; i++) x[i] = hval(s, i, 1);
+    for (int64_t i = 0; i < B * 3; i++) y[i] = hval(s, i, 2);
+    const int64_t xs[2] = {B, 12}, ys[2] = {B, 3};
+    kiln_tensor tx = kiln_from_host(x, KILN_F32, 2, xs), ty = kiln_from_host(y, KILN_F32, 2, ys);
+    if (marked) {
+      kiln_dynamic(tx, 0);
+      kiln_dynamic(ty, -2);
+    }
+    kiln_tensor h = kiln_tanh(kiln_add(kiln_matmul(tx, w1), b1));
+    kiln_tensor d = kiln_sub(kiln_matmul(h, w2), ty);
+    kiln_tensor loss = kiln_mean(kiln_mul(d, d), 0, NULL, false);
+    kiln_backward(loss);
+    kiln_assign(w1, kiln_sub(w1, kiln_mul_c(kiln_grad(w1), 0.1)));
+    kiln_assign(b1, kiln_sub(b1, kiln_mul_c(kiln_grad(b1), 0.1)));
+    kiln_assign(w2, kiln_sub(w2, kiln_mul_c(kiln_grad(w2), 0.1)));
+    kiln_zero_grad(w1);
+    kiln_zero_grad(b1);
+    kiln_zero_grad(w2);
+    kiln_mark_step();
+  }
+  int64_t compiles = kiln_counter_value("UncachedCompile") - c0;
+  KT_CHECK_MSG(kiln_to_host(w2, out, 48 * sizeof *out) == KILN_OK, "%s", kiln_last_error());
+  kiln_release(w1);
+  kiln_release(b1);
+  kiln_release(w2);
+  return compiles;
+}
+
+static const int64_t k_sizes[] = {17, 32, 5, 64, 2, 3, 97, 32, 200, 17};
+#define N_SIZES ((int)(sizeof k_sizes / sizeof k_sizes[0]))
+
+static void same_weights(const float *a, const float *b, const char *what) {
+  for (int i = 0; i < 48; i++)
+    KT_CHECK_MSG(fabsf(a[i] - b[i]) <= 1e-5f + 1e-5f * fabsf(b[i]), "%s: w2[%d] %.9g vs %.9g", what, i, a[i], b[i]);
+}
+
+KT_TEST(a_batch_size_that_changes_compiles_twice) {
+  float off[48], on[48];
+  start(KILN_SWITCH_OFF);
+  int64_t c_off = train(k_sizes, N_SIZES, 0, off);
+  kiln_shutdown();
+  start(KILN_SWITCH_ON);
+  int64_t p0 = kiln_counter_value("DynamicPlan");
+  int64_t c_on = train(k_sizes, N_SIZES, 0, on);
+  int64_t planned = kiln_counter_value("DynamicPlan") - p0;
+  kiln_shutdown();
+  KT_EQ_INT(c_off, 8); /* one graph per distinct size */
+  KT_EQ_INT(c_on, 2);  /* the first size, then once for any size */
+  KT_EQ_INT(planned, 6);
+  same_weights(on, off, "automatic");
+}
+
+KT_TEST(marked_dimensions_compile_once) {
+  float off[48], on[48];
+  start(KILN_SWITCH_OFF);
+  train(k_sizes, N_SIZES, 0, off);
+  kiln_shutdown();
+  start(KILN_SWITCH_OFF); /* the marks alone: no automatic rule */
+  int64_t c = train(k_sizes, N_SIZES, 1, on);
+  kiln_shutdown();
+  KT_EQ_INT(c, 1);
+  same_weights(on, off, "marked");
+}
+
+/* Sizes 1 and 0 change broadcasting: each is a graph of its own, and the
+ * results are right. */
+KT_TEST(sizes_zero_and_one_are_their_own_graphs) {
+  start(KILN_SWITCH_ON);
+  static const int64_t sizes[] = {6, 9, 1, 13, 0, 4};
+  int64_t c0 = kiln_counter_value("UncachedCompile");
+  for (int s = 0; s < 6; s++) {
+    int64_t n = sizes[s];
+    float x[16], got[16];
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(i + s);
+    const int64_t xs[1] = {n};
+    /* y = x * 2 - sum(x) / n: the mean's 1/n follows n */
+    kiln_tensor t = kiln_from_host(x, KILN_F32, 1, xs);
+    kiln_tensor y = kiln_keep(kiln_sub(kiln_mul_c(t, 2.0), kiln_mean(t, 0, NULL, true)));
+    kiln_mark_step();
+    KT_CHECK(kiln_to_host(y, got, sizeof(float) * (size_t)n) == KILN_OK);
+    double mean = 0;
+    for (int64_t i = 0; i < n; i++) mean += x[i] / (double)n;
+    for (int64_t i = 0; i < n; i++) KT_NEAR(got[i], 2.0 * x[i] - mean, 1e-5);
+    kiln_release(y);
+  }
+  /* 6 and 9: the first compile and the family; 1 and 0: their own; 13, 4: planned */
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 4);
+  kiln_shutdown();
+}
+
+/* A rank or a dtype that changes is no size: each variant compiles. */
+KT_TEST(rank_or_dtype_changes_compile_per_variant) {
+  start(KILN_SWITCH_ON);
+  int64_t c0 = kiln_counter_value("UncachedCompile"), p0 = kiln_counter_value("DynamicPlan");
+  for (int s = 0; s < 6; s++) {
+    static double xd[64];
+    static float xf[64];
+    for (int i = 0; i < 64; i++) xd[i] = xf[i] = (float)i;
+    const int64_t s2[2] = {4, 8}, s3[3] = {2, 4, 8};
+    kiln_tensor t = s % 2 ? kiln_from_host(xf, KILN_F32, s % 3 ? 2 : 3, s % 3 ? s2 : s3)
+                          : kiln_from_host(xd, KILN_F64, s % 3 ? 2 : 3, s % 3 ? s2 : s3);
+    kiln_tensor y = kiln_keep(kiln_sum(kiln_exp(t), 0, NULL, false));
+    kiln_mark_step();
+    double v = kiln_item_f64(y);
+    KT_CHECK(v > 0);
+    kiln_release(y);
+  }
+  /* f64 rank 3 (s 0), f32 rank 2 (1, 5), f64 rank 2 (2, 4), f32 rank 3 (3) */
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 4);
+  KT_EQ_INT(kiln_counter_value("DynamicPlan") - p0, 0);
+  kiln_shutdown();
+}
+
+/* f64 loss(w) = mean over B rows of tanh(x w)^2 (x [B, 5], w [5, 2]) and its
+ * gradient by kiln_backward, at B through a family. */
+static double loss_and_grad(int64_t B, const double *w, double *grad) {
+  static double x[64 * 5];
+  for (int64_t i = 0; i < B * 5; i++) x[i] = hval(B, i, 3);
+  const int64_t xs[2] = {B, 5}, ws[2] = {5, 2};
+  kiln_tensor tx = kiln_dynamic(kiln_from_host(x, KILN_F64, 2, xs), 0);
+  kiln_tensor tw = kiln_param(kiln_from_host(w, KILN_F64, 2, ws));
+  kiln_requires_grad(tw);
+  kiln_tensor t = kiln_tanh(kiln_matmul(tx, tw));
+  kiln_tensor loss = kiln_keep(kiln_mean(kiln_mul(t, t), 0, NULL, false));
+  if (grad) kiln_backward(loss);
+  kiln_tensor g = grad ? kiln_keep(kiln_grad(tw)) : (kiln_tensor){0, 0};
+  kiln_mark_step();
+  double v = kiln_item_f64(loss);
+  if (grad) kiln_to_host(g, grad, 10 * sizeof *grad), kiln_release(g);
+  kiln_release(loss);
+  kiln_release(tw);
+  return v;
+}
+
+KT_TEST(gradients_of_one_family_at_two_sizes) {
+  start(KILN_SWITCH_ON);
+  double w[10];
+  for (int i = 0; i < 10; i++) w[i] = hval(i, 0, 5) * 0.5;
+  int64_t c0 = kiln_counter_value("UncachedCompile");
+  for (int s = 0; s < 2; s++) {
+    int64_t B = s ? 41 : 23;
+    double grad[10];
+    loss_and_grad(B, w, grad);
+    for (int k = 0; k < 10; k++) {
+      double wp[10], wm[10], h = 1e-6;
+      memcpy(wp, w, sizeof wp);
+      memcpy(wm, w, sizeof wm);
+      wp[k] += h;
+      wm[k] -= h;
+      double fd = (loss_and_grad(B, wp, NULL) - loss_and_grad(B, wm, NULL)) / (2 * h);
+      KT_CHECK_MSG(fabs(grad[k] - fd) <= 1e-7 + 1e-5 * fabs(fd), "B %lld: dloss/dw[%d] %.12g, finite difference %.12g",
+                   (long long)B, k, grad[k], fd);
+    }
+  }
+  /* the loss-and-gradient graph and the loss graph, each compiled once (x
+   * is marked) and planned at the second size */
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 2);
+  KT_CHECK(kiln_counter_value("DynamicPlan") >= 2);
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(a_batch_size_that_changes_compiles_twice), KT_CASE(marked_dimensions_compile_once),
+        KT_CASE(sizes_zero_and_one_are_their_own_graphs), KT_CASE(rank_or_dtype_changes_compile_per_variant),
+        KT_CASE(gradients_of_one_family_at_two_sizes))

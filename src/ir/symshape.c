@@ -199,7 +199,6 @@ static void rule_index_select(inf *c, int32_t i, const int32_t *in) {
   for (int d = 0; d < axis; d++) same(c, i, d, in[0], d);
   for (int d = 0; d < ix->rank; d++) same(c, i, axis + d, in[1], d);
   for (int d = axis + 1; d < x->rank; d++) same(c, i, d - 1 + ix->rank, in[0], d);
-  if (!is_known(c, in[0], axis)) set_const(c, in[0], axis);
 }
 
 static void rule_matmul(inf *c, int32_t i, const int32_t *in) {
@@ -242,14 +241,13 @@ static void rule_move(inf *c, int32_t i, const int32_t *in) {
       for (int d = 0; d < n->rank; d++) {
         int keep = n->op == KILN_OP_SLICE ? full_slice(n, x, d) : pad_free(n, d);
         if (keep) same(c, i, d, in[0], d);
-        else set_const(c, i, d), set_const(c, in[0], d);
+        else set_const(c, i, d); /* the input keeps its own (a part of a varying size is a constant) */
       }
       break;
     case KILN_OP_CONCAT:
       for (int d = 0; d < n->rank; d++) {
         if (d == n->iattr[0]) {
           set_const(c, i, d);
-          for (int k = 0; k < n->n_in; k++) set_const(c, in[k], d);
         } else {
           for (int k = 0; k < n->n_in; k++) same(c, i, d, in[k], d);
         }

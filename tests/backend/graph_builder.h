@@ -19,7 +19,7 @@ typedef struct gb {
 } gb;
 
 static inline gb gb_new(void) {
-  gb b = {kiln_graph_alloc(64, 128, 16, 16)};
+  gb b = {kiln_graph_alloc(64, 192, 16, 16)};
   b.g->n_nodes = b.g->n_in_idx = b.g->n_inputs = b.g->n_outputs = 0;
   return b;
 }

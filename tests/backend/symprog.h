@@ -22,7 +22,9 @@ static inline uint64_t symprog_lcg(void *ctx) {
 /* A random program over one varying length T: a value [4, T, 6] goes
  * through elementwise ops with iota/constant partners (broadcast), permutes,
  * flatten/unflatten reshapes, matmuls with a weight, reductions over other
- * axes, partial slices with fixed bounds, concats along a fixed axis. The
+ * axes and over T (a softmax), a scan and an argsort along T, a select, f64
+ * casts, a gather with computed indices, pads and partial slices with fixed
+ * bounds, concats along a fixed axis. The
  * same seed builds the same program at any T. */
 static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
   gb b = gb_new();
@@ -30,8 +32,8 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
   int cur = leaf(&b, KILN_F32, 3, sh);
   int w = leaf(&b, KILN_F32, SH(6, 6));
   int nops = 4 + (int)(next(r) % 12);
-  for (int k = 0; k < nops && b.g->n_nodes < 56; k++) {
-    switch (next(r) % 7) {
+  for (int k = 0; k < nops && b.g->n_nodes < 52; k++) {
+    switch (next(r) % 13) {
       case 0: { /* a partner broadcast along axis 0 */
         int64_t ps[3] = {1, sh[1], sh[2]};
         int p = next(r) % 2 ? nd(&b, KILN_OP_IOTA, KILN_F32, 3, ps, IN0, AT(2), 0)
@@ -73,6 +75,48 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
         int red = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, 3, rs, IN(cat), AT(6), 0);
         int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(red), AT0, 0);
         cur = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
+        break;
+      }
+      case 6: { /* a softmax along T (a row kernel whose row is T long) */
+        int64_t rs[3] = {sh[0], 1, sh[2]};
+        int mx = nd(&b, KILN_OP_REDUCE_MAX, KILN_F32, 3, rs, IN(cur), AT(2), 0);
+        int d = nd(&b, KILN_OP_SUB, KILN_F32, 3, sh, IN(cur, nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(mx), AT0, 0)), AT0, 0);
+        int e = nd(&b, KILN_OP_EXP, KILN_F32, 3, sh, IN(d), AT0, 0);
+        int sm = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, 3, rs, IN(e), AT(2), 0);
+        cur = nd(&b, KILN_OP_DIV, KILN_F32, 3, sh, IN(e, nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(sm), AT0, 0)), AT0, 0);
+        break;
+      }
+      case 7: /* a running sum along T (a scan T long) */
+        cur = nd(&b, KILN_OP_CUMSUM, KILN_F32, 3, sh, IN(cur), AT(1), 0);
+        break;
+      case 8: { /* |x| by a select on a comparison with a broadcast zero */
+        int z = nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 0.0);
+        int gt = nd(&b, KILN_OP_GT, KILN_BOOL, 3, sh, IN(cur, z), AT0, 0);
+        int ng = nd(&b, KILN_OP_NEG, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        cur = nd(&b, KILN_OP_WHERE, KILN_F32, 3, sh, IN(gt, cur, ng), AT0, 0);
+        break;
+      }
+      case 9: { /* through f64 and back, and a gather along the last axis (reversed) */
+        int c64 = nd(&b, KILN_OP_CAST, KILN_F64, 3, sh, IN(cur), AT0, 0);
+        int c32 = nd(&b, KILN_OP_CAST, KILN_F32, 3, sh, IN(nd(&b, KILN_OP_SQRT, KILN_F64, 3, sh, IN(nd(&b, KILN_OP_ABS, KILN_F64, 3, sh, IN(c64), AT0, 0)), AT0, 0)), AT0, 0);
+        int64_t is[3] = {1, 1, sh[2]};
+        int io = nd(&b, KILN_OP_IOTA, KILN_I64, 3, is, IN0, AT(2), 0);
+        int rev = nd(&b, KILN_OP_SUB, KILN_I64, 3, is, IN(nd(&b, KILN_OP_CONST, KILN_I64, 3, is, IN0, AT0, (double)(sh[2] - 1)), io), AT0, 0);
+        int ix = nd(&b, KILN_OP_EXPAND, KILN_I64, 3, sh, IN(rev), AT0, 0);
+        cur = nd(&b, KILN_OP_GATHER, KILN_F32, 3, sh, IN(c32, ix), AT(2), 0);
+        break;
+      }
+      case 10: { /* the rank of each element along T (a line kernel T long) */
+        int as = nd(&b, KILN_OP_ARGSORT, KILN_I64, 3, sh, IN(cur), AT(1, 0), 0);
+        int f = nd(&b, KILN_OP_CAST, KILN_F32, 3, sh, IN(as), AT0, 0);
+        cur = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(cur, f), AT0, 0);
+        break;
+      }
+      case 11: { /* a pad of the last axis and the slice back */
+        int64_t ps[3] = {sh[0], sh[1], sh[2] + 2};
+        int pd = nd(&b, KILN_OP_PAD, KILN_F32, 3, ps, IN(cur), AT(0, 0, 1, 0, 0, 1), 0.0);
+        int sq = nd(&b, KILN_OP_MUL, KILN_F32, 3, ps, IN(pd, pd), AT0, 0);
+        cur = nd(&b, KILN_OP_SLICE, KILN_F32, 3, sh, IN(sq), AT(0, 0, 1, 1, 1, 1), 0);
         break;
       }
       default: { /* a sum over T: the output is free of T */

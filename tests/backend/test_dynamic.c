@@ -71,14 +71,19 @@ static kiln_exec_info run_on(kiln_backend *b, const kiln_graph *g, int dynamic, 
   return info;
 }
 
-/* The cpu backend's results at this size against ref's. */
+/* The cpu backend's results at this size against ref's: within 1e-4
+ * relative, or 1e-5 of the output's largest magnitude (a program's running
+ * sums of running sums grow to 1e9 and cancel: f32's rounding there, not a
+ * wrong kernel, which the static compile of the same graph shares). */
 static int same_results(const kiln_graph *g, float **a, float **b, uint64_t seed, int64_t T) {
   int ok = 1;
   for (int32_t o = 0; o < g->n_outputs && ok; o++) {
     int64_t n = kiln_gnode_numel(&g->nodes[g->output_node[o]]);
+    double big = 0;
+    for (int64_t i = 0; i < n; i++) big = fabs(b[o][i]) > big ? fabs(b[o][i]) : big;
     for (int64_t i = 0; i < n; i++) {
       double x = a[o][i], y = b[o][i];
-      if (!(fabs(x - y) <= 1e-4 + 1e-4 * fabs(y))) {
+      if (!(fabs(x - y) <= 1e-4 + 1e-4 * fabs(y) + 1e-5 * big)) {
         KT_FAIL("program %llu at T %lld: output %d [%lld]: cpu %.9g, ref %.9g", (unsigned long long)seed,
                 (long long)T, (int)o, (long long)i, x, y);
         ok = 0;

@@ -270,6 +270,7 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   n->dtype = (uint8_t)dt;
   n->rank = (uint8_t)rank;
   n->no_grad = fe->no_grad_depth > 0;
+  n->dyn = 0;
   n->n_in = (uint16_t)n_in;
   n->n_iattr = (uint16_t)n_iattr;
   for (int i = 0; i < rank; i++) n->shape[i] = shape[i];

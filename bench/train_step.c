@@ -200,6 +200,7 @@ int main(void) {
 
   static double step_s[STEPS], amp_s[STEPS];
   const char *amp_env = getenv("KILN_BENCH_TRAIN_AMP");
+  int dyn = getenv("KILN_BENCH_TRAIN_DYNAMIC") && !strcmp(getenv("KILN_BENCH_TRAIN_DYNAMIC"), "1");
   int amp = amp_env && !strcmp(amp_env, "bf16");
   int n32 = 0, n16 = 0;
   double loss_first = 0, loss_last = 0;
@@ -216,6 +217,10 @@ int main(void) {
     }
     double t0 = kb_now_s();
     kiln_tensor x = kiln_from_host(xh, KILN_F32, m.x_rank, m.x_shape);
+    /* KILN_BENCH_TRAIN_DYNAMIC=1: the batch's dimension 1 (the encoder's
+     * sequence length) marked dynamic: the step runs the family's kernels,
+     * which take that size at run time (docs/dynamic-shapes.md) */
+    if (dyn && m.x_rank > 1) kiln_dynamic(x, 1);
     int on = amp && (s & 1);
     if (on) kiln_autocast_begin(KILN_BF16);
     kiln_tensor out = forward(&m, x, (uint64_t)s + 1);

@@ -63,12 +63,17 @@ void kiln_kernel_src_clear(kiln_kernel_src *k);
  * integer c * s_i * s_j ... + d (|d| <= 4), or a floating 1 / (c * s_i ...)
  * (a mean's factor). Those literals become expressions of a0[i], the text
  * is renamed by its hash, and *items is the loop size as a monomial
- * (mask 0: a constant). Anything else fails with KILN_ERR_UNSUPPORTED (the
+ * (exponents 0: a constant). Anything else fails with KILN_ERR_UNSUPPORTED (the
  * caller compiles the concrete graph instead): a family kernel is only made
  * when both instances say the same thing about every size. */
 kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err);
+/* A product of symbols with exponents: coeff * prod s_k^exp[k]. */
+typedef struct kiln_sym_mono {
+  int64_t coeff;
+  uint8_t exp[KILN_SYM_MAX];
+} kiln_sym_mono;
 kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src *b, int n_syms, const int64_t *pa,
-                                const int64_t *pb, kiln_kernel_src *out, kiln_symdim *items, kiln_err *err);
+                                const int64_t *pb, kiln_kernel_src *out, kiln_sym_mono *items, kiln_err *err);
 
 /* Helpers every kernel uses (includes, conversions, NaN-aware min/max, the
  * RNG of src/base/rng.h). Static string. */

@@ -200,24 +200,22 @@ static char *unnamed(const kiln_kernel_src *k) {
 }
 
 kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src *b, int n_syms, const int64_t *pa,
-                                const int64_t *pb, kiln_kernel_src *out, kiln_symdim *items, kiln_err *err) {
+                                const int64_t *pb, kiln_kernel_src *out, kiln_sym_mono *items, kiln_err *err) {
   memset(out, 0, sizeof *out);
   if (a->n_args != b->n_args || a->n_sites != b->n_sites || a->n_args < 1 || a->args[0] != KILN_CG_SYM_ARG ||
       memcmp(a->args, b->args, sizeof *a->args * (size_t)a->n_args) ||
       (a->n_sites && memcmp(a->sites, b->sites, sizeof *a->sites * (size_t)a->n_sites)))
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "family kernel: the instances' kernels read different buffers");
   mono m;
+  memset(items, 0, sizeof *items);
   if (a->items == b->items) {
-    *items = (kiln_symdim){0, a->items};
+    items->coeff = a->items;
   } else {
-    int ok = read_back(a->items, b->items, n_syms, pa, pb, 0, &m);
-    for (int k = 0; ok && k < n_syms; k++) ok = m.e[k] <= 1;
-    if (!ok)
+    if (!read_back(a->items, b->items, n_syms, pa, pb, 0, &m))
       return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "family kernel: its loop size (%lld, %lld) is no product of sizes",
                           (long long)a->items, (long long)b->items);
-    items->mask = 0;
-    for (int k = 0; k < n_syms; k++) items->mask |= (uint8_t)(m.e[k] << k);
     items->coeff = m.c;
+    memcpy(items->exp, m.e, sizeof items->exp); /* a square where a T x T score matrix is the loop */
   }
   dec c = {n_syms, pa, pb, {0}, ""};
   char *ta = unnamed(a), *tb = unnamed(b);

@@ -17,23 +17,38 @@ typedef struct inf {
   kiln_symshape *s;
   uint8_t *known; /* [n_nodes][R] */
   int changed;
-  int parent[KILN_SYM_MAX]; /* symbols found to be one size (union-find) */
+  /* symbols found to be one size up to a factor (a union-find with
+   * multipliers: s_k = mult[k] * s_parent[k]) */
+  int parent[KILN_SYM_MAX];
+  int64_t mult[KILN_SYM_MAX];
   int united;
 } inf;
 
-static int sym_root(inf *c, int k) {
-  while (c->parent[k] != k) k = c->parent[k] = c->parent[c->parent[k]];
+static int sym_root(inf *c, int k, int64_t *m) {
+  int64_t f = 1;
+  while (c->parent[k] != k) {
+    f *= c->mult[k];
+    k = c->parent[k];
+  }
+  *m = f;
   return k;
 }
 
-/* Two decided sizes that must be equal: when they are two different single
- * symbols (times the same factor), those symbols are one size. */
+/* Two decided sizes that must be equal: when they are ca * s_x and cb * s_y
+ * (single symbols) with one a multiple of the other, the two symbols are one
+ * size up to that factor (a padding mask [B, T] and the B*T tokens of a
+ * flattened loss). */
 static void tie(inf *c, kiln_symdim a, kiln_symdim b) {
-  if (!a.mask || !b.mask || a.mask == b.mask || a.coeff != b.coeff) return;
+  if (!a.mask || !b.mask || a.mask == b.mask) return;
   if (__builtin_popcount(a.mask) != 1 || __builtin_popcount(b.mask) != 1) return;
-  int x = sym_root(c, __builtin_ctz(a.mask)), y = sym_root(c, __builtin_ctz(b.mask));
+  int64_t mx, my;
+  int x = sym_root(c, __builtin_ctz(a.mask), &mx), y = sym_root(c, __builtin_ctz(b.mask), &my);
   if (x == y) return;
-  c->parent[x > y ? x : y] = x < y ? x : y;
+  int64_t fx = a.coeff * mx, fy = b.coeff * my; /* fx * s_x = fy * s_y */
+  if (fx <= 0 || fy <= 0) return;
+  if (fy % fx == 0) c->parent[x] = y, c->mult[x] = fy / fx; /* s_x = (fy / fx) s_y */
+  else if (fx % fy == 0) c->parent[y] = x, c->mult[y] = fx / fy;
+  else return;
   c->united = 1;
 }
 
@@ -297,33 +312,44 @@ static void apply(inf *c, int32_t i) {
 }
 
 /* Symbols for the origins: origins of one group (group[k], numbered from
- * 0 in order of first occurrence) are one symbol, the first its origin and
- * the others its aliases. */
-static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, const int *group, kiln_err *err) {
+ * 0 in order of first occurrence) are one symbol: its origin is the group's
+ * first with mult[k] 1, the others are its aliases, each mult[k] times it. */
+static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, const int *group, const int64_t *mult,
+                        kiln_err *err) {
   const kiln_graph *g = c->g;
   if (n < 0 || n > KILN_SYM_MAX)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "symbolic shapes: %d varying dimensions, at most %d", n,
                         KILN_SYM_MAX);
   int sym_of_group[KILN_SYM_MAX];
-  for (int k = 0; k < KILN_SYM_MAX; k++) sym_of_group[k] = -1, c->parent[k] = k;
+  for (int k = 0; k < KILN_SYM_MAX; k++) sym_of_group[k] = -1, c->parent[k] = k, c->mult[k] = 1;
   for (int k = 0; k < n; k++) {
     kiln_sym_origin o = origins[k];
     const kiln_gnode *x = o.input >= 0 && o.input < g->n_inputs ? &g->nodes[g->input_node[o.input]] : NULL;
     if (!x || x->op != KILN_OP_LEAF || o.axis < 0 || o.axis >= x->rank)
       return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
                           "symbolic shapes: input %d has no dimension %d that can vary", o.input, o.axis);
-    if (x->shape[o.axis] < 2) continue; /* 0 and 1 change broadcasting: stays a constant */
-    int s = sym_of_group[group[k]];
-    if (s < 0) {
-      s = sym_of_group[group[k]] = c->s->n_syms++;
-      c->s->origin[s] = o;
-      c->s->value[s] = x->shape[o.axis];
-    } else {
-      c->s->alias_sym[c->s->n_alias] = s;
-      c->s->alias[c->s->n_alias++] = o;
-    }
-    set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1});
   }
+  for (int pass = 0; pass < 2; pass++) /* the symbols first, then their aliases */
+    for (int k = 0; k < n; k++) {
+      kiln_sym_origin o = origins[k];
+      const kiln_gnode *x = &g->nodes[g->input_node[o.input]];
+      if (x->shape[o.axis] < 2) continue; /* 0 and 1 change broadcasting: stays a constant */
+      int s = sym_of_group[group[k]];
+      if (pass == 0) {
+        if (s >= 0 || mult[k] != 1) continue;
+        s = sym_of_group[group[k]] = c->s->n_syms++;
+        c->s->origin[s] = o;
+        c->s->value[s] = x->shape[o.axis];
+        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1});
+      } else {
+        if (s < 0 || x->shape[o.axis] != mult[k] * c->s->value[s]) continue; /* no symbol to follow: a constant */
+        if (c->s->origin[s].input == o.input && c->s->origin[s].axis == o.axis) continue; /* the symbol's own */
+        c->s->alias_sym[c->s->n_alias] = s;
+        c->s->alias_coeff[c->s->n_alias] = mult[k];
+        c->s->alias[c->s->n_alias++] = o;
+        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), mult[k]});
+      }
+    }
   for (int32_t k = 0; k < g->n_inputs; k++) /* the other input sizes are constants */
     for (int d = 0; d < g->nodes[g->input_node[k]].rank; d++) set_const(c, g->input_node[k], d);
   return KILN_OK;
@@ -400,7 +426,8 @@ static void find_recips(const kiln_graph *g, kiln_symshape *s) {
  * symbols turned out to be one size (the caller groups them and runs
  * again). */
 static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin *origins, const int *group,
-                              kiln_symshape *out, int *united, int *parent, kiln_err *err) {
+                              const int64_t *mult, kiln_symshape *out, int *united, int *root, int64_t *root_mult,
+                              kiln_err *err) {
   memset(out, 0, sizeof *out);
   out->n_nodes = g->n_nodes;
   out->dims = calloc((size_t)g->n_nodes * R + 1, sizeof *out->dims);
@@ -412,7 +439,7 @@ static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin 
     kiln_symshape_clear(out);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "symbolic shapes: out of memory for %d nodes", g->n_nodes);
   }
-  kiln_status st = seed(&c, n, origins, group, err);
+  kiln_status st = seed(&c, n, origins, group, mult, err);
   /* forwards then backwards until nothing changes (each sweep decides a
    * dimension or stops; a few sweeps in practice) */
   for (int sweep = 0; st == KILN_OK && sweep < 64; sweep++) {
@@ -427,7 +454,7 @@ static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin 
       out->n_symbolic += dim_at(&c, i, d)->mask != 0;
     }
   *united = c.united;
-  for (int k = 0; k < KILN_SYM_MAX; k++) parent[k] = sym_root(&c, k);
+  for (int k = 0; k < KILN_SYM_MAX; k++) root[k] = sym_root(&c, k, &root_mult[k]);
   free(c.known);
   if (st == KILN_OK) find_recips(g, out);
   if (st != KILN_OK) kiln_symshape_clear(out);
@@ -437,32 +464,37 @@ static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin 
 kiln_status kiln_symshape_infer(const kiln_graph *g, int n, const kiln_sym_origin *origins, kiln_symshape *out,
                                 kiln_err *err) {
   int group[KILN_SYM_MAX];
-  for (int k = 0; k < KILN_SYM_MAX; k++) group[k] = k;
+  int64_t mult[KILN_SYM_MAX];
+  for (int k = 0; k < KILN_SYM_MAX; k++) group[k] = k, mult[k] = 1;
   for (int round = 0;; round++) {
-    int united = 0, parent[KILN_SYM_MAX];
-    kiln_status st = infer_once(g, n, origins, group, out, &united, parent, err);
+    int united = 0, root[KILN_SYM_MAX];
+    int64_t root_mult[KILN_SYM_MAX];
+    kiln_status st = infer_once(g, n, origins, group, mult, out, &united, root, root_mult, err);
     if (st != KILN_OK || !united || round >= KILN_SYM_MAX) return st;
-    /* symbols that met as one size become one: group the origins by their
-     * symbol's root (the symbol of origin k is its group's index among the
-     * groups with a symbol), then infer again */
+    /* symbols that met as one size (up to a factor) become one: each origin
+     * is its symbol's root times a multiplier; group the origins by root,
+     * then infer again */
     int sym_of_origin[KILN_SYM_MAX], ng = 0, remap[KILN_SYM_MAX];
-    for (int k = 0; k < n && k < KILN_SYM_MAX; k++) sym_of_origin[k] = -1;
+    int64_t coeff_of_origin[KILN_SYM_MAX];
+    for (int k = 0; k < n && k < KILN_SYM_MAX; k++) sym_of_origin[k] = -1, coeff_of_origin[k] = 1;
     for (int s = 0; s < out->n_syms; s++)
       for (int k = 0; k < n; k++)
         if (origins[k].input == out->origin[s].input && origins[k].axis == out->origin[s].axis) sym_of_origin[k] = s;
     for (int a = 0; a < out->n_alias; a++)
       for (int k = 0; k < n; k++)
         if (origins[k].input == out->alias[a].input && origins[k].axis == out->alias[a].axis)
-          sym_of_origin[k] = out->alias_sym[a];
+          sym_of_origin[k] = out->alias_sym[a], coeff_of_origin[k] = out->alias_coeff[a];
     for (int k = 0; k < KILN_SYM_MAX; k++) remap[k] = -1;
     for (int k = 0; k < n; k++) {
-      int r = sym_of_origin[k] >= 0 ? parent[sym_of_origin[k]] : -1;
-      if (r < 0) {
-        group[k] = ng++; /* no symbol (size 0 or 1): a group of its own */
+      int sy = sym_of_origin[k];
+      if (sy < 0) {
+        group[k] = ng++, mult[k] = 1; /* no symbol (size 0 or 1): a group of its own */
         continue;
       }
+      int r = root[sy];
       if (remap[r] < 0) remap[r] = ng++;
       group[k] = remap[r];
+      mult[k] = coeff_of_origin[k] * root_mult[sy];
     }
     kiln_symshape_clear(out);
   }
@@ -512,9 +544,11 @@ uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s) {
   h = kiln_hash_combine(h, (uint64_t)s->n_syms);
   for (int k = 0; k < s->n_syms; k++)
     h = kiln_hash_combine(h, ((uint64_t)(uint32_t)s->origin[k].input << 32) | (uint32_t)s->origin[k].axis);
-  for (int k = 0; k < s->n_alias; k++)
+  for (int k = 0; k < s->n_alias; k++) {
     h = kiln_hash_combine(h, ((uint64_t)(uint32_t)s->alias[k].input << 32 | (uint32_t)s->alias[k].axis) ^
                                  ((uint64_t)s->alias_sym[k] << 58));
+    h = kiln_hash_combine(h, (uint64_t)s->alias_coeff[k]);
+  }
   for (int32_t i = 0; i < g->n_nodes; i++) h = kiln_hash_combine(h, node_hash(g, s, i));
   for (int32_t k = 0; k < g->n_inputs; k++) h = kiln_hash_combine(h, (uint64_t)g->input_node[k]);
   for (int32_t o = 0; o < g->n_outputs; o++) {
@@ -570,7 +604,8 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
   }
   for (int k = 0; k < s->n_alias; k++) { /* one symbol, one size */
     const kiln_gnode *x = &h->nodes[h->input_node[s->alias[k].input]];
-    if (x->op != KILN_OP_LEAF || s->alias[k].axis >= x->rank || x->shape[s->alias[k].axis] != v[s->alias_sym[k]])
+    if (x->op != KILN_OP_LEAF || s->alias[k].axis >= x->rank ||
+        x->shape[s->alias[k].axis] != s->alias_coeff[k] * v[s->alias_sym[k]])
       return 0;
   }
   for (int32_t i = 0; i < g->n_nodes; i++)

@@ -63,10 +63,12 @@ typedef struct kiln_symshape {
   kiln_sym_origin origin[KILN_SYM_MAX];
   int64_t value[KILN_SYM_MAX]; /* the sizes in the graph it was inferred on */
   /* more origins of the same symbols: input dimensions that inference found
-   * to be one size (they meet elementwise) are one symbol, alias[k] of
-   * symbol alias_sym[k]; binding checks they are still equal */
+   * to be one size up to a factor (they meet elementwise) are one symbol:
+   * alias[k] is alias_coeff[k] times symbol alias_sym[k]; binding checks it
+   * still is */
   int n_alias;
   int alias_sym[KILN_SYM_MAX];
+  int64_t alias_coeff[KILN_SYM_MAX];
   kiln_sym_origin alias[KILN_SYM_MAX];
   int n_symbolic;              /* dimensions of nodes that are symbolic */
   int n_recip;                 /* CONST nodes that are 1 / a symbolic count */

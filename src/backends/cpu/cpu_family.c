@@ -35,7 +35,7 @@ typedef struct fam {
   uint64_t sig;
   int32_t n_kernels;
   kiln_kernel_src *tmpl;
-  kiln_symdim *items;
+  kiln_sym_mono *items;
   int failed;
   char why[200];
 } fam;
@@ -262,7 +262,7 @@ kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_d
     if (!m->tmpl[i].src) continue;
     int64_t items = m->items[i].coeff;
     for (int k = 0; k < m->s0.n_syms; k++)
-      if (m->items[i].mask >> k & 1) items *= v[k];
+      for (int e = 0; e < m->items[i].exp[k]; e++) items *= v[k];
     kiln_status st = copy_src(&m->tmpl[i], &srcs[i], items, err);
     if (st != KILN_OK) {
       for (int32_t q = 0; q < i; q++) kiln_kernel_src_clear(&srcs[q]);

@@ -19,8 +19,31 @@ static inline uint64_t symprog_lcg(void *ctx) {
   return *s >> 33;
 }
 
+/* The elementwise ops of the op table with an f32 function and an f32
+ * result, unary and binary: the k-th (mod their count). Not the
+ * discontinuous ones (floor, ceil, round, trunc, sign, remainder, fmod):
+ * after a running sum, one ulp of difference between two correct kernels
+ * (cpu and ref accumulate differently) turns into a whole step of theirs;
+ * test_op_table covers them. */
+static inline int symprog_pick(int kind, uint64_t k) {
+  static const int jumps[] = {KILN_OP_FLOOR, KILN_OP_CEIL, KILN_OP_ROUND, KILN_OP_TRUNC, KILN_OP_SIGN,
+                              KILN_OP_REMAINDER, KILN_OP_FMOD};
+  int ops[KILN_OP_COUNT], n = 0;
+  for (int op = 0; op < KILN_OP_COUNT; op++) {
+    int jump = 0;
+    for (size_t j = 0; j < sizeof jumps / sizeof jumps[0]; j++) jump |= op == jumps[j];
+    if ((int)kiln_op_table[op].kind == kind && op != KILN_OP_CAST && !jump && kiln_op_scalar_defined(op, 1) &&
+        kiln_op_table[op].out == KILN_OUT_SAME)
+      ops[n++] = op;
+  }
+  return n ? ops[k % (uint64_t)n] : (kind == KILN_KIND_UNARY ? KILN_OP_NEG : KILN_OP_ADD);
+}
+static inline int symprog_unary(uint64_t k) { return symprog_pick(KILN_KIND_UNARY, k); }
+static inline int symprog_binary(uint64_t k) { return symprog_pick(KILN_KIND_BINARY, k); }
+
 /* A random program over one varying length T: a value [4, T, 6] goes
- * through elementwise ops with iota/constant partners (broadcast), permutes,
+ * through every elementwise op of the table (unary ones bounded by a tanh,
+ * binary ones with iota/constant partners, broadcast), permutes,
  * flatten/unflatten reshapes, matmuls with a weight, reductions over other
  * axes and over T (a softmax), a scan and an argsort along T, a select, f64
  * casts, a gather with computed indices, pads and partial slices with fixed
@@ -39,10 +62,15 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
         int p = next(r) % 2 ? nd(&b, KILN_OP_IOTA, KILN_F32, 3, ps, IN0, AT(2), 0)
                                  : nd(&b, KILN_OP_CONST, KILN_F32, 3, ps, IN0, AT0, 0.5);
         int x = nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(p), AT0, 0);
-        cur = nd(&b, KILN_OP_MUL, KILN_F32, 3, sh, IN(cur, x), AT0, 0);
+        int op = symprog_binary(next(r));
+        cur = nd(&b, op, KILN_F32, 3, sh, IN(nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0), x), AT0, 0);
         break;
       }
-      case 1: cur = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0); break;
+      case 1: /* any unary elementwise op of the table, of a value bounded by a tanh (a cosine of a running
+               * sum of squares is not a well-posed comparison between two correct backends) */
+        cur = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        cur = nd(&b, symprog_unary(next(r)), KILN_F32, 3, sh, IN(cur), AT0, 0);
+        break;
       case 2: { /* swap axes 0 and 1 and back */
         int64_t ps[3] = {sh[1], sh[0], sh[2]};
         int p = nd(&b, KILN_OP_PERMUTE, KILN_F32, 3, ps, IN(cur), AT(1, 0, 2), 0);

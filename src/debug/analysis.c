@@ -509,10 +509,13 @@ static void explain_graphs(const kiln_analysis *a, kiln_text *t, int brief) {
   int rows = brief && a->n_graphs > KILN_AN_BRIEF_ROWS + 1 ? KILN_AN_BRIEF_ROWS : a->n_graphs;
   for (int i = 0; i < rows; i++) {
     const kiln_cache_entry *e = a->graphs[i].e;
-    kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s\n", e->compile_no,
+    kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s%s\n", e->compile_no,
                      e->compile_step, e->tag[0] ? e->tag : "-", e->graph->n_nodes, e->graph->n_inputs,
                      e->graph->n_outputs, e->execs, kiln_fmt_duration(e->info.compile_ns, b1, sizeof b1),
-                     kiln_cut_cause_str(&a->graphs[i].cause, cs, sizeof cs));
+                     kiln_cut_cause_str(&a->graphs[i].cause, cs, sizeof cs),
+                     e->info.family == 2   ? " (a new size: planned, not compiled)"
+                     : e->info.family == 1 ? " (compiled for any size)"
+                                           : "");
   }
   if (rows < a->n_graphs)
     kiln_text_printf(t, "  ... %d more graphs (by call site below; kiln_explain() and KILN_DEBUG=2 list every one)\n",

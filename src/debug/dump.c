@@ -209,7 +209,8 @@ int kiln_dump_wants_plan(void) {
   return dir && *dir && !kiln_dump_format_parse(kiln_cfg()->save_graphs_fmt, &fmt) && fmt != KILN_DUMP_TEXT;
 }
 
-void kiln_dump_graph(const kiln_graph *g, const kiln_compile_plan *plan, uint64_t key, const char *cause, int seq) {
+void kiln_dump_graph(const kiln_graph *g, const kiln_compile_plan *plan, uint64_t key, const char *cause, int seq,
+                     const char *note) {
   const char *dir = kiln_cfg()->save_graphs;
   if (!dir || !*dir || !g) return;
   const char *fs = kiln_cfg()->save_graphs_fmt;
@@ -228,6 +229,7 @@ void kiln_dump_graph(const kiln_graph *g, const kiln_compile_plan *plan, uint64_
     return;
   }
   kiln_status st = kiln_dump_write(g, plan, key, cause, fmt, mf, &err);
+  if (st == KILN_OK && note && fmt == KILN_DUMP_TEXT) fputs(note, mf); /* comment lines: the reader skips them */
   fclose(mf);
   if (st == KILN_OK) {
     size_t plen = strlen(dir) + 64;

@@ -27,12 +27,15 @@ int kiln_dump_wants_plan(void);
 
 /* When KILN_SAVE_GRAPHS is set: write graph `seq` (the pre-pass graph g,
  * the compile's plan or NULL, its cache key and the cause of the compile,
- * NULL allowed) as described above. g and plan are only read. Never fails
+ * NULL allowed) as described above; note: NULL, or comment lines ("# ...",
+ * each ending in a newline) appended to a text dump (the symbols of a
+ * dynamic graph). g and plan are only read. Never fails
  * the caller: the first problem (an unusable directory, an unknown format,
  * a failed write) is reported once per process on stderr, later ones
  * silently skip the dump. Thread-safe (the report-once flag is an atomic
  * singleton). */
-void kiln_dump_graph(const kiln_graph *g, const kiln_compile_plan *plan, uint64_t key, const char *cause, int seq);
+void kiln_dump_graph(const kiln_graph *g, const kiln_compile_plan *plan, uint64_t key, const char *cause, int seq,
+                     const char *note);
 
 /* Write g in format fmt to f (what kiln_dump_graph puts in the file).
  * dot and c draw from the plan (the graph the backend compiled, its kernels

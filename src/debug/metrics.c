@@ -128,6 +128,9 @@ void kiln_metrics_format_short(kiln_text *b) {
   kiln_text_printf(b, "compiles: %lld (cached %lld, from disk %lld)\n", (long long)kiln_counter_value("UncachedCompile"),
                    (long long)kiln_counter_value("CachedCompile"),
                    (long long)kiln_counter_value("PersistentCacheHit"));
+  if (kiln_counter_value("DynamicFamily") || kiln_counter_value("DynamicPlan"))
+    kiln_text_printf(b, "dynamic shapes: %lld compiles for any size, %lld new sizes planned (docs/dynamic-shapes.md)\n",
+                     (long long)kiln_counter_value("DynamicFamily"), (long long)kiln_counter_value("DynamicPlan"));
   kiln_text_printf(b, "executions: %lld (%.2f per step)\n", (long long)execs, steps ? (double)execs / per : 0);
   kiln_text_printf(b, "transfers to host: %lld (%.2f per step, %s)\n", (long long)xfers,
                    steps ? (double)xfers / per : 0,

@@ -1,9 +1,12 @@
 /* The debug observer (observe.h) and kiln_explain. */
 #include "debug/observe.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/text.h"
+#include "ir/symshape.h"
 #include "debug/analysis.h"
 #include "debug/dump.h"
 #include "debug/metrics.h"
@@ -29,6 +32,44 @@ static kiln_site_kind site_kind_of(kiln_cut_reason why) {
   }
 }
 
+/* The symbols of a graph compiled with varying input sizes, as comment
+ * lines of its text dump (malloc'd; NULL when it has none): what each
+ * symbol is, what the compile did, and every node's symbolic sizes. */
+static char *kiln_dynamic_note(const kiln_cache_entry *e) {
+  if (!e || !e->n_dyn) return NULL;
+  kiln_symshape s;
+  kiln_err err;
+  if (kiln_symshape_infer(e->graph, e->n_dyn, e->dyn, &s, &err) != KILN_OK) return NULL;
+  kiln_text t = {0};
+  const kiln_graph *g = e->graph;
+  for (int k = 0; k < s.n_syms; k++)
+    kiln_text_printf(&t, "# dynamic: s%d = dim %d of input %d (%" PRId64 " here)\n", k, s.origin[k].axis,
+                     s.origin[k].input, s.value[k]);
+  for (int k = 0; k < s.n_alias; k++)
+    kiln_text_printf(&t, "# dynamic: dim %d of input %d = %" PRId64 " * s%d\n", s.alias[k].axis, s.alias[k].input,
+                     s.alias_coeff[k], s.alias_sym[k]);
+  kiln_text_printf(&t, "# dynamic: %d symbolic sizes, %d constants 1/n of them; %s%s\n", s.n_symbolic, s.n_recip,
+                   e->info.family == 1   ? "compiled once for any size"
+                   : e->info.family == 2 ? "planned from its family: no code generated"
+                                         : "compiled for this size: ",
+                   e->info.family ? "" : e->info.family_why);
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kiln_gnode *n = &g->nodes[i];
+    int any = 0;
+    for (int d = 0; d < n->rank; d++) any |= kiln_symshape_dim(&s, i, d)->mask != 0;
+    if (!any) continue;
+    kiln_text_printf(&t, "# dynamic: %%%d [", (int)i);
+    for (int d = 0; d < n->rank; d++) {
+      char b[48];
+      kiln_symshape_format_dim(&s, i, d, g, b, sizeof b);
+      kiln_text_printf(&t, "%s%s", d ? "," : "", b);
+    }
+    kiln_text_printf(&t, "]\n");
+  }
+  kiln_symshape_clear(&s);
+  return kiln_text_take(&t);
+}
+
 static void on_event(void *ctx, const kiln_event *ev) {
   (void)ctx;
   kiln_analysis *an = __atomic_load_n(&g_an, __ATOMIC_ACQUIRE);
@@ -42,15 +83,19 @@ static void on_event(void *ctx, const kiln_event *ev) {
       break;
     case KILN_EV_COMPILE_PLAN: {
       char cs[256];
-      kiln_dump_graph(ev->graph, ev->plan, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->compile_no);
+      kiln_dump_graph(ev->graph, ev->plan, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->compile_no, NULL);
       g_planned = 1;
       break;
     }
     case KILN_EV_COMPILED: {
       kiln_sites_record_compile(site_kind_of(ev->cause->why), ev->cause->loc, ev->ns);
       char cs[256];
-      if (!g_planned) /* text dumps; dot and c when the backend reported no plan */
-        kiln_dump_graph(ev->graph, NULL, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->entry->compile_no);
+      if (!g_planned) { /* text dumps; dot and c when the backend reported no plan */
+        char *note = kiln_dynamic_note(ev->entry);
+        kiln_dump_graph(ev->graph, NULL, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->entry->compile_no,
+                        note);
+        free(note);
+      }
       kiln_analysis_compiled(an, ev->rt, ev->cause, ev->entry);
       break;
     }

@@ -282,7 +282,7 @@ typedef struct dump_req {
 static void dump_from_plan(void *ctx, const kiln_compile_plan *p) {
   dump_req *r = ctx;
   r->calls++;
-  kiln_dump_graph(r->g, p, r->key, r->cause, r->seq);
+  kiln_dump_graph(r->g, p, r->key, r->cause, r->seq, NULL);
 }
 
 static void dump_compiled(kiln_backend *be, const kiln_graph *g, uint64_t key, const char *cause, int seq) {
@@ -313,7 +313,7 @@ KT_TEST(save_graphs_text_dot_c) {
 
   set_save_graphs(dir, NULL);
   KT_EQ_INT(kiln_dump_wants_plan(), 0);
-  kiln_dump_graph(g, NULL, 0xab, "step marker", 3);
+  kiln_dump_graph(g, NULL, 0xab, "step marker", 3, NULL);
   struct stat st;
   KT_CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
   snprintf(path, sizeof path, "%s/graph-0003-00000000000000ab.txt", dir);
@@ -385,7 +385,7 @@ KT_TEST(save_graphs_text_dot_c) {
     free(dot);
   }
   /* no plan at all (a backend that reports none): the graph as traced, unfused */
-  kiln_dump_graph(g, NULL, 0xab, "step marker", 11);
+  kiln_dump_graph(g, NULL, 0xab, "step marker", 11, NULL);
   snprintf(path, sizeof path, "%s/graph-0011-00000000000000ab.dot", dir);
   dot = read_file(path);
   KT_CHECK_MSG(dot != NULL, "no %s", path);
@@ -395,7 +395,7 @@ KT_TEST(save_graphs_text_dot_c) {
   /* an unknown format still writes text (reported once on stderr) */
   set_save_graphs(dir, "svg");
   KT_EQ_INT(kiln_dump_wants_plan(), 0);
-  kiln_dump_graph(g, NULL, 0xcd, NULL, 6);
+  kiln_dump_graph(g, NULL, 0xcd, NULL, 6, NULL);
   snprintf(path, sizeof path, "%s/graph-0006-00000000000000cd.txt", dir);
   KT_CHECK(access(path, R_OK) == 0);
   /* no temp files left behind */
@@ -406,10 +406,10 @@ KT_TEST(save_graphs_text_dot_c) {
   KT_EQ_INT(n, 7);
   /* an unusable directory does not fail the caller */
   set_save_graphs("/proc/kiln-cannot-create-this", "svg");
-  kiln_dump_graph(g, NULL, 0xcd, NULL, 7);
+  kiln_dump_graph(g, NULL, 0xcd, NULL, 7, NULL);
   set_save_graphs(NULL, NULL);
   KT_EQ_INT(kiln_dump_wants_plan(), 0);
-  kiln_dump_graph(g, NULL, 0xcd, NULL, 8); /* unset: nothing happens */
+  kiln_dump_graph(g, NULL, 0xcd, NULL, 8, NULL); /* unset: nothing happens */
   kiln_graph_free(g);
   cpu->vt->destroy(cpu);
   ref->vt->destroy(ref);

@@ -275,6 +275,42 @@ KT_TEST(an_encoder_layer_trains_the_same_with_a_varying_length) {
     }
 }
 
+/* What a user sees: the text dump of the compile made for any size names
+ * its symbol and symbolic sizes; kiln_explain marks the planned sizes. */
+KT_TEST(dumps_and_explain_show_the_family) {
+  char dir[] = "/tmp/kiln-dyn-dumps-XXXXXX";
+  KT_CHECK(mkdtemp(dir) != NULL);
+  setenv("KILN_SAVE_GRAPHS", dir, 1);
+  start(KILN_SWITCH_ON);
+  float x[64];
+  for (int i = 0; i < 64; i++) x[i] = (float)i;
+  for (int s = 0; s < 4; s++) {
+    const int64_t xs[2] = {8 + 4 * s, 4};
+    kiln_tensor y = kiln_keep(kiln_sum(kiln_exp(kiln_mul_c(kiln_from_host(x, KILN_F32, 2, xs), 0.01)), 0, NULL, false));
+    kiln_mark_step();
+    KT_CHECK(kiln_item_f64(y) > 0);
+    kiln_release(y);
+  }
+  const char *ex = kiln_explain();
+  KT_STR_CONTAINS(ex, "(compiled for any size)");
+  KT_STR_CONTAINS(ex, "(a new size: planned, not compiled)");
+  kiln_shutdown();
+  unsetenv("KILN_SAVE_GRAPHS");
+  /* the second compile (graph 2) is the family's: its dump says so */
+  char cmd[256], buf[4096] = "";
+  snprintf(cmd, sizeof cmd, "cat %s/graph-0002-*.txt", dir);
+  FILE *p = popen(cmd, "r");
+  size_t n = p ? fread(buf, 1, sizeof buf - 1, p) : 0;
+  buf[n] = 0;
+  if (p) pclose(p);
+  KT_STR_CONTAINS(buf, "# dynamic: s0 = dim 0 of input 0 (12 here)");
+  KT_STR_CONTAINS(buf, "compiled once for any size");
+  KT_STR_CONTAINS(buf, "# dynamic: %0 [s0,4]");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  KT_CHECK(system(cmd) == 0);
+}
+
 KT_MAIN(KT_CASE(a_batch_size_that_changes_compiles_twice), KT_CASE(marked_dimensions_compile_once),
         KT_CASE(sizes_zero_and_one_are_their_own_graphs), KT_CASE(rank_or_dtype_changes_compile_per_variant),
-        KT_CASE(gradients_of_one_family_at_two_sizes), KT_CASE(an_encoder_layer_trains_the_same_with_a_varying_length))
+        KT_CASE(gradients_of_one_family_at_two_sizes), KT_CASE(an_encoder_layer_trains_the_same_with_a_varying_length),
+        KT_CASE(dumps_and_explain_show_the_family))

@@ -170,6 +170,31 @@ for model in mlp encoder demo demo_momentum; do
   run "train-$model" KILN_BENCH_TRAIN=$model ${tenv[@]+"${tenv[@]}"} -- train_step
 done
 
+# Dynamic shapes (issue 15 §4, docs/dynamic-shapes.md). The cost of
+# genericity: the encoder step with the family's kernels (sequence length
+# marked dynamic) against the same step specialised, interleaved child
+# processes A B A B A B (bench/train_step.c, KILN_BENCH_TRAIN_DYNAMIC=ab).
+run train-encoder-dynamic KILN_BENCH_TRAIN=encoder KILN_BENCH_TRAIN_DYNAMIC=ab -- train_step
+# The host cost of a new size: a 1,002-node graph planned at 11 new sizes.
+run dynamic-plan -- plan
+# A variable-length workload: kiln dynamic, padding to 256 and 8 buckets
+# (bench/varlen.c, each variant a child process with a fresh kernel cache,
+# compiles included) beside PyTorch eager on the same unpadded batches
+# (bench/varlen_ref.py; the fastest of two BLAS settings).
+vlenv=()
+if [ $has_torch = 1 ]; then
+  best=''
+  for cfg in "OPENBLAS_CORETYPE=SkylakeX" "OPENBLAS_CORETYPE=unset"; do
+    cenv=(-u OPENBLAS_CORETYPE OMP_WAIT_POLICY=PASSIVE)
+    case $cfg in *=unset) ;; *) cenv+=("$cfg") ;; esac
+    r=$(env "${cenv[@]}" /usr/bin/python3 "$root/bench/varlen_ref.py" "$cores" 2>/dev/null) || continue
+    echo "== PyTorch eager variable-length encoder ($cfg): ${r%% *} s, ${r##* } tok/s"
+    if [ -z "$best" ] || awk -v a="${r%% *}" -v b="${best%% *}" 'BEGIN { exit !(a < b) }'; then best=$r; fi
+  done
+  [ -n "$best" ] && vlenv=(KILN_BENCH_TORCH_VARLEN="$best")
+fi
+run varlen ${vlenv[@]+"${vlenv[@]}"} -- varlen
+
 # Mixed precision (bf16 autocast): kiln's bf16 and f32 steps interleaved in
 # one process, against PyTorch's CPU autocast(dtype=torch.bfloat16) step.
 for model in mlp encoder; do

@@ -39,8 +39,19 @@
  * rows give the bf16 median against kiln's own f32 median (bar 0.6x) and
  * against PyTorch's CPU autocast(dtype=torch.bfloat16) step
  * (KILN_BENCH_TORCH_AMP_TRAIN_MS, bench/torch_train.py MODEL THREADS bf16;
- * bar 0.7x). */
+ * bar 0.7x).
+ *
+ * Cost of genericity (KILN_BENCH_TRAIN_DYNAMIC=ab, encoder; issue 15 §4):
+ * this program runs itself KILN_BENCH_TRAIN_AB_ROUNDS times (default 3)
+ * each way, interleaved (A B A B ...): KILN_BENCH_TRAIN_DYNAMIC=1, the
+ * sequence dimension marked dynamic (the step runs the family's kernels),
+ * and =0, the same step specialised; each child reports its median step and
+ * whether its compile made a family (it must, and the specialised one must
+ * not). The row is the median of the dynamic children's medians against the
+ * specialised ones' (bar: <= 1.10x), with the dynamic step's GFLOP/s beside
+ * the FMA peak. */
 #include <stdint.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 #include "machine.h"
@@ -87,6 +98,12 @@ typedef struct bench_model {
   double bar;              /* kiln / torch step time must be <= bar; 0: no bar */
 } bench_model;
 
+/* The encoder's forward multiply-adds per example at sequence length T: per
+ * token in_proj 3·D², scores + weighted sum 2·T·D, out_proj D², FF 2·D·FF. */
+static double encoder_macs(int T) {
+  return (double)T * (3.0 * 256 * 256 + 2.0 * T * 256 + 256.0 * 256 + 2.0 * 256 * 1024);
+}
+
 static kiln_tensor forward(const bench_model *m, kiln_tensor x, uint64_t seed) {
   if (m->fc[0]) {
     kiln_tensor h = kiln_relu(kiln_linear_forward(m->fc[0], x));
@@ -121,8 +138,7 @@ static int setup(bench_model *m, const char *which) {
     m->n_params = kiln_module_params(&m->enc->m, NULL, m->params, MAX_PARAMS);
     m->x_rank = 3, m->x_shape[0] = 16, m->x_shape[1] = 128, m->x_shape[2] = 256;
     m->has_target = 0, m->momentum = 0, m->bar = 0.6;
-    /* per token: in_proj 3·D², scores + weighted sum 2·T·D, out_proj D², FF 2·D·FF */
-    m->macs_per_example = 128.0 * (3.0 * 256 * 256 + 2.0 * 128 * 256 + 256.0 * 256 + 2.0 * 256 * 1024);
+    m->macs_per_example = encoder_macs(128);
   } else if (!strcmp(which, "demo") || !strcmp(which, "demo_momentum") || !strcmp(which, "cnn") ||
              !strcmp(which, "transformer")) {
     kiln_model_kind kind = !strcmp(which, "cnn")           ? KILN_MODEL_CNN
@@ -159,9 +175,65 @@ static double env_num(const char *name) {
   return s && *s ? atof(s) : 0;
 }
 
+/* One child of the A/B comparison: this program with KILN_BENCH_TRAIN_DYNAMIC
+ * set to mode; returns its median step (ms) and whether it made a family. */
+static int ab_child(const char *self, const char *mode, double *ms, long *families) {
+  setenv("KILN_BENCH_TRAIN_DYNAMIC", mode, 1);
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "'%s'", self);
+  FILE *f = popen(cmd, "r");
+  if (!f) return -1;
+  char line[512];
+  int got = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "KILN_TRAIN_AB %lf %ld", ms, families) == 2) got = 1;
+  return pclose(f) == 0 && got ? 0 : -1;
+}
+
+/* KILN_BENCH_TRAIN_DYNAMIC=ab: the encoder step with the family's kernels
+ * against the same step specialised, interleaved child processes. */
+static int ab_main(const char *which) {
+  if (strcmp(which, "encoder")) {
+    fprintf(stderr, "train_step: KILN_BENCH_TRAIN_DYNAMIC=ab is for the encoder only\n");
+    return 1;
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 1;
+  self[n] = 0;
+  int rounds = (int)env_num("KILN_BENCH_TRAIN_AB_ROUNDS");
+  if (rounds <= 0 || rounds > 16) rounds = 3;
+  double dyn[16], spec[16];
+  for (int r = 0; r < rounds; r++) {
+    long fam_d = 0, fam_s = 0;
+    if (ab_child(self, "1", &dyn[r], &fam_d) || ab_child(self, "0", &spec[r], &fam_s)) {
+      fprintf(stderr, "train_step: an A/B child failed\n");
+      return 1;
+    }
+    printf("round %d: dynamic %.3f ms (families %ld), specialised %.3f ms (families %ld)\n", r + 1, dyn[r], fam_d,
+           spec[r], fam_s);
+    if (fam_d < 1 || fam_s != 0) {
+      fprintf(stderr, "train_step: the dynamic child must compile a family and the specialised one none\n");
+      return 1;
+    }
+  }
+  double md = kb_median(dyn, rounds), ms = kb_median(spec, rounds);
+  int threads = kb_threads();
+  char base[128], cb[96];
+  snprintf(base, sizeof base, "kiln specialised step %dt, interleaved A/B x%d (same run)", threads, rounds);
+  kb_emit(&(kb_result){"train_encoder_dynamic_step_ms", md, "ms", base, ms, "<= 1.10x specialised",
+                       md <= 1.10 * ms});
+  double peak = kb_fma_peak_gflops(threads, 0.3), gf = 6.0 * encoder_macs(128) * 16 / (md * 1e-3) / 1e9;
+  snprintf(cb, sizeof cb, "FP32 FMA peak %dt, %s (same run)", threads, kb_fma_isa());
+  kb_emit(&(kb_result){"train_encoder_dynamic_GFLOPs", gf, "GFLOP/s", cb, peak, "- (6 x MACs x batch / step)", 1});
+  return 0;
+}
+
 int main(void) {
   const char *which = getenv("KILN_BENCH_TRAIN");
   if (!which) which = "mlp";
+  const char *dyn_env = getenv("KILN_BENCH_TRAIN_DYNAMIC");
+  if (dyn_env && !strcmp(dyn_env, "ab")) return ab_main(which);
   KB_CHECK(kiln_init(NULL));
   int threads = kb_threads();
   bench_model m;
@@ -200,7 +272,8 @@ int main(void) {
 
   static double step_s[STEPS], amp_s[STEPS];
   const char *amp_env = getenv("KILN_BENCH_TRAIN_AMP");
-  int dyn = getenv("KILN_BENCH_TRAIN_DYNAMIC") && !strcmp(getenv("KILN_BENCH_TRAIN_DYNAMIC"), "1");
+  int dyn = dyn_env && !strcmp(dyn_env, "1");
+  long families = 0; /* DynamicFamily over the warm-up (the A/B children report it) */
   int amp = amp_env && !strcmp(amp_env, "bf16");
   int n32 = 0, n16 = 0;
   double loss_first = 0, loss_last = 0;
@@ -210,6 +283,7 @@ int main(void) {
     if (s == WARMUP) {
       KB_CHECK(kiln_wait());
       loss_first = kiln_item_f64(loss_keep);
+      families = (long)kiln_counter_value("DynamicFamily");
       kiln_metrics_clear(); /* counters and metrics over the timed steps only */
       prof_on = getenv("KILN_BENCH_TRAIN_PROFILE") != NULL;
       exec0 = kiln_counter_value("Execute");
@@ -257,6 +331,7 @@ int main(void) {
     return 1;
   }
   double med = kb_median(step_s, amp ? n32 : STEPS) * 1e3;
+  if (dyn_env) printf("KILN_TRAIN_AB %.6f %ld\n", med, families);
   double torch_ms = env_num("KILN_BENCH_TORCH_TRAIN_MS"), torch_rss = env_num("KILN_BENCH_TORCH_TRAIN_RSS_MB");
   const char *blas = getenv("KILN_BENCH_TORCH_TRAIN_BLAS");
   char base[160], name[64], target[64];

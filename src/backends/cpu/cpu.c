@@ -527,8 +527,8 @@ static kiln_status family_or_own_kernels(compile_job *j, int n_dyn, const kiln_s
   if (n_dyn > 0) {
     kiln_err fe = {0};
     int how = 0;
-    kiln_status st = kiln_cpu_family_sources(j->b, j->s, n_dyn, dyn, j->srcs, j->e->symvals, &how, in->family_why,
-                                             sizeof in->family_why, &fe);
+    kiln_status st = kiln_cpu_family_sources(j->b, j->s, n_dyn, dyn, j->srcs, j->e->symvals, &j->e->shared, &how,
+                                             in->family_why, sizeof in->family_why, &fe);
     if (st == KILN_OK) {
       in->family = how;
       for (int32_t i = 0; i < j->s->n_kernels; i++) {
@@ -607,7 +607,7 @@ static void cpu_destroy(kiln_backend *kb) {
   }
   free(b->sos);
   kiln_cc_destroy(b->cc);
-  kiln_cpu_families_free(b->fams);
+  kiln_cpu_families_free(kb, b->fams);
   pthread_mutex_destroy(&b->mu);
   free(b);
 }

@@ -190,23 +190,56 @@ static void flights_start(flights *f, const step *sp, void *const *ptr) {
   }
 }
 
+/* The intermediate buffers of this execute (under e->mu): the executable's
+ * own arena, allocated at its first run; or, for a graph of a dynamic
+ * family, the family's, locked for the execute and grown when this size
+ * needs more than the sizes before it. */
+static kiln_status scratch_arena(kiln_backend *kb, kiln_executable *e, void **out, kiln_err *err) {
+  if (e->shared) {
+    kiln_cpu_arena *a = e->shared;
+    pthread_mutex_lock(&a->mu);
+    if (e->scratch_bytes > a->cap) {
+      size_t cap = e->scratch_bytes + e->scratch_bytes / 4; /* room to grow without a new arena each time */
+      void *p = kiln_cpu_buffer_alloc(kb, cap);
+      if (!p) {
+        pthread_mutex_unlock(&a->mu);
+        return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: cannot allocate %zu scratch bytes", cap);
+      }
+      if (a->p) kiln_cpu_scratch_event(kb, a->p, -(int64_t)a->cap);
+      kiln_cpu_buffer_free(kb, a->p);
+      a->p = p;
+      a->cap = cap;
+      kiln_cpu_scratch_event(kb, p, (int64_t)cap);
+    }
+    *out = a->p;
+    return KILN_OK;
+  }
+  if (e->scratch_bytes && !e->arena) {
+    e->arena = kiln_cpu_buffer_alloc(kb, e->scratch_bytes);
+    if (!e->arena)
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: cannot allocate %zu scratch bytes",
+                          e->scratch_bytes);
+    kiln_cpu_scratch_event(kb, e->arena, (int64_t)e->scratch_bytes);
+  }
+  *out = e->arena;
+  return KILN_OK;
+}
+
 kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *inputs, void *const *outputs,
                                kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
   pthread_mutex_lock(&e->mu);
-  if (e->scratch_bytes && !e->arena) {
-    e->arena = kiln_cpu_buffer_alloc(kb, e->scratch_bytes);
-    if (!e->arena) {
-      pthread_mutex_unlock(&e->mu);
-      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: cannot allocate %zu scratch bytes",
-                          e->scratch_bytes);
-    }
-    kiln_cpu_scratch_event(kb, e->arena, (int64_t)e->scratch_bytes);
+  void *arena = NULL;
+  kiln_status ast = scratch_arena(kb, e, &arena, err);
+  if (ast != KILN_OK) {
+    pthread_mutex_unlock(&e->mu);
+    return ast;
   }
   void *small[64];
   size_t need = (size_t)e->n_bufs + (size_t)e->max_args;
   void **ptr = need <= 64 ? small : malloc(sizeof *ptr * need);
   if (!ptr) {
+    if (e->shared) pthread_mutex_unlock(&e->shared->mu);
     pthread_mutex_unlock(&e->mu);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: out of memory");
   }
@@ -220,7 +253,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
     const kiln_sbuf *bf = &e->bufs[i];
     ptr[i] = bf->kind == KILN_SBUF_INPUT    ? inputs[bf->index]
              : bf->kind == KILN_SBUF_OUTPUT ? outputs[bf->index]
-                                            : (char *)e->arena + bf->offset;
+                                            : (char *)arena + bf->offset;
   }
   for (int32_t i = 0; i < e->n_steps; i++) {
     const step *sp = &e->steps[i];
@@ -266,6 +299,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
   if (ptr != small) free(ptr);
   if (fl.st != KILN_OK && err) *err = fl.err;
   kiln_status st = fault_step >= 0 ? fault_status(e, &e->steps[fault_step], errw, err) : fl.st;
+  if (e->shared) pthread_mutex_unlock(&e->shared->mu);
   pthread_mutex_unlock(&e->mu);
   return st;
 }

@@ -38,23 +38,33 @@ typedef struct fam {
   kiln_sym_mono *items;
   int failed;
   char why[200];
+  /* the intermediate buffers of every size of the family: one arena, grown
+   * to the largest size run so far, instead of one per size (a new length
+   * of a variable-length workload would otherwise map and touch its own) */
+  kiln_cpu_arena arena;
 } fam;
 
 struct kiln_cpu_families {
-  fam *v;
+  fam **v; /* each allocated once: executables point into them */
   size_t n, cap;
 };
 
-void kiln_cpu_families_free(kiln_cpu_families *f) {
+static void fam_free(kiln_backend *kb, fam *m) {
+  if (!m) return;
+  kiln_graph_free(m->g0);
+  kiln_symshape_clear(&m->s0);
+  for (int32_t k = 0; m->tmpl && k < m->n_kernels; k++) kiln_kernel_src_clear(&m->tmpl[k]);
+  free(m->tmpl);
+  free(m->items);
+  if (m->arena.p) kiln_cpu_scratch_event(kb, m->arena.p, -(int64_t)m->arena.cap);
+  free(m->arena.p);
+  pthread_mutex_destroy(&m->arena.mu);
+  free(m);
+}
+
+void kiln_cpu_families_free(kiln_backend *kb, kiln_cpu_families *f) {
   if (!f) return;
-  for (size_t i = 0; i < f->n; i++) {
-    fam *m = &f->v[i];
-    kiln_graph_free(m->g0);
-    kiln_symshape_clear(&m->s0);
-    for (int32_t k = 0; m->tmpl && k < m->n_kernels; k++) kiln_kernel_src_clear(&m->tmpl[k]);
-    free(m->tmpl);
-    free(m->items);
-  }
+  for (size_t i = 0; i < f->n; i++) fam_free(kb, f->v[i]);
   free(f->v);
   free(f);
 }
@@ -180,39 +190,35 @@ static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const ki
    * suggest: at length 2 a fixed slice [0:2] looks like all of it) */
   pthread_mutex_lock(&b->mu);
   kiln_cpu_families *f = b->fams;
-  for (size_t i = 0; f && i < f->n; i++)
-    if (f->v[i].g0 && f->v[i].g0->n_nodes == g->n_nodes && f->v[i].g0->n_inputs == g->n_inputs &&
-        kiln_symshape_bind(f->v[i].g0, &f->v[i].s0, g, NULL, NULL)) {
-      fam *r = &f->v[i];
+  for (size_t i = 0; f && i < f->n; i++) {
+    fam *m = f->v[i];
+    if (m->g0 && m->g0->n_nodes == g->n_nodes && m->g0->n_inputs == g->n_inputs &&
+        kiln_symshape_bind(m->g0, &m->s0, g, NULL, NULL)) {
       pthread_mutex_unlock(&b->mu);
-      return r;
+      return m;
     }
+  }
   pthread_mutex_unlock(&b->mu);
-  fam m = {0};
-  make_family(&m, g, n_dyn, dyn);
+  fam *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  pthread_mutex_init(&m->arena.mu, NULL);
+  make_family(m, g, n_dyn, dyn);
   pthread_mutex_lock(&b->mu);
   if (!b->fams) b->fams = calloc(1, sizeof *b->fams);
   f = b->fams;
   if (f && f->n == f->cap) {
     size_t cap = f->cap ? f->cap * 2 : 8;
-    fam *v = realloc(f->v, sizeof *v * cap);
+    fam **v = realloc(f->v, sizeof *v * cap);
     if (v) f->v = v, f->cap = cap;
   }
-  fam *r = NULL;
-  if (f && f->n < f->cap) {
-    f->v[f->n] = m;
-    r = &f->v[f->n++];
-    *made = 1;
-  }
+  int in = f && f->n < f->cap;
+  if (in) f->v[f->n++] = m, *made = 1;
   pthread_mutex_unlock(&b->mu);
-  if (!r) { /* out of memory: this graph compiles as it is */
-    kiln_graph_free(m.g0);
-    kiln_symshape_clear(&m.s0);
-    for (int32_t k = 0; m.tmpl && k < m.n_kernels; k++) kiln_kernel_src_clear(&m.tmpl[k]);
-    free(m.tmpl);
-    free(m.items);
+  if (!in) { /* out of memory: this graph compiles as it is */
+    fam_free(&b->base, m);
+    return NULL;
   }
-  return r;
+  return m;
 }
 
 static kiln_status copy_src(const kiln_kernel_src *t, kiln_kernel_src *o, int64_t items, kiln_err *err) {
@@ -238,8 +244,8 @@ static kiln_status copy_src(const kiln_kernel_src *t, kiln_kernel_src *o, int64_
 }
 
 kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_dyn, const kiln_sym_origin *dyn,
-                                    kiln_kernel_src *srcs, int64_t *symvals, int *how, char *why, size_t why_cap,
-                                    kiln_err *err) {
+                                    kiln_kernel_src *srcs, int64_t *symvals, kiln_cpu_arena **arena, int *how, char *why,
+                                    size_t why_cap, kiln_err *err) {
   int made = 0;
   *how = 0;
   fam *m = find_family(b, s->g, n_dyn, dyn, &made);
@@ -270,6 +276,7 @@ kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_d
     }
   }
   memcpy(symvals, v, sizeof v);
+  *arena = &m->arena;
   *how = made ? 1 : 2;
   return KILN_OK;
 }

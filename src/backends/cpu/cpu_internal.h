@@ -40,6 +40,15 @@ typedef struct kent {
 /* The families of graphs compiled once for every size (cpu_family.c). */
 typedef struct kiln_cpu_families kiln_cpu_families;
 
+/* Intermediate buffers shared by the executables of one family, which run
+ * one at a time in them (mu held through an execute); grown to the largest
+ * scratch size asked. */
+typedef struct kiln_cpu_arena {
+  pthread_mutex_t mu;
+  void *p;
+  size_t cap;
+} kiln_cpu_arena;
+
 typedef struct cpu_backend {
   kiln_backend base;
   kiln_pool *pool;
@@ -120,6 +129,7 @@ struct kiln_executable {
   int has_fault;
   kiln_exec_info info;
   int64_t symvals[KILN_SYM_MAX]; /* a family's graph: its symbol values (its kernels' argument 0) */
+  kiln_cpu_arena *shared;        /* a family's graph: the family's arena (borrowed), instead of arena */
 };
 
 /* Execution (cpu_execute.c): buffers, the backend's execute and its queries. */

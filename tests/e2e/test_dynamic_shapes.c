@@ -282,10 +282,10 @@ KT_TEST(dumps_and_explain_show_the_family) {
   KT_CHECK(mkdtemp(dir) != NULL);
   setenv("KILN_SAVE_GRAPHS", dir, 1);
   start(KILN_SWITCH_ON);
-  float x[64];
-  for (int i = 0; i < 64; i++) x[i] = (float)i;
+  float x[80];
+  for (int i = 0; i < 80; i++) x[i] = (float)i;
   for (int s = 0; s < 4; s++) {
-    const int64_t xs[2] = {8 + 4 * s, 4};
+    const int64_t xs[2] = {8 + 4 * s, 4}; /* at most 20 x 4 */
     kiln_tensor y = kiln_keep(kiln_sum(kiln_exp(kiln_mul_c(kiln_from_host(x, KILN_F32, 2, xs), 0.01)), 0, NULL, false));
     kiln_mark_step();
     KT_CHECK(kiln_item_f64(y) > 0);

@@ -32,6 +32,7 @@ typedef struct train_opts {
   const char *model, *data, *logdir, *checkpoint, *optim;
   kiln_dtype amp; /* KILN_F32: off; KILN_BF16/KILN_F16: forward and loss in an autocast region */
   int epochs, batch, eval_every, quiet;
+  int rows_min; /* --rows MIN: each training batch keeps its first T image rows, T drawn from [MIN, 28] (0: all) */
   int64_t max_steps;
   double lr, weight_decay;
   uint64_t seed;
@@ -49,11 +50,13 @@ static void usage(FILE *f) {
           "usage: kiln train [--model mlp|cnn|transformer] [--epochs N] [--batch B] [--lr LR]\n"
           "                  [--optim adamw|sgd] [--weight-decay WD] [--seed S] [--max-steps N]\n"
           "                  [--eval-every STEPS] [--data DIR] [--logdir DIR] [--checkpoint PATH]\n"
-          "                  [--amp off|bf16|f16] [--quiet]\n"
+          "                  [--amp off|bf16|f16] [--rows MIN] [--quiet]\n"
           "Trains on Fashion-MNIST (Debian package dataset-fashion-mnist, or --data DIR with the IDX files).\n"
           "Defaults: mlp 8 epochs, cnn 3 epochs, transformer 6 epochs; batch 128; AdamW lr 1e-3 with warm-up\n"
           "and cosine decay; checkpoint kiln-<model>.safetensors. --amp bf16: mixed precision (f32 parameters,\n"
-          "matmul inputs and activations in bf16; see docs/training.md).\n");
+          "matmul inputs and activations in bf16; see docs/training.md). --rows MIN (transformer): each training\n"
+          "batch keeps its first T image rows, T from MIN to 28, a sequence of its own length (dynamic shapes:\n"
+          "docs/dynamic-shapes.md).\n");
 }
 
 /* One option's value into o; 0, or 2 (a usage error, already printed). */
@@ -79,6 +82,9 @@ static int parse_value(train_opts *o, const char *a, const char *v) {
   } else if (!strcmp(a, "--max-steps")) {
     if (kiln_cli_parse_int("train", a, v, 1, LLONG_MAX, &n)) return 2;
     o->max_steps = n;
+  } else if (!strcmp(a, "--rows")) {
+    if (kiln_cli_parse_int("train", a, v, 1, 28, &n)) return 2;
+    o->rows_min = (int)n;
   } else if (!strcmp(a, "--batch")) {
     if (kiln_cli_parse_int("train", a, v, 1, 65536, &n)) return 2;
     o->batch = (int)n;
@@ -129,6 +135,11 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
     return 2;
   }
   if (!o->epochs) o->epochs = kind == KILN_MODEL_CNN ? 3 : kind == KILN_MODEL_TRANSFORMER ? 6 : 8;
+  if (o->rows_min && kind != KILN_MODEL_TRANSFORMER) {
+    fprintf(stderr, "kiln train: --rows: only the transformer reads images as sequences of rows, not --model %s\n",
+            o->model);
+    return 2;
+  }
   return 0;
 }
 
@@ -280,11 +291,36 @@ static void train_teardown(train_ctx *c) {
   kiln_shutdown();
 }
 
+/* --rows: the batch's images cut to their first T rows, T drawn from
+ * [rows_min, 28] by the step: a sequence length of its own every step. The
+ * rows are cut on the host (the batch is already computed: a copy, no graph
+ * cut), so the length is a size of the step's input, which dynamic shapes
+ * make a plan, not a compile. */
+static kiln_tensor cut_rows(const train_opts *o, kiln_tensor x, int64_t step) {
+  int64_t sh[3];
+  if (!o->rows_min || kiln_shape(x, sh) != 3) return x;
+  uint64_t h = ((uint64_t)step + 1) * 0x9E3779B97F4A7C15ULL ^ o->seed;
+  int64_t T = o->rows_min + (int64_t)((h >> 33) % (uint64_t)(29 - o->rows_min));
+  if (T >= sh[1]) return x;
+  size_t n = (size_t)(sh[0] * sh[1] * sh[2]);
+  float *full = malloc(n * sizeof *full), *cut = malloc((size_t)(sh[0] * T * sh[2]) * sizeof *cut);
+  kiln_tensor r = x;
+  if (full && cut && kiln_to_host(x, full, n * sizeof *full) == KILN_OK) {
+    for (int64_t i = 0; i < sh[0]; i++) memcpy(cut + i * T * sh[2], full + i * sh[1] * sh[2], sizeof *cut * (size_t)(T * sh[2]));
+    const int64_t cs[3] = {sh[0], T, sh[2]};
+    r = kiln_from_host(cut, KILN_F32, 3, cs);
+  }
+  free(full);
+  free(cut);
+  return r;
+}
+
 /* One step: forward (in the autocast region when --amp), backward, update. */
 static int train_step(const train_opts *o, train_ctx *c, const kiln_batch *b, int64_t step, double lr) {
   kiln_optim_set_lr(c->opt, lr);
   if (o->amp != KILN_F32) kiln_autocast_begin(o->amp); /* forward and loss; backward follows the graph */
-  kiln_tensor loss = batch_loss(kiln_model_forward(c->m, b->x, 1, o->seed * 1000003u + (uint64_t)step), b);
+  kiln_tensor x = cut_rows(o, b->x, step);
+  kiln_tensor loss = batch_loss(kiln_model_forward(c->m, x, 1, o->seed * 1000003u + (uint64_t)step), b);
   if (o->amp != KILN_F32) kiln_autocast_end();
   /* the logged loss: the global batch's, as one process would log it */
   kiln_assign(c->loss_kept, o->world > 1 ? kiln_all_reduce(loss, KILN_REDUCE_MEAN) : loss);

@@ -161,7 +161,14 @@ kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, bool training, u
       return kiln_linear_forward_at(m->fc2, h, loc);
     }
     case KILN_MODEL_TRANSFORMER: {
-      kiln_tensor h = kiln_add_at(kiln_linear_forward_at(m->embed, x, loc), m->pos, loc);
+      /* images of fewer rows (a sequence of its own length): the first T
+       * rows of the position table, gathered by an index whose size follows
+       * the input's (dynamic shapes: docs/dynamic-shapes.md) */
+      int64_t xs[3];
+      kiln_tensor pos = m->pos;
+      if (kiln_shape(x, xs) == 3 && xs[1] < 28 && xs[1] > 0)
+        pos = kiln_index_select_at(m->pos, 0, kiln_arange_at(KILN_I64, 0, (double)xs[1], 1, loc), loc);
+      kiln_tensor h = kiln_add_at(kiln_linear_forward_at(m->embed, x, loc), pos, loc);
       for (int i = 0; i < TF_LAYERS; i++) {
         kiln_attn_opts o = {.causal = false, .key_padding_mask = {0, 0}, .training = training, .seed = seed + (uint64_t)i};
         h = kiln_encoder_layer_forward_at(m->layers[i], h, &o, loc);

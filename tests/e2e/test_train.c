@@ -221,6 +221,29 @@ static int run_train(const char *args, char *out, size_t cap) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* --rows: a sequence length of its own each step (dynamic shapes): the
+ * training step compiles once for any length and the later lengths are
+ * planned; the run learns; --rows is refused for a model without rows. */
+KT_TEST(cli_variable_rows_compile_once) {
+  static char out[1 << 16];
+  setenv("KILN_DEBUG", "1", 1);
+  int st = run_train("--model transformer --rows 12 --max-steps 40 --eval-every 40 --batch 64 --quiet "
+                     "--checkpoint /tmp/kiln-test-rows.safetensors",
+                     out, sizeof out);
+  unsetenv("KILN_DEBUG");
+  KT_EQ_INT(st, 0);
+  KT_STR_CONTAINS(out, "varies: compiled once for any size");
+  KT_STR_CONTAINS(out, "planned from its dynamic family");
+  const char *acc = strstr(out, "final test accuracy ");
+  double a = acc ? strtod(acc + 20, NULL) : 0;
+  KT_CHECK_MSG(a > 30.0, "accuracy %.2f%% after 40 steps of cut images", a); /* 10 classes: chance is 10% */
+  remove("/tmp/kiln-test-rows.safetensors");
+  KT_EQ_INT(run_train("--model mlp --rows 12", out, sizeof out), 2);
+  KT_STR_CONTAINS(out, "--rows: only the transformer");
+  KT_EQ_INT(run_train("--model transformer --rows 40", out, sizeof out), 2);
+  KT_STR_CONTAINS(out, "--rows");
+}
+
 KT_TEST(cli_bad_values_name_their_flag) {
   static const struct {
     const char *args, *want;
@@ -293,5 +316,5 @@ KT_TEST(cli_outputs_are_checked_before_training) {
   rmdir(dir);
 }
 
-KT_MAIN(KT_CASE(cli_bad_values_name_their_flag), KT_CASE(cli_outputs_are_checked_before_training),
+KT_MAIN(KT_CASE(cli_variable_rows_compile_once), KT_CASE(cli_bad_values_name_their_flag), KT_CASE(cli_outputs_are_checked_before_training),
         KT_CASE(mlp_trains_and_checkpoints), KT_CASE(transformer_trains_in_bf16_autocast))

@@ -67,6 +67,10 @@ void kiln_kernel_src_clear(kiln_kernel_src *k);
  * caller compiles the concrete graph instead): a family kernel is only made
  * when both instances say the same thing about every size. */
 kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err);
+/* How far a size may be from a product of symbols for kiln_codegen_family
+ * to read it back (the instances' primes must be above every constant size
+ * plus twice this). */
+#define KILN_CG_SYM_ADD_MARGIN 128
 /* A product of symbols with exponents: coeff * prod s_k^exp[k]. */
 typedef struct kiln_sym_mono {
   int64_t coeff;

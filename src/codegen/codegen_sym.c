@@ -23,6 +23,12 @@
 #include "base/text.h"
 #include "codegen/codegen.h"
 
+/* The largest offset a size may have from its product of symbols (a pad, a
+ * slice dropping elements, `size - 1` bounds): the primes of the instances
+ * are above every constant size plus twice this (cpu_family.c), so a
+ * literal within it of a multiple of a prime can only be such a size. */
+#define KILN_CG_SYM_MAX_ADD 64
+
 typedef struct mono {
   int64_t c, d;           /* c * prod s_k^e[k] + d */
   uint8_t e[KILN_SYM_MAX]; /* exponents */
@@ -123,7 +129,7 @@ static int differing_number(dec *c, const char *a, size_t na, const char *b, siz
   int ua, ub;
   mono m;
   if (int_token(a, na, &va, &ua) && int_token(b, nb, &vb, &ub) && ua == ub) {
-    if (!read_back(va, vb, c->n, c->pa, c->pb, 4, &m)) {
+    if (!read_back(va, vb, c->n, c->pa, c->pb, KILN_CG_SYM_MAX_ADD, &m)) {
       why(c, "the literal %.*s (%.*s) is no expression of the sizes", (int)na, a, (int)nb, b);
       return 0;
     }
@@ -150,7 +156,7 @@ static int differing_number(dec *c, const char *a, size_t na, const char *b, siz
     if (!(ra < 9.2e18) || !(rb < 9.2e18)) return 0;
     int64_t ia = (int64_t)(ra + 0.5), ib = (int64_t)(rb + 0.5);
     if (ia <= 0 || ib <= 0 || !kiln_recip_close(fa, k, ia, 1) || !kiln_recip_close(fb, k, ib, 1) ||
-        !read_back(ia, ib, c->n, c->pa, c->pb, 0, &m))
+        !read_back(ia, ib, c->n, c->pa, c->pb, KILN_CG_SYM_MAX_ADD, &m)) /* 1 / (4 (T - 1)) too */
       continue;
     kiln_text_printf(&c->o, "(%d.0 * (1.0 / (double)", k); /* a negative k: a negative literal */
     emit_mono(&c->o, &m, c->n);

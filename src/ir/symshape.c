@@ -39,7 +39,7 @@ static int sym_root(inf *c, int k, int64_t *m) {
  * size up to that factor (a padding mask [B, T] and the B*T tokens of a
  * flattened loss). */
 static void tie(inf *c, kiln_symdim a, kiln_symdim b) {
-  if (!a.mask || !b.mask || a.mask == b.mask) return;
+  if (!a.mask || !b.mask || a.mask == b.mask || a.add || b.add) return;
   if (__builtin_popcount(a.mask) != 1 || __builtin_popcount(b.mask) != 1) return;
   int64_t mx, my;
   int x = sym_root(c, __builtin_ctz(a.mask), &mx), y = sym_root(c, __builtin_ctz(b.mask), &my);
@@ -62,6 +62,7 @@ static int64_t eval(const kiln_symshape *s, kiln_symdim v) {
     if (v.mask >> k & 1) {
       if (__builtin_mul_overflow(x, s->value[k], &x)) return -1;
     }
+  if (__builtin_add_overflow(x, v.add, &x)) return -1;
   return x;
 }
 
@@ -71,13 +72,13 @@ static void set(inf *c, int32_t i, int d, kiln_symdim v) {
   if (is_known(c, i, d)) return;
   const kiln_gnode *n = &c->g->nodes[i];
   if (v.mask && eval(c->s, v) != n->shape[d]) return;
-  if (!v.mask) v.coeff = n->shape[d];
+  if (!v.mask) v.coeff = n->shape[d], v.add = 0;
   *dim_at(c, i, d) = v;
   c->known[(size_t)i * R + (size_t)d] = 1;
   c->changed = 1;
 }
 
-static void set_const(inf *c, int32_t i, int d) { set(c, i, d, (kiln_symdim){0, 0}); }
+static void set_const(inf *c, int32_t i, int d) { set(c, i, d, (kiln_symdim){0, 0, 0}); }
 
 /* Dimension dj of node j and di of node i are the same size: whichever is
  * decided decides the other (the first symbolic one wins for outputs). */
@@ -117,12 +118,12 @@ static void rule_same_shape(inf *c, int32_t i, int n_in, const int32_t *in) {
  * symbols to the output dimensions that can carry them. Groups are lists
  * of dimension numbers (ia of the input, ib of the output). */
 static void merge_group(inf *c, int32_t i, int32_t x, const int *ia, int na, int b0) {
-  kiln_symdim v = {0, 1};
+  kiln_symdim v = {0, 1, 0};
   for (int k = 0; k < na; k++) {
     if (!is_known(c, x, ia[k])) return;
     kiln_symdim u = *dim_at(c, x, ia[k]);
     int64_t f = u.mask ? u.coeff : c->g->nodes[x].shape[ia[k]];
-    if (u.mask & v.mask) return set_const(c, i, b0);
+    if ((u.mask & v.mask) || (u.mask && u.add)) return set_const(c, i, b0); /* a square, an offset: not a monomial */
     v.mask |= u.mask;
     if (__builtin_mul_overflow(v.coeff, f, &v.coeff)) return set_const(c, i, b0);
   }
@@ -139,14 +140,14 @@ static void split_group(inf *c, int32_t i, int32_t x, int a0, const int *ib, int
   kiln_symdim u = *dim_at(c, x, a0), pick[R];
   uint8_t left = u.mask;
   int64_t cleft = u.coeff;
-  int ok = u.mask != 0;
+  int ok = u.mask != 0 && !u.add;
   for (int q = nb - 1; ok && q >= 0; q--) {
     int b = ib[q];
     ok = 0;
     for (unsigned sub = left;; sub = (sub - 1) & left) {
-      int64_t p = eval(c->s, (kiln_symdim){(uint8_t)sub, 1});
+      int64_t p = eval(c->s, (kiln_symdim){(uint8_t)sub, 1, 0});
       if (p > 0 && n->shape[b] % p == 0 && n->shape[b] / p > 0 && cleft % (n->shape[b] / p) == 0) {
-        pick[q] = (kiln_symdim){(uint8_t)sub, n->shape[b] / p};
+        pick[q] = (kiln_symdim){(uint8_t)sub, n->shape[b] / p, 0};
         left &= (uint8_t)~sub;
         cleft /= n->shape[b] / p;
         ok = 1;
@@ -208,6 +209,40 @@ static int full_slice(const kiln_gnode *n, const kiln_gnode *x, int d) {
 
 static int pad_free(const kiln_gnode *n, int d) { return n->iattr[d] == 0 && n->iattr[n->rank + d] == 0; }
 
+/* A slice or pad along a symbolic size: the output is the input's size
+ * plus what it adds (a pad) or minus what it drops (a slice of step 1 that
+ * keeps the larger part, as x[:, :-1] or x[:, 1:]: a slice keeping the
+ * smaller part, x[:, :2], keeps a fixed number of elements, a constant). */
+static void offset_dim(inf *c, int32_t i, int d, int32_t x) {
+  const kiln_gnode *n = &c->g->nodes[i], *xn = &c->g->nodes[x];
+  if (!is_known(c, x, d) || !dim_at(c, x, d)->mask) return set_const(c, i, d);
+  kiln_symdim v = *dim_at(c, x, d);
+  int64_t delta = n->shape[d] - xn->shape[d];
+  if (n->op == KILN_OP_SLICE && (n->iattr[n->rank + d] != 1 || -delta >= n->shape[d])) return set_const(c, i, d);
+  if (__builtin_add_overflow(v.add, delta, &v.add)) return set_const(c, i, d);
+  set(c, i, d, v);
+}
+
+/* The concatenated axis: the sum of the parts, when the symbolic parts
+ * share their symbols (T + T = 2T, T + 3); a constant otherwise. */
+static void concat_axis(inf *c, int32_t i, int d, int n_in, const int32_t *in) {
+  kiln_symdim v = {0, 0, 0};
+  for (int k = 0; k < n_in; k++) {
+    if (!is_known(c, in[k], d)) return;
+    kiln_symdim u = *dim_at(c, in[k], d);
+    if (!u.mask) {
+      v.add += c->g->nodes[in[k]].shape[d];
+      continue;
+    }
+    if (v.mask && v.mask != u.mask) return set_const(c, i, d);
+    v.mask = u.mask;
+    v.coeff += u.coeff;
+    v.add += u.add;
+  }
+  if (!v.mask) return set_const(c, i, d);
+  set(c, i, d, v);
+}
+
 static void rule_index_select(inf *c, int32_t i, const int32_t *in) {
   const kiln_gnode *n = &c->g->nodes[i], *x = &c->g->nodes[in[0]], *ix = &c->g->nodes[in[1]];
   int axis = (int)n->iattr[0];
@@ -235,8 +270,10 @@ static void rule_collective(inf *c, int32_t i, int32_t x) {
       if (!is_known(c, x, d)) continue;
       kiln_symdim v = *dim_at(c, x, d);
       int64_t w = n->iattr[1];
-      if (v.mask && !__builtin_mul_overflow(v.coeff, w, &v.coeff)) set(c, i, d, v);
-      else set_const(c, i, d);
+      if (v.mask && !__builtin_mul_overflow(v.coeff, w, &v.coeff) && !__builtin_mul_overflow(v.add, w, &v.add))
+        set(c, i, d, v);
+      else
+        set_const(c, i, d);
     } else {
       same(c, i, d, x, d);
     }
@@ -256,13 +293,13 @@ static void rule_move(inf *c, int32_t i, const int32_t *in) {
       for (int d = 0; d < n->rank; d++) {
         int keep = n->op == KILN_OP_SLICE ? full_slice(n, x, d) : pad_free(n, d);
         if (keep) same(c, i, d, in[0], d);
-        else set_const(c, i, d); /* the input keeps its own (a part of a varying size is a constant) */
+        else offset_dim(c, i, d, in[0]);
       }
       break;
     case KILN_OP_CONCAT:
       for (int d = 0; d < n->rank; d++) {
         if (d == n->iattr[0]) {
-          set_const(c, i, d);
+          concat_axis(c, i, d, n->n_in, in);
         } else {
           for (int k = 0; k < n->n_in; k++) same(c, i, d, in[k], d);
         }
@@ -340,14 +377,14 @@ static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, const int
         s = sym_of_group[group[k]] = c->s->n_syms++;
         c->s->origin[s] = o;
         c->s->value[s] = x->shape[o.axis];
-        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1});
+        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1, 0});
       } else {
         if (s < 0 || x->shape[o.axis] != mult[k] * c->s->value[s]) continue; /* no symbol to follow: a constant */
         if (c->s->origin[s].input == o.input && c->s->origin[s].axis == o.axis) continue; /* the symbol's own */
         c->s->alias_sym[c->s->n_alias] = s;
         c->s->alias_coeff[c->s->n_alias] = mult[k];
         c->s->alias[c->s->n_alias++] = o;
-        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), mult[k]});
+        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), mult[k], 0});
       }
     }
   for (int32_t k = 0; k < g->n_inputs; k++) /* the other input sizes are constants */
@@ -359,13 +396,26 @@ static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, const int
  * monomial; 0 when it is a constant or not a monomial (a symbol twice). */
 static int size_product(const kiln_graph *g, const kiln_symshape *s, int32_t i, uint64_t dims, kiln_symdim *out) {
   const kiln_gnode *n = &g->nodes[i];
-  kiln_symdim v = {0, 1};
+  /* a product of monomials times at most one offset size (4 x (T - 1)):
+   * sym * k + add * k with k the product of the rest */
+  kiln_symdim v = {0, 1, 0}, off = {0, 0, 0};
   for (int d = 0; d < n->rank; d++) {
     if (!(dims >> d & 1)) continue;
     const kiln_symdim *u = kiln_symshape_dim(s, i, d);
+    if (u->mask && u->add) {
+      if (off.mask) return 0;
+      off = *u;
+      continue;
+    }
     int64_t f = u->mask ? u->coeff : n->shape[d];
-    if (u->mask & v.mask || __builtin_mul_overflow(v.coeff, f, &v.coeff)) return 0;
+    if ((u->mask & v.mask) || __builtin_mul_overflow(v.coeff, f, &v.coeff)) return 0;
     v.mask |= u->mask;
+  }
+  if (off.mask) { /* the offset size times constants only (a symbol times a sum is no longer one) */
+    if (v.mask || __builtin_mul_overflow(off.coeff, v.coeff, &off.coeff) ||
+        __builtin_mul_overflow(off.add, v.coeff, &off.add))
+      return 0;
+    v = off;
   }
   *out = v;
   return v.mask != 0;
@@ -373,7 +423,7 @@ static int size_product(const kiln_graph *g, const kiln_symshape *s, int32_t i, 
 
 static void add_cand(kiln_symdim *cand, int *nc, kiln_symdim v) {
   for (int k = 0; k < *nc; k++)
-    if (cand[k].mask == v.mask && cand[k].coeff == v.coeff) return;
+    if (cand[k].mask == v.mask && cand[k].coeff == v.coeff && cand[k].add == v.add) return;
   if (*nc < 64) cand[(*nc)++] = v;
 }
 
@@ -519,14 +569,15 @@ static uint64_t node_hash(const kiln_graph *g, const kiln_symshape *s, int32_t i
   uint64_t h = kiln_hash_combine(n->op, ((uint64_t)n->dtype << 8) | n->rank);
   for (int d = 0; d < n->rank; d++) {
     const kiln_symdim *v = kiln_symshape_dim(s, i, d);
-    h = kiln_hash_combine(h, v->mask ? ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL
+    h = kiln_hash_combine(h, v->mask ? ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL ^
+                                           ((uint64_t)v->add * 0x9E3779B97F4A7C15ULL)
                                      : (uint64_t)n->shape[d]);
   }
   h = kiln_hash_combine(h, (uint64_t)n->n_iattr);
   for (int k = 0; k < n->n_iattr; k++) h = kiln_hash_combine(h, (uint64_t)n->iattr[k]);
   const kiln_symdim *rc = &s->recip[i];
   if (rc->mask) {
-    h = kiln_hash_combine(h, ((uint64_t)rc->mask << 56) ^ (uint64_t)rc->coeff ^ 0x7265636970ULL);
+    h = kiln_hash_combine(h, ((uint64_t)rc->mask << 56) ^ (uint64_t)rc->coeff ^ 0x7265636970ULL ^ (uint64_t)rc->add);
     h = kiln_hash_combine(h, (uint64_t)(int64_t)s->recip_num[i]);
   } else if (n->op != KILN_OP_SCALAR) {
     uint64_t fb;
@@ -563,6 +614,7 @@ static int64_t eval_at(const kiln_symshape *s, const int64_t *v, const kiln_symd
   int64_t x = m->coeff;
   for (int k = 0; k < s->n_syms; k++)
     if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return -1;
+  if (__builtin_add_overflow(x, m->add, &x) || x < 0) return -1;
   return x;
 }
 
@@ -669,5 +721,9 @@ int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const 
       w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%ss%d", n ? "*" : "", k);
       n += (size_t)(w > 0 ? w : 0);
     }
+  if (v->add) {
+    w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%+lld", (long long)v->add);
+    n += (size_t)(w > 0 ? w : 0);
+  }
   return (int)n;
 }

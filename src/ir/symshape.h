@@ -5,15 +5,18 @@
  * A graph stays concrete (every kiln_gnode holds the sizes it was traced
  * with); a kiln_symshape beside it says, per node and dimension, whether the
  * size is a product of symbols times a constant: size = coeff * s_a * s_b ...
- * (a monomial, the symbols a bit mask), where symbol k is dimension `axis`
- * of graph input `input`. Everything else is a constant.
+ * (a monomial, the symbols a bit mask), plus a constant where a slice,
+ * pad or concat adds or drops a fixed number of elements (T - 1, T + 2),
+ * where symbol k is dimension `axis` of graph input `input`. Everything
+ * else is a constant.
  *
  * Inference (kiln_symshape_infer) propagates the input symbols through every
  * op's shape rule, forwards and backwards (a constant, iota or broadcast
  * dimension that meets a symbolic one elementwise takes its symbol), to a
- * fixed point. Sizes a rule cannot express (a partial slice, a padded or
- * concatenated axis, a reshape that splits a symbolic size ambiguously)
- * stay constants: inference only decides how generic the graph is.
+ * fixed point. Sizes a rule cannot express (a slice keeping a fixed part,
+ * a concat of two different symbols, a reshape of an offset size or one that
+ * splits a symbolic size ambiguously) stay constants: inference only
+ * decides how generic the graph is.
  *
  * Correctness does not rest on inference being clever: a concrete graph is
  * an instance of a symbolic one (kiln_symshape_bind) only when every node
@@ -37,10 +40,12 @@
 #define KILN_SYM_MAX 8
 
 /* One dimension of one node: mask == 0 a constant (the node's own size);
- * else coeff * the product of the symbols in mask. */
+ * else coeff * the product of the symbols in mask + add (add: a slice that
+ * drops a fixed number of elements, a pad, a concat with a fixed part). */
 typedef struct kiln_symdim {
   uint8_t mask;
   int64_t coeff;
+  int64_t add;
 } kiln_symdim;
 
 /* Where a symbol comes from: dimension axis of graph input `input`. */

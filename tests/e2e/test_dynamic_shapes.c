@@ -275,6 +275,45 @@ KT_TEST(an_encoder_layer_trains_the_same_with_a_varying_length) {
     }
 }
 
+/* A next-token objective: inputs x[:, :-1], targets x[:, 1:] (sizes T - 1)
+ * and a causal pad of one step (T + 1, cut back to T): one compile for every
+ * length, the same loss as each length compiled for itself. */
+static double shifted_loss(int64_t T, int64_t *compiles) {
+  static float x[4 * 80];
+  for (int64_t i = 0; i < 4 * T; i++) x[i] = hval(T, i, 9);
+  int64_t c0 = kiln_counter_value("UncachedCompile");
+  const int64_t xs[2] = {4, T}, lo[2] = {0, 1}, hi[2] = {0, 0};
+  kiln_tensor tx = kiln_from_host(x, KILN_F32, 2, xs);
+  kiln_tensor in = kiln_slice(tx, 1, 0, T - 1, 1), tgt = kiln_slice(tx, 1, 1, T, 1);
+  kiln_tensor prev = kiln_slice(kiln_pad(tx, lo, hi, 0.0), 1, 0, T, 1); /* x shifted right by one */
+  kiln_tensor d = kiln_sub(kiln_mul_c(in, 0.5), tgt);
+  kiln_tensor loss = kiln_keep(kiln_add(kiln_mean(kiln_mul(d, d), 0, NULL, false),
+                                        kiln_mean(kiln_mul(prev, tx), 0, NULL, false)));
+  kiln_mark_step();
+  double v = kiln_item_f64(loss);
+  kiln_release(loss);
+  *compiles += kiln_counter_value("UncachedCompile") - c0;
+  return v;
+}
+
+KT_TEST(a_shifted_sequence_is_one_family) {
+  static const int64_t lens[] = {17, 40, 9, 64, 33, 3};
+  double on[6], off[6];
+  int64_t c_on = 0, c_off = 0;
+  start(KILN_SWITCH_OFF);
+  for (int k = 0; k < 6; k++) off[k] = shifted_loss(lens[k], &c_off);
+  kiln_shutdown();
+  start(KILN_SWITCH_ON);
+  int64_t p0 = kiln_counter_value("DynamicPlan");
+  for (int k = 0; k < 6; k++) on[k] = shifted_loss(lens[k], &c_on);
+  int64_t planned = kiln_counter_value("DynamicPlan") - p0;
+  kiln_shutdown();
+  KT_EQ_INT(c_off, 6);
+  KT_EQ_INT(c_on, 2);
+  KT_EQ_INT(planned, 4);
+  for (int k = 0; k < 6; k++) KT_NEAR(on[k], off[k], 1e-6 + 1e-5 * fabs(off[k]));
+}
+
 /* What a user sees: the text dump of the compile made for any size names
  * its symbol and symbolic sizes; kiln_explain marks the planned sizes. */
 KT_TEST(dumps_and_explain_show_the_family) {
@@ -313,4 +352,4 @@ KT_TEST(dumps_and_explain_show_the_family) {
 KT_MAIN(KT_CASE(a_batch_size_that_changes_compiles_twice), KT_CASE(marked_dimensions_compile_once),
         KT_CASE(sizes_zero_and_one_are_their_own_graphs), KT_CASE(rank_or_dtype_changes_compile_per_variant),
         KT_CASE(gradients_of_one_family_at_two_sizes), KT_CASE(an_encoder_layer_trains_the_same_with_a_varying_length),
-        KT_CASE(dumps_and_explain_show_the_family))
+        KT_CASE(a_shifted_sequence_is_one_family), KT_CASE(dumps_and_explain_show_the_family))

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int32_t i = 0; i < a->n_nodes; i++)
       for (int d = 0; d < a->nodes[i].rank; d++) {
         const kiln_symdim *m = kiln_symshape_dim(&sa, i, d);
-        int64_t want = m->mask ? m->coeff * t2 : a->nodes[i].shape[d];
+        int64_t want = m->mask ? m->coeff * t2 + m->add : a->nodes[i].shape[d];
         if (b->nodes[i].shape[d] != want) abort();
       }
   }

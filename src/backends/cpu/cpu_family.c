@@ -109,7 +109,7 @@ static void pick_primes(const kiln_graph *g, int n, int64_t *pa, int64_t *pb) {
   for (int32_t i = 0; i < g->n_nodes; i++)
     for (int d = 0; d < g->nodes[i].rank; d++)
       if (g->nodes[i].shape[d] > big) big = g->nodes[i].shape[d];
-  int64_t p = big + 1;
+  int64_t p = big + KILN_CG_SYM_ADD_MARGIN + 1; /* a size's offset is read back below the margin */
   for (int k = 0; k < 2 * n; k++) {
     while (!is_prime(p)) p++;
     (k < n ? pa : pb)[k % n] = p++;

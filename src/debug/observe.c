@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/config.h"
 #include "base/text.h"
 #include "ir/symshape.h"
 #include "debug/analysis.h"
@@ -36,7 +37,8 @@ static kiln_site_kind site_kind_of(kiln_cut_reason why) {
  * lines of its text dump (malloc'd; NULL when it has none): what each
  * symbol is, what the compile did, and every node's symbolic sizes. */
 static char *kiln_dynamic_note(const kiln_cache_entry *e) {
-  if (!e || !e->n_dyn) return NULL;
+  const char *dir = kiln_cfg()->save_graphs; /* only for a dump: a new size's plan must stay cheap */
+  if (!e || !e->n_dyn || !dir || !*dir) return NULL;
   kiln_symshape s;
   kiln_err err;
   if (kiln_symshape_infer(e->graph, e->n_dyn, e->dyn, &s, &err) != KILN_OK) return NULL;

@@ -364,16 +364,26 @@ static kiln_tensor matmul_transposed(kiln_frontend *fe, kiln_node *na, kiln_node
   return kiln_fe_tensor(fe, t ? permute_node(fe, t, perm, loc) : NULL, loc);
 }
 
+/* The operands' shapes as the user gave them, written out for a message
+ * only when there is one (a matmul that succeeds formats nothing). */
+typedef struct mm_shapes {
+  int ra, rb;
+  int64_t a[KILN_MAX_RANK], b[KILN_MAX_RANK];
+  char sa[128], sb[128];
+} mm_shapes;
+
+static const char *mm_sa(mm_shapes *m) { return kiln_fe_shape_str(m->ra, m->a, m->sa, sizeof m->sa); }
+static const char *mm_sb(mm_shapes *m) { return kiln_fe_shape_str(m->rb, m->b, m->sb, sizeof m->sb); }
+
 /* The general case: batch dims broadcast against each other; the dims
- * added for 1-D operands (a1, b1) dropped from the result. sa, sb: the
- * operands' shapes as the user gave them, for messages. */
+ * added for 1-D operands (a1, b1) dropped from the result. */
 static kiln_tensor matmul_broadcast(kiln_frontend *fe, kiln_node *na, kiln_node *nb, kiln_dtype dt, int a1, int b1,
-                                    const char *sa, const char *sb, kiln_loc loc) {
+                                    mm_shapes *ms, kiln_loc loc) {
   int64_t M = na->shape[na->rank - 2], K = na->shape[na->rank - 1], N = nb->shape[nb->rank - 1];
   int br, bad;
   int64_t bs[KILN_MAX_RANK];
   if (kiln_api_broadcast_shape(na->rank - 2, na->shape, nb->rank - 2, nb->shape, &br, bs, &bad))
-    return kiln_api_fail(fe, loc, "matmul: batch dimensions of %s and %s cannot be broadcast", sa, sb);
+    return kiln_api_fail(fe, loc, "matmul: batch dimensions of %s and %s cannot be broadcast", mm_sa(ms), mm_sb(ms));
   int64_t sa2[KILN_MAX_RANK], sb2[KILN_MAX_RANK], so[KILN_MAX_RANK];
   memcpy(sa2, bs, sizeof(int64_t) * br);
   memcpy(sb2, bs, sizeof(int64_t) * br);
@@ -390,7 +400,7 @@ static kiln_tensor matmul_broadcast(kiln_frontend *fe, kiln_node *na, kiln_node 
       return kiln_api_fail(fe, loc,
                            "matmul: the result shape %s (%s) has a negative size or more elements or bytes than int64 "
                            "holds (inputs %s, %s)",
-                           kiln_fe_shape_str(br + 2, so, sr, sizeof sr), kiln_dtype_name(dt), sa, sb);
+                           kiln_fe_shape_str(br + 2, so, sr, sizeof sr), kiln_dtype_name(dt), mm_sa(ms), mm_sb(ms));
     }
     r = zero_product(fe, na, nb, dt, br + 2, so, loc);
   } else {
@@ -416,15 +426,16 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   int r0 = kiln_api_input(fe, a, "matmul", loc, NULL, &na);
   int r1 = kiln_api_input(fe, b, "matmul", loc, NULL, &nb);
   if (r0 || r1) return kiln_fe_poison(fe, loc);
-  char sa[128], sb[128];
-  kiln_fe_shape_str(na->rank, na->shape, sa, sizeof sa);
-  kiln_fe_shape_str(nb->rank, nb->shape, sb, sizeof sb);
-  if (na->rank == 0 || nb->rank == 0) return kiln_api_fail(fe, loc, "matmul: scalar operand (shapes %s and %s)", sa, sb);
+  mm_shapes ms = {.ra = na->rank, .rb = nb->rank};
+  memcpy(ms.a, na->shape, sizeof ms.a[0] * na->rank);
+  memcpy(ms.b, nb->shape, sizeof ms.b[0] * nb->rank);
+  if (na->rank == 0 || nb->rank == 0)
+    return kiln_api_fail(fe, loc, "matmul: scalar operand (shapes %s and %s)", mm_sa(&ms), mm_sb(&ms));
   kiln_dtype dt = kiln_api_promote((kiln_dtype)na->dtype, (kiln_dtype)nb->dtype);
   /* integers accumulate in i32 (u8, i8, i32) or i64, as torch.matmul on
    * integer CPU tensors: the product of u8 operands is an i32 tensor */
   if (dt == KILN_BOOL)
-    return kiln_api_fail(fe, loc, "matmul: not defined for bool operands (shapes %s and %s)", sa, sb);
+    return kiln_api_fail(fe, loc, "matmul: not defined for bool operands (shapes %s and %s)", mm_sa(&ms), mm_sb(&ms));
   if (!kiln_dtype_is_float(dt) && dt != KILN_I64) dt = KILN_I32;
   kiln_dtype ac = kiln_api_autocast(fe); /* f32/bf16/f16 operands in the region's dtype */
   if (ac != KILN_F32 && kiln_dtype_is_float(dt) && dt != KILN_F64) dt = ac;
@@ -447,7 +458,7 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   int64_t M = na->shape[na->rank - 2], K = na->shape[na->rank - 1];
   int64_t K2 = nb->shape[nb->rank - 2], N = nb->shape[nb->rank - 1];
   if (K != K2) return kiln_api_fail(fe, loc, "matmul: inner dimensions differ (%lld vs %lld) for shapes %s and %s",
-                                    (long long)K, (long long)K2, sa, sb);
+                                    (long long)K, (long long)K2, mm_sa(&ms), mm_sb(&ms));
   if (na->rank > 2 && nb->rank == 2) return matmul_fold_batch(fe, na, nb, dt, b1, loc);
   /* [M, K] @ [..., K, N]: broadcasting a to the whole batch would compute
    * B·M·K values (a [512, 512] times a [512, 512, 1]: 512 MiB for 1 MiB
@@ -460,5 +471,5 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
     if (B * (double)M * (double)K > B * (double)N * ((double)K + (double)M))
       return matmul_transposed(fe, na, nb, dt, a1, loc);
   }
-  return matmul_broadcast(fe, na, nb, dt, a1, b1, sa, sb, loc);
+  return matmul_broadcast(fe, na, nb, dt, a1, b1, &ms, loc);
 }

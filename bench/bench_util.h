@@ -26,6 +26,18 @@ static inline double kb_now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Peak resident set (VmHWM) of this process in MiB; 0 if unknown. */
+static inline double kb_peak_rss_mb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+  fclose(f);
+  return kb / 1024.0;
+}
+
 static int kb_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);

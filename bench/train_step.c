@@ -69,18 +69,6 @@ static uint64_t rng_next(uint64_t *s) {
 }
 static float rng_unit(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) * 0x1.0p-53); }
 
-/* Peak resident set (VmHWM) of this process in MiB; 0 if unknown. */
-static double peak_rss_mb(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  double kb = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
-  fclose(f);
-  return kb / 1024.0;
-}
-
 typedef struct bench_model {
   const char *name;
   /* one of the three, the others NULL */
@@ -321,7 +309,7 @@ int main(void) {
   loss_last = kiln_item_f64(loss_keep);
   if (getenv("KILN_BENCH_TRAIN_REPORT")) fputs(kiln_metrics_report(), stderr);
   if (prof_on) prof_print(STEPS, "step", 40);
-  double rss = peak_rss_mb();
+  double rss = kb_peak_rss_mb();
 
   /* The result must be a training run: finite losses, and with labels the
    * loss of the fixed batch went down. */

@@ -146,18 +146,6 @@ static int setup_run(vl_run *v, const char *variant) {
   return 0;
 }
 
-/* Peak resident set (VmHWM) of this process in MiB; 0 if unknown. */
-static double peak_rss_mb(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  double kb = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
-  fclose(f);
-  return kb / 1024.0;
-}
-
 /* The child: train one variant over the lengths and report; then a second
  * pass over the same lengths (every graph already made: the kernels' speed
  * without compiles, plans or first use of a new size's memory). */
@@ -174,7 +162,7 @@ static int run_variant(const char *variant, const int *len, int steps) {
   r.compiles = (long)kiln_counter_value("UncachedCompile") - c0;
   r.plans = (long)kiln_counter_value("DynamicPlan") - p0;
   r.families = (long)kiln_counter_value("DynamicFamily") - f0;
-  double rss = peak_rss_mb(), loss = kiln_item_f64(v.loss_keep);
+  double rss = kb_peak_rss_mb(), loss = kiln_item_f64(v.loss_keep);
   train_pass(&v, len, steps, 1 + (uint64_t)steps, &again);
   long more = (long)kiln_counter_value("UncachedCompile") - c0 - r.compiles;
   more += (long)kiln_counter_value("DynamicPlan") - p0 - r.plans;

@@ -11,40 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profiler/intervals.h"
 #include "profiler/summary.h"
 
-typedef struct ival {
-  uint64_t b, e;
-} ival;
-
-static int cmp_ival(const void *x, const void *y) {
-  const ival *a = x, *b = y;
-  return a->b < b->b ? -1 : a->b > b->b ? 1 : (a->e < b->e ? -1 : a->e > b->e);
-}
-
-static size_t merge(ival *v, size_t n) {
-  if (!n) return 0;
-  qsort(v, n, sizeof *v, cmp_ival);
-  size_t m = 0;
-  for (size_t i = 1; i < n; i++) {
-    if (v[i].b <= v[m].e) {
-      if (v[i].e > v[m].e) v[m].e = v[i].e;
-    } else {
-      v[++m] = v[i];
-    }
-  }
-  return m + 1;
-}
-
-/* Time of merged v inside [a, b). */
-static double within(const ival *v, size_t n, uint64_t a, uint64_t b) {
-  double t = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t x = v[i].b > a ? v[i].b : a, y = v[i].e < b ? v[i].e : b;
-    if (y > x) t += (double)(y - x);
-  }
-  return t;
-}
+typedef kiln_ival ival;
 
 /* Time of merged u intersected with merged v, inside [a, b). */
 static double both(const ival *u, size_t nu, const ival *v, size_t nv, uint64_t a, uint64_t b) {
@@ -113,8 +83,10 @@ static int view_build(rank_view *v, const kiln_prof_capture *c, int64_t shift) {
       if (is_host_work(e->kind)) v->host[v->n_host++] = iv;
       if (e->kind < KILN_PROF_KIND_COUNT) v->kind[e->kind][v->n_kind[e->kind]++] = iv;
     }
-  v->n_kern = merge(v->kern, v->n_kern), v->n_coll = merge(v->coll, v->n_coll), v->n_host = merge(v->host, v->n_host);
-  for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) v->n_kind[k] = merge(v->kind[k], v->n_kind[k]);
+  v->n_kern = kiln_ival_merge(v->kern, v->n_kern);
+  v->n_coll = kiln_ival_merge(v->coll, v->n_coll);
+  v->n_host = kiln_ival_merge(v->host, v->n_host);
+  for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) v->n_kind[k] = kiln_ival_merge(v->kind[k], v->n_kind[k]);
   qsort(v->colls, v->n_colls, sizeof *v->colls, cmp_evp);
   qsort(v->steps, v->n_steps, sizeof *v->steps, cmp_evp);
   for (size_t i = 0; i < v->n_colls; i++) v->coll_step[i] = step_of(v, v->colls[i]->begin_ns);
@@ -133,7 +105,7 @@ static void breakdown(const rank_view *v, kiln_prof_rank_stats *r) {
     const kiln_prof_event *s = v->steps[i];
     if (s->begin_ns <= c->start_ns || s->end_ns >= c->end_ns) continue; /* cut by the capture */
     uint64_t a = s->begin_ns + (uint64_t)v->shift, b = s->end_ns + (uint64_t)v->shift;
-    double comp = within(v->kern, v->n_kern, a, b), comm = within(v->coll, v->n_coll, a, b);
+    double comp = kiln_ival_within(v->kern, v->n_kern, a, b), comm = kiln_ival_within(v->coll, v->n_coll, a, b);
     double ov = both(v->kern, v->n_kern, v->coll, v->n_coll, a, b);
     double idle = (double)(b - a) - (comp + comm - ov);
     r->n_steps++;
@@ -143,11 +115,11 @@ static void breakdown(const rank_view *v, kiln_prof_rank_stats *r) {
     double covered = 0;
     for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) {
       if (!is_host_work(k) || k == KILN_PROF_COLLECTIVE) continue;
-      double t = within(v->kind[k], v->n_kind[k], a, b) - both(v->kind[k], v->n_kind[k], v->kern, v->n_kern, a, b) -
+      double t = kiln_ival_within(v->kind[k], v->n_kind[k], a, b) - both(v->kind[k], v->n_kind[k], v->kern, v->n_kern, a, b) -
                  both(v->kind[k], v->n_kind[k], v->coll, v->n_coll, a, b);
       r->idle_kind_ns[k] += t > 0 ? t : 0;
     }
-    covered = within(v->host, v->n_host, a, b) - both(v->host, v->n_host, v->kern, v->n_kern, a, b) -
+    covered = kiln_ival_within(v->host, v->n_host, a, b) - both(v->host, v->n_host, v->kern, v->n_kern, a, b) -
               both(v->host, v->n_host, v->coll, v->n_coll, a, b);
     double u = (idle > 0 ? idle : 0) - (covered > 0 ? covered : 0);
     r->idle_user_ns += u > 0 ? u : 0;
@@ -172,9 +144,9 @@ static size_t step_colls(const rank_view *v, const kiln_prof_event *s, const kil
 static void describe_late(const rank_view *v, kiln_prof_coll_match *m) {
   uint64_t a = m->first_ns, b = m->last_ns;
   for (int k = 0; k < KILN_PROF_KIND_COUNT; k++)
-    if (is_host_work(k)) m->kind_ns[k] = within(v->kind[k], v->n_kind[k], a, b);
-  m->compute_ns = within(v->kern, v->n_kern, a, b);
-  double cov = m->compute_ns + within(v->host, v->n_host, a, b) - both(v->kern, v->n_kern, v->host, v->n_host, a, b);
+    if (is_host_work(k)) m->kind_ns[k] = kiln_ival_within(v->kind[k], v->n_kind[k], a, b);
+  m->compute_ns = kiln_ival_within(v->kern, v->n_kern, a, b);
+  double cov = m->compute_ns + kiln_ival_within(v->host, v->n_host, a, b) - both(v->kern, v->n_kern, v->host, v->n_host, a, b);
   m->user_ns = (double)(b - a) - cov > 0 ? (double)(b - a) - cov : 0;
   uint64_t mid = a + (b - a) / 2 - (uint64_t)v->shift;
   int depth = -1;

@@ -2,6 +2,7 @@
  * viewer (select the device's idle gap, look at what the host threads were
  * doing), done for every step of a capture. */
 #define _GNU_SOURCE
+#include "profiler/intervals.h"
 #include "profiler/summary.h"
 
 #include <dirent.h>
@@ -16,45 +17,7 @@
 #include "profiler/ceilings.h"
 #include "profiler/xspace_check.h"
 
-typedef struct ival {
-  uint64_t b, e;
-} ival;
-
-static int cmp_ival(const void *x, const void *y) {
-  const ival *a = x, *b = y;
-  return a->b < b->b ? -1 : a->b > b->b ? 1 : (a->e < b->e ? -1 : a->e > b->e);
-}
-
-/* Sort and merge in place; returns the merged count. */
-static size_t merge(ival *v, size_t n) {
-  if (!n) return 0;
-  qsort(v, n, sizeof *v, cmp_ival);
-  size_t m = 0;
-  for (size_t i = 1; i < n; i++) {
-    if (v[i].b <= v[m].e) {
-      if (v[i].e > v[m].e) v[m].e = v[i].e;
-    } else {
-      v[++m] = v[i];
-    }
-  }
-  return m + 1;
-}
-
-/* Time of the merged set v (sorted, disjoint) inside [a, b). */
-static double overlap(const ival *v, size_t n, uint64_t a, uint64_t b) {
-  size_t lo = 0, hi = n; /* first interval ending after a */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid].e <= a) lo = mid + 1;
-    else hi = mid;
-  }
-  double t = 0;
-  for (size_t i = lo; i < n && v[i].b < b; i++) {
-    uint64_t x = v[i].b > a ? v[i].b : a, y = v[i].e < b ? v[i].e : b;
-    if (y > x) t += (double)(y - x);
-  }
-  return t;
-}
+typedef kiln_ival ival;
 
 /* Memory events are instants (an allocation, a free): no work, no time. */
 static int is_host_work(int kind) {
@@ -216,8 +179,8 @@ static void describe_gap(kiln_prof_gap *g, const kiln_prof_capture *c, const ana
   g->begin_ns = gb;
   g->end_ns = ge;
   for (int k = 0; k < KILN_PROF_KIND_COUNT; k++)
-    if (s->nh[k]) g->kind_ns[k] = overlap(s->hv[k], s->nh[k], gb, ge);
-  g->user_ns = (double)(ge - gb) - overlap(s->any, s->na, gb, ge);
+    if (s->nh[k]) g->kind_ns[k] = kiln_ival_within(s->hv[k], s->nh[k], gb, ge);
+  g->user_ns = (double)(ge - gb) - kiln_ival_within(s->any, s->na, gb, ge);
   uint64_t mid = gb + (ge - gb) / 2;
   int best_depth = -1;
   for (int ti = 0; ti < c->n_threads; ti++)
@@ -235,7 +198,7 @@ static int analyze_step(kiln_prof_step_stats *st, const kiln_prof_analysis *out,
   const ival *kv = s->kv;
   size_t nkm = s->nkm;
   uint64_t a = st->begin_ns, b = st->end_ns;
-  st->busy_ns = overlap(kv, nkm, a, b);
+  st->busy_ns = kiln_ival_within(kv, nkm, a, b);
   double thr = out->gap_threshold_ms * 1e6, f = out->gap_threshold_fraction * (double)(b - a);
   if (f < thr) thr = f;
   /* the gaps: the complement of the busy set inside [a, b) */
@@ -350,9 +313,9 @@ kiln_status kiln_prof_analyze(const kiln_prof_capture *c, const kiln_profiler_su
     qsort(out->steps, ns, sizeof *out->steps, cmp_step);
     /* kernel instances, before kv is merged */
     oom = summarize_kernels(out, s.kr, s.nk);
-    s.nkm = merge(s.kv, s.nk);
-    for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) s.nh[k] = merge(s.hv[k], s.nh[k]);
-    s.na = merge(s.any, s.na);
+    s.nkm = kiln_ival_merge(s.kv, s.nk);
+    for (int k = 0; k < KILN_PROF_KIND_COUNT; k++) s.nh[k] = kiln_ival_merge(s.hv[k], s.nh[k]);
+    s.na = kiln_ival_merge(s.any, s.na);
   }
   for (size_t si = 0; si < ns && !oom; si++) {
     kiln_prof_step_stats *st = &out->steps[si];

@@ -461,7 +461,10 @@ static void find_recips(const kiln_graph *g, kiln_symshape *s) {
       continue;
     for (int k = 0; k < nc; k++) {
       int64_t cnt = eval(s, cand[k]);
-      double num = cnt > 0 ? recip_numerator(n->fattr, cnt, n->dtype == KILN_F32) : 0;
+      /* a count below 32 is not taken: a program's own 0.1 or 0.25 is 2/20 or
+       * 1/4 at some small size (a guess there costs a second family, made at
+       * the next size, where the count is large) */
+      double num = cnt >= 32 ? recip_numerator(n->fattr, cnt, n->dtype == KILN_F32) : 0;
       if (num != 0) {
         s->recip[i] = cand[k];
         s->recip_num[i] = num;

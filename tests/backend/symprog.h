@@ -45,9 +45,10 @@ static inline int symprog_binary(uint64_t k) { return symprog_pick(KILN_KIND_BIN
  * through every elementwise op of the table (unary ones bounded by a tanh,
  * binary ones with iota/constant partners, broadcast), permutes,
  * flatten/unflatten reshapes, matmuls with a weight, reductions over other
- * axes and over T (a softmax), a scan and an argsort along T, a select, f64
- * casts, a gather with computed indices, pads and partial slices with fixed
- * bounds, concats along a fixed axis. The
+ * axes and over T (a softmax, an argmax), products and running products, a
+ * scan and an argsort along T, a select, f64 casts, a gather, an
+ * index_select and a scatter_add with computed indices, pads and partial
+ * slices with fixed bounds, concats along a fixed axis. The
  * same seed builds the same program at any T. */
 static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
   gb b = gb_new();
@@ -56,7 +57,7 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
   int w = leaf(&b, KILN_F32, SH(6, 6));
   int nops = 4 + (int)(next(r) % 12);
   for (int k = 0; k < nops && b.g->n_nodes < 52; k++) {
-    switch (next(r) % 13) {
+    switch (next(r) % 18) {
       case 0: { /* a partner broadcast along axis 0 */
         int64_t ps[3] = {1, sh[1], sh[2]};
         int p = next(r) % 2 ? nd(&b, KILN_OP_IOTA, KILN_F32, 3, ps, IN0, AT(2), 0)
@@ -145,6 +146,42 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
         int pd = nd(&b, KILN_OP_PAD, KILN_F32, 3, ps, IN(cur), AT(0, 0, 1, 0, 0, 1), 0.0);
         int sq = nd(&b, KILN_OP_MUL, KILN_F32, 3, ps, IN(pd, pd), AT0, 0);
         cur = nd(&b, KILN_OP_SLICE, KILN_F32, 3, sh, IN(sq), AT(0, 0, 1, 1, 1, 1), 0);
+        break;
+      }
+      case 12: { /* an index_select of the last axis, reversed by computed indices */
+        int64_t is[1] = {sh[2]};
+        int io = nd(&b, KILN_OP_IOTA, KILN_I64, 1, is, IN0, AT(0), 0);
+        int ix = nd(&b, KILN_OP_SUB, KILN_I64, 1, is, IN(nd(&b, KILN_OP_CONST, KILN_I64, 1, is, IN0, AT0, (double)(sh[2] - 1)), io), AT0, 0);
+        cur = nd(&b, KILN_OP_INDEX_SELECT, KILN_F32, 3, sh, IN(cur, ix), AT(2), 0);
+        break;
+      }
+      case 13: { /* a scatter_add of tanh(x) back into x along the last axis (positions from an iota) */
+        int64_t is[3] = {1, 1, sh[2]};
+        int ix = nd(&b, KILN_OP_EXPAND, KILN_I64, 3, sh, IN(nd(&b, KILN_OP_IOTA, KILN_I64, 3, is, IN0, AT(2), 0)), AT0, 0);
+        int v = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        cur = nd(&b, KILN_OP_SCATTER_ADD, KILN_F32, 3, sh, IN(v, ix, v), AT(2), 0);
+        break;
+      }
+      case 14: { /* a product over the last axis of values near 1, broadcast back */
+        int t = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        int one = nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 1.0);
+        int nr = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(nd(&b, KILN_OP_MUL, KILN_F32, 3, sh, IN(t, nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 0.1)), AT0, 0), one), AT0, 0);
+        int64_t rs[3] = {sh[0], sh[1], 1};
+        int pr = nd(&b, KILN_OP_REDUCE_PROD, KILN_F32, 3, rs, IN(nr), AT(4), 0);
+        cur = nd(&b, KILN_OP_MUL, KILN_F32, 3, sh, IN(cur, nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(pr), AT0, 0)), AT0, 0);
+        break;
+      }
+      case 15: { /* the position of the maximum along T, as a float added back */
+        int64_t rs[3] = {sh[0], 1, sh[2]};
+        int am = nd(&b, KILN_OP_ARGMAX, KILN_I64, 3, rs, IN(cur), AT(1), 0);
+        int f = nd(&b, KILN_OP_CAST, KILN_F32, 3, rs, IN(am), AT0, 0);
+        cur = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(cur, nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(f), AT0, 0)), AT0, 0);
+        break;
+      }
+      case 16: { /* a running product along the last axis of values near 1 */
+        int t = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        int nr = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(nd(&b, KILN_OP_MUL, KILN_F32, 3, sh, IN(t, nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 0.1)), AT0, 0), nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 1.0)), AT0, 0);
+        cur = nd(&b, KILN_OP_CUMPROD, KILN_F32, 3, sh, IN(nr), AT(2), 0);
         break;
       }
       default: { /* a sum over T: the output is free of T */

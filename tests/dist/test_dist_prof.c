@@ -42,7 +42,11 @@ int main(int argc, char **argv) {
   fflush(stdout);
   int64_t shape[2] = {32, 32};
   double t_end = now_s() + 60;
-  for (int64_t step = 0; now_s() < t_end && access(stop, F_OK) != 0; step++) {
+  /* the ranks stop together: each sees the STOP file at its own time, and a
+   * rank that left the loop alone would leave the other waiting in an
+   * all-reduce (a hang until KILN_DIST_TIMEOUT); the decision is a
+   * collective of its own, after each step's */
+  for (int64_t step = 0;; step++) {
     kiln_step_trace("Training_Step", step);
     kiln_tensor a = kiln_rand_normal(KILN_F32, 2, shape, 1 + (uint64_t)step);
     kiln_tensor p = kiln_matmul(a, a);
@@ -53,6 +57,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "test_dist_prof: rank %d: %s\n", rank, kiln_last_error());
       return 1;
     }
+    float f = now_s() >= t_end || access(stop, F_OK) == 0;
+    kiln_tensor agreed = kiln_all_reduce(kiln_from_host(&f, KILN_F32, 0, NULL), KILN_REDUCE_MAX);
+    if (kiln_item_f64(agreed) > 0) break;
     if (kiln_mark_step() != KILN_OK) return 1;
   }
   kiln_step_trace_end();

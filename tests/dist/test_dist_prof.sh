@@ -18,7 +18,9 @@ cleanup() {
 }
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fwd=(-x KILN_CACHE_DIR)
+# a rank left waiting ends the job with kiln's report well before ctest's limit
+export KILN_DIST_TIMEOUT=60
+fwd=(-x KILN_CACHE_DIR -x KILN_DIST_TIMEOUT)
 if [ -n "${ASAN_OPTIONS:-}" ]; then # as tests/dist/run.sh: Open MPI's own leaks at MPI_Finalize
   export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
   fwd+=(-x ASAN_OPTIONS)

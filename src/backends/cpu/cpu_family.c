@@ -44,6 +44,10 @@ typedef struct fam {
   kiln_cpu_arena arena;
 } fam;
 
+/* Families kept per backend (made ones and failed ones, which answer later
+ * graphs of their structure at once); beyond, graphs compile as they are. */
+#define KILN_CPU_MAX_FAMILIES 256
+
 struct kiln_cpu_families {
   fam **v; /* each allocated once: executables point into them */
   size_t n, cap;
@@ -198,7 +202,11 @@ static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const ki
       return m;
     }
   }
+  size_t n_fams = f ? f->n : 0;
   pthread_mutex_unlock(&b->mu);
+  /* a bounded table: a program whose graphs keep changing otherwise than by
+   * sizes (a growing concat) would make a family, failed, per compile */
+  if (n_fams >= KILN_CPU_MAX_FAMILIES) return NULL;
   fam *m = calloc(1, sizeof *m);
   if (!m) return NULL;
   pthread_mutex_init(&m->arena.mu, NULL);
@@ -249,7 +257,10 @@ kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_d
   int made = 0;
   *how = 0;
   fam *m = find_family(b, s->g, n_dyn, dyn, &made);
-  if (!m) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "no family (out of memory)");
+  if (!m) {
+    snprintf(why, why_cap, "no family: out of memory, or %d families made already", KILN_CPU_MAX_FAMILIES);
+    return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
+  }
   if (m->failed) {
     kiln_text w = kiln_text_on(why, why_cap);
     kiln_text_printf(&w, "%s", m->why);

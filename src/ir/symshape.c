@@ -461,10 +461,12 @@ static void find_recips(const kiln_graph *g, kiln_symshape *s) {
       continue;
     for (int k = 0; k < nc; k++) {
       int64_t cnt = eval(s, cand[k]);
-      /* a count below 32 is not taken: a program's own 0.1 or 0.25 is 2/20 or
-       * 1/4 at some small size (a guess there costs a second family, made at
-       * the next size, where the count is large) */
-      double num = cnt >= 32 ? recip_numerator(n->fattr, cnt, n->dtype == KILN_F32) : 0;
+      /* small counts are not taken: a program's own 0.25 or 0.1 is 1/4 or
+       * 2/20 at some small size (a guess that costs a family per size after
+       * it). 1/n from n = 8 (a mean over 12 rows is common); 2/n, which a
+       * program's constants meet more often, from n = 32. */
+      double num = cnt >= 8 ? recip_numerator(n->fattr, cnt, n->dtype == KILN_F32) : 0;
+      if (fabs(num) == 2 && cnt < 32) num = 0;
       if (num != 0) {
         s->recip[i] = cand[k];
         s->recip_num[i] = num;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kt.h"
+#include "prof_fixture.h"
 #include "profiler/capture.h"
 #include "profiler/summary.h"
 #include "xplane.pb-c.h"
@@ -40,16 +41,8 @@ static void build(kiln_prof_capture *c, int rank, const char *host, double shift
   c->rank = rank, c->world = 2, c->realtime_offset_ns = rt_offset;
   c->start_ns = T0 - 10 * MS + (uint64_t)(shift_ms * MS);
   c->end_ns = T0 + 210 * MS + (uint64_t)(shift_ms * MS);
-  c->n_threads = 3;
-  c->threads = calloc(3, sizeof *c->threads);
+  prof_fixture_threads(c);
   kiln_prof_thread_events *h = &c->threads[0], *l0 = &c->threads[1], *l1 = &c->threads[2];
-  snprintf(h->name, sizeof h->name, "main thread");
-  h->tid = 1, h->lane = -1;
-  snprintf(l0->name, sizeof l0->name, "kiln executor");
-  l0->tid = 2, l0->lane = 0;
-  snprintf(l1->name, sizeof l1->name, "kiln worker 1");
-  l1->tid = 3, l1->lane = 1;
-  h->ev = calloc(16, sizeof *h->ev), l0->ev = calloc(16, sizeof *l0->ev), l1->ev = calloc(16, sizeof *l1->ev);
   h->ev[h->n++] = ev(KILN_PROF_STEP, "Training_Step", 0, 100, 1);
   h->ev[h->n++] = ev(KILN_PROF_STEP, "Training_Step", 100, 200, 2);
   l0->ev[l0->n++] = ev(KILN_PROF_KERNEL, "Forward/gemm 8x8x8", 0, 40, -1);

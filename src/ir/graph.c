@@ -57,7 +57,9 @@ kiln_graph *kiln_graph_clone(const kiln_graph *g) {
   return c;
 }
 
-/* The program-defining part of a node; SCALAR values and locations excluded. */
+/* The program-defining part of a node; SCALAR values and locations excluded.
+ * symshape.c's node_hash is this hash with symbolic dims and reciprocals:
+ * a field added here must be added there, or two programs share a family. */
 static uint64_t node_hash(const kiln_graph *g, const kiln_gnode *n) {
   uint64_t h = kiln_hash_combine(n->op, ((uint64_t)n->dtype << 8) | n->rank);
   for (int i = 0; i < n->rank; i++) h = kiln_hash_combine(h, (uint64_t)n->shape[i]);

@@ -569,6 +569,8 @@ int kiln_recip_close(double v, double k, int64_t cnt, int f32) {
 
 /* ───────────── the family: hash and binding ───────────── */
 
+/* graph.c's node_hash with a symbolic dim hashed as its monomial and a
+ * reciprocal of a dim as its symbol: every other field is hashed as there. */
 static uint64_t node_hash(const kiln_graph *g, const kiln_symshape *s, int32_t i) {
   const kiln_gnode *n = &g->nodes[i];
   uint64_t h = kiln_hash_combine(n->op, ((uint64_t)n->dtype << 8) | n->rank);

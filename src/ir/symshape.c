@@ -734,3 +734,22 @@ int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const 
   }
   return (int)n;
 }
+
+static int is_prime(int64_t v) {
+  if (v < 2) return 0;
+  for (int64_t d = 2; d * d <= v; d++)
+    if (v % d == 0) return 0;
+  return 1;
+}
+
+void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *pa, int64_t *pb) {
+  int64_t big = 64;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int d = 0; d < g->nodes[i].rank; d++)
+      if (g->nodes[i].shape[d] > big) big = g->nodes[i].shape[d];
+  int64_t p = big + margin + 1;
+  for (int k = 0; k < 2 * n; k++) {
+    while (!is_prime(p)) p++;
+    (k < n ? pa : pb)[k % n] = p++;
+  }
+}

@@ -114,6 +114,12 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
  * At g's own values it is g. */
 kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, const int64_t *values);
 
+/* 2n distinct primes, pa[0..n) then pb[0..n), all above every size of g
+ * plus margin: symbol values at which no size of a family coincides with
+ * another or with a constant (the generic instances families are checked
+ * and made at). */
+void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *pa, int64_t *pb);
+
 /* Dimension d of node i as text: "37", "s0", "8*s0", "s0*s1"; returns the
  * length written (snprintf's contract). */
 int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,

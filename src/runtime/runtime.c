@@ -157,6 +157,7 @@ void kiln_runtime_stop(void) {
   }
   free(rt->buckets);
   kiln_dyn_sites_free(rt->dyn);
+  kiln_pass_memos_free(rt->pmemo);
   kiln_bufcache_destroy(rt->bufs);
   rt->backend->vt->destroy(rt->backend);
   free(rt);

@@ -11,6 +11,7 @@
 #include "runtime/runtime.h"
 
 typedef struct kiln_dyn_sites kiln_dyn_sites;
+typedef struct kiln_pass_memos kiln_pass_memos;
 
 struct kiln_runtime {
   char backend_name[16];
@@ -38,6 +39,7 @@ struct kiln_runtime {
   uint64_t test_force_key;
   int dynamic_auto;    /* KILN_DYNAMIC=auto (the default): sizes that vary at a call site become symbols */
   kiln_dyn_sites *dyn; /* per call site: the last compiled graph's inputs, the dimensions that vary (dynamic.c) */
+  kiln_pass_memos *pmemo; /* families' graphs through the passes (dynamic_passes.c) */
 };
 
 /* The graph input dimensions of g (about to be compiled for rq) that vary:
@@ -46,6 +48,15 @@ struct kiln_runtime {
  * (<= KILN_SYM_MAX) in out. */
 int kiln_dynamic_origins(kiln_runtime *rt, const kiln_run_request *rq, const kiln_graph *g, kiln_sym_origin *out);
 void kiln_dyn_sites_free(kiln_dyn_sites *d);
+
+/* g (traced; its input dimensions dyn[0..n_dyn) vary, n_dyn may be 0)
+ * through the passes: for a new size of a family whose passes commute with
+ * its sizes, the family's result at g's sizes, without running them
+ * (dynamic_passes.c); otherwise kiln_passes_run, remembering g's family
+ * when n_dyn > 0. */
+kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
+                                kiln_graph **out, kiln_err *err);
+void kiln_pass_memos_free(kiln_pass_memos *p);
 
 /* Lookup / insert in the graph cache; a key match is verified with the
  * request's matches. */

@@ -30,7 +30,7 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
   } else {
     kiln_pass_stats ps = {0};
     uint64_t tp = kiln_prof_span_begin();
-    s = kiln_passes_run(g, &opt, &ps, err);
+    s = n_dyn > 0 ? kiln_dynamic_passes(rt, g, n_dyn, dyn, &opt, err) : kiln_passes_run(g, &opt, &ps, err);
     kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
   }
   if (s == KILN_OK) {

@@ -132,9 +132,11 @@ void kiln_sched_free(kiln_sched *s) {
   free(s);
 }
 
-kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *err) {
-  *out = NULL;
+/* A schedule of g with its per-node arrays, and its builder (tmp: the
+ * builder's per-node scratch, freed by the caller). */
+static kiln_status sched_alloc(const kiln_graph *g, kiln_err *err, kiln_sched **sp, bld *b, int32_t **tmp) {
   const int32_t nn = g->n_nodes;
+  *sp = NULL;
   kiln_sched *s = calloc(1, sizeof *s);
   if (!s) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
   s->g = g;
@@ -142,29 +144,98 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
   s->owner = malloc(sizeof *s->owner * (size_t)(nn + 1));
   s->mat = calloc((size_t)nn + 1, 1);
   s->input_buf = calloc((size_t)g->n_inputs + 1, sizeof *s->input_buf);
-  int32_t *tmp = calloc((size_t)nn * 6 + 1, sizeof *tmp);
-  if (!s->buf_of || !s->owner || !s->mat || !s->input_buf || !tmp) {
-    free(tmp);
+  *tmp = calloc((size_t)nn * 6 + 1, sizeof **tmp);
+  if (!s->buf_of || !s->owner || !s->mat || !s->input_buf || !*tmp) {
+    free(*tmp);
+    *tmp = NULL;
     kiln_sched_free(s);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
   }
-  bld b = {.g = g, .s = s, .err = err, .uses = tmp, .cost = tmp + nn, .need = tmp + 2 * nn,
-           .live = tmp + 3 * nn, .spread = tmp + 4 * nn, .upd = tmp + 5 * nn};
+  int32_t *t = *tmp;
+  *b = (bld){.g = g, .s = s, .err = err, .uses = t, .cost = t + nn, .need = t + 2 * nn,
+             .live = t + 3 * nn, .spread = t + 4 * nn, .upd = t + 5 * nn};
   for (int32_t i = 0; i < nn; i++) s->buf_of[i] = s->owner[i] = -1;
+  *sp = s;
+  return KILN_OK;
+}
 
-  kiln_status st = mark_live(&b);
+/* The memory plan of b's fused kernels (when st is OK so far), the
+ * builder's scratch freed, and the schedule in *out or freed. */
+static kiln_status sched_finish(kiln_status st, bld *b, int32_t *tmp, kiln_sched **out) {
+  if (st == KILN_OK) st = kiln_sched_plan_memory(b);
+  free(tmp);
+  if (st != KILN_OK) {
+    kiln_sched_free(b->s);
+    return st;
+  }
+  *out = b->s;
+  return KILN_OK;
+}
+
+kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *err) {
+  *out = NULL;
+  kiln_sched *s;
+  bld b;
+  int32_t *tmp;
+  kiln_status st = sched_alloc(g, err, &s, &b, &tmp);
+  if (st != KILN_OK) return st;
+  st = mark_live(&b);
   if (st == KILN_OK) st = mark_uses(&b);
   if (st == KILN_OK) {
     mark_spread(&b);
     mark_costly(&b);
     st = kiln_sched_fuse(&b);
   }
-  if (st == KILN_OK) st = kiln_sched_plan_memory(&b);
-  free(tmp);
-  if (st != KILN_OK) {
-    kiln_sched_free(s);
-    return st;
+  return sched_finish(st, &b, tmp, out);
+}
+
+kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln_sched **out, kiln_err *err) {
+  *out = NULL;
+  const kiln_graph *tg = t->g;
+  if (g->n_nodes != tg->n_nodes || g->n_inputs != tg->n_inputs || g->n_outputs != tg->n_outputs)
+    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "schedule: the graph is not an instance of the template's");
+  kiln_sched *s;
+  bld b;
+  int32_t *tmp;
+  kiln_status st = sched_alloc(g, err, &s, &b, &tmp);
+  if (st != KILN_OK) return st;
+  int32_t nk = 0; /* the fused kernels: the end copies follow them and are planned again */
+  while (nk < t->n_kernels && t->kernels[nk].kind != KILN_SK_COPY) nk++;
+  st = mark_live(&b);
+  if (st == KILN_OK) st = mark_uses(&b); /* GEMM updates read the uses */
+  if (st == KILN_OK) {
+    memcpy(s->mat, t->mat, (size_t)g->n_nodes);
+    memcpy(s->owner, t->owner, sizeof *s->owner * (size_t)g->n_nodes);
+    s->kernels = calloc((size_t)nk + 1, sizeof *s->kernels);
+    if (!s->kernels) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+    b.kcap = nk + 1;
   }
-  *out = s;
-  return KILN_OK;
+  for (int32_t p = 0; p < nk && st == KILN_OK; p++) {
+    kiln_skernel *k = &s->kernels[p];
+    *k = t->kernels[p];
+    k->members = NULL;
+    k->n_stores = 0;
+    k->stores = NULL;
+    s->n_kernels = p + 1;
+    if (k->n_members) {
+      k->members = malloc(sizeof *k->members * (size_t)k->n_members);
+      if (!k->members) {
+        st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+        break;
+      }
+      memcpy(k->members, t->kernels[p].members, sizeof *k->members * (size_t)k->n_members);
+    }
+    if (k->kind == KILN_SK_GEMM) {
+      s->n_gemm_calls++;
+      if (!kiln_sched_gemm_refresh(&b, k))
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "schedule: GEMM %d reads other nodes at these sizes", p);
+    } else if (k->kind == KILN_SK_LOOP) { /* the domain at g's sizes (fill_loop_kernel) */
+      const kiln_gnode *x = N(g, k->seed);
+      const kiln_gnode *dom = k->row && !k->line ? N(g, IN(g, k->seed, 0)) : x;
+      if (dom->rank != k->rank)
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "schedule: kernel %d has another rank", p);
+      memcpy(k->shape, dom->shape, sizeof k->shape);
+    }
+  }
+  return sched_finish(st, &b, tmp, out);
 }

@@ -108,6 +108,14 @@ typedef struct kiln_sched {
  * Errors: KILN_ERR_OUT_OF_MEMORY, KILN_ERR_UNSUPPORTED for ops this
  * scheduler cannot handle. */
 kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *err);
+/* The schedule of g, an instance of t's graph's family (the same nodes,
+ * ops, attributes and inputs; other sizes and size-derived constants:
+ * ir/symshape.h), with t's kernels: t's fusion, not decided again; each
+ * kernel's domain, GEMM strides and factors, and the whole memory plan
+ * (buffers, end copies, lifetimes, arena) made at g's sizes. What is
+ * decided at g's sizes may still differ from t's (an in-place output):
+ * the caller compares the structure (cpu_family.c). */
+kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln_sched **out, kiln_err *err);
 void kiln_sched_free(kiln_sched *s);
 
 /* The buffer a kernel reads for node n: a SCALAR reads its input's 8-byte

@@ -242,6 +242,15 @@ static void find_gemm_updates(bld *b) {
   }
 }
 
+int kiln_sched_gemm_refresh(bld *b, kiln_skernel *k) {
+  const kiln_graph *g = b->g;
+  int32_t a = k->a.node, bn = k->b.node;
+  if (k->node != k->mm && gemm_update(b, k->node, k) != k->mm) return 0;
+  kiln_sched_gemm_operand(g, IN(g, k->mm, 0), &k->a);
+  kiln_sched_gemm_operand(g, IN(g, k->mm, 1), &k->b);
+  return k->a.node == a && k->b.node == bn;
+}
+
 kiln_skernel *kiln_sched_new_kernel(bld *b) {
   kiln_sched *s = b->s;
   if (s->n_kernels == b->kcap) {

@@ -86,6 +86,11 @@ void kiln_sched_walk_member(bld *b, int32_t m);
 /* Append a zeroed kernel; NULL when out of memory. */
 kiln_skernel *kiln_sched_new_kernel(bld *b);
 
+/* GEMM kernel k, copied from the schedule of another instance of b->g's
+ * family (kiln_sched_build_like): its update factors and operand strides
+ * at b->g's sizes and constants. 0 when its operands are other nodes. */
+int kiln_sched_gemm_refresh(bld *b, kiln_skernel *k);
+
 /* schedule_mem.c */
 
 /* Buffers, end copies, liveness and the arena of the fused kernels. */

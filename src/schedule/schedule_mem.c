@@ -308,39 +308,114 @@ static kiln_status store_and_liveness(bld *b) {
   }
   return KILN_OK;
 }
+/* The arena planner's view of one scratch buffer: its lifetime, and where
+ * it was placed (placed 0: not yet). */
+typedef struct arena_buf {
+  int32_t id, first, last, placed;
+  size_t bytes, offset, end;
+} arena_buf;
+
+typedef struct arena_span {
+  size_t offset, end;
+} arena_span;
+
+/* Whether a goes before b: in placing order (mode 0: larger first, then
+ * lower buffer number) or by first position (mode 1, then buffer number). */
+static inline int arena_before(const arena_buf *a, const arena_buf *b, int mode) {
+  if (mode == 0 && a->bytes != b->bytes) return a->bytes > b->bytes;
+  if (mode == 1 && a->first != b->first) return a->first < b->first;
+  return a->id < b->id;
+}
+
+/* Sort v[0..n) (merge sort, bottom up, through tmp): a few hundred
+ * buffers per plan, where qsort's indirect comparisons cost more than the
+ * rest of the arena plan. */
+static void arena_sort(arena_buf **v, arena_buf **tmp, int32_t n, int mode) {
+  arena_buf **src = v, **dst = tmp;
+  for (int32_t w = 1; w < n; w *= 2) {
+    for (int32_t lo = 0; lo < n; lo += 2 * w) {
+      int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) dst[k++] = arena_before(src[j], src[i], mode) ? src[j++] : src[i++];
+      while (i < mid) dst[k++] = src[i++];
+      while (j < hi) dst[k++] = src[j++];
+    }
+    arena_buf **t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != v) memcpy(v, src, sizeof *v * (size_t)n);
+}
+
+static int by_offset(const void *a, const void *b) {
+  const arena_span *x = a, *y = b;
+  return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Lifetimes longer than this (in kernel positions) are checked against
+ * every buffer; shorter ones are found by their first position. */
+#define ARENA_SHORT 32
+
 /* Place scratch buffers in one arena: largest first, each at the lowest
- * offset that does not overlap a placed buffer whose lifetime overlaps. */
+ * offset that does not overlap a placed buffer whose lifetime overlaps.
+ * The placed buffers whose lifetime overlaps are found without looking at
+ * every buffer (short lifetimes by their first position, the few long ones
+ * by a scan), sorted by offset, and one sweep finds the first gap that fits:
+ * the lowest such offset, as moving past each overlapping buffer until none
+ * overlaps would. */
 static size_t plan_arena(kiln_sched *s) {
-  int32_t nb = s->n_bufs, *ord = malloc(sizeof *ord * (size_t)(nb + 1)), n = 0;
-  if (!ord) return (size_t)-1;
-  for (int32_t i = 0; i < nb; i++)
-    if (s->bufs[i].kind == KILN_SBUF_SCRATCH) ord[n++] = i;
-  for (int32_t i = 1; i < n; i++) /* insertion sort by size, descending */
-    for (int32_t j = i; j > 0 && s->bufs[ord[j]].bytes > s->bufs[ord[j - 1]].bytes; j--) {
-      int32_t t = ord[j];
-      ord[j] = ord[j - 1];
-      ord[j - 1] = t;
+  int32_t nb = s->n_bufs, n = 0, n_short = 0, n_long = 0, reach = 0; /* reach: the longest short lifetime */
+  arena_buf *ab = malloc(sizeof *ab * (size_t)(nb + 1));
+  arena_buf **ord = malloc(sizeof *ord * (size_t)(nb + 1)), **shorts = malloc(sizeof *shorts * (size_t)(nb + 1));
+  arena_buf **longs = malloc(sizeof *longs * (size_t)(nb + 1)), **tmp = malloc(sizeof *tmp * (size_t)(nb + 1));
+  arena_span *live = malloc(sizeof *live * (size_t)(nb + 1));
+  size_t peak = (size_t)-1;
+  if (!ab || !ord || !shorts || !longs || !tmp || !live) goto out;
+  for (int32_t i = 0; i < nb; i++) {
+    const kiln_sbuf *bf = &s->bufs[i];
+    if (bf->kind != KILN_SBUF_SCRATCH) continue;
+    arena_buf *a = &ab[n];
+    *a = (arena_buf){.id = i, .first = bf->first, .last = bf->last, .bytes = bf->bytes};
+    ord[n++] = a;
+    if (a->last - a->first > ARENA_SHORT) {
+      longs[n_long++] = a;
+    } else {
+      shorts[n_short++] = a;
+      if (a->last - a->first > reach) reach = a->last - a->first;
     }
-  size_t peak = 0;
+  }
+  arena_sort(ord, tmp, n, 0);
+  arena_sort(shorts, tmp, n_short, 1);
+  peak = 0;
   for (int32_t i = 0; i < n; i++) {
-    kiln_sbuf *bf = &s->bufs[ord[i]];
-    size_t sz = (bf->bytes + 63) & ~(size_t)63, off = 0;
-    for (int moved = 1; moved;) {
-      moved = 0;
-      for (int32_t j = 0; j < i; j++) {
-        const kiln_sbuf *o = &s->bufs[ord[j]];
-        size_t osz = (o->bytes + 63) & ~(size_t)63;
-        if (o->last < bf->first || bf->last < o->first) continue; /* disjoint lifetimes */
-        if (off < o->offset + osz && o->offset < off + sz) {
-          off = o->offset + osz;
-          moved = 1;
-        }
-      }
+    arena_buf *a = ord[i];
+    size_t sz = (a->bytes + 63) & ~(size_t)63, off = 0;
+    int32_t nl = 0, lo = 0, hi = n_short;
+    while (lo < hi) { /* the first short lifetime that may reach a->first */
+      int32_t mid = lo + (hi - lo) / 2;
+      if (shorts[mid]->first < a->first - reach) lo = mid + 1;
+      else hi = mid;
     }
-    bf->offset = off;
+    for (int32_t j = lo; j < n_short && shorts[j]->first <= a->last; j++)
+      if (shorts[j]->placed && shorts[j]->last >= a->first) live[nl++] = (arena_span){shorts[j]->offset, shorts[j]->end};
+    for (int32_t j = 0; j < n_long; j++)
+      if (longs[j]->placed && longs[j]->last >= a->first && longs[j]->first <= a->last)
+        live[nl++] = (arena_span){longs[j]->offset, longs[j]->end};
+    qsort(live, (size_t)nl, sizeof *live, by_offset);
+    for (int32_t j = 0; j < nl && live[j].offset < off + sz; j++) /* past it, every later one fits too */
+      if (off < live[j].end) off = live[j].end;
+    a->placed = 1;
+    a->offset = off;
+    a->end = off + sz;
+    s->bufs[a->id].offset = off;
     if (off + sz > peak) peak = off + sz;
   }
+out:
+  free(ab);
   free(ord);
+  free(shorts);
+  free(longs);
+  free(tmp);
+  free(live);
   return peak;
 }
 

@@ -86,13 +86,14 @@ KT_TEST(a_batch_size_that_changes_compiles_twice) {
   int64_t c_off = train(k_sizes, N_SIZES, 0, off);
   kiln_shutdown();
   start(KILN_SWITCH_ON);
-  int64_t p0 = kiln_counter_value("DynamicPlan");
+  int64_t p0 = kiln_counter_value("DynamicPlan"), r0 = kiln_counter_value("DynamicPassesReused");
   int64_t c_on = train(k_sizes, N_SIZES, 0, on);
-  int64_t planned = kiln_counter_value("DynamicPlan") - p0;
+  int64_t planned = kiln_counter_value("DynamicPlan") - p0, reused = kiln_counter_value("DynamicPassesReused") - r0;
   kiln_shutdown();
   KT_EQ_INT(c_off, 8); /* one graph per distinct size */
   KT_EQ_INT(c_on, 2);  /* the first size, then once for any size */
   KT_EQ_INT(planned, 6);
+  KT_EQ_INT(reused, 6); /* each planned size took the family's graph through the passes */
   same_weights(on, off, "automatic");
 }
 
@@ -260,13 +261,14 @@ KT_TEST(an_encoder_layer_trains_the_same_with_a_varying_length) {
   int64_t c_off = train_encoder(off);
   kiln_shutdown();
   start(KILN_SWITCH_ON);
-  int64_t p0 = kiln_counter_value("DynamicPlan");
+  int64_t p0 = kiln_counter_value("DynamicPlan"), r0 = kiln_counter_value("DynamicPassesReused");
   int64_t c_on = train_encoder(on);
-  int64_t planned = kiln_counter_value("DynamicPlan") - p0;
+  int64_t planned = kiln_counter_value("DynamicPlan") - p0, reused = kiln_counter_value("DynamicPassesReused") - r0;
   kiln_shutdown();
   KT_EQ_INT(c_off, 6); /* six distinct lengths */
   KT_EQ_INT(c_on, 2);
   KT_EQ_INT(planned, 4);
+  KT_EQ_INT(reused, 4);
   int bad = 0;
   for (int i = 0; i < 64 * 32 && bad < 5; i++)
     if (!(fabsf(on[i] - off[i]) <= 2e-5f + 2e-4f * fabsf(off[i]))) {

@@ -522,12 +522,13 @@ static void report_plan(const compile_job *j, const kiln_compile_observer *obs) 
 /* A family's kernels for this schedule instead of generating them
  * (cpu_family.c); on any reason not to, the graph's own (generate_kernels),
  * with the reason in the executable's info. */
-static kiln_status family_or_own_kernels(compile_job *j, int n_dyn, const kiln_sym_origin *dyn) {
+static kiln_status family_or_own_kernels(compile_job *j, int n_dyn, const kiln_cpu_family *f, int made,
+                                         const int64_t *values) {
   kiln_exec_info *in = &j->e->info;
   if (n_dyn > 0) {
     kiln_err fe = {0};
     int how = 0;
-    kiln_status st = kiln_cpu_family_sources(j->b, j->s, n_dyn, dyn, j->srcs, j->e->symvals, &j->e->shared, &how,
+    kiln_status st = kiln_cpu_family_sources(f, made, values, j->s, j->srcs, j->e->symvals, &j->e->shared, &how,
                                              in->family_why, sizeof in->family_why, &fe);
     if (st == KILN_OK) {
       in->family = how;
@@ -554,13 +555,19 @@ static kiln_status compile_with(kiln_backend *kb, const kiln_graph *g, const kil
   *out = NULL;
   uint64_t t0 = kiln_now_ns();
   kiln_sched *s = NULL;
-  KILN_RETURN_IF_ERROR(err, kiln_sched_build(g, &s, err), "while scheduling a graph of %d nodes", g->n_nodes);
+  /* a graph with varying sizes: its family, whose fusion a known family's
+   * later sizes reuse (cpu_family.h) */
+  int64_t values[KILN_SYM_MAX];
+  int made = 0;
+  const kiln_cpu_family *f = n_dyn > 0 ? kiln_cpu_family_of(b, g, n_dyn, dyn, values, &made) : NULL;
+  KILN_RETURN_IF_ERROR(err, kiln_cpu_family_schedule(f, made, g, &s, err), "while scheduling a graph of %d nodes",
+                       g->n_nodes);
   compile_job j = {.b = b, .s = s, .err = err};
   j.e = calloc(1, sizeof *j.e);
   j.srcs = calloc((size_t)s->n_kernels + 1, sizeof *j.srcs);
   kiln_status st = (j.e && j.srcs) ? KILN_OK : compile_oom(err);
   if (j.e) pthread_mutex_init(&j.e->mu, NULL);
-  if (st == KILN_OK) st = family_or_own_kernels(&j, n_dyn, dyn);
+  if (st == KILN_OK) st = family_or_own_kernels(&j, n_dyn, f, made, values);
   uint64_t t1 = kiln_now_ns();
   kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: schedule + codegen", -1);
   pthread_mutex_lock(&b->mu);

@@ -28,7 +28,7 @@
 /* One family: its first graph and symbols (to bind later graphs), the
  * structure of its schedule, and per kernel of the schedule the family's
  * text (NULL for kernels without one) and loop size. */
-typedef struct fam {
+struct kiln_cpu_family {
   uint64_t hash;
   kiln_graph *g0;
   kiln_symshape s0;
@@ -36,13 +36,18 @@ typedef struct fam {
   int32_t n_kernels;
   kiln_kernel_src *tmpl;
   kiln_sym_mono *items;
+  /* the instance at the first primes and its schedule: the fusion every
+   * later size reuses (kiln_sched_build_like) */
+  kiln_graph *tg;
+  kiln_sched *ts;
   int failed;
   char why[200];
   /* the intermediate buffers of every size of the family: one arena, grown
    * to the largest size run so far, instead of one per size (a new length
    * of a variable-length workload would otherwise map and touch its own) */
   kiln_cpu_arena arena;
-} fam;
+};
+typedef struct kiln_cpu_family fam;
 
 /* Families kept per backend (made ones and failed ones, which answer later
  * graphs of their structure at once); beyond, graphs compile as they are. */
@@ -60,6 +65,8 @@ static void fam_free(kiln_backend *kb, fam *m) {
   for (int32_t k = 0; m->tmpl && k < m->n_kernels; k++) kiln_kernel_src_clear(&m->tmpl[k]);
   free(m->tmpl);
   free(m->items);
+  kiln_sched_free(m->ts);
+  kiln_graph_free(m->tg);
   if (m->arena.p) kiln_cpu_scratch_event(kb, m->arena.p, -(int64_t)m->arena.cap);
   free(m->arena.p);
   pthread_mutex_destroy(&m->arena.mu);
@@ -98,26 +105,6 @@ static uint64_t sched_signature(const kiln_sched *s) {
   for (int32_t i = 0; i < s->g->n_nodes; i++)
     h = kiln_hash_combine(h, (uint64_t)(uint32_t)s->buf_of[i] | (uint64_t)s->mat[i] << 32);
   return h;
-}
-
-static int is_prime(int64_t v) {
-  if (v < 2) return 0;
-  for (int64_t d = 2; d * d <= v; d++)
-    if (v % d == 0) return 0;
-  return 1;
-}
-
-/* 2n distinct primes above every size of g: pa[0..n), pb[0..n). */
-static void pick_primes(const kiln_graph *g, int n, int64_t *pa, int64_t *pb) {
-  int64_t big = 64;
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    for (int d = 0; d < g->nodes[i].rank; d++)
-      if (g->nodes[i].shape[d] > big) big = g->nodes[i].shape[d];
-  int64_t p = big + KILN_CG_SYM_ADD_MARGIN + 1; /* a size's offset is read back below the margin */
-  for (int k = 0; k < 2 * n; k++) {
-    while (!is_prime(p)) p++;
-    (k < n ? pa : pb)[k % n] = p++;
-  }
 }
 
 static void fail(fam *m, const char *what, const kiln_err *e) {
@@ -162,7 +149,7 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   m->hash = kiln_symshape_hash(g, &m->s0);
   m->g0 = kiln_graph_clone(g);
   int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX];
-  pick_primes(g, m->s0.n_syms, pa, pb);
+  kiln_symshape_primes(g, m->s0.n_syms, KILN_CG_SYM_ADD_MARGIN, pa, pb); /* a size's offset is read back below the margin */
   kiln_graph *ga = m->g0 ? kiln_symshape_instance(g, &m->s0, pa) : NULL;
   kiln_graph *gb = ga ? kiln_symshape_instance(g, &m->s0, pb) : NULL;
   kiln_sched *sa = NULL, *sb = NULL;
@@ -180,6 +167,12 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
     fail(m, "the instances' schedules differ", NULL);
   else
     make_templates(m, sa, sb, pa, pb);
+  if (!m->failed) { /* kept: later sizes take its fusion */
+    m->tg = ga;
+    m->ts = sa;
+    ga = NULL;
+    sa = NULL;
+  }
   kiln_sched_free(sa);
   kiln_sched_free(sb);
   kiln_graph_free(ga);
@@ -188,7 +181,8 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
 
 /* The family g belongs to (made when new), or NULL (out of memory). Under
  * b->mu for the table; the family is made outside it and inserted after. */
-static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn, int *made) {
+static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn, int *made,
+                        int64_t *v) {
   *made = 0;
   /* binding decides (the family's own symbols, not those g's sizes would
    * suggest: at length 2 a fixed slice [0:2] looks like all of it) */
@@ -197,7 +191,7 @@ static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const ki
   for (size_t i = 0; f && i < f->n; i++) {
     fam *m = f->v[i];
     if (m->g0 && m->g0->n_nodes == g->n_nodes && m->g0->n_inputs == g->n_inputs &&
-        kiln_symshape_bind(m->g0, &m->s0, g, NULL, NULL)) {
+        kiln_symshape_bind(m->g0, &m->s0, g, v, NULL)) {
       pthread_mutex_unlock(&b->mu);
       return m;
     }
@@ -251,12 +245,30 @@ static kiln_status copy_src(const kiln_kernel_src *t, kiln_kernel_src *o, int64_
   return KILN_OK;
 }
 
-kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_dyn, const kiln_sym_origin *dyn,
+kiln_cpu_family *kiln_cpu_family_of(cpu_backend *b, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
+                                    int64_t *values, int *made) {
+  memset(values, 0, sizeof *values * KILN_SYM_MAX);
+  fam *m = find_family(b, g, n_dyn, dyn, made, values);
+  if (m && *made && !m->failed) memcpy(values, m->s0.value, sizeof m->s0.value);
+  return m;
+}
+
+kiln_status kiln_cpu_family_schedule(const kiln_cpu_family *f, int made, const kiln_graph *g, kiln_sched **out,
+                                     kiln_err *err) {
+  const fam *m = f;
+  if (m && !made && !m->failed && m->ts) {
+    kiln_err e = {0};
+    if (kiln_sched_build_like(m->ts, g, out, &e) == KILN_OK) return KILN_OK;
+    if (e.code == KILN_ERR_OUT_OF_MEMORY) return kiln_err_set(err, e.code, "%s", e.msg);
+  }
+  return kiln_sched_build(g, out, err);
+}
+
+kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const int64_t *values, const kiln_sched *s,
                                     kiln_kernel_src *srcs, int64_t *symvals, kiln_cpu_arena **arena, int *how, char *why,
                                     size_t why_cap, kiln_err *err) {
-  int made = 0;
+  fam *m = (fam *)f; /* the family's arena is handed out writable */
   *how = 0;
-  fam *m = find_family(b, s->g, n_dyn, dyn, &made);
   if (!m) {
     snprintf(why, why_cap, "no family: out of memory, or %d families made already", KILN_CPU_MAX_FAMILIES);
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
@@ -270,11 +282,7 @@ kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_d
     snprintf(why, why_cap, "this size's schedule differs from the family's");
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
   }
-  int64_t v[KILN_SYM_MAX] = {0};
-  if (!kiln_symshape_bind(m->g0, &m->s0, s->g, v, NULL)) { /* found by binding: cannot fail */
-    snprintf(why, why_cap, "the graph does not bind to its family");
-    return kiln_err_set(err, KILN_ERR_INTERNAL, "%s", why);
-  }
+  const int64_t *v = values;
   for (int32_t i = 0; i < s->n_kernels; i++) {
     if (!m->tmpl[i].src) continue;
     int64_t items = m->items[i].coeff;
@@ -286,7 +294,7 @@ kiln_status kiln_cpu_family_sources(cpu_backend *b, const kiln_sched *s, int n_d
       return st;
     }
   }
-  memcpy(symvals, v, sizeof v);
+  memcpy(symvals, v, sizeof *v * KILN_SYM_MAX);
   *arena = &m->arena;
   *how = made ? 1 : 2;
   return KILN_OK;

@@ -1,0 +1,133 @@
+/* The passes of a new size of a family (docs/dynamic-shapes.md, "What a
+ * new size costs"): the graph through the passes taken from the family's,
+ * at the new sizes, instead of running the passes again.
+ *
+ * When a graph whose input dimensions vary first goes through the passes,
+ * a memo keeps it (traced: t0, and its symbolic sizes st) beside its result
+ * (o0, so). The memo serves only when the passes commute with the sizes:
+ * the traced graph is instantiated at two sets of symbol values that are
+ * distinct primes above every size (no size coincides with another or with
+ * a constant, kiln_symshape_primes), each instance goes through the passes,
+ * and the result must be o0 at those sizes (kiln_symshape_bind: every node,
+ * op, attribute, constant and size). A pass whose result depends on a size
+ * other than through the family's symbols (a constant folded from a size,
+ * a rewrite that holds at one size only) fails the check, and the memo then
+ * only says "run the passes".
+ *
+ * A later graph that binds to a memo's traced graph (the same check, on the
+ * traced graph) is an instance of t0 at its own symbol values; its result is
+ * o0 instantiated at the values of o0's symbols, read from the new graph's
+ * inputs. A size at which two sizes happen to coincide may let the passes
+ * find more to simplify: the instance skips that simplification, it does
+ * not compute anything else. The backend binds the result to its family as
+ * before. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/counters.h"
+#include "passes/passes.h"
+#include "runtime/runtime_internal.h"
+
+typedef struct pass_memo {
+  kiln_graph *t0, *o0;
+  kiln_symshape st, so;
+  int ok; /* the passes commute with the sizes: later instances take o0's */
+} pass_memo;
+
+/* Memos kept; beyond, graphs go through the passes as before. */
+#define KILN_PASS_MEMOS 64
+
+struct kiln_pass_memos {
+  pass_memo v[KILN_PASS_MEMOS];
+  int n;
+};
+
+static void memo_clear(pass_memo *m) {
+  kiln_graph_free(m->t0);
+  kiln_graph_free(m->o0);
+  kiln_symshape_clear(&m->st);
+  kiln_symshape_clear(&m->so);
+  memset(m, 0, sizeof *m);
+}
+
+void kiln_pass_memos_free(kiln_pass_memos *p) {
+  if (!p) return;
+  for (int i = 0; i < p->n; i++) memo_clear(&p->v[i]);
+  free(p);
+}
+
+/* The values of o0's symbols in graph g (an instance of the memo's traced
+ * graph): the sizes of their input dimensions. 0 when one is out of range. */
+static int values_of(const kiln_symshape *so, const kiln_graph *g, int64_t *v) {
+  for (int k = 0; k < so->n_syms; k++) {
+    int32_t in = so->origin[k].input, ax = so->origin[k].axis;
+    if (in < 0 || in >= g->n_inputs) return 0;
+    const kiln_gnode *x = &g->nodes[g->input_node[in]];
+    if (ax < 0 || ax >= x->rank) return 0;
+    v[k] = x->shape[ax];
+  }
+  return 1;
+}
+
+/* Whether the passes of t0 at the symbol values vt give o0 at its own. */
+static int commutes_at(const pass_memo *m, const int64_t *vt) {
+  kiln_graph *t = kiln_symshape_instance(m->t0, &m->st, vt), *o = NULL;
+  int ok = 0;
+  kiln_pass_stats ps = {0};
+  kiln_err e = {0};
+  int64_t vo[KILN_SYM_MAX], got[KILN_SYM_MAX];
+  if (t && kiln_passes_run(t, &o, &ps, &e) == KILN_OK && values_of(&m->so, t, vo) &&
+      kiln_symshape_bind(m->o0, &m->so, o, got, NULL)) {
+    ok = 1;
+    for (int k = 0; k < m->so.n_syms; k++) ok &= got[k] == vo[k];
+  }
+  kiln_graph_free(t);
+  kiln_graph_free(o);
+  return ok;
+}
+
+/* A memo for traced graph g and its result opt (dyn: the varying input
+ * dimensions). Out of memory or no symbol: nothing (the passes run). */
+static void memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_graph *opt, int n_dyn,
+                     const kiln_sym_origin *dyn) {
+  if (!rt->pmemo) rt->pmemo = calloc(1, sizeof *rt->pmemo);
+  kiln_pass_memos *p = rt->pmemo;
+  if (!p || p->n >= KILN_PASS_MEMOS) return;
+  pass_memo *m = &p->v[p->n];
+  kiln_err e = {0};
+  m->t0 = kiln_graph_clone(g);
+  m->o0 = kiln_graph_clone(opt);
+  if (!m->t0 || !m->o0 || kiln_symshape_infer(g, n_dyn, dyn, &m->st, &e) != KILN_OK ||
+      kiln_symshape_infer(opt, n_dyn, dyn, &m->so, &e) != KILN_OK || m->st.n_syms == 0 || m->so.n_syms == 0) {
+    memo_clear(m);
+    return;
+  }
+  int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX];
+  kiln_symshape_primes(g, m->st.n_syms, 0, pa, pb);
+  m->ok = commutes_at(m, pa) && commutes_at(m, pb);
+  p->n++; /* kept either way: a failed memo answers its family's later graphs at once */
+}
+
+kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
+                                kiln_graph **out, kiln_err *err) {
+  *out = NULL;
+  kiln_pass_memos *p = rt->pmemo;
+  const pass_memo *found = NULL;
+  for (int i = 0; p && i < p->n && !found; i++) {
+    const pass_memo *m = &p->v[i];
+    if (m->t0->n_nodes == g->n_nodes && m->t0->n_inputs == g->n_inputs && kiln_symshape_bind(m->t0, &m->st, g, NULL, NULL))
+      found = m;
+  }
+  int64_t vo[KILN_SYM_MAX];
+  if (found && found->ok && values_of(&found->so, g, vo)) {
+    *out = kiln_symshape_instance(found->o0, &found->so, vo);
+    if (*out) {
+      kiln_counter_add("DynamicPassesReused", 1);
+      return KILN_OK;
+    } /* else a size overflows, or out of memory: the passes decide */
+  }
+  kiln_pass_stats ps = {0};
+  kiln_status s = kiln_passes_run(g, out, &ps, err);
+  if (s == KILN_OK && n_dyn > 0 && !found) memo_add(rt, g, *out, n_dyn, dyn);
+  return s;
+}

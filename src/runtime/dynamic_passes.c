@@ -69,6 +69,21 @@ static int values_of(const kiln_symshape *so, const kiln_graph *g, int64_t *v) {
   return 1;
 }
 
+/* Whether o (through the passes) reads inputs of g's sizes and writes
+ * outputs of g's: what the runtime binds to its buffers. Commuting passes
+ * ensure it; checked anyway, since a size that differed would be a buffer
+ * of another size. */
+static int same_ends(const kiln_graph *o, const kiln_graph *g) {
+  if (o->n_inputs != g->n_inputs || o->n_outputs != g->n_outputs) return 0;
+  for (int32_t k = 0; k < g->n_inputs + g->n_outputs; k++) {
+    const kiln_gnode *a = k < g->n_inputs ? &o->nodes[o->input_node[k]] : &o->nodes[o->output_node[k - g->n_inputs]];
+    const kiln_gnode *b = k < g->n_inputs ? &g->nodes[g->input_node[k]] : &g->nodes[g->output_node[k - g->n_inputs]];
+    if (a->rank != b->rank || a->dtype != b->dtype || memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->rank))
+      return 0;
+  }
+  return 1;
+}
+
 /* Whether the passes of t0 at the symbol values vt give o0 at its own. */
 static int commutes_at(const pass_memo *m, const int64_t *vt) {
   kiln_graph *t = kiln_symshape_instance(m->t0, &m->st, vt), *o = NULL;
@@ -121,6 +136,10 @@ kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn
   int64_t vo[KILN_SYM_MAX];
   if (found && found->ok && values_of(&found->so, g, vo)) {
     *out = kiln_symshape_instance(found->o0, &found->so, vo);
+    if (*out && !same_ends(*out, g)) {
+      kiln_graph_free(*out);
+      *out = NULL;
+    }
     if (*out) {
       kiln_counter_add("DynamicPassesReused", 1);
       return KILN_OK;

@@ -75,7 +75,9 @@ static __thread int tl_in_loop;
  * the loop's FLOPs and bytes its items account for. */
 static void tag_record(const kiln_pool_tag *tag, uint64_t t0, int64_t items, int64_t n) {
   double share = n > 0 ? (double)items / (double)n : 0;
-  kiln_prof_record_src(KILN_PROF_KERNEL, tag->name, tag->src, t0, kiln_prof_now(), -1, tag->flops * share,
+  if (tag->resolve) tag->resolve(tag);
+  kiln_prof_record_src(KILN_PROF_KERNEL, __atomic_load_n(&tag->name, __ATOMIC_ACQUIRE),
+                       __atomic_load_n(&tag->src, __ATOMIC_ACQUIRE), t0, kiln_prof_now(), -1, tag->flops * share,
                        tag->bytes * share);
 }
 

@@ -42,11 +42,15 @@ void kiln_pool_parallel_for(kiln_pool *p, kiln_pool_fn fn, void *ctx, int64_t n,
 /* What the profiler calls a loop: a kernel name (must outlive the capture:
  * static or interned), the whole loop's FLOPs and bytes moved, and the
  * user's source line behind it ("train.c:88", static or interned; NULL:
- * unknown). */
+ * unknown), read atomically. */
 typedef struct kiln_pool_tag {
   const char *name;
   double flops, bytes;
   const char *src;
+  /* NULL, or called before an event is recorded: names a tag made without
+   * its name (a kernel named only when a capture needs it); it may run on
+   * several threads at once and stores name and src atomically */
+  void (*resolve)(const struct kiln_pool_tag *tag);
 } kiln_pool_tag;
 
 /* kiln_pool_parallel_for that, while a profiler capture runs, records one

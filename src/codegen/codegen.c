@@ -672,9 +672,11 @@ static void gen_row(cg *c, kiln_text *o, int64_t *items, int *col) {
 
 void kiln_kernel_src_clear(kiln_kernel_src *k) {
   if (!k) return;
-  free(k->src);
-  free(k->args);
-  free(k->sites);
+  if (!k->borrowed) {
+    free(k->src);
+    free(k->args);
+    free(k->sites);
+  }
   memset(k, 0, sizeof *k);
 }
 

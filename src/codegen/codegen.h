@@ -38,6 +38,8 @@ typedef struct kiln_kernel_src {
    * out-of-range index stores {site + 1, the index} (first error wins). */
   int32_t n_sites;
   int32_t *sites;     /* malloc'd */
+  int borrowed;       /* 1: src, args and sites belong to another kiln_kernel_src (a dynamic family's
+                       * text, bound at another size): kiln_kernel_src_clear leaves them */
 } kiln_kernel_src;
 
 /* The buffer id of the error-word argument (no real buffer has it). */

@@ -120,7 +120,7 @@ static void mark_costly(bld *b) {
 void kiln_sched_free(kiln_sched *s) {
   if (!s) return;
   for (int32_t i = 0; i < s->n_kernels; i++) {
-    free(s->kernels[i].members);
+    if (i >= s->borrowed) free(s->kernels[i].members);
     free(s->kernels[i].stores);
   }
   free(s->kernels);
@@ -207,24 +207,16 @@ kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln
     memcpy(s->mat, t->mat, (size_t)g->n_nodes);
     memcpy(s->owner, t->owner, sizeof *s->owner * (size_t)g->n_nodes);
     s->kernels = calloc((size_t)nk + 1, sizeof *s->kernels);
+    s->borrowed = nk;
     if (!s->kernels) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
     b.kcap = nk + 1;
   }
   for (int32_t p = 0; p < nk && st == KILN_OK; p++) {
     kiln_skernel *k = &s->kernels[p];
-    *k = t->kernels[p];
-    k->members = NULL;
+    *k = t->kernels[p]; /* its members borrowed from t (s->borrowed) */
     k->n_stores = 0;
     k->stores = NULL;
     s->n_kernels = p + 1;
-    if (k->n_members) {
-      k->members = malloc(sizeof *k->members * (size_t)k->n_members);
-      if (!k->members) {
-        st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
-        break;
-      }
-      memcpy(k->members, t->kernels[p].members, sizeof *k->members * (size_t)k->n_members);
-    }
     if (k->kind == KILN_SK_GEMM) {
       s->n_gemm_calls++;
       if (!kiln_sched_gemm_refresh(&b, k))

@@ -102,6 +102,8 @@ typedef struct kiln_sched {
   size_t scratch_bytes; /* peak scratch (arena size) */
   int n_loop_kernels, n_gemm_calls;
   size_t aliased_bytes;
+  int32_t borrowed; /* kernels [0, borrowed) share their members with the template schedule
+                     * (kiln_sched_build_like), which must outlive this one */
 } kiln_sched;
 
 /* Build the schedule of g (g must outlive it and pass kiln_graph_verify).
@@ -114,7 +116,8 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
  * kernel's domain, GEMM strides and factors, and the whole memory plan
  * (buffers, end copies, lifetimes, arena) made at g's sizes. What is
  * decided at g's sizes may still differ from t's (an in-place output):
- * the caller compares the structure (cpu_family.c). */
+ * the caller compares the structure (cpu_family.c). The kernels' member
+ * lists are t's (t must outlive the result). */
 kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln_sched **out, kiln_err *err);
 void kiln_sched_free(kiln_sched *s);
 

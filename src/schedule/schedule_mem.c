@@ -327,10 +327,14 @@ static inline int arena_before(const arena_buf *a, const arena_buf *b, int mode)
   return a->id < b->id;
 }
 
-/* Sort v[0..n) (merge sort, bottom up, through tmp): a few hundred
+/* Sort v[0..n) (merge sort, bottom up, through tmp; nothing when already
+ * sorted): a few hundred
  * buffers per plan, where qsort's indirect comparisons cost more than the
  * rest of the arena plan. */
 static void arena_sort(arena_buf **v, arena_buf **tmp, int32_t n, int mode) {
+  int32_t sorted = 1; /* often already in order (buffers are made in node order) */
+  for (int32_t i = 1; i < n && sorted; i++) sorted = !arena_before(v[i], v[i - 1], mode);
+  if (sorted) return;
   arena_buf **src = v, **dst = tmp;
   for (int32_t w = 1; w < n; w *= 2) {
     for (int32_t lo = 0; lo < n; lo += 2 * w) {

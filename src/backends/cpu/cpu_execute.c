@@ -229,6 +229,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
                                kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
   pthread_mutex_lock(&e->mu);
+  if (!e->named && kiln_prof_on()) kiln_cpu_name_steps(e); /* a profile names its kernels */
   void *arena = NULL;
   kiln_status ast = scratch_arena(kb, e, &arena, err);
   if (ast != KILN_OK) {
@@ -278,6 +279,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
       case ST_COLL: { /* started here, waited for at its wait point */
         uint64_t c0 = kiln_prof_span_begin();
         flights_start(&fl, sp, ptr);
+        if (c0 && kiln_prof_on()) kiln_cpu_step_resolve(&sp->tag);
         if (c0 && kiln_prof_on())
           kiln_prof_record_src(KILN_PROF_KERNEL, sp->tag.name, sp->tag.src, c0, kiln_prof_now(), -1, 0, 0);
         break;
@@ -285,13 +287,14 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
       default: {
         uint64_t c0 = kiln_prof_span_begin();
         kiln_cpu_copy(kb, ptr[sp->dst], ptr[sp->src], sp->bytes);
+        if (c0 && kiln_prof_on()) kiln_cpu_step_resolve(&sp->tag);
         if (c0 && kiln_prof_on())
           kiln_prof_record_src(KILN_PROF_KERNEL, sp->tag.name, sp->tag.src, c0, kiln_prof_now(), -1, 0, sp->mem_bytes);
         break;
       }
     }
     t->end_ns = kiln_now_ns();
-    t->name = sp->tag.name ? sp->tag.name : sp->name; /* "fusion.6 (reduce_max,reduce_sum,div)", "gemm 128x256x64" */
+    t->name = __atomic_load_n(&sp->tag.name, __ATOMIC_ACQUIRE); /* "fusion.6 (reduce_max,reduce_sum,div)", "gemm 128x256x64" once named */
     t->flops = sp->flops;
     t->bytes = sp->mem_bytes;
   }
@@ -314,6 +317,12 @@ int kiln_cpu_last_error_loc(kiln_backend *kb, const kiln_executable *e, kiln_loc
 void kiln_cpu_executable_info(kiln_backend *kb, const kiln_executable *e, kiln_exec_info *out) { *out = e->info; }
 
 int kiln_cpu_last_kernel_timings(kiln_backend *kb, const kiln_executable *e, const kiln_kernel_timing **out) {
+  (void)kb;
+  kiln_executable *w = (kiln_executable *)e; /* naming is done once, under its lock */
+  pthread_mutex_lock(&w->mu);
+  kiln_cpu_name_steps(w);
+  for (int32_t i = 0; i < w->n_steps; i++) w->timings[i].name = w->steps[i].tag.name;
+  pthread_mutex_unlock(&w->mu);
   *out = e->timings;
   return e->n_steps;
 }

@@ -36,6 +36,7 @@ struct kiln_cpu_family {
   int32_t n_kernels;
   kiln_kernel_src *tmpl;
   kiln_sym_mono *items;
+  const char **labels; /* per kernel: its op list (interned), see kiln_cpu_family_labels */
   /* the instance at the first primes and its schedule: the fusion every
    * later size reuses (kiln_sched_build_like) */
   kiln_graph *tg;
@@ -65,6 +66,7 @@ static void fam_free(kiln_backend *kb, fam *m) {
   for (int32_t k = 0; m->tmpl && k < m->n_kernels; k++) kiln_kernel_src_clear(&m->tmpl[k]);
   free(m->tmpl);
   free(m->items);
+  free(m->labels);
   kiln_sched_free(m->ts);
   kiln_graph_free(m->tg);
   if (m->arena.p) kiln_cpu_scratch_event(kb, m->arena.p, -(int64_t)m->arena.cap);
@@ -118,7 +120,8 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
   int32_t nk = sa->n_kernels;
   m->tmpl = calloc((size_t)nk + 1, sizeof *m->tmpl);
   m->items = calloc((size_t)nk + 1, sizeof *m->items);
-  if (!m->tmpl || !m->items) return fail(m, "out of memory", NULL);
+  m->labels = calloc((size_t)nk + 1, sizeof *m->labels);
+  if (!m->tmpl || !m->items || !m->labels) return fail(m, "out of memory", NULL);
   m->n_kernels = nk;
   for (int32_t i = 0; i < nk && !m->failed; i++) {
     const kiln_skernel *k = &sa->kernels[i];
@@ -223,28 +226,6 @@ static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const ki
   return m;
 }
 
-static kiln_status copy_src(const kiln_kernel_src *t, kiln_kernel_src *o, int64_t items, kiln_err *err) {
-  memset(o, 0, sizeof *o);
-  o->src = malloc(t->len + 1);
-  o->args = malloc(sizeof *o->args * ((size_t)t->n_args + 1));
-  o->sites = malloc(sizeof *o->sites * ((size_t)t->n_sites + 1));
-  if (!o->src || !o->args || !o->sites) {
-    kiln_kernel_src_clear(o);
-    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu compile: out of memory");
-  }
-  memcpy(o->src, t->src, t->len + 1);
-  memcpy(o->args, t->args, sizeof *o->args * (size_t)t->n_args);
-  if (t->n_sites) memcpy(o->sites, t->sites, sizeof *o->sites * (size_t)t->n_sites);
-  o->len = t->len;
-  memcpy(o->name, t->name, sizeof o->name);
-  o->hash = t->hash;
-  o->n_args = t->n_args;
-  o->n_sites = t->n_sites;
-  o->items = items;
-  o->grain = t->grain;
-  return KILN_OK;
-}
-
 kiln_cpu_family *kiln_cpu_family_of(cpu_backend *b, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
                                     int64_t *values, int *made) {
   memset(values, 0, sizeof *values * KILN_SYM_MAX);
@@ -288,14 +269,14 @@ kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const in
     int64_t items = m->items[i].coeff;
     for (int k = 0; k < m->s0.n_syms; k++)
       for (int e = 0; e < m->items[i].exp[k]; e++) items *= v[k];
-    kiln_status st = copy_src(&m->tmpl[i], &srcs[i], items, err);
-    if (st != KILN_OK) {
-      for (int32_t q = 0; q < i; q++) kiln_kernel_src_clear(&srcs[q]);
-      return st;
-    }
+    srcs[i] = m->tmpl[i]; /* the family's text, borrowed: it lives as long as the backend */
+    srcs[i].borrowed = 1;
+    srcs[i].items = items;
   }
   memcpy(symvals, v, sizeof *v * KILN_SYM_MAX);
   *arena = &m->arena;
   *how = made ? 1 : 2;
   return KILN_OK;
 }
+
+const char **kiln_cpu_family_labels(const kiln_cpu_family *f) { return f ? ((fam *)f)->labels : NULL; }

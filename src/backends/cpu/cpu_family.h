@@ -36,6 +36,11 @@ kiln_status kiln_cpu_family_schedule(const kiln_cpu_family *f, int made, const k
 kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const int64_t *values, const kiln_sched *s,
                                     kiln_kernel_src *srcs, int64_t *symvals, kiln_cpu_arena **arena, int *how, char *why,
                                     size_t why_cap, kiln_err *err);
+/* The op lists of f's loop kernels (profile names), one per kernel of its
+ * schedule, NULL until the first executable of f names them; read and
+ * written under b->mu. */
+const char **kiln_cpu_family_labels(const kiln_cpu_family *f);
+
 void kiln_cpu_families_free(kiln_backend *kb, kiln_cpu_families *f);
 
 #endif

@@ -107,7 +107,15 @@ typedef struct step {
   int32_t kpos;    /* the schedule's kernel position of this step */
   int32_t wait_at; /* COLL: in flight until the step with kpos >= wait_at (the schedule's KILN_SK_COLL) */
   double flops, mem_bytes;
-  kiln_pool_tag tag; /* profiler name: "<scope>/fusion.3 (mul,add,relu)" */
+  kiln_pool_tag tag; /* profiler name: "<scope>/fusion.3 (mul,add,relu)" (kiln_cpu_name_steps; until
+                     * then the step's own name) and the user's line */
+  /* what names it, kept until named: the root node's annotation scope, the
+   * user's line, a loop kernel's op list */
+  uint32_t scope;
+  int has_scope;
+  kiln_loc src_loc;
+  const char *label;
+  int named; /* tag holds its name (atomic: kiln_cpu_step_resolve) */
 } step;
 
 struct kiln_executable {
@@ -130,7 +138,17 @@ struct kiln_executable {
   kiln_exec_info info;
   int64_t symvals[KILN_SYM_MAX]; /* a family's graph: its symbol values (its kernels' argument 0) */
   kiln_cpu_arena *shared;        /* a family's graph: the family's arena (borrowed), instead of arena */
+  int named; /* the steps' profile names are made (kiln_cpu_name_steps) */
 };
+
+/* Give every step of e its profile name and source line (interned), once:
+ * when a profile records e's kernels or their timings are read, not at
+ * every compile (a new size of a dynamic family would pay it). Under e->mu. */
+void kiln_cpu_name_steps(kiln_executable *e);
+/* The same for the one step whose tag this is (the tag's resolve: a kernel
+ * recorded by a capture that started while its executable ran). Any
+ * thread, any number at once. */
+void kiln_cpu_step_resolve(const kiln_pool_tag *tag);
 
 /* Execution (cpu_execute.c): buffers, the backend's execute and its queries. */
 void *kiln_cpu_buffer_alloc(kiln_backend *kb, size_t bytes);

@@ -316,6 +316,37 @@ KT_TEST(a_shifted_sequence_is_one_family) {
   for (int k = 0; k < 6; k++) KT_NEAR(on[k], off[k], 1e-6 + 1e-5 * fabs(off[k]));
 }
 
+/* Constant folding that turns a size into a value (the sum of a fill over
+ * the varying axis: 0.5 T) does not commute with the sizes: the family's
+ * graph through the passes is never reused for such a graph, and every
+ * size's result is right (against the host). */
+KT_TEST(a_size_folded_into_a_constant_is_never_reused) {
+  start(KILN_SWITCH_ON);
+  static const int64_t lens[] = {9, 17, 33, 12, 40, 9};
+  static float x[40 * 4];
+  int64_t r0 = kiln_counter_value("DynamicPassesReused");
+  for (int s = 0; s < 6; s++) {
+    int64_t T = lens[s];
+    for (int64_t i = 0; i < T * 4; i++) x[i] = hval(T, i, 5);
+    const int64_t xs[2] = {T, 4}, cs[2] = {1, 4};
+    const int axis0[1] = {0};
+    kiln_tensor tx = kiln_dynamic(kiln_from_host(x, KILN_F32, 2, xs), 0);
+    kiln_tensor fill = kiln_expand(kiln_full(KILN_F32, 2, cs, 0.5), 2, xs); /* [T, 4] of 0.5 */
+    kiln_tensor z = kiln_mul(kiln_add(fill, tx), tx);                       /* meets x: its T varies */
+    kiln_tensor y = kiln_add(kiln_sum(fill, 1, axis0, false), kiln_sum(z, 1, axis0, false));
+    float got[4];
+    KT_CHECK(kiln_to_host(y, got, sizeof got) == KILN_OK);
+    for (int j = 0; j < 4; j++) {
+      double want = 0.5 * (double)T;
+      for (int64_t i = 0; i < T; i++) want += (0.5 + x[i * 4 + j]) * x[i * 4 + j];
+      KT_CHECK_MSG(fabs(got[j] - want) <= 1e-4 * (1 + fabs(want)), "T %lld: y[%d] %.9g, want %.9g", (long long)T, j,
+                   got[j], want);
+    }
+  }
+  KT_EQ_INT(kiln_counter_value("DynamicPassesReused") - r0, 0);
+  kiln_shutdown();
+}
+
 /* What a user sees: the text dump of the compile made for any size names
  * its symbol and symbolic sizes; kiln_explain marks the planned sizes. */
 KT_TEST(dumps_and_explain_show_the_family) {
@@ -354,4 +385,5 @@ KT_TEST(dumps_and_explain_show_the_family) {
 KT_MAIN(KT_CASE(a_batch_size_that_changes_compiles_twice), KT_CASE(marked_dimensions_compile_once),
         KT_CASE(sizes_zero_and_one_are_their_own_graphs), KT_CASE(rank_or_dtype_changes_compile_per_variant),
         KT_CASE(gradients_of_one_family_at_two_sizes), KT_CASE(an_encoder_layer_trains_the_same_with_a_varying_length),
-        KT_CASE(a_shifted_sequence_is_one_family), KT_CASE(dumps_and_explain_show_the_family))
+        KT_CASE(a_shifted_sequence_is_one_family), KT_CASE(a_size_folded_into_a_constant_is_never_reused),
+        KT_CASE(dumps_and_explain_show_the_family))

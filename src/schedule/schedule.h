@@ -52,6 +52,11 @@ typedef struct kiln_sbuf {
   size_t offset;   /* byte offset in the scratch arena (SCRATCH) */
   size_t bytes;
   int32_t first, last; /* kernel positions of the first write / last read (liveness) */
+  /* SCRATCH: -1, or the buffer this one is a block of, at byte `delta`
+   * (offset = the parent's offset + delta): an input computed in place in
+   * its concatenation (schedule_mem.c); the parent's lifetime covers it */
+  int32_t parent;
+  size_t delta;
 } kiln_sbuf;
 
 /* One GEMM operand: a buffer read as [batch..., rows, cols], row-major. */

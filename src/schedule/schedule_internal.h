@@ -35,6 +35,11 @@ typedef struct bld {
   int32_t *need;   /* 1: read by some kernel or an output: gets a buffer */
   int32_t *upd;    /* MATMUL + 1 when a GEMM update computes the node (see
                     * schedule_fuse.c), -1 for that MATMUL, else 0 */
+  /* memory planning (schedule_mem.c), per node: view_of[n] = c + 1 when n is
+   * computed in place in its block of concatenation c, at byte view_at[n];
+   * view_of[c] = -1 for such a concatenation (its kernel computes nothing) */
+  int32_t *view_of;
+  size_t *view_at;
   int32_t kcap, bcap; /* capacities of s->kernels, s->bufs */
   /* what each kernel reads: (node, kiln_sctx) pairs, n_loads + 1 entries
    * (n_loads = the kernels before the end copies, which read none) */

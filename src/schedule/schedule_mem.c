@@ -29,7 +29,68 @@ static int32_t new_buf(bld *b, kiln_sbuf_kind kind, int32_t index, size_t bytes)
   bf->bytes = bytes;
   bf->first = INT32_MAX;
   bf->last = -1;
+  bf->parent = -1;
   return s->n_bufs++;
+}
+
+/* ───── concatenations computed in place ─────
+ *
+ * A concatenation each of whose inputs is one contiguous block of it (every
+ * dimension before the axis is 1), computed by a kernel for it alone, is
+ * not computed: each input is computed straight into its block of the
+ * concatenation's buffer, as PyTorch DDP's gradients are views of their
+ * bucket (the DDP helper concatenates the gradients for the all-reduce).
+ * An input qualifies when it is materialized, read by nothing but this
+ * concatenation (through reshapes, which read the same bytes), not a graph
+ * input or output and not a collective; the concatenation must be a kernel
+ * of its own and not a graph output. Its kernel then stores nothing and is
+ * no step. */
+
+/* The node whose buffer input x of a concatenation reads (through reshapes
+ * read only there), when it can be computed in place; else -1. */
+static int32_t view_source(const bld *b, int32_t x) {
+  const kiln_graph *g = b->g;
+  const kiln_sched *s = b->s;
+  while (N(g, x)->op == KILN_OP_RESHAPE && !s->mat[x] && b->uses[x] == 1) x = IN(g, x, 0);
+  const kiln_gnode *p = N(g, x);
+  if (!s->mat[x] || b->uses[x] != 1 || s->owner[x] < 0 || p->op == KILN_OP_LEAF || p->op == KILN_OP_SCALAR ||
+      is_coll(p->op) || b->view_of[x])
+    return -1;
+  for (int32_t o = 0; o < g->n_outputs; o++)
+    if (g->output_node[o] == x) return -1;
+  return x;
+}
+
+static void find_view_concats(bld *b) {
+  const kiln_graph *g = b->g;
+  const kiln_sched *s = b->s;
+  for (int32_t c = 0; c < g->n_nodes; c++) {
+    const kiln_gnode *x = N(g, c);
+    if (x->op != KILN_OP_CONCAT || !s->mat[c] || s->owner[c] < 0) continue;
+    const kiln_skernel *k = &s->kernels[s->owner[c]];
+    if (k->kind != KILN_SK_LOOP || k->n_members != 1 || k->members[0] != c) continue;
+    int ok = 1;
+    for (int64_t d = 0; d < x->iattr[0] && ok; d++) ok = x->shape[d] == 1;
+    for (int32_t o = 0; o < g->n_outputs && ok; o++) ok = g->output_node[o] != c;
+    int32_t src[64];
+    for (int i = 0; i < x->n_in && ok; i++) {
+      ok = x->n_in <= 64 && (src[i] = view_source(b, IN(g, c, i))) >= 0;
+      for (int j = 0; j < i && ok; j++) ok = src[j] != src[i];
+    }
+    if (!ok) continue;
+    size_t at = 0;
+    for (int i = 0; i < x->n_in; i++) {
+      b->view_of[src[i]] = c + 1;
+      b->view_at[src[i]] = at;
+      b->need[src[i]] = 1; /* its kernel stores it, into the block */
+      at += kiln_gnode_bytes(N(g, src[i]));
+    }
+    b->view_of[c] = -1;
+  }
+}
+
+static int view_kernel(const bld *b, const kiln_skernel *k) {
+  return k->kind == KILN_SK_LOOP && k->n_members == 1 && b->view_of[k->members[0]] < 0;
 }
 
 /* What each kernel reads (b->loads_of); which nodes need a buffer (b->need). */
@@ -51,6 +112,7 @@ static kiln_status collect_loads(bld *b) {
       b->need[IN(g, k->node, 0)] = b->need[k->node] = 1;
       continue;
     }
+    if (view_kernel(b, k)) continue; /* a concatenation computed in place: no step */
     b->kid = p;
     b->seed = k->seed;
     b->loads = &b->loads_of[p];
@@ -117,10 +179,33 @@ static kiln_status place_inputs(bld *b) {
 /* The home of computed node n: a donated input's buffer when an aliased
  * output computes in place safely, else an output's buffer, else scratch.
  * done[o]: output o is in place (no end copy). -1 when out of memory. */
+/* A collective computed in its input's buffer (the MPI library's in-place
+ * form: no copy of the input into the result first): an all-reduce or a
+ * broadcast (a result of the input's size) whose input is a scratch value
+ * read by nothing else, and which is not itself a graph output. Nothing
+ * else writes that buffer while the collective is in flight: its input's
+ * kernel ran before it, and its readers wait for it (coll_liveness). */
+static int coll_in_place(bld *b, int32_t n) {
+  const kiln_graph *g = b->g;
+  const kiln_gnode *x = N(g, n);
+  if (x->op != KILN_OP_ALL_REDUCE && x->op != KILN_OP_BROADCAST) return 0;
+  int32_t in = IN(g, n, 0);
+  const kiln_gnode *y = N(g, in);
+  if (y->op == KILN_OP_LEAF || y->op == KILN_OP_SCALAR || b->uses[in] != 1 || y->dtype != x->dtype ||
+      kiln_gnode_bytes(y) != kiln_gnode_bytes(x))
+    return 0;
+  int32_t id = b->s->buf_of[in];
+  if (id < 0 || b->s->bufs[id].kind != KILN_SBUF_SCRATCH) return 0;
+  for (int32_t o = 0; o < g->n_outputs; o++)
+    if (g->output_node[o] == n || g->output_node[o] == in) return 0;
+  return 1;
+}
+
 static int32_t home_of(bld *b, int32_t n, uint8_t *done) {
   const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
   const kiln_gnode *x = N(g, n);
+  if (kiln_op_table[x->op].kind == KILN_KIND_COLLECTIVE && coll_in_place(b, n)) return s->buf_of[IN(g, n, 0)];
   int32_t home = -1;
   for (int32_t o = 0; o < g->n_outputs; o++) {
     int32_t a = g->output_alias[o];
@@ -147,6 +232,17 @@ static kiln_status place_computed(bld *b, uint8_t *done) {
     const kiln_gnode *x = N(g, n);
     if (!b->need[n] || x->op == KILN_OP_LEAF) continue;
     if (x->op == KILN_OP_SCALAR && !s->mat[n]) continue; /* only read: its input buffer */
+    if (b->view_of[n] < 0 && s->buf_of[n] >= 0) continue; /* made with its first block */
+    if (b->view_of[n] > 0) { /* a block of its concatenation's buffer */
+      int32_t c = b->view_of[n] - 1;
+      if (s->buf_of[c] < 0) s->buf_of[c] = new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(N(g, c)));
+      int32_t id = s->buf_of[c] < 0 ? -1 : new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(x));
+      if (id < 0) return oom(b);
+      s->bufs[id].parent = s->buf_of[c];
+      s->bufs[id].delta = b->view_at[n];
+      s->buf_of[n] = id;
+      continue;
+    }
     s->buf_of[n] = home_of(b, n, done);
     if (s->buf_of[n] < 0) return oom(b);
   }
@@ -211,9 +307,9 @@ static void last_read(kiln_sbuf *bf, int32_t p) {
 static kiln_status loop_liveness(bld *b, int32_t p) {
   kiln_sched *s = b->s;
   kiln_skernel *k = &s->kernels[p];
-  k->stores = malloc(sizeof *k->stores * (size_t)k->n_members);
+  k->stores = malloc(sizeof *k->stores * (size_t)k->n_members + 1);
   if (!k->stores) return oom(b);
-  for (int32_t j = 0; j < k->n_members; j++) {
+  for (int32_t j = 0; j < k->n_members && !view_kernel(b, k); j++) {
     int32_t m = k->members[j];
     if (s->buf_of[m] < 0) continue;
     KILN_ASSERT(s->buf_of[m] < s->n_bufs);
@@ -301,10 +397,23 @@ static kiln_status store_and_liveness(bld *b) {
       first_write(&s->bufs[k->dst_buf], p);
     }
   }
-  for (int32_t i = 0; i < s->n_bufs; i++) {
-    kiln_sbuf *bf = &s->bufs[i];
-    if (bf->first == INT32_MAX) bf->first = 0;
-    if (bf->last < bf->first) bf->last = bf->first;
+  /* a concatenation's buffer lives while any of its blocks does: from the
+   * first block's write (it is not written itself), and past the last read
+   * of any block; again after the defaults below, which may lengthen a
+   * block's lifetime */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int32_t i = 0; i < s->n_bufs; i++) {
+      const kiln_sbuf *bf = &s->bufs[i];
+      if (bf->parent < 0) continue;
+      kiln_sbuf *pb = &s->bufs[bf->parent];
+      if (bf->first < pb->first) pb->first = bf->first;
+      if (bf->last > pb->last) pb->last = bf->last;
+    }
+    for (int32_t i = 0; i < s->n_bufs && pass == 0; i++) {
+      kiln_sbuf *bf = &s->bufs[i];
+      if (bf->first == INT32_MAX) bf->first = 0;
+      if (bf->last < bf->first) bf->last = bf->first;
+    }
   }
   return KILN_OK;
 }
@@ -376,7 +485,7 @@ static size_t plan_arena(kiln_sched *s) {
   if (!ab || !ord || !shorts || !longs || !tmp || !live) goto out;
   for (int32_t i = 0; i < nb; i++) {
     const kiln_sbuf *bf = &s->bufs[i];
-    if (bf->kind != KILN_SBUF_SCRATCH) continue;
+    if (bf->kind != KILN_SBUF_SCRATCH || bf->parent >= 0) continue; /* blocks are placed with their parent */
     arena_buf *a = &ab[n];
     *a = (arena_buf){.id = i, .first = bf->first, .last = bf->last, .bytes = bf->bytes};
     ord[n++] = a;
@@ -413,6 +522,8 @@ static size_t plan_arena(kiln_sched *s) {
     s->bufs[a->id].offset = off;
     if (off + sz > peak) peak = off + sz;
   }
+  for (int32_t i = 0; i < nb; i++)
+    if (s->bufs[i].parent >= 0) s->bufs[i].offset = s->bufs[s->bufs[i].parent].offset + s->bufs[i].delta;
 out:
   free(ab);
   free(ord);
@@ -424,6 +535,15 @@ out:
 }
 
 kiln_status kiln_sched_plan_memory(bld *b) {
+  size_t nn = (size_t)b->g->n_nodes + 1;
+  b->view_of = calloc(nn, sizeof *b->view_of);
+  b->view_at = calloc(nn, sizeof *b->view_at);
+  if (!b->view_of || !b->view_at) {
+    free(b->view_of);
+    free(b->view_at);
+    return oom(b);
+  }
+  find_view_concats(b);
   kiln_status st = collect_loads(b);
   /* buffers: inputs, then homes of computed nodes, then end copies */
   if (st == KILN_OK) st = place_inputs(b);
@@ -437,6 +557,10 @@ kiln_status kiln_sched_plan_memory(bld *b) {
     for (int32_t p = 0; p <= b->n_loads; p++) free(b->loads_of[p].v);
   free(b->loads_of);
   b->loads_of = NULL;
+  free(b->view_of);
+  free(b->view_at);
+  b->view_of = NULL;
+  b->view_at = NULL;
   if (st != KILN_OK) return st;
   size_t peak = plan_arena(b->s);
   if (peak == (size_t)-1) return oom(b);

@@ -103,7 +103,8 @@ static uint64_t sched_signature(const kiln_sched *s) {
   }
   h = kiln_hash_combine(h, (uint64_t)s->n_bufs);
   for (int32_t i = 0; i < s->n_bufs; i++)
-    h = kiln_hash_combine(h, (uint64_t)s->bufs[i].kind | (uint64_t)(uint32_t)s->bufs[i].index << 8);
+    h = kiln_hash_combine(h, (uint64_t)s->bufs[i].kind | (uint64_t)(uint32_t)s->bufs[i].index << 8 |
+                                 (uint64_t)(uint32_t)s->bufs[i].parent << 32);
   for (int32_t i = 0; i < s->g->n_nodes; i++)
     h = kiln_hash_combine(h, (uint64_t)(uint32_t)s->buf_of[i] | (uint64_t)s->mat[i] << 32);
   return h;

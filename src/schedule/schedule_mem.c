@@ -176,9 +176,6 @@ static kiln_status place_inputs(bld *b) {
   return KILN_OK;
 }
 
-/* The home of computed node n: a donated input's buffer when an aliased
- * output computes in place safely, else an output's buffer, else scratch.
- * done[o]: output o is in place (no end copy). -1 when out of memory. */
 /* A collective computed in its input's buffer (the MPI library's in-place
  * form: no copy of the input into the result first): an all-reduce or a
  * broadcast (a result of the input's size) whose input is a scratch value
@@ -201,6 +198,9 @@ static int coll_in_place(bld *b, int32_t n) {
   return 1;
 }
 
+/* The home of computed node n: a donated input's buffer when an aliased
+ * output computes in place safely, else an output's buffer, else scratch.
+ * done[o]: output o is in place (no end copy). -1 when out of memory. */
 static int32_t home_of(bld *b, int32_t n, uint8_t *done) {
   const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
@@ -307,7 +307,7 @@ static void last_read(kiln_sbuf *bf, int32_t p) {
 static kiln_status loop_liveness(bld *b, int32_t p) {
   kiln_sched *s = b->s;
   kiln_skernel *k = &s->kernels[p];
-  k->stores = malloc(sizeof *k->stores * (size_t)k->n_members + 1);
+  k->stores = malloc(sizeof *k->stores * (size_t)k->n_members);
   if (!k->stores) return oom(b);
   for (int32_t j = 0; j < k->n_members && !view_kernel(b, k); j++) {
     int32_t m = k->members[j];
@@ -417,6 +417,7 @@ static kiln_status store_and_liveness(bld *b) {
   }
   return KILN_OK;
 }
+
 /* The arena planner's view of one scratch buffer: its lifetime, and where
  * it was placed (placed 0: not yet). */
 typedef struct arena_buf {
@@ -437,9 +438,8 @@ static inline int arena_before(const arena_buf *a, const arena_buf *b, int mode)
 }
 
 /* Sort v[0..n) (merge sort, bottom up, through tmp; nothing when already
- * sorted): a few hundred
- * buffers per plan, where qsort's indirect comparisons cost more than the
- * rest of the arena plan. */
+ * sorted): a few hundred buffers per plan, where qsort's indirect
+ * comparisons cost more than the rest of the arena plan. */
 static void arena_sort(arena_buf **v, arena_buf **tmp, int32_t n, int mode) {
   int32_t sorted = 1; /* often already in order (buffers are made in node order) */
   for (int32_t i = 1; i < n && sorted; i++) sorted = !arena_before(v[i], v[i - 1], mode);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sort.h"
 #include "base/text.h"
 
 static const struct {
@@ -334,28 +335,14 @@ static kiln_status parse_metadata(parser *p, kiln_st_header *h) {
   return expect(p, '}', "expected ',' or '}' in __metadata__");
 }
 
-static int cmp_name(const void *a, const void *b, void *ctx) {
+static int cmp_name(int32_t a, int32_t b, void *ctx) {
   const kiln_st_header *h = ctx;
-  return strcmp(h->entries[*(const int *)a].name, h->entries[*(const int *)b].name);
+  return strcmp(h->entries[a].name, h->entries[b].name);
 }
 
-/* Sort idx with cmp (a merge sort: qsort has no context argument and
- * qsort_r's signature differs between libcs). */
-static void sort_idx(int *idx, int *tmp, int n, int (*cmp)(const void *, const void *, void *), void *ctx) {
-  if (n < 2) return;
-  int m = n / 2;
-  sort_idx(idx, tmp, m, cmp, ctx);
-  sort_idx(idx + m, tmp, n - m, cmp, ctx);
-  int i = 0, j = m, k = 0;
-  while (i < m && j < n) tmp[k++] = cmp(&idx[j], &idx[i], ctx) < 0 ? idx[j++] : idx[i++];
-  while (i < m) tmp[k++] = idx[i++];
-  while (j < n) tmp[k++] = idx[j++];
-  memcpy(idx, tmp, sizeof *idx * (size_t)n);
-}
-
-static int cmp_offsets(const void *a, const void *b, void *ctx) {
+static int cmp_offsets(int32_t a, int32_t b, void *ctx) {
   const kiln_st_header *h = ctx;
-  const kiln_st_entry *x = &h->entries[*(const int *)a], *y = &h->entries[*(const int *)b];
+  const kiln_st_entry *x = &h->entries[a], *y = &h->entries[b];
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
   if (x->end != y->end) return x->end < y->end ? -1 : 1;
   return 0;
@@ -398,14 +385,14 @@ static kiln_status validate(kiln_st_header *h, uint64_t data_len, kiln_err *err)
                           (unsigned long long)(e->end - e->begin), kiln_st_dt_name(e->dtype),
                           (unsigned long long)bytes);
   }
-  int *idx = malloc(sizeof *idx * (size_t)(h->n ? h->n : 1)), *tmp = malloc(sizeof *tmp * (size_t)(h->n ? h->n : 1));
+  int32_t *idx = malloc(sizeof *idx * (size_t)(h->n ? h->n : 1)), *tmp = malloc(sizeof *tmp * (size_t)(h->n ? h->n : 1));
   if (!idx || !tmp) {
     free(idx);
     free(tmp);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory checking the header");
   }
   for (int i = 0; i < h->n; i++) idx[i] = i;
-  sort_idx(idx, tmp, h->n, cmp_offsets, h);
+  kiln_sort_idx(idx, tmp, h->n, cmp_offsets, h);
   uint64_t at = 0;
   kiln_status s = KILN_OK;
   for (int k = 0; k < h->n && !s; k++) {
@@ -425,7 +412,7 @@ static kiln_status validate(kiln_st_header *h, uint64_t data_len, kiln_err *err)
                      (unsigned long long)data_len, (unsigned long long)at);
   if (!s) {
     for (int i = 0; i < h->n; i++) idx[i] = i;
-    sort_idx(idx, tmp, h->n, cmp_name, h);
+    kiln_sort_idx(idx, tmp, h->n, cmp_name, h);
     for (int k = 1; k < h->n && !s; k++)
       if (!strcmp(h->entries[idx[k]].name, h->entries[idx[k - 1]].name))
         s = kiln_err_set(err, KILN_ERR_CORRUPT, "duplicate tensor name \"%.200s\"", h->entries[idx[k]].name);

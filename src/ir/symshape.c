@@ -657,6 +657,17 @@ static int node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t
   return memcmp(kiln_gnode_inputs(g, a), kiln_gnode_inputs(h, b), sizeof(int32_t) * (size_t)a->n_in) == 0;
 }
 
+int kiln_symshape_values(const kiln_symshape *s, const kiln_graph *h, int64_t *values) {
+  for (int k = 0; k < s->n_syms; k++) {
+    int32_t in = s->origin[k].input;
+    if (in < 0 || in >= h->n_inputs) return 0;
+    const kiln_gnode *x = &h->nodes[h->input_node[in]];
+    if (x->op != KILN_OP_LEAF || s->origin[k].axis < 0 || s->origin[k].axis >= x->rank) return 0;
+    values[k] = x->shape[s->origin[k].axis];
+  }
+  return 1;
+}
+
 int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *h, int64_t *values,
                        int32_t *bad_node) {
   if (bad_node) *bad_node = -1;
@@ -668,12 +679,9 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
       memcmp(g->output_alias, h->output_alias, sizeof(int32_t) * (size_t)g->n_outputs))
     return 0;
   int64_t v[KILN_SYM_MAX];
-  for (int k = 0; k < s->n_syms; k++) {
-    const kiln_gnode *x = &h->nodes[h->input_node[s->origin[k].input]];
-    if (x->op != KILN_OP_LEAF || s->origin[k].axis >= x->rank) return 0;
-    v[k] = x->shape[s->origin[k].axis];
+  if (!kiln_symshape_values(s, h, v)) return 0;
+  for (int k = 0; k < s->n_syms; k++)
     if (v[k] < 2) return 0; /* 0 and 1: another graph */
-  }
   for (int k = 0; k < s->n_alias; k++) { /* one symbol, one size */
     const kiln_gnode *x = &h->nodes[h->input_node[s->alias[k].input]];
     if (x->op != KILN_OP_LEAF || s->alias[k].axis >= x->rank ||

@@ -101,6 +101,11 @@ int kiln_recip_close(double v, double k, int64_t cnt, int f32);
  * what kiln_graph_hash covers, and the symbols' origins. */
 uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s);
 
+/* The symbol values of s in graph h (values[0..s->n_syms)): the sizes of
+ * the symbols' input dimensions in h. 0 when one is not a LEAF input's
+ * dimension. No other check (kiln_symshape_bind makes them all). */
+int kiln_symshape_values(const kiln_symshape *s, const kiln_graph *h, int64_t *values);
+
 /* 1 when h is an instance of (g, s) (see the header comment), with the
  * symbol values in values[0..s->n_syms); 0 otherwise, with the first node
  * that differs in *bad_node (-1: the graphs' inputs, outputs or a symbol's

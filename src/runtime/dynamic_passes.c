@@ -56,19 +56,6 @@ void kiln_pass_memos_free(kiln_pass_memos *p) {
   free(p);
 }
 
-/* The values of o0's symbols in graph g (an instance of the memo's traced
- * graph): the sizes of their input dimensions. 0 when one is out of range. */
-static int values_of(const kiln_symshape *so, const kiln_graph *g, int64_t *v) {
-  for (int k = 0; k < so->n_syms; k++) {
-    int32_t in = so->origin[k].input, ax = so->origin[k].axis;
-    if (in < 0 || in >= g->n_inputs) return 0;
-    const kiln_gnode *x = &g->nodes[g->input_node[in]];
-    if (ax < 0 || ax >= x->rank) return 0;
-    v[k] = x->shape[ax];
-  }
-  return 1;
-}
-
 /* Whether o (through the passes) reads inputs of g's sizes and writes
  * outputs of g's: what the runtime binds to its buffers. Commuting passes
  * ensure it; checked anyway, since a size that differed would be a buffer
@@ -91,7 +78,7 @@ static int commutes_at(const pass_memo *m, const int64_t *vt) {
   kiln_pass_stats ps = {0};
   kiln_err e = {0};
   int64_t vo[KILN_SYM_MAX], got[KILN_SYM_MAX];
-  if (t && kiln_passes_run(t, &o, &ps, &e) == KILN_OK && values_of(&m->so, t, vo) &&
+  if (t && kiln_passes_run(t, &o, &ps, &e) == KILN_OK && kiln_symshape_values(&m->so, t, vo) &&
       kiln_symshape_bind(m->o0, &m->so, o, got, NULL)) {
     ok = 1;
     for (int k = 0; k < m->so.n_syms; k++) ok &= got[k] == vo[k];
@@ -134,7 +121,7 @@ kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn
       found = m;
   }
   int64_t vo[KILN_SYM_MAX];
-  if (found && found->ok && values_of(&found->so, g, vo)) {
+  if (found && found->ok && kiln_symshape_values(&found->so, g, vo)) {
     *out = kiln_symshape_instance(found->o0, &found->so, vo);
     if (*out && !same_ends(*out, g)) {
       kiln_graph_free(*out);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sort.h"
 #include "schedule/schedule_internal.h"
 
 static kiln_status oom(bld *b) { return kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory"); }
@@ -378,6 +379,19 @@ static void coll_liveness(bld *b, int32_t p) {
   last_read(&s->bufs[out], k->wait_at);
 }
 
+/* A concatenation's buffer lives while any of its blocks does: from the
+ * first block's write (it is not written itself) past the last read of any
+ * block. */
+static void cover_blocks(kiln_sched *s) {
+  for (int32_t i = 0; i < s->n_bufs; i++) {
+    const kiln_sbuf *bf = &s->bufs[i];
+    if (bf->parent < 0) continue;
+    kiln_sbuf *pb = &s->bufs[bf->parent];
+    if (bf->first < pb->first) pb->first = bf->first;
+    if (bf->last > pb->last) pb->last = bf->last;
+  }
+}
+
 /* Stores of loop kernels; the first write and last read of every buffer.
  * A buffer never written is live from 0; one never read until its write. */
 static kiln_status store_and_liveness(bld *b) {
@@ -397,24 +411,13 @@ static kiln_status store_and_liveness(bld *b) {
       first_write(&s->bufs[k->dst_buf], p);
     }
   }
-  /* a concatenation's buffer lives while any of its blocks does: from the
-   * first block's write (it is not written itself), and past the last read
-   * of any block; again after the defaults below, which may lengthen a
-   * block's lifetime */
-  for (int pass = 0; pass < 2; pass++) {
-    for (int32_t i = 0; i < s->n_bufs; i++) {
-      const kiln_sbuf *bf = &s->bufs[i];
-      if (bf->parent < 0) continue;
-      kiln_sbuf *pb = &s->bufs[bf->parent];
-      if (bf->first < pb->first) pb->first = bf->first;
-      if (bf->last > pb->last) pb->last = bf->last;
-    }
-    for (int32_t i = 0; i < s->n_bufs && pass == 0; i++) {
-      kiln_sbuf *bf = &s->bufs[i];
-      if (bf->first == INT32_MAX) bf->first = 0;
-      if (bf->last < bf->first) bf->last = bf->first;
-    }
+  cover_blocks(s);
+  for (int32_t i = 0; i < s->n_bufs; i++) {
+    kiln_sbuf *bf = &s->bufs[i];
+    if (bf->first == INT32_MAX) bf->first = 0;
+    if (bf->last < bf->first) bf->last = bf->first;
   }
+  cover_blocks(s); /* again: the defaults may lengthen a block's lifetime */
   return KILN_OK;
 }
 
@@ -429,34 +432,17 @@ typedef struct arena_span {
   size_t offset, end;
 } arena_span;
 
-/* Whether a goes before b: in placing order (mode 0: larger first, then
- * lower buffer number) or by first position (mode 1, then buffer number). */
-static inline int arena_before(const arena_buf *a, const arena_buf *b, int mode) {
-  if (mode == 0 && a->bytes != b->bytes) return a->bytes > b->bytes;
-  if (mode == 1 && a->first != b->first) return a->first < b->first;
-  return a->id < b->id;
+/* Placing order: larger first, then lower buffer number (ctx: the arena_bufs). */
+static int by_size(int32_t a, int32_t b, void *ctx) {
+  const arena_buf *x = (const arena_buf *)ctx + a, *y = (const arena_buf *)ctx + b;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Sort v[0..n) (merge sort, bottom up, through tmp; nothing when already
- * sorted): a few hundred buffers per plan, where qsort's indirect
- * comparisons cost more than the rest of the arena plan. */
-static void arena_sort(arena_buf **v, arena_buf **tmp, int32_t n, int mode) {
-  int32_t sorted = 1; /* often already in order (buffers are made in node order) */
-  for (int32_t i = 1; i < n && sorted; i++) sorted = !arena_before(v[i], v[i - 1], mode);
-  if (sorted) return;
-  arena_buf **src = v, **dst = tmp;
-  for (int32_t w = 1; w < n; w *= 2) {
-    for (int32_t lo = 0; lo < n; lo += 2 * w) {
-      int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
-      while (i < mid && j < hi) dst[k++] = arena_before(src[j], src[i], mode) ? src[j++] : src[i++];
-      while (i < mid) dst[k++] = src[i++];
-      while (j < hi) dst[k++] = src[j++];
-    }
-    arena_buf **t = src;
-    src = dst;
-    dst = t;
-  }
-  if (src != v) memcpy(v, src, sizeof *v * (size_t)n);
+static int by_first(int32_t a, int32_t b, void *ctx) {
+  const arena_buf *x = (const arena_buf *)ctx + a, *y = (const arena_buf *)ctx + b;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
 }
 
 static int by_offset(const void *a, const void *b) {
@@ -474,45 +460,48 @@ static int by_offset(const void *a, const void *b) {
  * every buffer (short lifetimes by their first position, the few long ones
  * by a scan), sorted by offset, and one sweep finds the first gap that fits:
  * the lowest such offset, as moving past each overlapping buffer until none
- * overlaps would. */
+ * overlaps would. Blocks of a buffer (parent >= 0) are placed with it. */
 static size_t plan_arena(kiln_sched *s) {
   int32_t nb = s->n_bufs, n = 0, n_short = 0, n_long = 0, reach = 0; /* reach: the longest short lifetime */
   arena_buf *ab = malloc(sizeof *ab * (size_t)(nb + 1));
-  arena_buf **ord = malloc(sizeof *ord * (size_t)(nb + 1)), **shorts = malloc(sizeof *shorts * (size_t)(nb + 1));
-  arena_buf **longs = malloc(sizeof *longs * (size_t)(nb + 1)), **tmp = malloc(sizeof *tmp * (size_t)(nb + 1));
+  int32_t *ord = malloc(sizeof *ord * (size_t)(nb + 1)), *shorts = malloc(sizeof *shorts * (size_t)(nb + 1));
+  int32_t *longs = malloc(sizeof *longs * (size_t)(nb + 1)), *tmp = malloc(sizeof *tmp * (size_t)(nb + 1));
   arena_span *live = malloc(sizeof *live * (size_t)(nb + 1));
   size_t peak = (size_t)-1;
   if (!ab || !ord || !shorts || !longs || !tmp || !live) goto out;
   for (int32_t i = 0; i < nb; i++) {
     const kiln_sbuf *bf = &s->bufs[i];
-    if (bf->kind != KILN_SBUF_SCRATCH || bf->parent >= 0) continue; /* blocks are placed with their parent */
-    arena_buf *a = &ab[n];
-    *a = (arena_buf){.id = i, .first = bf->first, .last = bf->last, .bytes = bf->bytes};
-    ord[n++] = a;
-    if (a->last - a->first > ARENA_SHORT) {
-      longs[n_long++] = a;
+    if (bf->kind != KILN_SBUF_SCRATCH || bf->parent >= 0) continue;
+    ab[n] = (arena_buf){.id = i, .first = bf->first, .last = bf->last, .bytes = bf->bytes};
+    ord[n] = n;
+    if (bf->last - bf->first > ARENA_SHORT) {
+      longs[n_long++] = n;
     } else {
-      shorts[n_short++] = a;
-      if (a->last - a->first > reach) reach = a->last - a->first;
+      shorts[n_short++] = n;
+      if (bf->last - bf->first > reach) reach = bf->last - bf->first;
     }
+    n++;
   }
-  arena_sort(ord, tmp, n, 0);
-  arena_sort(shorts, tmp, n_short, 1);
+  kiln_sort_idx(ord, tmp, n, by_size, ab);
+  kiln_sort_idx(shorts, tmp, n_short, by_first, ab);
   peak = 0;
   for (int32_t i = 0; i < n; i++) {
-    arena_buf *a = ord[i];
+    arena_buf *a = &ab[ord[i]];
     size_t sz = (a->bytes + 63) & ~(size_t)63, off = 0;
     int32_t nl = 0, lo = 0, hi = n_short;
     while (lo < hi) { /* the first short lifetime that may reach a->first */
       int32_t mid = lo + (hi - lo) / 2;
-      if (shorts[mid]->first < a->first - reach) lo = mid + 1;
+      if (ab[shorts[mid]].first < a->first - reach) lo = mid + 1;
       else hi = mid;
     }
-    for (int32_t j = lo; j < n_short && shorts[j]->first <= a->last; j++)
-      if (shorts[j]->placed && shorts[j]->last >= a->first) live[nl++] = (arena_span){shorts[j]->offset, shorts[j]->end};
-    for (int32_t j = 0; j < n_long; j++)
-      if (longs[j]->placed && longs[j]->last >= a->first && longs[j]->first <= a->last)
-        live[nl++] = (arena_span){longs[j]->offset, longs[j]->end};
+    for (int32_t j = lo; j < n_short && ab[shorts[j]].first <= a->last; j++) {
+      const arena_buf *o = &ab[shorts[j]];
+      if (o->placed && o->last >= a->first) live[nl++] = (arena_span){o->offset, o->end};
+    }
+    for (int32_t j = 0; j < n_long; j++) {
+      const arena_buf *o = &ab[longs[j]];
+      if (o->placed && o->last >= a->first && o->first <= a->last) live[nl++] = (arena_span){o->offset, o->end};
+    }
     qsort(live, (size_t)nl, sizeof *live, by_offset);
     for (int32_t j = 0; j < nl && live[j].offset < off + sz; j++) /* past it, every later one fits too */
       if (off < live[j].end) off = live[j].end;

@@ -19,6 +19,13 @@ static kiln_node *input(kiln_frontend *fe, kiln_tensor x, const char *op, kiln_l
   return kiln_api_input(fe, x, op, loc, NULL, &n) ? NULL : n;
 }
 
+/* What an op returns when it leaves its input as it is: a tensor of its own
+ * on the input's value, as kiln_pad does for no padding (value semantics:
+ * kiln_assign to one, or kiln_release of one, leaves the other alone).
+ * Returning x itself made `y = roll(x, 0); kiln_assign(x, ...)` change y,
+ * and releasing both a stale-handle error. */
+static kiln_tensor unchanged(kiln_frontend *fe, kiln_node *n, kiln_loc loc) { return kiln_fe_tensor(fe, n, loc); }
+
 /* A normalised axis, or -1 after an error naming op and the rank. */
 static int axis_of(kiln_frontend *fe, const char *op, int axis, int rank, kiln_loc loc) {
   int a = axis < 0 ? axis + rank : axis;
@@ -104,9 +111,13 @@ kiln_tensor kiln_flip_at(kiln_tensor x, int n_axes, const int *axes, kiln_loc lo
   int rank = n->rank;
   int64_t s[KILN_MAX_RANK];
   memcpy(s, n->shape, sizeof(int64_t) * (size_t)rank);
+  int changed = 0;
   for (int a = 0; a < rank; a++)
-    if (seen >> a & 1u) x = flip1(x, a, s[a], loc);
-  return x;
+    if ((seen >> a & 1u) && s[a] > 1) {
+      x = flip1(x, a, s[a], loc);
+      changed = 1;
+    }
+  return changed ? x : unchanged(fe, n, loc);
 }
 
 kiln_tensor kiln_roll_at(kiln_tensor x, int64_t shift, int axis, kiln_loc loc) {
@@ -117,7 +128,7 @@ kiln_tensor kiln_roll_at(kiln_tensor x, int64_t shift, int axis, kiln_loc loc) {
   if (a < 0) return kiln_fe_poison(fe, loc);
   int64_t size = n->shape[a];
   int64_t k = size ? ((shift % size) + size) % size : 0;
-  if (k == 0) return x;
+  if (k == 0) return unchanged(fe, n, loc);
   kiln_tensor parts[2] = {kiln_slice_at(x, a, size - k, size, 1, loc), kiln_slice_at(x, a, 0, size - k, 1, loc)};
   return kiln_concat_at(2, parts, a, loc);
 }
@@ -175,8 +186,10 @@ kiln_tensor kiln_pad_with_at(kiln_tensor x, const int64_t *lo, const int64_t *hi
       return kiln_api_fail(fe, loc, "%s: padding (%lld, %lld) on axis %d of size %lld: must be in [0, %lld]", name,
                            (long long)lo[a], (long long)hi[a], a, (long long)s[a], (long long)(limit < 0 ? 0 : limit));
   }
+  int changed = 0;
   for (int a = 0; a < rank; a++) {
     if (!lo[a] && !hi[a]) continue;
+    changed = 1;
     kiln_tensor parts[3];
     int np = 0;
     if (lo[a]) parts[np++] = border(x, a, rank, s, lo[a], 0, mode, loc);
@@ -185,5 +198,5 @@ kiln_tensor kiln_pad_with_at(kiln_tensor x, const int64_t *lo, const int64_t *hi
     x = kiln_concat_at(np, parts, a, loc);
     s[a] += lo[a] + hi[a];
   }
-  return x;
+  return changed ? x : unchanged(fe, n, loc);
 }

@@ -94,10 +94,13 @@ kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc)
 
 kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool training, kiln_loc loc) {
   if (!(p >= 0.0 && p < 1.0)) return kiln_nn_fail(loc, "dropout: p = %g is outside [0, 1)", p);
-  if (!training || p == 0.0) return x;
   int64_t shape[KILN_MAX_RANK];
   int rank = kiln_shape(x, shape);
   if (rank < 0) return kiln_nn_fail(loc, "dropout: invalid input tensor");
+  /* nothing dropped: still a tensor of its own (a reshape to its own shape
+   * adds no node), as every op returns, so releasing or assigning one leaves
+   * the other alone */
+  if (!training || p == 0.0) return kiln_reshape_at(x, rank, shape, loc);
   kiln_dtype dt = kiln_dtype_of(x);
   if (dt != KILN_F32 && dt != KILN_F64) dt = KILN_F32;
   /* The seed is a graph input of the RANDOM node: a new one never recompiles. */

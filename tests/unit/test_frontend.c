@@ -3,6 +3,7 @@
  * execution. Runs on the backend chosen by KILN_BACKEND (default cpu);
  * results are checked against values computed here in plain C. */
 #include <kiln/kiln.h>
+#include <kiln/nn.h>
 
 #include "kt.h"
 #include "frontend/session.h" /* the frontend singleton's state */
@@ -264,8 +265,49 @@ KT_TEST(parameter_update_is_donated) {
   kiln_shutdown();
 }
 
+/* Every op returns a tensor of its own, also when it leaves its input as it
+ * is (a roll by 0 or by the size, a flip of no axis or of a size-1 axis, a
+ * reflect or replicate pad of nothing, an identity permute, a reshape or
+ * cast to what it is, dropout in evaluation or with p = 0): assigning to the
+ * input afterwards leaves the result's value as it was, and releasing both
+ * is no stale-handle error. The differential test found roll and pad
+ * returning their input's handle. */
+KT_TEST(an_op_that_changes_nothing_returns_a_tensor_of_its_own) {
+  enum { N_OPS = 11 };
+  for (int op = 0; op < N_OPS; op++) {
+    start();
+    const float v[6] = {1, -2, 3, -4, 5, -6};
+    const int64_t sh[2] = {6, 1}, zero[2] = {0, 0};
+    const int perm[2] = {0, 1}, ax1[1] = {1};
+    kiln_tensor x = kiln_from_host(v, KILN_F32, 2, sh), y = {0, 0};
+    switch (op) {
+      case 0: y = kiln_roll(x, 0, 0); break;
+      case 1: y = kiln_roll(x, 6, 0); break;
+      case 2: y = kiln_flip(x, 0, NULL); break;
+      case 3: y = kiln_flip(x, 1, ax1); break; /* axis 1 has size 1 */
+      case 4: y = kiln_pad_with(x, zero, zero, KILN_PAD_REFLECT, 0.0); break;
+      case 5: y = kiln_pad_with(x, zero, zero, KILN_PAD_REPLICATE, 0.0); break;
+      case 6: y = kiln_permute(x, perm); break;
+      case 7: y = kiln_reshape(x, 2, sh); break;
+      case 8: y = kiln_cast(x, KILN_F32); break;
+      case 9: y = kiln_dropout(x, 0.5, 1, false); break;
+      default: y = kiln_dropout(x, 0.0, 1, true); break;
+    }
+    KT_CHECK_MSG(y.index != x.index || y.gen != x.gen, "op %d returned its input's handle", op);
+    kiln_assign(x, kiln_mul_c(x, 10.0));
+    float got[6] = {0};
+    KT_CHECK(kiln_to_host(y, got, sizeof got) == KILN_OK);
+    for (int i = 0; i < 6; i++) KT_CHECK_MSG(got[i] == v[i], "op %d: y[%d] = %g after the input was assigned", op, i, got[i]);
+    kiln_release(y);
+    kiln_release(x);
+    KT_CHECK_MSG(kiln_last_status() == KILN_OK, "op %d: %s", op, kiln_last_error());
+    kiln_shutdown();
+  }
+}
+
 KT_MAIN(KT_CASE(parameter_update_is_donated), KT_CASE(lazy_add_and_read), KT_CASE(loop_compiles_once), KT_CASE(stale_handle_is_an_error_not_a_crash),
         KT_CASE(handle_from_before_shutdown_names_the_shutdown),
         KT_CASE(shape_error_names_op_shapes_and_line), KT_CASE(value_read_executes_only_what_is_needed),
         KT_CASE(forced_hash_collision_runs_the_right_program), KT_CASE(aliasing_pattern_is_part_of_the_graph),
-        KT_CASE(new_seed_never_recompiles), KT_CASE(async_pipeline_keeps_order), KT_CASE(many_temporaries_no_leak))
+        KT_CASE(new_seed_never_recompiles), KT_CASE(async_pipeline_keeps_order), KT_CASE(many_temporaries_no_leak),
+        KT_CASE(an_op_that_changes_nothing_returns_a_tensor_of_its_own))

@@ -30,6 +30,14 @@ typedef struct kiln_an_graph {
   kiln_cut_cause cause;
 } kiln_an_graph;
 
+/* A compiled graph as traced (kiln_cache_entry_graph: a planned size's is
+ * its family's graph at its sizes, made when first asked for); out of
+ * memory, the family's own graph, so that the text stays readable. */
+static const kiln_graph *eg(const kiln_cache_entry *e) {
+  const kiln_graph *g = kiln_cache_entry_graph((kiln_cache_entry *)e);
+  return g ? g : e->fam_graph;
+}
+
 typedef struct kiln_an_site {
   const char *file;
   int line;
@@ -141,15 +149,15 @@ static int site_history(const kiln_an_site *s, int *out) {
 /* The first (input, dim) whose size varies over the graphs hist[0..n) (all
  * with the same inputs and ranks); 0 when none. */
 static int varying_dim(const kiln_analysis *a, const int *hist, int n, int *in_out, int *d_out) {
-  const kiln_graph *g0 = a->graphs[hist[0] - 1].e->graph;
+  const kiln_graph *g0 = eg(a->graphs[hist[0] - 1].e);
   for (int k = 1; k < n; k++)
-    if (a->graphs[hist[k] - 1].e->graph->n_inputs != g0->n_inputs) return 0;
+    if (eg(a->graphs[hist[k] - 1].e)->n_inputs != g0->n_inputs) return 0;
   for (int in = 0; in < g0->n_inputs; in++) {
     const kiln_gnode *x0 = &g0->nodes[g0->input_node[in]];
     for (int d = 0; d < x0->rank; d++) {
       int same_rank = 1, varies = 0;
       for (int k = 1; k < n && same_rank; k++) {
-        const kiln_graph *g = a->graphs[hist[k] - 1].e->graph;
+        const kiln_graph *g = eg(a->graphs[hist[k] - 1].e);
         const kiln_gnode *x = &g->nodes[g->input_node[in]];
         same_rank = x->rank == x0->rank;
         varies |= same_rank && x->shape[d] != x0->shape[d];
@@ -172,13 +180,13 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
                           const char *indent) {
   int in, d;
   if (!varying_dim(a, hist, n, &in, &d)) return;
-  const kiln_graph *g0 = a->graphs[hist[0] - 1].e->graph;
+  const kiln_graph *g0 = eg(a->graphs[hist[0] - 1].e);
   const kiln_gnode *x0 = &g0->nodes[g0->input_node[in]];
   int64_t *values = malloc(sizeof *values * (size_t)s->n), *counts = malloc(sizeof *counts * (size_t)s->n);
   int nv = 0, used = 0;
   for (int k = 0; values && counts && k < s->n; k++) {
     const kiln_cache_entry *e = a->graphs[s->all[k] - 1].e;
-    const kiln_graph *g = e->graph;
+    const kiln_graph *g = eg(e);
     if (g->n_inputs != g0->n_inputs || g->nodes[g->input_node[in]].rank != x0->rank) continue; /* another program */
     int64_t v = g->nodes[g->input_node[in]].shape[d], c = (int64_t)(e->execs ? e->execs : 1);
     int j = 0;
@@ -235,8 +243,8 @@ static kiln_diff_pattern classify_site(kiln_analysis *a, const kiln_an_site *s, 
   while (first > 0) {
     kiln_diff_stats st = {0};
     buf[0] = 0;
-    kiln_graphdiff_format_stats(a->graphs[hist_all[first - 1] - 1].e->graph,
-                                a->graphs[hist_all[first] - 1].e->graph, buf, KILN_AN_DIFF_CAP, &st);
+    kiln_graphdiff_format_stats(eg(a->graphs[hist_all[first - 1] - 1].e),
+                                eg(a->graphs[hist_all[first] - 1].e), buf, KILN_AN_DIFF_CAP, &st);
     if (st.added || st.removed || st.dtype || st.attrs || st.inputs || st.outputs) break;
     first--;
   }
@@ -244,7 +252,7 @@ static kiln_diff_pattern classify_site(kiln_analysis *a, const kiln_an_site *s, 
   const int *hist = hist_all + first;
   int n = n_all - first;
   const kiln_graph *gs[KILN_AN_HISTORY];
-  for (int k = 0; k < n; k++) gs[k] = a->graphs[hist[k] - 1].e->graph;
+  for (int k = 0; k < n; k++) gs[k] = eg(a->graphs[hist[k] - 1].e);
   buf[0] = 0;
   kiln_diff_pattern p = kiln_graphdiff_classify_site(gs, n, s->n - (n_all - n), buf, KILN_AN_DIFF_CAP);
   if (p != KILN_DIFF_PATTERN_NONE && buf[0]) kiln_text_printf(t, "%s%s\n", prefix, buf);
@@ -259,17 +267,17 @@ static kiln_diff_pattern what_changed(kiln_analysis *a, kiln_an_site *s, kiln_te
   int hist[KILN_AN_HISTORY];
   int n = site_history(s, hist);
   if (n < 2) return KILN_DIFF_PATTERN_NONE;
-  const kiln_graph *g = a->graphs[hist[n - 1] - 1].e->graph;
+  const kiln_graph *g = eg(a->graphs[hist[n - 1] - 1].e);
   int best = -1;
   double best_d = 0;
   for (int k = 0; k < n - 1; k++) {
-    double d = kiln_graphdiff_distance(a->graphs[hist[k] - 1].e->graph, g);
+    double d = kiln_graphdiff_distance(eg(a->graphs[hist[k] - 1].e), g);
     if (best < 0 || d <= best_d) best = k, best_d = d; /* ties: the most recent */
   }
   char *buf = malloc(KILN_AN_DIFF_CAP);
   if (!buf) return KILN_DIFF_PATTERN_NONE;
   buf[0] = 0;
-  int nd = kiln_graphdiff_format(a->graphs[hist[best] - 1].e->graph, g, buf, KILN_AN_DIFF_CAP);
+  int nd = kiln_graphdiff_format(eg(a->graphs[hist[best] - 1].e), g, buf, KILN_AN_DIFF_CAP);
   kiln_text_printf(t, "  what changed since compile #%d at the same site (%d difference%s):\n", hist[best], nd,
                    nd == 1 ? "" : "s");
   /* The first lines name the cause; a long tail of the same change
@@ -287,7 +295,7 @@ static kiln_diff_pattern what_changed(kiln_analysis *a, kiln_an_site *s, kiln_te
 }
 
 static void graph_line(kiln_text *t, const kiln_cache_entry *e) {
-  const kiln_graph *g = e->graph;
+  const kiln_graph *g = eg(e);
   kiln_text_printf(t, "  graph %016" PRIx64 ": %d node%s, %d input%s, %d output%s\n", e->key, g->n_nodes,
                    g->n_nodes == 1 ? "" : "s", g->n_inputs, g->n_inputs == 1 ? "" : "s", g->n_outputs,
                    g->n_outputs == 1 ? "" : "s");
@@ -351,7 +359,7 @@ static void compile_report(kiln_analysis *a, kiln_an_site *s, const kiln_cut_cau
 /* The graph input dimensions that varied, as the user knows them: "dim 1 of
  * input 2 (leaf) at train.c:88, ...". */
 static void dyn_origins(kiln_text *t, const kiln_cache_entry *e) {
-  const kiln_graph *g = e->graph;
+  const kiln_graph *g = eg(e);
   for (int k = 0; k < e->n_dyn; k++) {
     const kiln_sym_origin *o = &e->dyn[k];
     const kiln_gnode *x = o->input < g->n_inputs ? &g->nodes[g->input_node[o->input]] : NULL;
@@ -510,8 +518,8 @@ static void explain_graphs(const kiln_analysis *a, kiln_text *t, int brief) {
   for (int i = 0; i < rows; i++) {
     const kiln_cache_entry *e = a->graphs[i].e;
     kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s%s\n", e->compile_no,
-                     e->compile_step, e->tag[0] ? e->tag : "-", e->graph->n_nodes, e->graph->n_inputs,
-                     e->graph->n_outputs, e->execs, kiln_fmt_duration(e->info.compile_ns, b1, sizeof b1),
+                     e->compile_step, e->tag[0] ? e->tag : "-", eg(e)->n_nodes, eg(e)->n_inputs,
+                     eg(e)->n_outputs, e->execs, kiln_fmt_duration(e->info.compile_ns, b1, sizeof b1),
                      kiln_cut_cause_str(&a->graphs[i].cause, cs, sizeof cs),
                      e->info.family == 2   ? " (a new size: planned, not compiled)"
                      : e->info.family == 1 ? " (compiled for any size)"

@@ -45,6 +45,11 @@ static int cut_matches(void *ctx, const kiln_graph *g) {
   return kiln_lin_matches(c->lin, c->n_out, c->outs, c->alias, g);
 }
 
+static int cut_binds(void *ctx, const kiln_graph *g, const kiln_symshape *s, const int64_t *v) {
+  const cut_graph *c = ctx;
+  return kiln_lin_binds(c->lin, c->n_out, c->outs, c->alias, g, s, v);
+}
+
 static kiln_graph *cut_build(void *ctx) {
   const cut_graph *c = ctx;
   return kiln_lin_build(c->lin, c->n_out, c->outs, c->alias);
@@ -170,6 +175,7 @@ static kiln_status cut_run(kiln_fe_session *S, const kiln_cut_cause *cause, uint
                                .step_tensors = S->fe.n_step,
                                .ctx = &cg,
                                .matches = cut_matches,
+                               .binds = cut_binds,
                                .build = cut_build,
                                .out = a->out_bufs};
   return kiln_runtime_run(S->rt, &rq);

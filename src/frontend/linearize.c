@@ -114,6 +114,43 @@ int kiln_lin_matches(const kiln_lin *L, int n_out, kiln_node *const *outs, const
   return 1;
 }
 
+int kiln_lin_binds(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias, const kiln_graph *g,
+                   const kiln_symshape *s, const int64_t *v) {
+  if ((uint32_t)g->n_nodes != L->n || (uint32_t)g->n_inputs != L->n_inputs || g->n_outputs != n_out ||
+      s->n_nodes != g->n_nodes)
+    return 0;
+  for (int o = 0; o < n_out; o++)
+    if (g->output_node[o] != outs[o]->lin || g->output_alias[o] != alias[o]) return 0;
+  int32_t next_input = 0;
+  kiln_gnode b;
+  memset(&b, 0, sizeof b);
+  for (uint32_t i = 0; i < L->n; i++) {
+    const kiln_node *n = L->order[i];
+    const kiln_gnode *a = &g->nodes[i];
+    if (a->op != n->op || a->n_in != n->n_in || a->rank != n->rank) return 0;
+    /* the node as kiln_lin_build would make it */
+    b.op = n->op;
+    b.dtype = n->dtype;
+    b.rank = n->rank;
+    b.n_in = n->n_in;
+    memcpy(b.shape, n->shape, sizeof(int64_t) * n->rank);
+    if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
+      b.n_iattr = 1;
+      b.iattr[0] = next_input++;
+      b.fattr = 0.0; /* a SCALAR's value is an input, not compared; a LEAF's is 0 */
+    } else {
+      b.n_iattr = n->n_iattr;
+      memcpy(b.iattr, n->iattr, sizeof(int64_t) * n->n_iattr);
+      b.fattr = n->fattr;
+    }
+    if (!kiln_symshape_node_binds(g, s, v, (int32_t)i, &b, NULL)) return 0;
+    const int32_t *in = g->in_idx + a->in_off;
+    for (int k = 0; k < n->n_in; k++)
+      if (in[k] != n->in[k]->lin) return 0;
+  }
+  return 1;
+}
+
 kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias) {
   int32_t n_in_idx = 0;
   for (uint32_t i = 0; i < L->n; i++) n_in_idx += L->order[i]->n_in;

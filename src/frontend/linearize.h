@@ -11,6 +11,7 @@
 #define KILN_FRONTEND_LINEARIZE_H
 
 #include "frontend/trace.h"
+#include "ir/symshape.h"
 
 typedef struct kiln_lin {
   kiln_node **order; /* canonical topological order */
@@ -25,6 +26,12 @@ typedef struct kiln_lin {
 int kiln_lin_run(kiln_frontend *fe, kiln_lin *L, int n_out, kiln_node *const *outs);
 /* 1 if the numbered graph (outs, alias) is exactly g. */
 int kiln_lin_matches(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias, const kiln_graph *g);
+/* 1 if the numbered graph is an instance of the family (g, s) at the symbol
+ * values v: what kiln_symshape_bind would say of the graph kiln_lin_build
+ * makes (every node, input, output and alias), without making it. A cache
+ * hit on a planned size of a dynamic family (runtime/runtime.c). */
+int kiln_lin_binds(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias, const kiln_graph *g,
+                   const kiln_symshape *s, const int64_t *v);
 /* Build the kiln_graph (NULL on out-of-memory). */
 kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias);
 void kiln_lin_free(kiln_lin *L);

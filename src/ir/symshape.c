@@ -638,8 +638,9 @@ static int rounding_apart(double x, double y, int dt) {
 }
 
 /* Node a of g (symbolic, s at values v) against node b of h (concrete). */
-static int node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i, const kiln_graph *h) {
-  const kiln_gnode *a = &g->nodes[i], *b = &h->nodes[i];
+int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i,
+                             const kiln_gnode *b, const int32_t *b_in) {
+  const kiln_gnode *a = &g->nodes[i];
   if (a->op != b->op || a->dtype != b->dtype || a->rank != b->rank || a->n_in != b->n_in || a->n_iattr != b->n_iattr)
     return 0;
   for (int d = 0; d < a->rank; d++) {
@@ -654,7 +655,7 @@ static int node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t
              !(a->op == KILN_OP_CONST && rounding_apart(a->fattr, b->fattr, a->dtype))) {
     return 0;
   }
-  return memcmp(kiln_gnode_inputs(g, a), kiln_gnode_inputs(h, b), sizeof(int32_t) * (size_t)a->n_in) == 0;
+  return !b_in || memcmp(kiln_gnode_inputs(g, a), b_in, sizeof(int32_t) * (size_t)a->n_in) == 0;
 }
 
 int kiln_symshape_values(const kiln_symshape *s, const kiln_graph *h, int64_t *values) {
@@ -689,7 +690,7 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
       return 0;
   }
   for (int32_t i = 0; i < g->n_nodes; i++)
-    if (!node_binds(g, s, v, i, h)) {
+    if (!kiln_symshape_node_binds(g, s, v, i, &h->nodes[i], kiln_gnode_inputs(h, &h->nodes[i]))) {
       if (bad_node) *bad_node = i;
       return 0;
     }

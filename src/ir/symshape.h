@@ -113,6 +113,14 @@ int kiln_symshape_values(const kiln_symshape *s, const kiln_graph *h, int64_t *v
 int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *h, int64_t *values,
                        int32_t *bad_node);
 
+/* The check kiln_symshape_bind makes of node i, on its own: whether b (with
+ * inputs b_in[0..b->n_in), or NULL: the caller compares them) is node i of g
+ * at the symbol values v (already read and checked, >= 2 each). For a
+ * caller that holds another graph's nodes in its own form (the frontend's
+ * trace: a cache hit on a planned size, runtime/runtime.c). */
+int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i,
+                             const kiln_gnode *b, const int32_t *b_in);
+
 /* g with every symbolic size (and every 1/count constant) taken at the
  * symbol values values[0..s->n_syms) instead of g's own: a graph of the
  * family at those sizes (NULL on out of memory or when a size overflows).

@@ -111,13 +111,15 @@ static void memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_graph *op
 }
 
 kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
-                                kiln_graph **out, kiln_err *err) {
+                                kiln_graph **out, kiln_dyn_family *fam, kiln_err *err) {
   *out = NULL;
+  if (fam) fam->g = NULL;
   kiln_pass_memos *p = rt->pmemo;
   const pass_memo *found = NULL;
+  int64_t vt[KILN_SYM_MAX];
   for (int i = 0; p && i < p->n && !found; i++) {
     const pass_memo *m = &p->v[i];
-    if (m->t0->n_nodes == g->n_nodes && m->t0->n_inputs == g->n_inputs && kiln_symshape_bind(m->t0, &m->st, g, NULL, NULL))
+    if (m->t0->n_nodes == g->n_nodes && m->t0->n_inputs == g->n_inputs && kiln_symshape_bind(m->t0, &m->st, g, vt, NULL))
       found = m;
   }
   int64_t vo[KILN_SYM_MAX];
@@ -129,6 +131,11 @@ kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn
     }
     if (*out) {
       kiln_counter_add("DynamicPassesReused", 1);
+      if (fam) {
+        fam->g = found->t0;
+        fam->s = &found->st;
+        memcpy(fam->v, vt, sizeof vt[0] * (size_t)found->st.n_syms);
+      }
       return KILN_OK;
     } /* else a size overflows, or out of memory: the passes decide */
   }

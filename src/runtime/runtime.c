@@ -151,6 +151,7 @@ void kiln_runtime_stop(void) {
       kiln_cache_entry *n = e->next;
       if (e->exe) rt->backend->vt->executable_free(rt->backend, e->exe);
       kiln_graph_free(e->graph);
+      kiln_graph_free(e->view);
       free(e);
       e = n;
     }
@@ -174,11 +175,19 @@ void kiln_runtime_test_force_key(uint64_t key) {
 kiln_cache_entry *kiln_cache_find(kiln_runtime *rt, uint64_t key, const kiln_run_request *rq) {
   for (kiln_cache_entry *e = rt->buckets[key & (rt->n_buckets - 1)]; e; e = e->next) {
     if (e->key != key) continue;
-    /* a hash match is not enough: the caller verifies the structure */
-    if (rq->matches(rq->ctx, e->graph)) return e;
+    /* a hash match is not enough: the caller verifies the structure, against
+     * the entry's own traced graph or, for a planned size, its family's */
+    if (e->graph && rq->matches(rq->ctx, e->graph)) return e;
+    if (e->fam_graph && rq->binds && rq->binds(rq->ctx, e->fam_graph, e->fam_shape, e->fam_vals)) return e;
     kiln_counter_add("GraphCacheKeyCollision", 1);
   }
   return NULL;
+}
+
+const kiln_graph *kiln_cache_entry_graph(kiln_cache_entry *e) {
+  if (e->graph) return e->graph;
+  if (!e->view && e->fam_graph) e->view = kiln_symshape_instance(e->fam_graph, e->fam_shape, e->fam_vals);
+  return e->view;
 }
 
 kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e) {

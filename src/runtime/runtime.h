@@ -18,7 +18,10 @@
 
 typedef struct kiln_cache_entry {
   uint64_t key;
-  kiln_graph *graph;      /* the traced graph (before passes), with source locations */
+  /* the traced graph (before passes), with source locations; NULL for a
+   * planned size of a dynamic family until the size recurs (fam): read it
+   * through kiln_cache_entry_graph */
+  kiln_graph *graph;
   kiln_executable *exe;   /* NULL when evicted (kiln_cache_loaded): rebuilt from graph on the next hit */
   uint64_t last_use;      /* rt->use_clock at the last compile or hit (least recently used goes first) */
   kiln_exec_info info;
@@ -31,8 +34,30 @@ typedef struct kiln_cache_entry {
                         * collective and needs no agreement */
   int n_dyn;           /* the graph input dimensions that varied when it was compiled (docs/dynamic-shapes.md) */
   kiln_sym_origin dyn[KILN_SYM_MAX];
+  /* A planned size of a dynamic family (docs/dynamic-shapes.md, "What a new
+   * size costs") keeps no traced graph of its own: fam_graph and fam_shape
+   * are the family's traced graph and symbolic sizes (the pass memo's, kept
+   * as long as the runtime), fam_vals this size's symbol values. A hit is
+   * verified by binding (kiln_run_request.binds); a size hit
+   * KILN_FAMILY_KEEP_HITS times keeps its own traced graph (graph), which
+   * the plain check then compares. view: the family's graph at fam_vals,
+   * made on demand for the debug layer (kiln_cache_entry_graph). */
+  const kiln_graph *fam_graph;
+  const kiln_symshape *fam_shape;
+  int64_t fam_vals[KILN_SYM_MAX];
+  uint32_t fam_hits;
+  kiln_graph *view;
   struct kiln_cache_entry *next;
 } kiln_cache_entry;
+
+#define KILN_FAMILY_KEEP_HITS 4
+
+/* The traced graph of e: its own, or for a planned size that keeps none
+ * the family's traced graph at its sizes (made once, kept with e; its
+ * constants are the family's, within 2 ulps of the size's own, and its
+ * source lines the family's first size's). NULL only when out of memory.
+ * The tracing thread. */
+const kiln_graph *kiln_cache_entry_graph(kiln_cache_entry *e);
 
 /* Why a graph was cut; each has its counter (StepMarkerCut, ValueReadCut,
  * DataDependentCut, ExplicitCompileCut) and its kiln_site_kind. */
@@ -106,6 +131,10 @@ typedef struct kiln_run_request {
   void *ctx;
   int (*matches)(void *ctx, const kiln_graph *g);
   kiln_graph *(*build)(void *ctx);
+  /* whether the caller's graph is an instance of the family (g, s) at the
+   * symbol values v (kiln_symshape_bind's check): a hit on a planned size,
+   * which keeps no traced graph of its own (kiln_cache_entry) */
+  int (*binds)(void *ctx, const kiln_graph *g, const kiln_symshape *s, const int64_t *v);
   kiln_buf **out;          /* filled with n_out buffers, one reference each for the caller */
 } kiln_run_request;
 

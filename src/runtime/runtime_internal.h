@@ -53,9 +53,16 @@ void kiln_dyn_sites_free(kiln_dyn_sites *d);
  * through the passes: for a new size of a family whose passes commute with
  * its sizes, the family's result at g's sizes, without running them
  * (dynamic_passes.c); otherwise kiln_passes_run, remembering g's family
- * when n_dyn > 0. */
+ * when n_dyn > 0. fam (may be NULL): when the family's result served, the
+ * family's traced graph, symbolic sizes (kept until the runtime stops) and
+ * g's symbol values in it; else fam->g is NULL. */
+typedef struct kiln_dyn_family {
+  const kiln_graph *g;
+  const kiln_symshape *s;
+  int64_t v[KILN_SYM_MAX];
+} kiln_dyn_family;
 kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
-                                kiln_graph **out, kiln_err *err);
+                                kiln_graph **out, kiln_dyn_family *fam, kiln_err *err);
 void kiln_pass_memos_free(kiln_pass_memos *p);
 
 /* Lookup / insert in the graph cache; a key match is verified with the

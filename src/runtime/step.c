@@ -20,7 +20,8 @@ static const char *const g_cut_counters[KILN_CUT_REASON_COUNT] = {"StepMarkerCut
 /* The passes and the backend's compile of a traced graph (kept); obs:
  * NULL, or who wants the compile's plan. */
 static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_compile_observer *obs, int n_dyn,
-                             const kiln_sym_origin *dyn, kiln_executable **exe, kiln_err *err) {
+                             const kiln_sym_origin *dyn, kiln_executable **exe, kiln_dyn_family *fam,
+                             kiln_err *err) {
   kiln_graph *opt = NULL;
   kiln_status s = KILN_OK;
   *exe = NULL;
@@ -30,7 +31,7 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
   } else {
     kiln_pass_stats ps = {0};
     uint64_t tp = kiln_prof_span_begin();
-    s = n_dyn > 0 ? kiln_dynamic_passes(rt, g, n_dyn, dyn, &opt, err) : kiln_passes_run(g, &opt, &ps, err);
+    s = n_dyn > 0 ? kiln_dynamic_passes(rt, g, n_dyn, dyn, &opt, fam, err) : kiln_passes_run(g, &opt, &ps, err);
     kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
   }
   if (s == KILN_OK) {
@@ -48,13 +49,15 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
 static kiln_status reload_entry(kiln_runtime *rt, kiln_cache_entry *e, kiln_loc loc) {
   uint64_t t0 = kiln_now_ns();
   kiln_err err = {0};
-  kiln_status s = build_exe(rt, e->graph, NULL, e->n_dyn, e->dyn, &e->exe, &err);
+  const kiln_graph *g = kiln_cache_entry_graph(e); /* a planned size's: its family's at its sizes */
+  if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory rebuilding an evicted graph");
+  kiln_status s = build_exe(rt, g, NULL, e->n_dyn, e->dyn, &e->exe, NULL, &err);
   if (s != KILN_OK)
-    return kiln_error(s, loc, "while rebuilding an evicted graph of %d nodes: %s", e->graph->n_nodes, err.msg);
+    return kiln_error(s, loc, "while rebuilding an evicted graph of %d nodes: %s", g->n_nodes, err.msg);
   double ns = (double)(kiln_now_ns() - t0);
   kiln_metric_record("CompileTime", ns);
   kiln_counter_add("GraphCacheReload", 1);
-  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_COMPILE, "rebuild evicted graph", t0, t0 + (uint64_t)ns, e->graph->n_nodes, 0, 0);
+  if (kiln_prof_on()) kiln_prof_record(KILN_PROF_COMPILE, "rebuild evicted graph", t0, t0 + (uint64_t)ns, g->n_nodes, 0, 0);
   kiln_cache_loaded(rt, e, 1);
   return KILN_OK;
 }
@@ -91,7 +94,8 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_
   const kiln_compile_observer obs = {forward_plan, &fwd};
   kiln_sym_origin dyn[KILN_SYM_MAX];
   int n_dyn = kiln_dynamic_origins(rt, rq, g, dyn);
-  kiln_status s = build_exe(rt, g, want_plan ? &obs : NULL, n_dyn, dyn, &exe, &err);
+  kiln_dyn_family fam = {0};
+  kiln_status s = build_exe(rt, g, want_plan ? &obs : NULL, n_dyn, dyn, &exe, &fam, &err);
   if (s != KILN_OK) {
     int nodes = g->n_nodes;
     kiln_graph_free(g);
@@ -132,6 +136,13 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_
   rt->n_compiles++;
   kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILED, .rt = rt, .cause = cause, .entry = e, .graph = g,
                                  .key = key, .ns = ns});
+  if (planned && fam.g) { /* the family's graph stands for it until the size recurs (kiln_cache_entry) */
+    e->fam_graph = fam.g;
+    e->fam_shape = fam.s;
+    memcpy(e->fam_vals, fam.v, sizeof e->fam_vals);
+    e->graph = NULL;
+    kiln_graph_free(g);
+  }
   kiln_cache_loaded(rt, e, 1);
   *out = e;
   return KILN_OK;
@@ -165,7 +176,9 @@ kiln_status kiln_runtime_cut_open(kiln_runtime *rt, const kiln_cut_cause *cause,
  * matches (a hang). Once per cache entry; a graph without collectives
  * needs nothing. */
 static kiln_status agree_first_run(kiln_runtime *rt, kiln_cache_entry *e, const kiln_cut_cause *cause) {
-  const kiln_graph *g = e->graph;
+  /* a planned size has its family's ops: the family's graph says whether
+   * it has collectives, without making the size's own */
+  const kiln_graph *g = e->graph ? e->graph : e->fam_graph;
   int coll = 0;
   for (int32_t i = 0; i < g->n_nodes && !coll; i++)
     coll = g->nodes[i].op < KILN_OP_COUNT && kiln_op_table[g->nodes[i].op].kind == KILN_KIND_COLLECTIVE;
@@ -173,6 +186,8 @@ static kiln_status agree_first_run(kiln_runtime *rt, kiln_cache_entry *e, const 
     e->agreed = 1;
     return KILN_OK;
   }
+  g = kiln_cache_entry_graph(e);
+  if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, cause->loc, "out of memory before a graph's first run");
   /* the observers' collectives must not interleave with an earlier graph's */
   kiln_executor_wait_all(rt->exec);
   kiln_err verdict = {0};
@@ -208,6 +223,9 @@ kiln_status kiln_runtime_run(kiln_runtime *rt, const kiln_run_request *rq) {
     } else {
       e->last_use = ++rt->use_clock;
     }
+    /* a planned size that recurs keeps its own traced graph: the plain
+     * check is cheaper than binding (out of memory: it binds again) */
+    if (!e->graph && e->fam_graph && ++e->fam_hits >= KILN_FAMILY_KEEP_HITS) e->graph = rq->build(rq->ctx);
   } else {
     st = compile_entry(rt, key, rq, &e);
     if (st != KILN_OK) return st;

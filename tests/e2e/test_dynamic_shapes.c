@@ -15,6 +15,7 @@
 #include "kiln/nn.h"
 #include "kiln/optim.h"
 #include "kt.h"
+#include "runtime/runtime.h" /* kiln_runtime_test_force_key */
 
 static void start(kiln_switch dyn) {
   kiln_options o = {0};
@@ -382,8 +383,59 @@ KT_TEST(dumps_and_explain_show_the_family) {
   KT_CHECK(system(cmd) == 0);
 }
 
+/* sum(exp(x * c)) over [B, 4], x marked dynamic on axis 0; checked against
+ * the host in f64. */
+static void run_scaled(int64_t B, double c) {
+  static float x[64 * 4];
+  for (int64_t i = 0; i < B * 4; i++) x[i] = hval(B, i, 7);
+  const int64_t xs[2] = {B, 4};
+  kiln_tensor tx = kiln_dynamic(kiln_from_host(x, KILN_F32, 2, xs), 0);
+  float got[4];
+  KT_CHECK_MSG(kiln_to_host(kiln_sum(kiln_exp(kiln_mul_c(tx, c)), 1, (const int[]){0}, false), got, sizeof got) ==
+                   KILN_OK,
+               "%s", kiln_last_error());
+  for (int j = 0; j < 4; j++) {
+    double want = 0;
+    for (int64_t i = 0; i < B; i++) want += exp((double)x[i * 4 + j] * c);
+    KT_CHECK_MSG(fabs(got[j] - want) <= 1e-5 * (1 + fabs(want)), "B %lld c %g: y[%d] %.9g, want %.9g", (long long)B, c,
+                 j, got[j], want);
+  }
+  kiln_mark_step();
+}
+
+/* A planned size keeps no traced graph of its own: a hit on it is verified
+ * by binding the trace to the family's graph at the size's symbol values
+ * (kiln_lin_binds), and after a few hits the size keeps its own. Every
+ * graph is forced onto one cache key, so that only that check tells the
+ * programs apart: another program of the same shapes (another constant)
+ * must compile and compute its own result, never run the planned size's. */
+KT_TEST(a_planned_size_is_verified_against_its_family) {
+  start(KILN_SWITCH_ON);
+  kiln_runtime_test_force_key(0x1234);
+  int64_t c0 = kiln_counter_value("UncachedCompile"), p0 = kiln_counter_value("DynamicPlan");
+  int64_t h0 = kiln_counter_value("CachedCompile");
+  run_scaled(8, 0.01);  /* the family */
+  run_scaled(12, 0.01); /* planned */
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 1);
+  KT_EQ_INT(kiln_counter_value("DynamicPlan") - p0, 1);
+  for (int r = 0; r < 6; r++) run_scaled(12, 0.01); /* hits: bound to the family, then its own graph */
+  KT_EQ_INT(kiln_counter_value("CachedCompile") - h0, 6);
+  run_scaled(12, 0.02); /* another program: its own compile (a family of its own) */
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 2);
+  run_scaled(20, 0.02); /* a new size of each program: planned from the right family */
+  run_scaled(20, 0.01);
+  run_scaled(20, 0.01);
+  run_scaled(12, 0.01);
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 2);
+  KT_EQ_INT(kiln_counter_value("DynamicPlan") - p0, 3);
+  KT_CHECK(kiln_counter_value("GraphCacheKeyCollision") > 0);
+  KT_STR_CONTAINS(kiln_explain(), "(a new size: planned, not compiled)");
+  kiln_runtime_test_force_key(0);
+  kiln_shutdown();
+}
+
 KT_MAIN(KT_CASE(a_batch_size_that_changes_compiles_twice), KT_CASE(marked_dimensions_compile_once),
         KT_CASE(sizes_zero_and_one_are_their_own_graphs), KT_CASE(rank_or_dtype_changes_compile_per_variant),
         KT_CASE(gradients_of_one_family_at_two_sizes), KT_CASE(an_encoder_layer_trains_the_same_with_a_varying_length),
         KT_CASE(a_shifted_sequence_is_one_family), KT_CASE(a_size_folded_into_a_constant_is_never_reused),
-        KT_CASE(dumps_and_explain_show_the_family))
+        KT_CASE(dumps_and_explain_show_the_family), KT_CASE(a_planned_size_is_verified_against_its_family))

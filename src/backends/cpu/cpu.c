@@ -100,6 +100,7 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
   for (int32_t i = 0; e->steps && i < e->n_steps; i++) free(e->steps[i].coll);
   free(e->steps);
   free(e->arg_bufs);
+  free(e->gdims);
   free(e->names);
   free(e->bufs);
   if (e->arena) kiln_cpu_scratch_event(kb, e->arena, -(int64_t)e->scratch_bytes);
@@ -110,7 +111,7 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
   free(e);
 }
 
-static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
+static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st, int64_t **gdims) {
   const kiln_graph *g = s->g;
   const kiln_gnode *mm = &g->nodes[k->mm];
   int r = mm->rank;
@@ -128,10 +129,15 @@ static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st) {
   st->lda = st->ta ? st->m : st->k;
   st->ldb = st->tb ? st->k : st->n;
   st->brank = r - 2;
+  st->bshape = *gdims;
+  st->sa = *gdims + (r - 2);
+  st->sb = *gdims + 2 * (r - 2);
+  int64_t *bshape = *gdims, *sa = bshape + (r - 2), *sb = sa + (r - 2);
+  *gdims += 3 * (r - 2);
   for (int d = 0; d < r - 2; d++) {
-    st->bshape[d] = mm->shape[d];
-    st->sa[d] = k->a.batch_stride[d];
-    st->sb[d] = k->b.batch_stride[d];
+    bshape[d] = mm->shape[d];
+    sa[d] = k->a.batch_stride[d];
+    sb[d] = k->b.batch_stride[d];
   }
   (void)b;
   st->abuf = s->buf_of[k->a.node];
@@ -416,11 +422,15 @@ static void bind_loop_step(compile_job *j, int32_t i, step *sp, int32_t *argp, i
   sp->items = src->items;
   sp->grain = src->grain;
   sp->n_args = src->n_args;
-  sp->arg_off = *argp;
-  for (int32_t a = 0; a < src->n_args; a++) {
-    e->arg_bufs[(*argp)++] = src->args[a];
-    if (src->args[a] >= 0) sp->mem_bytes += (double)s->bufs[src->args[a]].bytes; /* not the error word, the symbols */
+  if (src->borrowed) { /* a family's kernel: its argument list is the family's */
+    sp->args = src->args;
+  } else {
+    sp->args = e->arg_bufs + *argp;
+    memcpy(e->arg_bufs + *argp, src->args, sizeof *src->args * (size_t)src->n_args);
+    *argp += src->n_args;
   }
+  for (int32_t a = 0; a < src->n_args; a++)
+    if (src->args[a] >= 0) sp->mem_bytes += (double)s->bufs[src->args[a]].bytes; /* not the error word, the symbols */
   sp->n_sites = src->n_sites;
   sp->site_off = *sitep;
   for (int32_t q = 0; q < src->n_sites; q++) {
@@ -438,14 +448,18 @@ static void bind_loop_step(compile_job *j, int32_t i, step *sp, int32_t *argp, i
 static kiln_status alloc_plan(compile_job *j) {
   const kiln_sched *s = j->s;
   kiln_executable *e = j->e;
+  size_t n_gdims = 0; /* the GEMMs' batch shapes and strides */
+  for (int32_t i = 0; i < s->n_kernels; i++)
+    if (s->kernels[i].kind == KILN_SK_GEMM) n_gdims += 3 * (size_t)(s->g->nodes[s->kernels[i].mm].rank - 2);
   e->steps = calloc((size_t)s->n_kernels + 1, sizeof *e->steps);
-  e->arg_bufs = calloc((size_t)j->total_args + 1, sizeof *e->arg_bufs);
+  e->arg_bufs = malloc(sizeof *e->arg_bufs * ((size_t)j->total_args + 1));
+  e->gdims = malloc(sizeof *e->gdims * (n_gdims + 1));
   e->names = calloc((size_t)s->n_kernels + 1, 24);
   e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
   e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
   e->sites = calloc((size_t)j->total_sites + 1, sizeof *e->sites);
   e->uses = calloc((size_t)s->n_kernels + 1, sizeof *e->uses);
-  if (!e->steps || !e->arg_bufs || !e->names || !e->bufs || !e->timings || !e->sites || !e->uses)
+  if (!e->steps || !e->arg_bufs || !e->gdims || !e->names || !e->bufs || !e->timings || !e->sites || !e->uses)
     return compile_oom(j->err);
   return KILN_OK;
 }
@@ -456,6 +470,7 @@ static kiln_status bind_steps(compile_job *j) {
   const kiln_sched *s = j->s;
   kiln_executable *e = j->e;
   int32_t argp = 0, sitep = 0;
+  int64_t *gdims = e->gdims;
   for (int32_t i = 0; i < s->n_kernels; i++) {
     const kiln_skernel *k = &s->kernels[i];
     step *sp = &e->steps[e->n_steps];
@@ -463,7 +478,7 @@ static kiln_status bind_steps(compile_job *j) {
       if (!j->srcs[i].src) continue;
       bind_loop_step(j, i, sp, &argp, &sitep);
     } else if (k->kind == KILN_SK_GEMM) {
-      gemm_step(s, k, sp);
+      gemm_step(s, k, sp, &gdims);
     } else if (k->kind == KILN_SK_COLL) {
       sp->kind = ST_COLL;
       sp->coll = malloc(sizeof *sp->coll);
@@ -483,7 +498,7 @@ static kiln_status bind_steps(compile_job *j) {
       sp->bytes = k->bytes;
       sp->mem_bytes = 2.0 * (double)sp->bytes;
     }
-    if (!step_buffers_live(s, i, sp, e->arg_bufs + sp->arg_off))
+    if (!step_buffers_live(s, i, sp, sp->args))
       return kiln_err_set(j->err, KILN_ERR_INTERNAL,
                           "cpu compile: kernel %d (%s) uses a buffer outside its planned lifetime", (int)i, sp->name);
     sp->kpos = i;
@@ -580,7 +595,7 @@ static kiln_status family_or_own_kernels(compile_job *j, int n_dyn, const kiln_c
       j->labels = kiln_cpu_family_labels(f);
       for (int32_t i = 0; i < j->s->n_kernels; i++) {
         if (!j->srcs[i].src) continue;
-        j->total_args += j->srcs[i].n_args;
+        if (!j->srcs[i].borrowed) j->total_args += j->srcs[i].n_args; /* a borrowed list is not copied */
         j->total_sites += j->srcs[i].n_sites;
         if (j->srcs[i].n_args > j->e->max_args) j->e->max_args = j->srcs[i].n_args;
       }

@@ -264,7 +264,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
     switch (sp->kind) {
       case ST_LOOP: {
         for (int32_t a = 0; a < sp->n_args; a++) {
-          int32_t id = e->arg_bufs[sp->arg_off + a];
+          int32_t id = sp->args[a];
           args[a] = id == KILN_CG_ERR_ARG ? (void *)errw : id == KILN_CG_SYM_ARG ? (void *)e->symvals : ptr[id];
         }
         loop_ctx l = {sp->fn, args};

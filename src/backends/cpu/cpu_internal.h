@@ -88,15 +88,16 @@ typedef struct step {
   /* LOOP */
   kernel_fn fn;
   int64_t items, grain;
-  int32_t n_args, arg_off; /* buffer ids in exe->arg_bufs[arg_off ..] (KILN_CG_ERR_ARG: the error word,
-                            * KILN_CG_SYM_ARG: exe->symvals) */
+  int32_t n_args;
+  const int32_t *args; /* buffer ids (KILN_CG_ERR_ARG: the error word, KILN_CG_SYM_ARG: exe->symvals): in
+                        * exe->arg_bufs, or a dynamic family's kernel's own (they live as long as the backend) */
   int32_t n_sites, site_off; /* index checks: exe->sites[site_off ..] */
   /* GEMM */
   int f64, ta, tb;
   int dt; /* the operands' and result's dtype: f32 and f64 go to the library, others to kiln_gemm_other */
   int64_t m, n, k, lda, ldb;
   int brank;
-  int64_t bshape[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK];
+  const int64_t *bshape, *sa, *sb; /* brank each, in exe->gdims (a planned size keeps a small step) */
   int32_t abuf, bbuf, cbuf;
   int32_t c0buf, alphabuf; /* a fused update: C's initial value (times beta) and alpha's SCALAR, or -1 */
   double alpha, beta;
@@ -122,6 +123,7 @@ struct kiln_executable {
   int32_t n_steps;
   step *steps;
   int32_t *arg_bufs;
+  int64_t *gdims; /* the GEMM steps' batch shapes and strides */
   char *names; /* kernel names, "k_<hash>\0" each */
   int32_t n_bufs;
   kiln_sbuf *bufs;

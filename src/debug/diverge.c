@@ -137,7 +137,7 @@ static void divergence_error(const kiln_event *ev, int world, const uint64_t *ke
  * that differs is a divergence. */
 static uint64_t agreement_key(const kiln_graph *g) {
   kiln_graph *c = kiln_graph_clone(g);
-  if (!c) return g->hash;
+  if (!c) return kiln_graph_hash(g); /* out of memory: every value counts */
   for (int32_t i = 0; i < c->n_nodes; i++) {
     kiln_gnode *n = &c->nodes[i];
     if (n->op < KILN_OP_COUNT && kiln_op_table[n->op].kind == KILN_KIND_COLLECTIVE) continue;

@@ -46,8 +46,23 @@ void kiln_graph_free(kiln_graph *g) {
 }
 
 kiln_graph *kiln_graph_clone(const kiln_graph *g) {
-  kiln_graph *c = kiln_graph_alloc(g->n_nodes, g->n_in_idx, g->n_inputs, g->n_outputs);
+  /* not zeroed first: every byte is copied (a graph's bytes are all
+   * written: kiln_graph_alloc zeroes them) */
+  kiln_graph *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  c->n_nodes = g->n_nodes;
+  c->n_in_idx = g->n_in_idx;
+  c->n_inputs = g->n_inputs;
+  c->n_outputs = g->n_outputs;
+  c->nodes = malloc(sizeof *c->nodes * ((size_t)g->n_nodes + 1));
+  c->in_idx = malloc(sizeof *c->in_idx * ((size_t)g->n_in_idx + 1));
+  c->input_node = malloc(sizeof *c->input_node * ((size_t)g->n_inputs + 1));
+  c->output_node = malloc(sizeof *c->output_node * ((size_t)g->n_outputs + 1));
+  c->output_alias = malloc(sizeof *c->output_alias * ((size_t)g->n_outputs + 1));
+  if (!c->nodes || !c->in_idx || !c->input_node || !c->output_node || !c->output_alias) {
+    kiln_graph_free(c);
+    return NULL;
+  }
   memcpy(c->nodes, g->nodes, sizeof *g->nodes * (size_t)g->n_nodes);
   memcpy(c->in_idx, g->in_idx, sizeof *g->in_idx * (size_t)g->n_in_idx);
   memcpy(c->input_node, g->input_node, sizeof *g->input_node * (size_t)g->n_inputs);

@@ -55,7 +55,8 @@ typedef struct kiln_graph {
    * (the runtime passes the same buffer for both), or -1. The executable
    * must be correct under that aliasing. */
   int32_t *output_alias;
-  uint64_t hash; /* structural hash (see kiln_graph_hash) */
+  uint64_t hash; /* structural hash (kiln_graph_hash) where computed (the passes' result, a parsed
+                  * graph), else 0: a traced graph and a family's instance leave it to who needs it */
 } kiln_graph;
 
 static inline const int32_t *kiln_gnode_inputs(const kiln_graph *g, const kiln_gnode *n) {

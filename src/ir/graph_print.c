@@ -95,7 +95,8 @@ void kiln_graph_print(const kiln_graph *g, FILE *f) {
     fprintf(f, "graph (null)\n");
     return;
   }
-  fprintf(f, "graph 0x%016" PRIx64 ": %d nodes, %d inputs, %d outputs\n", g->hash, (int)g->n_nodes,
+  fprintf(f, "graph 0x%016" PRIx64 ": %d nodes, %d inputs, %d outputs\n", g->hash ? g->hash : kiln_graph_hash(g),
+          (int)g->n_nodes,
           (int)g->n_inputs, (int)g->n_outputs);
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kiln_gnode *n = &g->nodes[i];

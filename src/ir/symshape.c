@@ -721,7 +721,7 @@ kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, 
       n->fattr = s->recip_num[i] * (1.0 / (double)cnt); /* the frontend's 1/n, times what folding put on it */
     }
   }
-  h->hash = kiln_graph_hash(h);
+  h->hash = 0; /* g's is not this graph's; computed where needed (graph.h) */
   return h;
 }
 

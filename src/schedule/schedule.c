@@ -231,3 +231,28 @@ kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln
   }
   return sched_finish(st, &b, tmp, out);
 }
+
+/* Two int32 lists equal (the same pointer counts: borrowed members). */
+static int same_list(int32_t n, const int32_t *a, const int32_t *b) {
+  return a == b || n == 0 || memcmp(a, b, sizeof *a * (size_t)n) == 0;
+}
+
+int kiln_sched_same_structure(const kiln_sched *a, const kiln_sched *b) {
+  if (a->n_kernels != b->n_kernels || a->n_bufs != b->n_bufs || a->g->n_nodes != b->g->n_nodes) return 0;
+  for (int32_t i = 0; i < a->n_kernels; i++) {
+    const kiln_skernel *x = &a->kernels[i], *y = &b->kernels[i];
+    if (x->kind != y->kind || x->row != y->row || x->line != y->line || x->rank != y->rank || x->mask != y->mask ||
+        x->seed != y->seed || x->n_members != y->n_members || x->n_stores != y->n_stores || x->node != y->node ||
+        x->mm != y->mm || x->a.node != y->a.node || x->a.trans != y->a.trans || x->b.node != y->b.node ||
+        x->b.trans != y->b.trans || x->c_node != y->c_node || x->alpha_node != y->alpha_node ||
+        x->src_buf != y->src_buf || x->dst_buf != y->dst_buf || !same_list(x->n_members, x->members, y->members) ||
+        !same_list(x->n_stores, x->stores, y->stores))
+      return 0;
+  }
+  for (int32_t i = 0; i < a->n_bufs; i++)
+    if (a->bufs[i].kind != b->bufs[i].kind || a->bufs[i].index != b->bufs[i].index ||
+        a->bufs[i].parent != b->bufs[i].parent)
+      return 0;
+  size_t nn = (size_t)a->g->n_nodes;
+  return memcmp(a->buf_of, b->buf_of, sizeof *a->buf_of * nn) == 0 && memcmp(a->mat, b->mat, nn) == 0;
+}

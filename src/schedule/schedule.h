@@ -125,6 +125,11 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
  * lists are t's (t must outlive the result). */
 kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln_sched **out, kiln_err *err);
 void kiln_sched_free(kiln_sched *s);
+/* 1 when a and b have one structure, not necessarily one size: the same
+ * kernels (kind, members, stores, operands), buffers (kind, graph input or
+ * output number, parent) and node-to-buffer map; what a dynamic family's
+ * later sizes must share with it (backends/cpu/cpu_family.c). */
+int kiln_sched_same_structure(const kiln_sched *a, const kiln_sched *b);
 
 /* The buffer a kernel reads for node n: a SCALAR reads its input's 8-byte
  * buffer even when the node is also computed into an output. */

@@ -260,7 +260,11 @@ kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const in
     kiln_text_printf(&w, "%s", m->why);
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", m->why);
   }
-  if (sched_signature(s) != m->sig || s->n_kernels != m->n_kernels) {
+  /* a schedule made like the family's is compared with it directly (its
+   * member lists are the family's: cheaper than hashing it); one made on
+   * its own, by its signature */
+  int same = s->borrowed ? kiln_sched_same_structure(s, m->ts) : sched_signature(s) == m->sig;
+  if (!same || s->n_kernels != m->n_kernels) {
     snprintf(why, why_cap, "this size's schedule differs from the family's");
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/counters.h"
 #include "schedule/schedule_internal.h"
 
 int kiln_sched_shape_is(const kiln_graph *g, const kiln_skernel *k, int32_t n, kiln_sctx c) {
@@ -121,7 +122,7 @@ void kiln_sched_free(kiln_sched *s) {
   if (!s) return;
   for (int32_t i = 0; i < s->n_kernels; i++) {
     if (i >= s->borrowed) free(s->kernels[i].members);
-    free(s->kernels[i].stores);
+    if (i >= s->borrowed || !s->stores_borrowed) free(s->kernels[i].stores);
   }
   free(s->kernels);
   free(s->buf_of);
@@ -129,6 +130,7 @@ void kiln_sched_free(kiln_sched *s) {
   free(s->owner);
   free(s->mat);
   free(s->bufs);
+  free(s->buf_node);
   free(s);
 }
 
@@ -189,8 +191,13 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
   return sched_finish(st, &b, tmp, out);
 }
 
-kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln_sched **out, kiln_err *err) {
+/* kiln_sched_build_like with t's memory plan resized (like: see
+ * kiln_sched_plan_like; *fits 0 when it does not fit, nothing made) or made
+ * from scratch (like 0). */
+static kiln_status build_like(const kiln_sched *t, const kiln_graph *g, int like, int *fits, kiln_sched **out,
+                              kiln_err *err) {
   *out = NULL;
+  *fits = 1;
   const kiln_graph *tg = t->g;
   if (g->n_nodes != tg->n_nodes || g->n_inputs != tg->n_inputs || g->n_outputs != tg->n_outputs)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "schedule: the graph is not an instance of the template's");
@@ -199,7 +206,7 @@ kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln
   int32_t *tmp;
   kiln_status st = sched_alloc(g, err, &s, &b, &tmp);
   if (st != KILN_OK) return st;
-  int32_t nk = 0; /* the fused kernels: the end copies follow them and are planned again */
+  int32_t nk = 0; /* the fused kernels: the end copies follow them */
   while (nk < t->n_kernels && t->kernels[nk].kind != KILN_SK_COPY) nk++;
   st = mark_live(&b);
   if (st == KILN_OK) st = mark_uses(&b); /* GEMM updates read the uses */
@@ -229,7 +236,23 @@ kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln
       memcpy(k->shape, dom->shape, sizeof k->shape);
     }
   }
-  return sched_finish(st, &b, tmp, out);
+  if (!like) return sched_finish(st, &b, tmp, out);
+  if (st == KILN_OK) st = kiln_sched_plan_like(&b, t, nk, fits);
+  free(tmp);
+  if (st != KILN_OK || !*fits) {
+    kiln_sched_free(s);
+    return st;
+  }
+  *out = s;
+  return KILN_OK;
+}
+
+kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln_sched **out, kiln_err *err) {
+  int fits = 0;
+  kiln_status st = build_like(t, g, 1, &fits, out, err);
+  if (st != KILN_OK || fits) return st;
+  kiln_counter_add("DynamicPlanMemoryRedone", 1); /* a size the template's plan does not fit: its own plan */
+  return build_like(t, g, 0, &fits, out, err);
 }
 
 /* Two int32 lists equal (the same pointer counts: borrowed members). */

@@ -89,7 +89,7 @@ typedef struct kiln_skernel {
   int32_t c_node, alpha_node;
   double alpha_c, beta;
   int32_t wait_at; /* COLL: see KILN_SK_COLL */
-  /* COPY: buffer src_buf -> buffer dst_buf, `bytes` bytes */
+  /* COPY: buffer src_buf -> buffer dst_buf, `bytes` bytes (node: the output copied) */
   int32_t src_buf, dst_buf;
   size_t bytes;
 } kiln_skernel;
@@ -104,11 +104,14 @@ typedef struct kiln_sched {
   uint8_t *mat;      /* per node: 1 if materialized (a kernel boundary) */
   int32_t n_bufs;
   kiln_sbuf *bufs;
+  int32_t *buf_node; /* per buffer: the node whose bytes it holds (a SCALAR input: its 8-byte double); what
+                      * a later size of a dynamic family sizes its buffers by (kiln_sched_build_like) */
   size_t scratch_bytes; /* peak scratch (arena size) */
   int n_loop_kernels, n_gemm_calls;
   size_t aliased_bytes;
   int32_t borrowed; /* kernels [0, borrowed) share their members with the template schedule
                      * (kiln_sched_build_like), which must outlive this one */
+  int stores_borrowed; /* and their stores (the template's memory plan, taken at new sizes) */
 } kiln_sched;
 
 /* Build the schedule of g (g must outlive it and pass kiln_graph_verify).
@@ -118,11 +121,13 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
 /* The schedule of g, an instance of t's graph's family (the same nodes,
  * ops, attributes and inputs; other sizes and size-derived constants:
  * ir/symshape.h), with t's kernels: t's fusion, not decided again; each
- * kernel's domain, GEMM strides and factors, and the whole memory plan
- * (buffers, end copies, lifetimes, arena) made at g's sizes. What is
- * decided at g's sizes may still differ from t's (an in-place output):
- * the caller compares the structure (cpu_family.c). The kernels' member
- * lists are t's (t must outlive the result). */
+ * kernel's domain, GEMM strides and factors made at g's sizes; t's memory
+ * plan (buffers, stores, end copies, lifetimes) with every buffer sized at
+ * g's sizes and the arena planned again (schedule_mem.c,
+ * kiln_sched_plan_like), or, where a size breaks what t's plan rests on,
+ * the whole memory plan made at g's sizes; that may differ from t's (an
+ * in-place output): the caller compares the structure (cpu_family.c). The
+ * kernels' member lists and stores are t's (t must outlive the result). */
 kiln_status kiln_sched_build_like(const kiln_sched *t, const kiln_graph *g, kiln_sched **out, kiln_err *err);
 void kiln_sched_free(kiln_sched *s);
 /* 1 when a and b have one structure, not necessarily one size: the same

@@ -100,5 +100,13 @@ int kiln_sched_gemm_refresh(bld *b, kiln_skernel *k);
 
 /* Buffers, end copies, liveness and the arena of the fused kernels. */
 kiln_status kiln_sched_plan_memory(bld *b);
+/* The memory plan of template t (a schedule of another instance of b's
+ * graph's family, with the same kernels) at b's sizes: t's buffers, stores,
+ * lifetimes and end copies, each buffer sized by its node here, the blocks
+ * of concatenations placed again, and the arena planned again. *fits = 0
+ * (nothing changed in b->s's plan fields that matters: the caller plans from
+ * scratch) when a size here breaks what t's plan rests on: a node that no
+ * longer fits its buffer exactly, a block outside its concatenation. */
+kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *fits);
 
 #endif

@@ -15,14 +15,19 @@
 
 static kiln_status oom(bld *b) { return kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory"); }
 
-static int32_t new_buf(bld *b, kiln_sbuf_kind kind, int32_t index, size_t bytes) {
+/* A new buffer holding node's bytes (bytes: what they are here). */
+static int32_t new_buf(bld *b, kiln_sbuf_kind kind, int32_t index, size_t bytes, int32_t node) {
   kiln_sched *s = b->s;
   if (s->n_bufs == b->bcap) {
-    b->bcap = b->bcap ? b->bcap * 2 : 16;
-    kiln_sbuf *v = realloc(s->bufs, sizeof *v * (size_t)b->bcap);
-    if (!v) return -1;
-    s->bufs = v;
+    int32_t cap = b->bcap ? b->bcap * 2 : 64;
+    kiln_sbuf *v = realloc(s->bufs, sizeof *v * (size_t)cap);
+    if (v) s->bufs = v;
+    int32_t *w = v ? realloc(s->buf_node, sizeof *w * (size_t)cap) : NULL;
+    if (w) s->buf_node = w;
+    if (!v || !w) return -1;
+    b->bcap = cap;
   }
+  s->buf_node[s->n_bufs] = node;
   kiln_sbuf *bf = &s->bufs[s->n_bufs];
   memset(bf, 0, sizeof *bf);
   bf->kind = kind;
@@ -170,7 +175,7 @@ static kiln_status place_inputs(bld *b) {
   for (int32_t i = 0; i < g->n_inputs; i++) {
     int32_t ln = g->input_node[i];
     size_t bytes = N(g, ln)->op == KILN_OP_LEAF ? kiln_gnode_bytes(N(g, ln)) : 8;
-    int32_t id = new_buf(b, KILN_SBUF_INPUT, i, bytes);
+    int32_t id = new_buf(b, KILN_SBUF_INPUT, i, bytes, ln);
     if (id < 0) return oom(b);
     b->s->buf_of[ln] = b->s->input_buf[i] = id;
   }
@@ -219,10 +224,10 @@ static int32_t home_of(bld *b, int32_t n, uint8_t *done) {
   }
   for (int32_t o = 0; o < g->n_outputs && home < 0; o++) {
     if (g->output_node[o] != n || g->output_alias[o] >= 0) continue;
-    home = new_buf(b, KILN_SBUF_OUTPUT, o, kiln_gnode_bytes(x));
+    home = new_buf(b, KILN_SBUF_OUTPUT, o, kiln_gnode_bytes(x), n);
     done[o] = 1;
   }
-  if (home < 0) home = new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(x));
+  if (home < 0) home = new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(x), n);
   return home;
 }
 
@@ -236,8 +241,8 @@ static kiln_status place_computed(bld *b, uint8_t *done) {
     if (b->view_of[n] < 0 && s->buf_of[n] >= 0) continue; /* made with its first block */
     if (b->view_of[n] > 0) { /* a block of its concatenation's buffer */
       int32_t c = b->view_of[n] - 1;
-      if (s->buf_of[c] < 0) s->buf_of[c] = new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(N(g, c)));
-      int32_t id = s->buf_of[c] < 0 ? -1 : new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(x));
+      if (s->buf_of[c] < 0) s->buf_of[c] = new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(N(g, c)), c);
+      int32_t id = s->buf_of[c] < 0 ? -1 : new_buf(b, KILN_SBUF_SCRATCH, -1, kiln_gnode_bytes(x), n);
       if (id < 0) return oom(b);
       s->bufs[id].parent = s->buf_of[c];
       s->bufs[id].delta = b->view_at[n];
@@ -266,15 +271,16 @@ static kiln_status add_end_copy(bld *b, int pass, int32_t o, const uint8_t *done
     src = tmp_of[o];
     dst = s->input_buf[a];
   } else if (a >= 0) {
-    dst = is_leaf ? new_buf(b, KILN_SBUF_SCRATCH, -1, bytes) : s->input_buf[a];
+    dst = is_leaf ? new_buf(b, KILN_SBUF_SCRATCH, -1, bytes, n) : s->input_buf[a];
     tmp_of[o] = dst;
   } else {
-    dst = new_buf(b, KILN_SBUF_OUTPUT, o, bytes);
+    dst = new_buf(b, KILN_SBUF_OUTPUT, o, bytes, n);
   }
   kiln_skernel *k = dst >= 0 ? kiln_sched_new_kernel(b) : NULL;
   if (!k) return oom(b);
   k->kind = KILN_SK_COPY;
   k->seed = g->n_nodes;
+  k->node = n;
   k->src_buf = src;
   k->dst_buf = dst;
   k->bytes = bytes;
@@ -554,5 +560,111 @@ kiln_status kiln_sched_plan_memory(bld *b) {
   size_t peak = plan_arena(b->s);
   if (peak == (size_t)-1) return oom(b);
   b->s->scratch_bytes = peak;
+  return KILN_OK;
+}
+
+/* ───── a later size of a dynamic family: the template's plan, resized ─────
+ *
+ * Which node gets which buffer, the end copies and every lifetime follow
+ * from the kernels and what they read, not from sizes: at a later size of a
+ * family (the same kernels, kiln_sched_build_like) they are the template's.
+ * What depends on sizes is each buffer's bytes, the offset of each block of
+ * a concatenation in it, and so the arena. Two decisions of the full plan
+ * compare sizes (an output computed in its donated input's buffer, a
+ * collective in its input's: equal bytes); each node is checked to fit its
+ * buffer exactly here, as it did in the template, or the size is planned
+ * from scratch. */
+
+static size_t buf_bytes(const kiln_graph *g, const kiln_sched *s, int32_t i) {
+  const kiln_gnode *x = N(g, s->buf_node[i]);
+  return s->bufs[i].kind == KILN_SBUF_INPUT && x->op == KILN_OP_SCALAR ? 8 : kiln_gnode_bytes(x);
+}
+
+/* The byte offset of block blk in concatenation c's buffer: the bytes of
+ * c's inputs before the one computed into blk (through the reshapes that
+ * read it: view_source); (size_t)-1 when none is. */
+static size_t block_delta(const kiln_graph *g, const kiln_sched *s, int32_t c, int32_t blk) {
+  size_t at = 0;
+  for (int j = 0; j < N(g, c)->n_in; j++) {
+    int32_t x = IN(g, c, j);
+    while (s->buf_of[x] < 0 && N(g, x)->op == KILN_OP_RESHAPE) x = IN(g, x, 0);
+    if (s->buf_of[x] == blk) return at;
+    at += kiln_gnode_bytes(N(g, IN(g, c, j)));
+  }
+  return (size_t)-1;
+}
+
+/* Every node with a buffer fills it exactly (a SCALAR input: its 8-byte
+ * double), as the full plan leaves them. */
+static int nodes_fit(const kiln_graph *g, const kiln_sched *s) {
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    int32_t id = s->buf_of[n];
+    if (id < 0) continue;
+    const kiln_gnode *x = N(g, n);
+    size_t have = s->bufs[id].bytes;
+    if (kiln_gnode_bytes(x) != have && !(x->op == KILN_OP_SCALAR && s->bufs[id].kind == KILN_SBUF_INPUT && have == 8))
+      return 0;
+  }
+  return 1;
+}
+
+kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *fits) {
+  const kiln_graph *g = b->g, *tg = t->g;
+  kiln_sched *s = b->s;
+  *fits = 0;
+  int32_t nb = t->n_bufs;
+  if (!t->buf_node || s->bufs || !nodes_fit(tg, t)) return KILN_OK;
+  s->bufs = malloc(sizeof *s->bufs * ((size_t)nb + 1));
+  s->buf_node = malloc(sizeof *s->buf_node * ((size_t)nb + 1));
+  if (!s->bufs || !s->buf_node) return oom(b);
+  memcpy(s->bufs, t->bufs, sizeof *s->bufs * (size_t)nb);
+  memcpy(s->buf_node, t->buf_node, sizeof *s->buf_node * (size_t)nb);
+  s->n_bufs = nb;
+  b->bcap = nb + 1;
+  memcpy(s->buf_of, t->buf_of, sizeof *s->buf_of * (size_t)g->n_nodes);
+  memcpy(s->input_buf, t->input_buf, sizeof *s->input_buf * (size_t)g->n_inputs);
+  for (int32_t i = 0; i < nb; i++) s->bufs[i].bytes = buf_bytes(g, s, i);
+  int ok = nodes_fit(g, s);
+  for (int32_t i = 0; i < nb && ok; i++) {
+    int32_t p = s->bufs[i].parent;
+    if (p < 0) continue;
+    int32_t c = s->buf_node[p];
+    size_t d = block_delta(g, s, c, i);
+    /* the rule finds the template's own offsets, and the block fits here */
+    ok = block_delta(tg, t, c, i) == t->bufs[i].delta && d != (size_t)-1 && d + s->bufs[i].bytes <= s->bufs[p].bytes;
+    s->bufs[i].delta = d;
+  }
+  if (!ok) return KILN_OK; /* the caller plans from scratch (fits 0) */
+  for (int32_t p = 0; p < nk; p++) { /* the fused kernels' stores and wait points */
+    kiln_skernel *k = &s->kernels[p];
+    const kiln_skernel *tk = &t->kernels[p];
+    k->n_stores = tk->n_stores;
+    k->stores = tk->stores;
+    k->wait_at = tk->wait_at;
+  }
+  s->stores_borrowed = 1;
+  for (int32_t p = nk; p < t->n_kernels; p++) { /* the end copies, of their output's bytes here */
+    const kiln_skernel *tk = &t->kernels[p];
+    kiln_skernel *k = kiln_sched_new_kernel(b);
+    if (!k) return oom(b);
+    *k = *tk;
+    k->bytes = kiln_gnode_bytes(N(g, k->node));
+    if (tk->bytes != kiln_gnode_bytes(N(tg, tk->node)) || k->bytes > s->bufs[k->src_buf].bytes ||
+        k->bytes > s->bufs[k->dst_buf].bytes) {
+      s->n_kernels--; /* back to the fused kernels: planned from scratch */
+      return KILN_OK;
+    }
+  }
+  s->n_loop_kernels = t->n_loop_kernels;
+  s->aliased_bytes = 0;
+  for (int32_t o = 0; o < g->n_outputs; o++) {
+    int32_t a = g->output_alias[o], n = g->output_node[o];
+    if (a >= 0 && N(g, n)->op != KILN_OP_LEAF && s->buf_of[n] == s->input_buf[a])
+      s->aliased_bytes += kiln_gnode_bytes(N(g, n));
+  }
+  size_t peak = plan_arena(s);
+  if (peak == (size_t)-1) return oom(b);
+  s->scratch_bytes = peak;
+  *fits = 1;
   return KILN_OK;
 }

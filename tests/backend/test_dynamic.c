@@ -15,6 +15,7 @@
 #include "kt.h"
 
 #include "backend/symprog.h"
+#include "schedule/schedule.h"
 
 static kiln_backend *g_cpu, *g_ref;
 
@@ -160,13 +161,66 @@ KT_TEST(one_compile_serves_every_size) {
     g_cpu->vt->executable_free(g_cpu, e0);
     kiln_graph_free(g0);
   }
-  fprintf(stderr, "%d programs, %d families, %d sizes planned\n", programs, families, planned);
+  fprintf(stderr, "%d programs, %d families, %d sizes planned (%lld memory plans made from scratch)\n", programs,
+          families, planned, (long long)kiln_counter_value("DynamicPlanMemoryRedone"));
+}
+
+/* A later size's memory plan is its family's template plan resized
+ * (kiln_sched_build_like, kiln_sched_plan_like): wherever the full plan of
+ * that size has the template's structure, the two must be the same plan,
+ * buffer for buffer (bytes, block offsets, lifetimes, arena offsets), copy
+ * for copy. The template is scheduled at T = 1009 (a prime above every
+ * constant of these programs, as the cpu family's instances are). */
+KT_TEST(a_later_size_plans_memory_as_its_own_schedule_would) {
+  static const int64_t sizes[] = {2, 3, 5, 16, 97, 300, 1013};
+  int compared = 0, programs = 0;
+  for (uint64_t seed = 1; seed <= 60; seed++) {
+    uint64_t r = seed;
+    kiln_graph *gt = symprog_build(symprog_lcg, &r, 1009);
+    kiln_sched *t = NULL;
+    kiln_err err = {0};
+    if (kiln_sched_build(gt, &t, &err) != KILN_OK) {
+      kiln_graph_free(gt);
+      continue;
+    }
+    programs++;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      uint64_t r2 = seed;
+      kiln_graph *g = symprog_build(symprog_lcg, &r2, sizes[k]);
+      kiln_sched *like = NULL, *full = NULL;
+      kiln_status a = kiln_sched_build_like(t, g, &like, &err), b = kiln_sched_build(g, &full, &err);
+      KT_CHECK_MSG(b == KILN_OK, "program %llu at T %lld: %s", (unsigned long long)seed, (long long)sizes[k], err.msg);
+      if (a == KILN_OK && b == KILN_OK && kiln_sched_same_structure(full, t)) {
+        compared++;
+        KT_CHECK(kiln_sched_same_structure(like, full));
+        KT_EQ_INT(like->scratch_bytes, full->scratch_bytes);
+        for (int32_t i = 0; i < like->n_bufs && i < full->n_bufs; i++) {
+          const kiln_sbuf *x = &like->bufs[i], *y = &full->bufs[i];
+          KT_CHECK_MSG(x->bytes == y->bytes && x->offset == y->offset && x->delta == y->delta && x->first == y->first &&
+                           x->last == y->last,
+                       "program %llu at T %lld: buffer %d: bytes %zu/%zu offset %zu/%zu delta %zu/%zu live %d-%d/%d-%d",
+                       (unsigned long long)seed, (long long)sizes[k], (int)i, x->bytes, y->bytes, x->offset, y->offset,
+                       x->delta, y->delta, x->first, x->last, y->first, y->last);
+        }
+        for (int32_t p = 0; p < like->n_kernels && p < full->n_kernels; p++)
+          KT_CHECK(like->kernels[p].bytes == full->kernels[p].bytes &&
+                   like->kernels[p].wait_at == full->kernels[p].wait_at);
+      }
+      kiln_sched_free(like);
+      kiln_sched_free(full);
+      kiln_graph_free(g);
+    }
+    kiln_sched_free(t);
+    kiln_graph_free(gt);
+  }
+  fprintf(stderr, "%d programs, %d sizes compared\n", programs, compared);
+  KT_CHECK(compared > programs * 3); /* most sizes keep the template's structure */
 }
 
 int main(int argc, char **argv) {
   g_cpu = make(0);
   g_ref = make(1);
-  kt_case cases[] = {KT_CASE(one_compile_serves_every_size)};
+  kt_case cases[] = {KT_CASE(one_compile_serves_every_size), KT_CASE(a_later_size_plans_memory_as_its_own_schedule_would)};
   int failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (argc > 1 && !strstr(cases[i].name, argv[1])) continue;

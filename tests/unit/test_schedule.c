@@ -752,6 +752,70 @@ KT_TEST(a_bucket_is_computed_in_place) {
   }
 }
 
+/* The bucket graph above with M rows varying (the batch of a data-parallel
+ * step): each later size's memory plan made from the plan at M = 101
+ * (kiln_sched_build_like, which resizes the template's buffers and places
+ * the blocks and the arena again) is the plan the size's own schedule
+ * makes: the same buffers, bytes, block offsets, lifetimes and arena. */
+static kiln_graph *bucket_graph(int64_t M) {
+  enum { K = 6, N = 5, Z = 3, Y = 2 };
+  gb b = {0};
+  const int64_t sx[2] = {M, K}, sw[2] = {K, N}, sz[2] = {Z, N}, sy[2] = {Y, K}, sp[2] = {M, N}, sq[2] = {Y, N};
+  const int64_t f1[1] = {M * N}, f2[1] = {N}, f3[1] = {Y * N}, ft[1] = {M * N + N + Y * N}, ax0 = 0, ra[2] = {0, 1};
+  int x = leaf(&b, KILN_F32, 2, sx), w = leaf(&b, KILN_F32, 2, sw), z = leaf(&b, KILN_F32, 2, sz);
+  int y = leaf(&b, KILN_F32, 2, sy);
+  int i1[2] = {x, w}, i3[2] = {y, w};
+  int p1 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sp, 2, i1, 0, NULL, 0);
+  int p2 = reduce(&b, KILN_OP_REDUCE_SUM, z, 1);
+  int p3 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sq, 2, i3, 0, NULL, 0);
+  int parts[3] = {add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f1, 1, &p1, 0, NULL, 0),
+                  add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f2, 1, &p2, 0, NULL, 0),
+                  add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f3, 1, &p3, 0, NULL, 0)};
+  int c = add(&b, KILN_OP_CONCAT, KILN_F32, 1, ft, 3, parts, 1, &ax0, 0);
+  int r = add(&b, KILN_OP_ALL_REDUCE, KILN_F32, 1, ft, 1, &c, 2, ra, 0);
+  output(&b, bin(&b, KILN_OP_ADD, r, r), -1);
+  output(&b, x, -1); /* an input that is an output: an end copy, of x's size */
+  return finish(&b);
+}
+
+KT_TEST(a_later_size_of_a_bucket_plans_memory_as_its_own_schedule_would) {
+  kiln_graph *gt = bucket_graph(101);
+  kiln_sched *t = NULL;
+  kiln_err err = {0};
+  KT_CHECK_MSG(kiln_sched_build(gt, &t, &err) == KILN_OK, "schedule: %s", err.msg);
+  static const int64_t sizes[] = {2, 3, 7, 40, 1000};
+  int blocks = 0, copies = 0;
+  for (size_t k = 0; t && k < sizeof sizes / sizeof sizes[0]; k++) {
+    kiln_graph *g = bucket_graph(sizes[k]);
+    kiln_sched *like = NULL, *full = NULL;
+    KT_CHECK(kiln_sched_build_like(t, g, &like, &err) == KILN_OK);
+    KT_CHECK(kiln_sched_build(g, &full, &err) == KILN_OK);
+    if (like && full) {
+      KT_CHECK(kiln_sched_same_structure(like, full));
+      KT_EQ_INT(like->scratch_bytes, full->scratch_bytes);
+      for (int32_t i = 0; i < like->n_bufs && i < full->n_bufs; i++) {
+        const kiln_sbuf *x = &like->bufs[i], *y = &full->bufs[i];
+        KT_CHECK_MSG(x->bytes == y->bytes && x->offset == y->offset && x->delta == y->delta && x->first == y->first &&
+                         x->last == y->last,
+                     "M %lld: buffer %d: bytes %zu/%zu offset %zu/%zu delta %zu/%zu", (long long)sizes[k], (int)i,
+                     x->bytes, y->bytes, x->offset, y->offset, x->delta, y->delta);
+        blocks += x->parent >= 0 && x->delta > 0;
+      }
+      for (int32_t p = 0; p < like->n_kernels && p < full->n_kernels; p++) {
+        KT_EQ_INT(like->kernels[p].bytes, full->kernels[p].bytes);
+        copies += like->kernels[p].kind == KILN_SK_COPY;
+      }
+    }
+    kiln_sched_free(like);
+    kiln_sched_free(full);
+    kiln_graph_free(g);
+  }
+  KT_EQ_INT(blocks, 2 * 5); /* the reduction's and the second product's blocks, past the first, at every size */
+  KT_EQ_INT(copies, 5);
+  kiln_sched_free(t);
+  kiln_graph_free(gt);
+}
+
 KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kernels),
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
         KT_CASE(move_ops_match_c), KT_CASE(im2col_and_its_backward_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
@@ -759,4 +823,5 @@ KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kern
         KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(gemm_updates_match_c), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
         KT_CASE(scratch_is_reused_by_liveness),
         KT_CASE(collective_issued_early_and_its_buffers_kept_in_flight), KT_CASE(a_bucket_is_computed_in_place),
+        KT_CASE(a_later_size_of_a_bucket_plans_memory_as_its_own_schedule_would),
         KT_CASE(teardown))

@@ -41,7 +41,18 @@ typedef struct kiln_exec_info {
    * (no code generated) */
   int family;
   char family_why[200]; /* compile_dynamic with family 0: why not */
+  const void *family_id; /* family 1 or 2: the backend's family (opaque), for kiln_family_hint */
 } kiln_exec_info;
+
+/* What the caller of compile_dynamic knows of g: it is, by construction,
+ * the graph that made family `family` (a compile whose info said family 1
+ * and family_id) with its symbolic sizes taken at `values` (the family's
+ * symbols, in its order). The backend may then take that family without
+ * binding g to it, after checking the values against g's inputs. */
+typedef struct kiln_family_hint {
+  const void *family;
+  int64_t values[KILN_SYM_MAX];
+} kiln_family_hint;
 
 /* Per-kernel timing record for the profiler (optional). */
 typedef struct kiln_kernel_timing {
@@ -114,7 +125,8 @@ typedef struct kiln_backend_vtable {
    * plan. The executable is g's, exactly as compile's; executable_info says
    * what happened (family, family_why). */
   kiln_status (*compile_dynamic)(kiln_backend *b, const kiln_graph *g, const kiln_compile_observer *obs, int n_dyn,
-                                 const kiln_sym_origin *dyn, kiln_executable **out, kiln_err *err);
+                                 const kiln_sym_origin *dyn, const kiln_family_hint *hint, kiln_executable **out,
+                                 kiln_err *err);
   /* Run: inputs[i] for graph input i (SCALAR inputs: an 8-byte buffer
    * holding a double for float dtypes, an int64 otherwise), outputs[o] for
    * output o, already allocated with the output's size. An aliased output

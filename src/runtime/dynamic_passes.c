@@ -32,6 +32,7 @@ typedef struct pass_memo {
   kiln_graph *t0, *o0;
   kiln_symshape st, so;
   int ok; /* the passes commute with the sizes: later instances take o0's */
+  const void *backend_family; /* the backend's family o0's compile made (kiln_family_hint), or NULL */
 } pass_memo;
 
 /* Memos kept; beyond, graphs go through the passes as before. */
@@ -88,13 +89,16 @@ static int commutes_at(const pass_memo *m, const int64_t *vt) {
   return ok;
 }
 
+void kiln_pass_memo_made_family(pass_memo *m, const void *family) { m->backend_family = family; }
+
 /* A memo for traced graph g and its result opt (dyn: the varying input
- * dimensions). Out of memory or no symbol: nothing (the passes run). */
-static void memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_graph *opt, int n_dyn,
-                     const kiln_sym_origin *dyn) {
+ * dimensions), returned; NULL when out of memory or without a symbol (the
+ * passes run). */
+static pass_memo *memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_graph *opt, int n_dyn,
+                           const kiln_sym_origin *dyn) {
   if (!rt->pmemo) rt->pmemo = calloc(1, sizeof *rt->pmemo);
   kiln_pass_memos *p = rt->pmemo;
-  if (!p || p->n >= KILN_PASS_MEMOS) return;
+  if (!p || p->n >= KILN_PASS_MEMOS) return NULL;
   pass_memo *m = &p->v[p->n];
   kiln_err e = {0};
   m->t0 = kiln_graph_clone(g);
@@ -102,18 +106,19 @@ static void memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_graph *op
   if (!m->t0 || !m->o0 || kiln_symshape_infer(g, n_dyn, dyn, &m->st, &e) != KILN_OK ||
       kiln_symshape_infer(opt, n_dyn, dyn, &m->so, &e) != KILN_OK || m->st.n_syms == 0 || m->so.n_syms == 0) {
     memo_clear(m);
-    return;
+    return NULL;
   }
   int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX];
   kiln_symshape_primes(g, m->st.n_syms, 0, pa, pb);
   m->ok = commutes_at(m, pa) && commutes_at(m, pb);
   p->n++; /* kept either way: a failed memo answers its family's later graphs at once */
+  return m;
 }
 
 kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
                                 kiln_graph **out, kiln_dyn_family *fam, kiln_err *err) {
   *out = NULL;
-  if (fam) fam->g = NULL;
+  if (fam) fam->g = NULL, fam->backend_family = NULL, fam->made = NULL;
   kiln_pass_memos *p = rt->pmemo;
   const pass_memo *found = NULL;
   int64_t vt[KILN_SYM_MAX];
@@ -135,12 +140,17 @@ kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn
         fam->g = found->t0;
         fam->s = &found->st;
         memcpy(fam->v, vt, sizeof vt[0] * (size_t)found->st.n_syms);
+        fam->backend_family = found->backend_family;
+        memcpy(fam->vo, vo, sizeof vo[0] * (size_t)found->so.n_syms);
       }
       return KILN_OK;
     } /* else a size overflows, or out of memory: the passes decide */
   }
   kiln_pass_stats ps = {0};
   kiln_status s = kiln_passes_run(g, out, &ps, err);
-  if (s == KILN_OK && n_dyn > 0 && !found) memo_add(rt, g, *out, n_dyn, dyn);
+  if (s == KILN_OK && n_dyn > 0 && !found) {
+    pass_memo *m = memo_add(rt, g, *out, n_dyn, dyn);
+    if (fam) fam->made = m;
+  }
   return s;
 }

@@ -60,7 +60,17 @@ typedef struct kiln_dyn_family {
   const kiln_graph *g;
   const kiln_symshape *s;
   int64_t v[KILN_SYM_MAX];
+  /* the backend's family the memo's result made (or NULL), and the
+   * result's symbol values: the backend's hint (kiln_family_hint) */
+  const void *backend_family;
+  int64_t vo[KILN_SYM_MAX];
+  /* a memo made by this call (NULL otherwise): kiln_pass_memo_made_family
+   * records the backend's family its result makes */
+  struct pass_memo *made;
 } kiln_dyn_family;
+/* The compile of memo m's result made the backend's family `family`
+ * (kiln_exec_info.family_id with family 1): later sizes served by m hint it. */
+void kiln_pass_memo_made_family(struct pass_memo *m, const void *family);
 kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
                                 kiln_graph **out, kiln_dyn_family *fam, kiln_err *err);
 void kiln_pass_memos_free(kiln_pass_memos *p);

@@ -36,8 +36,22 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
   }
   if (s == KILN_OK) {
     const kiln_backend_vtable *vt = rt->backend->vt;
-    s = n_dyn > 0 && vt->compile_dynamic ? vt->compile_dynamic(rt->backend, opt, obs, n_dyn, dyn, exe, err)
-                                         : vt->compile(rt->backend, opt, obs, exe, err);
+    /* a size served by the pass memo is, by construction, the memo's
+     * result at its values: the backend family that result made needs no
+     * binding (kiln_family_hint) */
+    kiln_family_hint hint = {0};
+    if (fam && fam->g && fam->backend_family) {
+      hint.family = fam->backend_family;
+      memcpy(hint.values, fam->vo, sizeof hint.values);
+    }
+    s = n_dyn > 0 && vt->compile_dynamic
+            ? vt->compile_dynamic(rt->backend, opt, obs, n_dyn, dyn, hint.family ? &hint : NULL, exe, err)
+            : vt->compile(rt->backend, opt, obs, exe, err);
+    if (s == KILN_OK && fam && fam->made && vt->executable_info) {
+      kiln_exec_info in = {0};
+      vt->executable_info(rt->backend, *exe, &in);
+      if (in.family == 1) kiln_pass_memo_made_family(fam->made, in.family_id);
+    }
   }
   kiln_graph_free(opt);
   return s;

@@ -112,6 +112,8 @@ typedef struct kiln_sched {
   int32_t borrowed; /* kernels [0, borrowed) share their members with the template schedule
                      * (kiln_sched_build_like), which must outlive this one */
   int stores_borrowed; /* and their stores (the template's memory plan, taken at new sizes) */
+  int resizable;       /* a full memory plan that later sizes of its family may take resized
+                        * (schedule_mem.c, kiln_sched_plan_like) */
 } kiln_sched;
 
 /* Build the schedule of g (g must outlive it and pass kiln_graph_verify).

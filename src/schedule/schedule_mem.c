@@ -529,6 +529,8 @@ out:
   return peak;
 }
 
+static int plan_is_resizable(const kiln_graph *g, const kiln_sched *s);
+
 kiln_status kiln_sched_plan_memory(bld *b) {
   size_t nn = (size_t)b->g->n_nodes + 1;
   b->view_of = calloc(nn, sizeof *b->view_of);
@@ -560,6 +562,7 @@ kiln_status kiln_sched_plan_memory(bld *b) {
   size_t peak = plan_arena(b->s);
   if (peak == (size_t)-1) return oom(b);
   b->s->scratch_bytes = peak;
+  b->s->resizable = plan_is_resizable(b->g, b->s);
   return KILN_OK;
 }
 
@@ -609,11 +612,11 @@ static int nodes_fit(const kiln_graph *g, const kiln_sched *s) {
 }
 
 kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *fits) {
-  const kiln_graph *g = b->g, *tg = t->g;
+  const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
   *fits = 0;
   int32_t nb = t->n_bufs;
-  if (!t->buf_node || s->bufs || !nodes_fit(tg, t)) return KILN_OK;
+  if (!t->resizable || s->bufs) return KILN_OK;
   s->bufs = malloc(sizeof *s->bufs * ((size_t)nb + 1));
   s->buf_node = malloc(sizeof *s->buf_node * ((size_t)nb + 1));
   if (!s->bufs || !s->buf_node) return oom(b);
@@ -630,8 +633,7 @@ kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *f
     if (p < 0) continue;
     int32_t c = s->buf_node[p];
     size_t d = block_delta(g, s, c, i);
-    /* the rule finds the template's own offsets, and the block fits here */
-    ok = block_delta(tg, t, c, i) == t->bufs[i].delta && d != (size_t)-1 && d + s->bufs[i].bytes <= s->bufs[p].bytes;
+    ok = d != (size_t)-1 && d + s->bufs[i].bytes <= s->bufs[p].bytes;
     s->bufs[i].delta = d;
   }
   if (!ok) return KILN_OK; /* the caller plans from scratch (fits 0) */
@@ -649,8 +651,7 @@ kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *f
     if (!k) return oom(b);
     *k = *tk;
     k->bytes = kiln_gnode_bytes(N(g, k->node));
-    if (tk->bytes != kiln_gnode_bytes(N(tg, tk->node)) || k->bytes > s->bufs[k->src_buf].bytes ||
-        k->bytes > s->bufs[k->dst_buf].bytes) {
+    if (k->bytes > s->bufs[k->src_buf].bytes || k->bytes > s->bufs[k->dst_buf].bytes) {
       s->n_kernels--; /* back to the fused kernels: planned from scratch */
       return KILN_OK;
     }
@@ -667,4 +668,18 @@ kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *f
   s->scratch_bytes = peak;
   *fits = 1;
   return KILN_OK;
+}
+
+/* Whether a full plan is what kiln_sched_plan_like assumes of a template
+ * (checked once, when the plan is made): every node fills its buffer
+ * exactly, the blocks' offsets are the sums block_delta finds, and each end
+ * copy moves its output's bytes. */
+static int plan_is_resizable(const kiln_graph *g, const kiln_sched *s) {
+  if (!s->buf_node || !nodes_fit(g, s)) return 0;
+  for (int32_t i = 0; i < s->n_bufs; i++)
+    if (s->bufs[i].parent >= 0 && block_delta(g, s, s->buf_node[s->bufs[i].parent], i) != s->bufs[i].delta) return 0;
+  for (int32_t p = 0; p < s->n_kernels; p++)
+    if (s->kernels[p].kind == KILN_SK_COPY && s->kernels[p].bytes != kiln_gnode_bytes(N(g, s->kernels[p].node)))
+      return 0;
+  return 1;
 }

@@ -53,7 +53,7 @@ static kiln_exec_info run_on(kiln_backend *b, const kiln_graph *g, int dynamic, 
   kiln_executable *e = NULL;
   kiln_err err = {0};
   kiln_sym_origin dyn = {0, 1};
-  kiln_status st = dynamic ? b->vt->compile_dynamic(b, g, NULL, 1, &dyn, &e, &err) : b->vt->compile(b, g, NULL, &e, &err);
+  kiln_status st = dynamic ? b->vt->compile_dynamic(b, g, NULL, 1, &dyn, NULL, &e, &err) : b->vt->compile(b, g, NULL, &e, &err);
   KT_CHECK_MSG(st == KILN_OK, "compile: %s", err.msg);
   if (st == KILN_OK) {
     st = b->vt->execute(b, e, in, out, &err);

@@ -611,7 +611,8 @@ static kiln_status family_or_own_kernels(compile_job *j, int n_dyn, const kiln_c
 }
 
 static kiln_status compile_with(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs, int n_dyn,
-                                const kiln_sym_origin *dyn, kiln_executable **out, kiln_err *err) {
+                                const kiln_sym_origin *dyn, const kiln_family_hint *hint, kiln_executable **out,
+                                kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
   *out = NULL;
   uint64_t t0 = kiln_now_ns();
@@ -620,7 +621,7 @@ static kiln_status compile_with(kiln_backend *kb, const kiln_graph *g, const kil
    * later sizes reuse (cpu_family.h) */
   int64_t values[KILN_SYM_MAX];
   int made = 0;
-  const kiln_cpu_family *f = n_dyn > 0 ? kiln_cpu_family_of(b, g, n_dyn, dyn, values, &made) : NULL;
+  const kiln_cpu_family *f = n_dyn > 0 ? kiln_cpu_family_of(b, g, n_dyn, dyn, hint, values, &made) : NULL;
   KILN_RETURN_IF_ERROR(err, kiln_cpu_family_schedule(f, made, g, &s, err), "while scheduling a graph of %d nodes",
                        g->n_nodes);
   compile_job j = {.b = b, .s = s, .err = err};
@@ -629,6 +630,7 @@ static kiln_status compile_with(kiln_backend *kb, const kiln_graph *g, const kil
   kiln_status st = (j.e && j.srcs) ? KILN_OK : compile_oom(err);
   if (j.e) pthread_mutex_init(&j.e->mu, NULL);
   if (st == KILN_OK) st = family_or_own_kernels(&j, n_dyn, f, made, values);
+  if (st == KILN_OK && j.e->info.family) j.e->info.family_id = f;
   uint64_t t1 = kiln_now_ns();
   kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: schedule + codegen", -1);
   pthread_mutex_lock(&b->mu);
@@ -653,12 +655,13 @@ static kiln_status compile_with(kiln_backend *kb, const kiln_graph *g, const kil
 
 static kiln_status cpu_compile(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs,
                                kiln_executable **out, kiln_err *err) {
-  return compile_with(kb, g, obs, 0, NULL, out, err);
+  return compile_with(kb, g, obs, 0, NULL, NULL, out, err);
 }
 
 static kiln_status cpu_compile_dynamic(kiln_backend *kb, const kiln_graph *g, const kiln_compile_observer *obs,
-                                       int n_dyn, const kiln_sym_origin *dyn, kiln_executable **out, kiln_err *err) {
-  return compile_with(kb, g, obs, n_dyn, dyn, out, err);
+                                       int n_dyn, const kiln_sym_origin *dyn, const kiln_family_hint *hint,
+                                       kiln_executable **out, kiln_err *err) {
+  return compile_with(kb, g, obs, n_dyn, dyn, hint, out, err);
 }
 
 static const char *cpu_describe(kiln_backend *kb) { return ((cpu_backend *)kb)->desc; }

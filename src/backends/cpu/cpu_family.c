@@ -227,9 +227,29 @@ static fam *find_family(cpu_backend *b, const kiln_graph *g, int n_dyn, const ki
   return m;
 }
 
+/* The hinted family, when it is one of b's, usable, and g's input sizes
+ * give the hint's values (symbols >= 2); else NULL. */
+static fam *hinted(cpu_backend *b, const kiln_graph *g, const kiln_family_hint *hint, int64_t *v) {
+  if (!hint || !hint->family) return NULL;
+  fam *m = NULL;
+  pthread_mutex_lock(&b->mu);
+  for (size_t i = 0; b->fams && i < b->fams->n && !m; i++)
+    if (b->fams->v[i] == hint->family) m = b->fams->v[i];
+  pthread_mutex_unlock(&b->mu);
+  if (!m || m->failed || !m->g0 || m->g0->n_nodes != g->n_nodes || m->g0->n_inputs != g->n_inputs ||
+      m->g0->n_outputs != g->n_outputs || !kiln_symshape_values(&m->s0, g, v))
+    return NULL;
+  for (int k = 0; k < m->s0.n_syms; k++)
+    if (v[k] < 2 || v[k] != hint->values[k]) return NULL;
+  return m;
+}
+
 kiln_cpu_family *kiln_cpu_family_of(cpu_backend *b, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
-                                    int64_t *values, int *made) {
+                                    const kiln_family_hint *hint, int64_t *values, int *made) {
   memset(values, 0, sizeof *values * KILN_SYM_MAX);
+  *made = 0;
+  fam *h = hinted(b, g, hint, values);
+  if (h) return h;
   fam *m = find_family(b, g, n_dyn, dyn, made, values);
   if (m && *made && !m->failed) memcpy(values, m->s0.value, sizeof m->s0.value);
   return m;

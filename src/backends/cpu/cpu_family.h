@@ -14,10 +14,12 @@ typedef struct kiln_cpu_family kiln_cpu_family;
  * KILN_SYM_MAX): g's symbol values), or one made from g now (*made = 1:
  * its kernels are new, the C compiler runs once; it may have failed, see
  * kiln_cpu_family_sources). NULL: out of memory or too many families (g
- * compiles as it is). Thread-safe (the family table is under b->mu; the
+ * compiles as it is). hint (may be NULL): a family g is known to be an
+ * instance of (backend.h), taken without binding once g's input sizes give
+ * its values. Thread-safe (the family table is under b->mu; the
  * caller must not hold it). */
 kiln_cpu_family *kiln_cpu_family_of(cpu_backend *b, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
-                                    int64_t *values, int *made);
+                                    const kiln_family_hint *hint, int64_t *values, int *made);
 
 /* The schedule of g: for a known family (f not NULL, not failed, made 0),
  * the family's fusion at g's sizes (kiln_sched_build_like: only the memory

@@ -40,6 +40,7 @@ typedef struct kiln_kernel_src {
   int32_t *sites;     /* malloc'd */
   int borrowed;       /* 1: src, args and sites belong to another kiln_kernel_src (a dynamic family's
                        * text, bound at another size): kiln_kernel_src_clear leaves them */
+  const char *family_name; /* borrowed: that kiln_kernel_src's name (it outlives this one), or NULL */
 } kiln_kernel_src;
 
 /* The buffer id of the error-word argument (no real buffer has it). */

@@ -97,7 +97,8 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
     pthread_mutex_unlock(&b->mu);
   }
   free(e->uses);
-  for (int32_t i = 0; e->steps && i < e->n_steps; i++) free(e->steps[i].coll);
+  for (int32_t i = 0; e->steps && i < e->n_steps; i++)
+    if (e->steps[i].kind == ST_COLL) free(e->steps[i].coll);
   free(e->steps);
   free(e->arg_bufs);
   free(e->gdims);
@@ -285,6 +286,7 @@ typedef struct compile_job {
   kiln_kernel_src *srcs; /* per kernel; src NULL for non-loop or store-less kernels */
   kiln_executable *e;
   int32_t total_args, total_sites;
+  int32_t n_names; /* names copied into the executable's (kernels not of a family) */
   size_t code_bytes;
   kiln_cc_result ccr;
   const char **labels; /* a family's loop kernel op lists, per kernel (loop_label), or NULL */
@@ -439,9 +441,13 @@ static void bind_loop_step(compile_job *j, int32_t i, step *sp, int32_t *argp, i
     int ax = (int)nd->iattr[0];
     e->sites[(*sitep)++] = (isite){kiln_op_name(nd->op), ax, sg->nodes[kiln_gnode_inputs(sg, nd)[0]].shape[ax], nd->loc};
   }
-  char *nm = e->names + 24 * (size_t)i;
-  memcpy(nm, src->name, sizeof src->name);
-  sp->name = nm;
+  if (src->family_name) { /* a family's kernel: its name is the family's */
+    sp->name = src->family_name;
+  } else {
+    char *nm = e->names + 24 * (size_t)j->n_names++;
+    memcpy(nm, src->name, sizeof src->name);
+    sp->name = nm;
+  }
 }
 
 /* The plan's arrays, sized for the schedule. */
@@ -454,7 +460,9 @@ static kiln_status alloc_plan(compile_job *j) {
   e->steps = calloc((size_t)s->n_kernels + 1, sizeof *e->steps);
   e->arg_bufs = malloc(sizeof *e->arg_bufs * ((size_t)j->total_args + 1));
   e->gdims = malloc(sizeof *e->gdims * (n_gdims + 1));
-  e->names = calloc((size_t)s->n_kernels + 1, 24);
+  int32_t own = 0;
+  for (int32_t i = 0; i < s->n_kernels; i++) own += j->srcs[i].src && !j->srcs[i].family_name;
+  e->names = calloc((size_t)own + 1, 24);
   e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
   e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
   e->sites = calloc((size_t)j->total_sites + 1, sizeof *e->sites);
@@ -498,7 +506,7 @@ static kiln_status bind_steps(compile_job *j) {
       sp->bytes = k->bytes;
       sp->mem_bytes = 2.0 * (double)sp->bytes;
     }
-    if (!step_buffers_live(s, i, sp, sp->args))
+    if (!step_buffers_live(s, i, sp, sp->kind == ST_LOOP ? sp->args : NULL))
       return kiln_err_set(j->err, KILN_ERR_INTERNAL,
                           "cpu compile: kernel %d (%s) uses a buffer outside its planned lifetime", (int)i, sp->name);
     sp->kpos = i;
@@ -519,7 +527,8 @@ static kiln_status bind_steps(compile_job *j) {
 static void fill_info(const compile_job *j, const kiln_graph *g, uint64_t t0, uint64_t t1, uint64_t t2) {
   const kiln_sched *s = j->s;
   kiln_executable *e = j->e;
-  memcpy(e->bufs, s->bufs, sizeof *e->bufs * (size_t)s->n_bufs);
+  for (int32_t i = 0; i < s->n_bufs; i++)
+    e->bufs[i] = (xbuf){(int32_t)s->bufs[i].kind, s->bufs[i].index, s->bufs[i].offset};
   e->n_bufs = s->n_bufs;
   e->scratch_bytes = s->scratch_bytes;
   kiln_exec_info *in = &e->info;

@@ -251,7 +251,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
   flights fl = {.n = 0, .st = KILN_OK};
   e->has_fault = 0;
   for (int32_t i = 0; i < e->n_bufs; i++) {
-    const kiln_sbuf *bf = &e->bufs[i];
+    const xbuf *bf = &e->bufs[i];
     ptr[i] = bf->kind == KILN_SBUF_INPUT    ? inputs[bf->index]
              : bf->kind == KILN_SBUF_OUTPUT ? outputs[bf->index]
                                             : (char *)arena + bf->offset;

@@ -296,6 +296,7 @@ kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const in
       for (int e = 0; e < m->items[i].exp[k]; e++) items *= v[k];
     srcs[i] = m->tmpl[i]; /* the family's text, borrowed: it lives as long as the backend */
     srcs[i].borrowed = 1;
+    srcs[i].family_name = m->tmpl[i].name;
     srcs[i].items = items;
   }
   memcpy(symvals, v, sizeof *v * KILN_SYM_MAX);

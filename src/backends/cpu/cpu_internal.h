@@ -82,31 +82,38 @@ typedef struct isite {
   kiln_loc loc;
 } isite;
 
+/* One step of an executable; the fields of its kind only (a planned size
+ * of a dynamic family keeps one per kernel: kept small). */
 typedef struct step {
   int kind;
+  int32_t kpos; /* the schedule's kernel position of this step */
   const char *name;
-  /* LOOP */
-  kernel_fn fn;
-  int64_t items, grain;
-  int32_t n_args;
-  const int32_t *args; /* buffer ids (KILN_CG_ERR_ARG: the error word, KILN_CG_SYM_ARG: exe->symvals): in
-                        * exe->arg_bufs, or a dynamic family's kernel's own (they live as long as the backend) */
-  int32_t n_sites, site_off; /* index checks: exe->sites[site_off ..] */
-  /* GEMM */
-  int f64, ta, tb;
-  int dt; /* the operands' and result's dtype: f32 and f64 go to the library, others to kiln_gemm_other */
-  int64_t m, n, k, lda, ldb;
-  int brank;
-  const int64_t *bshape, *sa, *sb; /* brank each, in exe->gdims (a planned size keeps a small step) */
-  int32_t abuf, bbuf, cbuf;
-  int32_t c0buf, alphabuf; /* a fused update: C's initial value (times beta) and alpha's SCALAR, or -1 */
-  double alpha, beta;
-  /* COPY (and COLL: src the input's buffer, dst the output's) */
-  int32_t src, dst;
-  size_t bytes;
-  kiln_backend_coll *coll; /* COLL: owned by the step */
-  int32_t kpos;    /* the schedule's kernel position of this step */
-  int32_t wait_at; /* COLL: in flight until the step with kpos >= wait_at (the schedule's KILN_SK_COLL) */
+  union {
+    struct { /* LOOP */
+      kernel_fn fn;
+      int64_t items, grain;
+      const int32_t *args; /* buffer ids (KILN_CG_ERR_ARG: the error word, KILN_CG_SYM_ARG: exe->symvals): in
+                            * exe->arg_bufs, or a dynamic family's kernel's own (they live as long as the backend) */
+      int32_t n_args;
+      int32_t n_sites, site_off; /* index checks: exe->sites[site_off ..] */
+    };
+    struct { /* GEMM */
+      int f64, ta, tb;
+      int dt; /* the operands' and result's dtype: f32 and f64 go to the library, others to kiln_gemm_other */
+      int64_t m, n, k, lda, ldb;
+      const int64_t *bshape, *sa, *sb; /* brank each, in exe->gdims */
+      int brank;
+      int32_t abuf, bbuf, cbuf;
+      int32_t c0buf, alphabuf; /* a fused update: C's initial value (times beta) and alpha's SCALAR, or -1 */
+      double alpha, beta;
+    };
+    struct { /* COPY (and COLL: src the input's buffer, dst the output's) */
+      int32_t src, dst;
+      size_t bytes;
+      kiln_backend_coll *coll; /* COLL: owned by the step */
+      int32_t wait_at; /* COLL: in flight until the step with kpos >= wait_at (the schedule's KILN_SK_COLL) */
+    };
+  };
   double flops, mem_bytes;
   kiln_pool_tag tag; /* profiler name: "<scope>/fusion.3 (mul,add,relu)" (kiln_cpu_name_steps; until
                      * then the step's own name) and the user's line */
@@ -119,6 +126,14 @@ typedef struct step {
   int named; /* tag holds its name (atomic: kiln_cpu_step_resolve) */
 } step;
 
+/* A buffer of the plan as execution reads it: a graph input or output
+ * (index) or scratch at offset in the arena (kiln_sbuf's kind). */
+typedef struct xbuf {
+  int32_t kind;
+  int32_t index;
+  size_t offset;
+} xbuf;
+
 struct kiln_executable {
   int32_t n_steps;
   step *steps;
@@ -126,7 +141,7 @@ struct kiln_executable {
   int64_t *gdims; /* the GEMM steps' batch shapes and strides */
   char *names; /* kernel names, "k_<hash>\0" each */
   int32_t n_bufs;
-  kiln_sbuf *bufs;
+  xbuf *bufs;
   size_t scratch_bytes;
   pthread_mutex_t mu;
   void *arena;

@@ -26,11 +26,12 @@ static kent *tab_find(cpu_backend *b, uint64_t h, const char *src) {
   for (size_t i = h & (b->tab_cap - 1);; i = (i + 1) & (b->tab_cap - 1)) {
     kent *e = &b->tab[i];
     if (!e->src) return NULL;
-    if (e->hash == h && strcmp(e->src, src) == 0) return e;
+    if (e->hash == h && (e->family_src == src || strcmp(e->src, src) == 0)) return e;
   }
 }
 
-static int tab_insert(cpu_backend *b, uint64_t h, const char *src, kernel_fn fn, so_ref *owner) {
+static int tab_insert(cpu_backend *b, uint64_t h, const char *src, const char *family_src, kernel_fn fn,
+                      so_ref *owner) {
   if ((b->tab_n + 1) * 2 > b->tab_cap) {
     size_t cap = b->tab_cap ? b->tab_cap * 2 : 64;
     kent *t = calloc(cap, sizeof *t);
@@ -49,7 +50,7 @@ static int tab_insert(cpu_backend *b, uint64_t h, const char *src, kernel_fn fn,
   if (!copy) return -1;
   size_t i = h & (b->tab_cap - 1);
   while (b->tab[i].src) i = (i + 1) & (b->tab_cap - 1);
-  b->tab[i] = (kent){h, copy, fn, owner};
+  b->tab[i] = (kent){h, copy, family_src, fn, owner};
   b->tab_n++;
   return 0;
 }
@@ -355,7 +356,8 @@ static kiln_status register_object(compile_job *j, kiln_so *so) {
                           srcs[i].name, kiln_cc_command(b->cc));
     kernel_fn fn;
     memcpy(&fn, &sym, sizeof fn);
-    if (tab_insert(b, srcs[i].hash, srcs[i].src, fn, ref)) return compile_oom(j->err);
+    if (tab_insert(b, srcs[i].hash, srcs[i].src, srcs[i].family_name ? srcs[i].src : NULL, fn, ref))
+      return compile_oom(j->err);
   }
   return KILN_OK;
 }

@@ -33,6 +33,8 @@ typedef struct so_ref {
 typedef struct kent {
   uint64_t hash;
   char *src; /* verifies a hash hit: a collision never runs the wrong code */
+  const char *family_src; /* the dynamic family's text it was made from (lives as long as the backend), or
+                           * NULL: a lookup with that very text needs no comparison */
   kernel_fn fn;
   so_ref *owner;
 } kent;

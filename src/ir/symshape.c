@@ -698,31 +698,54 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
   return 1;
 }
 
+int kiln_symshape_sized_nodes(const kiln_symshape *s, int32_t *out) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < s->n_nodes; i++) {
+    int any = s->recip[i].mask != 0;
+    for (int d = 0; d < KILN_MAX_RANK && !any; d++) any = kiln_symshape_dim(s, i, d)->mask != 0;
+    if (any) {
+      if (out) out[n] = i;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* Node i of h at the values: its symbolic sizes and 1/count constant. */
+static int resize_node(kiln_graph *h, const kiln_symshape *s, const int64_t *values, int32_t i) {
+  kiln_gnode *n = &h->nodes[i];
+  for (int d = 0; d < n->rank; d++) {
+    const kiln_symdim *m = kiln_symshape_dim(s, i, d);
+    if (!m->mask) continue;
+    n->shape[d] = eval_at(s, values, m);
+    if (n->shape[d] < 0) return 0;
+  }
+  if (s->recip[i].mask) {
+    int64_t cnt = eval_at(s, values, &s->recip[i]);
+    if (cnt <= 0) return 0;
+    n->fattr = s->recip_num[i] * (1.0 / (double)cnt); /* the frontend's 1/n, times what folding put on it */
+  }
+  return 1;
+}
+
 kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, const int64_t *values) {
   kiln_graph *h = kiln_graph_clone(g);
   if (!h) return NULL;
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    kiln_gnode *n = &h->nodes[i];
-    for (int d = 0; d < n->rank; d++) {
-      const kiln_symdim *m = kiln_symshape_dim(s, i, d);
-      if (!m->mask) continue;
-      n->shape[d] = eval_at(s, values, m);
-      if (n->shape[d] < 0) {
-        kiln_graph_free(h);
-        return NULL;
-      }
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (!resize_node(h, s, values, i)) {
+      kiln_graph_free(h);
+      return NULL;
     }
-    if (s->recip[i].mask) {
-      int64_t cnt = eval_at(s, values, &s->recip[i]);
-      if (cnt <= 0) {
-        kiln_graph_free(h);
-        return NULL;
-      }
-      n->fattr = s->recip_num[i] * (1.0 / (double)cnt); /* the frontend's 1/n, times what folding put on it */
-    }
-  }
   h->hash = 0; /* g's is not this graph's; computed where needed (graph.h) */
   return h;
+}
+
+int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const int32_t *nodes, int32_t n_nodes,
+                         const int64_t *values) {
+  for (int32_t k = 0; k < n_nodes; k++)
+    if (!resize_node(h, s, values, nodes[k])) return 0;
+  h->hash = 0;
+  return 1;
 }
 
 int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,

@@ -127,6 +127,16 @@ int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const 
  * At g's own values it is g. */
 kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, const int64_t *values);
 
+/* The nodes of s with a symbolic size or a 1/count constant, in order, into
+ * out (may be NULL); returns how many. */
+int kiln_symshape_sized_nodes(const kiln_symshape *s, int32_t *out);
+/* h, an instance of s's graph (kiln_symshape_instance, or a clone of the
+ * graph), taken to the symbol values in place: the sizes and constants of
+ * nodes[0..n_nodes) (kiln_symshape_sized_nodes) rewritten, nothing else
+ * touched. 0 when a size overflows (h is then of no use). */
+int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const int32_t *nodes, int32_t n_nodes,
+                         const int64_t *values);
+
 /* 2n distinct primes, pa[0..n) then pb[0..n), all above every size of g
  * plus margin: symbol values at which no size of a family coincides with
  * another or with a constant (the generic instances families are checked

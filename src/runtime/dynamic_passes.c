@@ -33,6 +33,12 @@ typedef struct pass_memo {
   kiln_symshape st, so;
   int ok; /* the passes commute with the sizes: later instances take o0's */
   const void *backend_family; /* the backend's family o0's compile made (kiln_family_hint), or NULL */
+  /* o0 taken to each new size in place and lent to that size's compile
+   * (kiln_dyn_family.lent), instead of a new instance per size: only the
+   * sized nodes' sizes are rewritten */
+  kiln_graph *scratch;
+  int32_t *sized, n_sized;
+  int busy;
 } pass_memo;
 
 /* Memos kept; beyond, graphs go through the passes as before. */
@@ -46,6 +52,8 @@ struct kiln_pass_memos {
 static void memo_clear(pass_memo *m) {
   kiln_graph_free(m->t0);
   kiln_graph_free(m->o0);
+  kiln_graph_free(m->scratch);
+  free(m->sized);
   kiln_symshape_clear(&m->st);
   kiln_symshape_clear(&m->so);
   memset(m, 0, sizeof *m);
@@ -91,6 +99,32 @@ static int commutes_at(const pass_memo *m, const int64_t *vt) {
 
 void kiln_pass_memo_made_family(pass_memo *m, const void *family) { m->backend_family = family; }
 
+void kiln_pass_memo_give_back(kiln_dyn_family *fam) {
+  if (fam && fam->lent) fam->lent->busy = 0;
+  if (fam) fam->lent = NULL;
+}
+
+/* o0 at the values vo: the memo's scratch graph resized and lent (fam->lent),
+ * when the caller can give it back and it is free; else a new instance. */
+static kiln_graph *instance_of(pass_memo *m, const int64_t *vo, kiln_dyn_family *fam) {
+  if (fam && !m->busy) {
+    if (!m->scratch) {
+      int32_t n = kiln_symshape_sized_nodes(&m->so, NULL);
+      m->sized = malloc(sizeof *m->sized * ((size_t)n + 1));
+      m->scratch = m->sized ? kiln_graph_clone(m->o0) : NULL;
+      if (m->scratch) m->n_sized = kiln_symshape_sized_nodes(&m->so, m->sized);
+    }
+    if (m->scratch && kiln_symshape_resize(m->scratch, &m->so, m->sized, m->n_sized, vo)) {
+      m->busy = 1;
+      fam->lent = m;
+      return m->scratch;
+    }
+    kiln_graph_free(m->scratch); /* a size overflowed: made again next time */
+    m->scratch = NULL;
+  }
+  return kiln_symshape_instance(m->o0, &m->so, vo);
+}
+
 /* A memo for traced graph g and its result opt (dyn: the varying input
  * dimensions), returned; NULL when out of memory or without a symbol (the
  * passes run). */
@@ -118,20 +152,21 @@ static pass_memo *memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_gra
 kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn,
                                 kiln_graph **out, kiln_dyn_family *fam, kiln_err *err) {
   *out = NULL;
-  if (fam) fam->g = NULL, fam->backend_family = NULL, fam->made = NULL;
+  if (fam) fam->g = NULL, fam->backend_family = NULL, fam->made = NULL, fam->lent = NULL;
   kiln_pass_memos *p = rt->pmemo;
-  const pass_memo *found = NULL;
+  pass_memo *found = NULL;
   int64_t vt[KILN_SYM_MAX];
   for (int i = 0; p && i < p->n && !found; i++) {
-    const pass_memo *m = &p->v[i];
+    pass_memo *m = &p->v[i];
     if (m->t0->n_nodes == g->n_nodes && m->t0->n_inputs == g->n_inputs && kiln_symshape_bind(m->t0, &m->st, g, vt, NULL))
       found = m;
   }
   int64_t vo[KILN_SYM_MAX];
   if (found && found->ok && kiln_symshape_values(&found->so, g, vo)) {
-    *out = kiln_symshape_instance(found->o0, &found->so, vo);
+    *out = instance_of(found, vo, fam);
     if (*out && !same_ends(*out, g)) {
-      kiln_graph_free(*out);
+      if (fam && fam->lent) kiln_pass_memo_give_back(fam);
+      else kiln_graph_free(*out);
       *out = NULL;
     }
     if (*out) {

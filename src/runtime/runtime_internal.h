@@ -67,7 +67,11 @@ typedef struct kiln_dyn_family {
   /* a memo made by this call (NULL otherwise): kiln_pass_memo_made_family
    * records the backend's family its result makes */
   struct pass_memo *made;
+  /* the result is the memo's own graph, lent (not to be freed): given back
+   * with kiln_pass_memo_give_back once the compile is done */
+  struct pass_memo *lent;
 } kiln_dyn_family;
+void kiln_pass_memo_give_back(kiln_dyn_family *fam);
 /* The compile of memo m's result made the backend's family `family`
  * (kiln_exec_info.family_id with family 1): later sizes served by m hint it. */
 void kiln_pass_memo_made_family(struct pass_memo *m, const void *family);

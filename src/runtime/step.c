@@ -53,7 +53,8 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
       if (in.family == 1) kiln_pass_memo_made_family(fam->made, in.family_id);
     }
   }
-  kiln_graph_free(opt);
+  if (fam && fam->lent) kiln_pass_memo_give_back(fam); /* the memo's graph, lent for the compile */
+  else kiln_graph_free(opt);
   return s;
 }
 

@@ -35,6 +35,8 @@ struct kiln_cpu_family {
   uint64_t sig;
   int32_t n_kernels;
   kiln_kernel_src *tmpl;
+  uint8_t *same_src; /* per kernel: 1 when its text is an earlier kernel's (shared: the kernel table finds
+                      * it by pointer, kent.family_src) */
   kiln_sym_mono *items;
   const char **labels; /* per kernel: its op list (interned), see kiln_cpu_family_labels */
   /* the instance at the first primes and its schedule: the fusion every
@@ -63,8 +65,12 @@ static void fam_free(kiln_backend *kb, fam *m) {
   if (!m) return;
   kiln_graph_free(m->g0);
   kiln_symshape_clear(&m->s0);
-  for (int32_t k = 0; m->tmpl && k < m->n_kernels; k++) kiln_kernel_src_clear(&m->tmpl[k]);
+  for (int32_t k = 0; m->tmpl && k < m->n_kernels; k++) {
+    if (m->same_src && m->same_src[k]) m->tmpl[k].src = NULL; /* the earlier kernel's */
+    kiln_kernel_src_clear(&m->tmpl[k]);
+  }
   free(m->tmpl);
+  free(m->same_src);
   free(m->items);
   free(m->labels);
   kiln_sched_free(m->ts);
@@ -122,7 +128,8 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
   m->tmpl = calloc((size_t)nk + 1, sizeof *m->tmpl);
   m->items = calloc((size_t)nk + 1, sizeof *m->items);
   m->labels = calloc((size_t)nk + 1, sizeof *m->labels);
-  if (!m->tmpl || !m->items || !m->labels) return fail(m, "out of memory", NULL);
+  m->same_src = calloc((size_t)nk + 1, 1);
+  if (!m->tmpl || !m->items || !m->labels || !m->same_src) return fail(m, "out of memory", NULL);
   m->n_kernels = nk;
   for (int32_t i = 0; i < nk && !m->failed; i++) {
     const kiln_skernel *k = &sa->kernels[i];
@@ -140,7 +147,16 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
       char what[64];
       snprintf(what, sizeof what, "kernel %d", (int)i);
       fail(m, what, &e);
+      continue;
     }
+    for (int32_t q = 0; q < i; q++) /* a text made before (a model's repeated layers): one copy */
+      if (m->tmpl[q].src && !m->same_src[q] && m->tmpl[q].hash == m->tmpl[i].hash &&
+          strcmp(m->tmpl[q].src, m->tmpl[i].src) == 0) {
+        free(m->tmpl[i].src);
+        m->tmpl[i].src = m->tmpl[q].src;
+        m->same_src[i] = 1;
+        break;
+      }
   }
 }
 

@@ -469,12 +469,15 @@ static int by_offset(const void *a, const void *b) {
  * overlaps would. Blocks of a buffer (parent >= 0) are placed with it. */
 static size_t plan_arena(kiln_sched *s) {
   int32_t nb = s->n_bufs, n = 0, n_short = 0, n_long = 0, reach = 0; /* reach: the longest short lifetime */
-  arena_buf *ab = malloc(sizeof *ab * (size_t)(nb + 1));
-  int32_t *ord = malloc(sizeof *ord * (size_t)(nb + 1)), *shorts = malloc(sizeof *shorts * (size_t)(nb + 1));
-  int32_t *longs = malloc(sizeof *longs * (size_t)(nb + 1)), *tmp = malloc(sizeof *tmp * (size_t)(nb + 1));
-  arena_span *live = malloc(sizeof *live * (size_t)(nb + 1));
+  /* one block for the planner's arrays */
+  size_t n1 = (size_t)nb + 1;
+  char *blk = malloc(n1 * (sizeof(arena_buf) + sizeof(arena_span) + 4 * sizeof(int32_t)));
+  arena_buf *ab = (arena_buf *)blk;
+  arena_span *live = blk ? (arena_span *)(ab + n1) : NULL;
+  int32_t *ord = blk ? (int32_t *)(live + n1) : NULL, *shorts = ord ? ord + n1 : NULL;
+  int32_t *longs = shorts ? shorts + n1 : NULL, *tmp = longs ? longs + n1 : NULL;
   size_t peak = (size_t)-1;
-  if (!ab || !ord || !shorts || !longs || !tmp || !live) goto out;
+  if (!blk) goto out;
   for (int32_t i = 0; i < nb; i++) {
     const kiln_sbuf *bf = &s->bufs[i];
     if (bf->kind != KILN_SBUF_SCRATCH || bf->parent >= 0) continue;
@@ -508,7 +511,16 @@ static size_t plan_arena(kiln_sched *s) {
       const arena_buf *o = &ab[longs[j]];
       if (o->placed && o->last >= a->first && o->first <= a->last) live[nl++] = (arena_span){o->offset, o->end};
     }
-    qsort(live, (size_t)nl, sizeof *live, by_offset);
+    if (nl > 24) {
+      qsort(live, (size_t)nl, sizeof *live, by_offset);
+    } else { /* the usual few: by insertion (the order of equal offsets does not matter to the sweep) */
+      for (int32_t q = 1; q < nl; q++)
+        for (int32_t r = q; r > 0 && live[r - 1].offset > live[r].offset; r--) {
+          arena_span tmp_span = live[r];
+          live[r] = live[r - 1];
+          live[r - 1] = tmp_span;
+        }
+    }
     for (int32_t j = 0; j < nl && live[j].offset < off + sz; j++) /* past it, every later one fits too */
       if (off < live[j].end) off = live[j].end;
     a->placed = 1;
@@ -520,12 +532,7 @@ static size_t plan_arena(kiln_sched *s) {
   for (int32_t i = 0; i < nb; i++)
     if (s->bufs[i].parent >= 0) s->bufs[i].offset = s->bufs[s->bufs[i].parent].offset + s->bufs[i].delta;
 out:
-  free(ab);
-  free(ord);
-  free(shorts);
-  free(longs);
-  free(tmp);
-  free(live);
+  free(blk);
   return peak;
 }
 

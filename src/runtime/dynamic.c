@@ -83,17 +83,20 @@ static void site_update(dyn_site *s, const kiln_graph *g) {
     s->in = in;
     s->n_inputs = g->n_inputs;
     s->n_dyn = 0;
-  } else {
     for (int32_t k = 0; k < g->n_inputs; k++) {
       const kiln_gnode *x = &g->nodes[g->input_node[k]];
-      for (int d = 0; d < x->rank && x->op == KILN_OP_LEAF; d++)
-        if (s->in[k].shape[d] != x->shape[d]) add_origin(&s->n_dyn, s->dyn, k, d);
+      s->in[k] = (sig_in){x->op, x->dtype, x->rank, {0}};
+      memcpy(s->in[k].shape, x->shape, sizeof x->shape[0] * x->rank);
     }
+    return;
   }
-  for (int32_t k = 0; k < g->n_inputs; k++) {
+  for (int32_t k = 0; k < g->n_inputs; k++) { /* the sizes that changed join the set, and are recorded */
     const kiln_gnode *x = &g->nodes[g->input_node[k]];
-    s->in[k] = (sig_in){x->op, x->dtype, x->rank, {0}};
-    memcpy(s->in[k].shape, x->shape, sizeof x->shape[0] * x->rank);
+    for (int d = 0; d < x->rank; d++)
+      if (s->in[k].shape[d] != x->shape[d]) {
+        if (x->op == KILN_OP_LEAF) add_origin(&s->n_dyn, s->dyn, k, d);
+        s->in[k].shape[d] = x->shape[d];
+      }
   }
 }
 

@@ -154,12 +154,13 @@ int kiln_lin_binds(const kiln_lin *L, int n_out, kiln_node *const *outs, const i
 kiln_graph *kiln_lin_build(const kiln_lin *L, int n_out, kiln_node *const *outs, const int32_t *alias) {
   int32_t n_in_idx = 0;
   for (uint32_t i = 0; i < L->n; i++) n_in_idx += L->order[i]->n_in;
-  kiln_graph *g = kiln_graph_alloc((int32_t)L->n, n_in_idx, (int32_t)L->n_inputs, n_out);
+  kiln_graph *g = kiln_graph_alloc_unset((int32_t)L->n, n_in_idx, (int32_t)L->n_inputs, n_out);
   if (!g) return NULL;
   int32_t off = 0, next_input = 0;
   for (uint32_t i = 0; i < L->n; i++) {
     const kiln_node *n = L->order[i];
     kiln_gnode *m = &g->nodes[i];
+    memset(m, 0, sizeof *m); /* the whole node, in the same pass as its fields */
     m->op = n->op;
     m->dtype = n->dtype;
     m->rank = n->rank;

@@ -15,14 +15,14 @@ size_t kiln_gnode_bytes(const kiln_gnode *n) {
   return (size_t)kiln_gnode_numel(n) * kiln_dtype_size((kiln_dtype)n->dtype);
 }
 
-kiln_graph *kiln_graph_alloc(int32_t n_nodes, int32_t n_in_idx, int32_t n_inputs, int32_t n_outputs) {
+static kiln_graph *graph_alloc(int32_t n_nodes, int32_t n_in_idx, int32_t n_inputs, int32_t n_outputs, int zero) {
   kiln_graph *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->n_nodes = n_nodes;
   g->n_in_idx = n_in_idx;
   g->n_inputs = n_inputs;
   g->n_outputs = n_outputs;
-  g->nodes = calloc((size_t)n_nodes + 1, sizeof *g->nodes);
+  g->nodes = zero ? calloc((size_t)n_nodes + 1, sizeof *g->nodes) : malloc(sizeof *g->nodes * ((size_t)n_nodes + 1));
   g->in_idx = calloc((size_t)n_in_idx + 1, sizeof *g->in_idx);
   g->input_node = calloc((size_t)n_inputs + 1, sizeof *g->input_node);
   g->output_node = calloc((size_t)n_outputs + 1, sizeof *g->output_node);
@@ -33,6 +33,14 @@ kiln_graph *kiln_graph_alloc(int32_t n_nodes, int32_t n_in_idx, int32_t n_inputs
   }
   for (int32_t o = 0; o < n_outputs; o++) g->output_alias[o] = -1;
   return g;
+}
+
+kiln_graph *kiln_graph_alloc(int32_t n_nodes, int32_t n_in_idx, int32_t n_inputs, int32_t n_outputs) {
+  return graph_alloc(n_nodes, n_in_idx, n_inputs, n_outputs, 1);
+}
+
+kiln_graph *kiln_graph_alloc_unset(int32_t n_nodes, int32_t n_in_idx, int32_t n_inputs, int32_t n_outputs) {
+  return graph_alloc(n_nodes, n_in_idx, n_inputs, n_outputs, 0);
 }
 
 void kiln_graph_free(kiln_graph *g) {

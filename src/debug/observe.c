@@ -39,11 +39,11 @@ static kiln_site_kind site_kind_of(kiln_cut_reason why) {
 static char *kiln_dynamic_note(const kiln_cache_entry *e) {
   const char *dir = kiln_cfg()->save_graphs; /* only for a dump: a new size's plan must stay cheap */
   if (!e || !e->n_dyn || !dir || !*dir) return NULL;
+  const kiln_graph *g = kiln_cache_entry_graph((kiln_cache_entry *)e); /* a planned size's: its family's */
   kiln_symshape s;
   kiln_err err;
-  if (kiln_symshape_infer(e->graph, e->n_dyn, e->dyn, &s, &err) != KILN_OK) return NULL;
+  if (!g || kiln_symshape_infer(g, e->n_dyn, e->dyn, &s, &err) != KILN_OK) return NULL;
   kiln_text t = {0};
-  const kiln_graph *g = e->graph;
   for (int k = 0; k < s.n_syms; k++)
     kiln_text_printf(&t, "# dynamic: s%d = dim %d of input %d (%" PRId64 " here)\n", k, s.origin[k].axis,
                      s.origin[k].input, s.value[k]);
@@ -92,10 +92,12 @@ static void on_event(void *ctx, const kiln_event *ev) {
     case KILN_EV_COMPILED: {
       kiln_sites_record_compile(site_kind_of(ev->cause->why), ev->cause->loc, ev->ns);
       char cs[256];
-      if (!g_planned) { /* text dumps; dot and c when the backend reported no plan */
+      const char *dir = kiln_cfg()->save_graphs;
+      if (!g_planned && dir && *dir) { /* text dumps; dot and c when the backend reported no plan */
         char *note = kiln_dynamic_note(ev->entry);
-        kiln_dump_graph(ev->graph, NULL, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->entry->compile_no,
-                        note);
+        /* a size planned from its trace has no graph of its own: its family's at its sizes */
+        const kiln_graph *g = ev->graph ? ev->graph : kiln_cache_entry_graph(ev->entry);
+        kiln_dump_graph(g, NULL, ev->key, kiln_cut_cause_str(ev->cause, cs, sizeof cs), ev->entry->compile_no, note);
         free(note);
       }
       kiln_analysis_compiled(an, ev->rt, ev->cause, ev->entry);

@@ -50,6 +50,16 @@ static int cut_binds(void *ctx, const kiln_graph *g, const kiln_symshape *s, con
   return kiln_lin_binds(c->lin, c->n_out, c->outs, c->alias, g, s, v);
 }
 
+static void cut_input_node(void *ctx, uint32_t k, kiln_gnode *out) {
+  const cut_graph *c = ctx;
+  const kiln_node *n = c->lin->inputs[k];
+  memset(out, 0, sizeof *out);
+  out->op = n->op;
+  out->dtype = n->dtype;
+  out->rank = n->rank;
+  memcpy(out->shape, n->shape, sizeof(int64_t) * n->rank);
+}
+
 static kiln_graph *cut_build(void *ctx) {
   const cut_graph *c = ctx;
   return kiln_lin_build(c->lin, c->n_out, c->outs, c->alias);
@@ -176,6 +186,7 @@ static kiln_status cut_run(kiln_fe_session *S, const kiln_cut_cause *cause, uint
                                .ctx = &cg,
                                .matches = cut_matches,
                                .binds = cut_binds,
+                               .input_node = cut_input_node,
                                .build = cut_build,
                                .out = a->out_bufs};
   return kiln_runtime_run(S->rt, &rq);

@@ -70,28 +70,29 @@ static void add_origin(int *n, kiln_sym_origin *v, int32_t input, int axis) {
 
 /* The site's record becomes g's inputs; the dimensions that changed since
  * the last compile there join its set. */
-static void site_update(dyn_site *s, const kiln_graph *g) {
-  int same = s->in && s->n_inputs == g->n_inputs;
-  for (int32_t k = 0; same && k < g->n_inputs; k++) {
-    const kiln_gnode *x = &g->nodes[g->input_node[k]];
+static void site_update(dyn_site *s, const kiln_input_view *iv) {
+  kiln_gnode tmp;
+  int same = s->in && s->n_inputs == iv->n;
+  for (int32_t k = 0; same && k < iv->n; k++) {
+    const kiln_gnode *x = iv->at(iv->ctx, k, &tmp);
     same = s->in[k].op == x->op && s->in[k].dtype == x->dtype && s->in[k].rank == x->rank;
   }
   if (!same) {
-    sig_in *in = malloc(sizeof *in * ((size_t)g->n_inputs + 1));
+    sig_in *in = malloc(sizeof *in * ((size_t)iv->n + 1));
     if (!in) return;
     free(s->in);
     s->in = in;
-    s->n_inputs = g->n_inputs;
+    s->n_inputs = iv->n;
     s->n_dyn = 0;
-    for (int32_t k = 0; k < g->n_inputs; k++) {
-      const kiln_gnode *x = &g->nodes[g->input_node[k]];
+    for (int32_t k = 0; k < iv->n; k++) {
+      const kiln_gnode *x = iv->at(iv->ctx, k, &tmp);
       s->in[k] = (sig_in){x->op, x->dtype, x->rank, {0}};
       memcpy(s->in[k].shape, x->shape, sizeof x->shape[0] * x->rank);
     }
     return;
   }
-  for (int32_t k = 0; k < g->n_inputs; k++) { /* the sizes that changed join the set, and are recorded */
-    const kiln_gnode *x = &g->nodes[g->input_node[k]];
+  for (int32_t k = 0; k < iv->n; k++) { /* the sizes that changed join the set, and are recorded */
+    const kiln_gnode *x = iv->at(iv->ctx, k, &tmp);
     for (int d = 0; d < x->rank; d++)
       if (s->in[k].shape[d] != x->shape[d]) {
         if (x->op == KILN_OP_LEAF) add_origin(&s->n_dyn, s->dyn, k, d);
@@ -100,15 +101,34 @@ static void site_update(dyn_site *s, const kiln_graph *g) {
   }
 }
 
-int kiln_dynamic_origins(kiln_runtime *rt, const kiln_run_request *rq, const kiln_graph *g, kiln_sym_origin *out) {
+static const kiln_gnode *graph_input(const void *ctx, int32_t k, kiln_gnode *tmp) {
+  const kiln_graph *g = ctx;
+  (void)tmp;
+  return &g->nodes[g->input_node[k]];
+}
+
+static const kiln_gnode *request_input(const void *ctx, int32_t k, kiln_gnode *tmp) {
+  const kiln_run_request *rq = ctx;
+  rq->input_node(rq->ctx, (uint32_t)k, tmp);
+  return tmp;
+}
+
+kiln_input_view kiln_graph_inputs(const kiln_graph *g) { return (kiln_input_view){g->n_inputs, graph_input, g}; }
+
+kiln_input_view kiln_request_inputs(const kiln_run_request *rq) {
+  return (kiln_input_view){(int32_t)rq->n_inputs, request_input, rq};
+}
+
+int kiln_dynamic_origins(kiln_runtime *rt, const kiln_run_request *rq, const kiln_input_view *iv,
+                         kiln_sym_origin *out) {
   int n = 0;
-  for (uint32_t k = 0; k < rq->n_inputs && k < (uint32_t)g->n_inputs; k++) /* kiln_dynamic marks */
+  for (uint32_t k = 0; k < rq->n_inputs && k < (uint32_t)iv->n; k++) /* kiln_dynamic marks */
     for (int d = 0; rq->inputs[k].dyn && d < KILN_MAX_RANK; d++)
       if (rq->inputs[k].dyn >> d & 1) add_origin(&n, out, (int32_t)k, d);
   if (rt->dynamic_auto) {
     dyn_site *s = site_of(rt, rq->cause.loc);
     if (s) {
-      site_update(s, g);
+      site_update(s, iv);
       for (int k = 0; k < s->n_dyn; k++) add_origin(&n, out, s->dyn[k].input, s->dyn[k].axis);
     }
   }

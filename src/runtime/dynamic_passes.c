@@ -189,3 +189,67 @@ kiln_status kiln_dynamic_passes(kiln_runtime *rt, const kiln_graph *g, int n_dyn
   }
   return s;
 }
+
+/* The symbol values of s read from the request's graph inputs (the trace);
+ * 0 when an origin is not a LEAF input's dimension or a value is < 2. */
+static int trace_values(const kiln_symshape *s, const kiln_input_view *iv, int64_t *v) {
+  for (int k = 0; k < s->n_syms; k++) {
+    kiln_gnode tmp;
+    if (s->origin[k].input < 0 || s->origin[k].input >= iv->n) return 0;
+    const kiln_gnode *x = iv->at(iv->ctx, s->origin[k].input, &tmp);
+    if (x->op != KILN_OP_LEAF || s->origin[k].axis < 0 || s->origin[k].axis >= x->rank) return 0;
+    v[k] = x->shape[s->origin[k].axis];
+    if (v[k] < 2) return 0;
+  }
+  return 1;
+}
+
+/* same_ends against the trace: o's inputs are the request's (op, dtype,
+ * sizes) and its outputs have the bytes the request allocates. */
+static int same_ends_as_request(const kiln_graph *o, const kiln_run_request *rq, const kiln_input_view *iv) {
+  if (o->n_inputs != iv->n || o->n_outputs != rq->n_out) return 0;
+  for (int32_t k = 0; k < iv->n; k++) {
+    kiln_gnode tmp;
+    const kiln_gnode *a = &o->nodes[o->input_node[k]], *b = iv->at(iv->ctx, k, &tmp);
+    if (a->op != b->op || a->rank != b->rank || a->dtype != b->dtype ||
+        memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->rank))
+      return 0;
+  }
+  for (int32_t k = 0; k < o->n_outputs; k++)
+    if (kiln_gnode_bytes(&o->nodes[o->output_node[k]]) != rq->out_bytes[k]) return 0;
+  return 1;
+}
+
+int kiln_dynamic_plan_from_trace(kiln_runtime *rt, const kiln_run_request *rq, kiln_graph **out,
+                                 kiln_dyn_family *fam) {
+  *out = NULL;
+  fam->g = NULL, fam->backend_family = NULL, fam->made = NULL, fam->lent = NULL;
+  kiln_pass_memos *p = rt->pmemo;
+  if (!p || !rq->binds || !rq->input_node) return 0;
+  kiln_input_view iv = kiln_request_inputs(rq);
+  for (int i = 0; i < p->n; i++) {
+    pass_memo *m = &p->v[i];
+    int64_t vt[KILN_SYM_MAX], vo[KILN_SYM_MAX];
+    if (m->t0->n_inputs != iv.n || !trace_values(&m->st, &iv, vt) || !rq->binds(rq->ctx, m->t0, &m->st, vt))
+      continue;
+    /* the first memo the trace binds to, as kiln_dynamic_passes finds it:
+     * only one whose result made a backend family serves here */
+    if (!m->ok || !m->backend_family || !trace_values(&m->so, &iv, vo)) return 0;
+    kiln_graph *o = instance_of(m, vo, fam);
+    if (!o) return 0;
+    if (!same_ends_as_request(o, rq, &iv)) {
+      if (fam->lent) kiln_pass_memo_give_back(fam);
+      else kiln_graph_free(o);
+      return 0;
+    }
+    kiln_counter_add("DynamicPassesReused", 1);
+    fam->g = m->t0;
+    fam->s = &m->st;
+    memcpy(fam->v, vt, sizeof vt[0] * (size_t)m->st.n_syms);
+    fam->backend_family = m->backend_family;
+    memcpy(fam->vo, vo, sizeof vo[0] * (size_t)m->so.n_syms);
+    *out = o;
+    return 1;
+  }
+  return 0;
+}

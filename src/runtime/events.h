@@ -22,14 +22,17 @@
 
 typedef enum kiln_event_kind {
   KILN_EV_START = 0, /* the runtime started (rt is usable) */
-  KILN_EV_COMPILE_BEGIN, /* a cache miss is about to compile: graph (as traced), key, cause,
-                          * compile_no; an observer that wants the compile's plan (the graph
-                          * after the passes, the kernels, their C) sets *want_plan = 1 */
+  KILN_EV_COMPILE_BEGIN, /* a cache miss is about to compile: key, cause, compile_no (graph
+                          * NULL: not built yet); an observer that wants the compile's plan
+                          * (the graph after the passes, the kernels, their C) sets
+                          * *want_plan = 1 */
   KILN_EV_COMPILE_PLAN,  /* what the compile produced, when an observer asked at COMPILE_BEGIN
                           * and the compile succeeded: graph, key, cause, compile_no, plan
                           * (valid during the call only; emitted before COMPILED) */
   KILN_EV_COMPILED,  /* a graph was compiled on a cache miss: graph (as traced, before
-                      * the passes), key, cause, entry (in the cache, numbered), ns */
+                      * the passes; NULL for a new size of a dynamic family planned from
+                      * the trace: kiln_cache_entry_graph(entry) makes it), key, cause,
+                      * entry (in the cache, numbered), ns */
   KILN_EV_CUT,       /* a cut finished: cause, entry, hit, ns = host time from the cut
                       * to the enqueue (explicit compiles: to the end of the compile),
                       * step_tensors */

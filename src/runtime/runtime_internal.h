@@ -46,7 +46,18 @@ struct kiln_runtime {
  * rq's explicit marks, and under KILN_DYNAMIC=auto those that changed at
  * this call site since its last compile (dynamic.c). Returns how many
  * (<= KILN_SYM_MAX) in out. */
-int kiln_dynamic_origins(kiln_runtime *rt, const kiln_run_request *rq, const kiln_graph *g, kiln_sym_origin *out);
+/* The graph inputs of a compile, read from its graph or from the request
+ * (the trace, before any graph is built): at(ctx, k, tmp) is input k's
+ * node (in tmp or the graph's own). */
+typedef struct kiln_input_view {
+  int32_t n;
+  const kiln_gnode *(*at)(const void *ctx, int32_t k, kiln_gnode *tmp);
+  const void *ctx;
+} kiln_input_view;
+kiln_input_view kiln_graph_inputs(const kiln_graph *g);
+kiln_input_view kiln_request_inputs(const kiln_run_request *rq);
+int kiln_dynamic_origins(kiln_runtime *rt, const kiln_run_request *rq, const kiln_input_view *iv,
+                         kiln_sym_origin *out);
 void kiln_dyn_sites_free(kiln_dyn_sites *d);
 
 /* g (traced; its input dimensions dyn[0..n_dyn) vary, n_dyn may be 0)
@@ -72,6 +83,13 @@ typedef struct kiln_dyn_family {
   struct pass_memo *lent;
 } kiln_dyn_family;
 void kiln_pass_memo_give_back(kiln_dyn_family *fam);
+/* A new size of a family planned from the trace itself (no graph built):
+ * when the request's graph binds to a pass memo's traced graph whose
+ * result made a backend family, *out is that result at the trace's sizes
+ * and fam says so (as kiln_dynamic_passes would); returns 1. Else 0 (the
+ * caller builds the graph and goes the usual way). */
+int kiln_dynamic_plan_from_trace(kiln_runtime *rt, const kiln_run_request *rq, kiln_graph **out,
+                                 kiln_dyn_family *fam);
 /* The compile of memo m's result made the backend's family `family`
  * (kiln_exec_info.family_id with family 1): later sizes served by m hint it. */
 void kiln_pass_memo_made_family(struct pass_memo *m, const void *family);

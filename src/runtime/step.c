@@ -17,6 +17,34 @@
 static const char *const g_cut_counters[KILN_CUT_REASON_COUNT] = {"StepMarkerCut", "ValueReadCut",
                                                                    "DataDependentCut", "ExplicitCompileCut"};
 
+/* The backend's compile of opt (the graph through the passes; freed, or
+ * given back to the pass memo that lent it); obs: NULL, or who wants the
+ * compile's plan. */
+static kiln_status compile_opt(kiln_runtime *rt, kiln_graph *opt, const kiln_compile_observer *obs, int n_dyn,
+                               const kiln_sym_origin *dyn, kiln_executable **exe, kiln_dyn_family *fam,
+                               kiln_err *err) {
+  const kiln_backend_vtable *vt = rt->backend->vt;
+  /* a size served by the pass memo is, by construction, the memo's result
+   * at its values: the backend family that result made needs no binding
+   * (kiln_family_hint) */
+  kiln_family_hint hint = {0};
+  if (fam && fam->g && fam->backend_family) {
+    hint.family = fam->backend_family;
+    memcpy(hint.values, fam->vo, sizeof hint.values);
+  }
+  kiln_status s = n_dyn > 0 && vt->compile_dynamic
+                      ? vt->compile_dynamic(rt->backend, opt, obs, n_dyn, dyn, hint.family ? &hint : NULL, exe, err)
+                      : vt->compile(rt->backend, opt, obs, exe, err);
+  if (s == KILN_OK && fam && fam->made && vt->executable_info) {
+    kiln_exec_info in = {0};
+    vt->executable_info(rt->backend, *exe, &in);
+    if (in.family == 1) kiln_pass_memo_made_family(fam->made, in.family_id);
+  }
+  if (fam && fam->lent) kiln_pass_memo_give_back(fam); /* the memo's graph, lent for the compile */
+  else kiln_graph_free(opt);
+  return s;
+}
+
 /* The passes and the backend's compile of a traced graph (kept); obs:
  * NULL, or who wants the compile's plan. */
 static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_compile_observer *obs, int n_dyn,
@@ -34,28 +62,12 @@ static kiln_status build_exe(kiln_runtime *rt, const kiln_graph *g, const kiln_c
     s = n_dyn > 0 ? kiln_dynamic_passes(rt, g, n_dyn, dyn, &opt, fam, err) : kiln_passes_run(g, &opt, &ps, err);
     kiln_prof_span_end(tp, KILN_PROF_COMPILE, "compile: passes", -1);
   }
-  if (s == KILN_OK) {
-    const kiln_backend_vtable *vt = rt->backend->vt;
-    /* a size served by the pass memo is, by construction, the memo's
-     * result at its values: the backend family that result made needs no
-     * binding (kiln_family_hint) */
-    kiln_family_hint hint = {0};
-    if (fam && fam->g && fam->backend_family) {
-      hint.family = fam->backend_family;
-      memcpy(hint.values, fam->vo, sizeof hint.values);
-    }
-    s = n_dyn > 0 && vt->compile_dynamic
-            ? vt->compile_dynamic(rt->backend, opt, obs, n_dyn, dyn, hint.family ? &hint : NULL, exe, err)
-            : vt->compile(rt->backend, opt, obs, exe, err);
-    if (s == KILN_OK && fam && fam->made && vt->executable_info) {
-      kiln_exec_info in = {0};
-      vt->executable_info(rt->backend, *exe, &in);
-      if (in.family == 1) kiln_pass_memo_made_family(fam->made, in.family_id);
-    }
+  if (s != KILN_OK) {
+    if (fam && fam->lent) kiln_pass_memo_give_back(fam);
+    else kiln_graph_free(opt);
+    return s;
   }
-  if (fam && fam->lent) kiln_pass_memo_give_back(fam); /* the memo's graph, lent for the compile */
-  else kiln_graph_free(opt);
-  return s;
+  return compile_opt(rt, opt, obs, n_dyn, dyn, exe, fam, err);
 }
 
 /* A hit on an entry whose executable was evicted (more graphs in use than
@@ -91,28 +103,44 @@ static void forward_plan(void *ctx, const kiln_compile_plan *p) {
                                  .key = f->key, .compile_no = f->rt->n_compiles + 1, .plan = p});
 }
 
-/* Compile the caller's graph (cache miss). */
+/* Compile the caller's graph (cache miss). A new size of a dynamic family
+ * that the pass memo serves is planned from the trace itself: the graph is
+ * never built (kiln_dynamic_plan_from_trace); anything else builds it. */
 static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_request *rq,
                                  kiln_cache_entry **out) {
   const kiln_cut_cause *cause = &rq->cause;
   kiln_loc loc = cause->loc;
   uint64_t t0 = kiln_now_ns();
-  kiln_graph *g = rq->build(rq->ctx);
-  if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory building the graph");
   kiln_err err = {0};
   kiln_executable *exe = NULL;
   /* the plan is made only for an observer that asks (graph dumps) */
   int want_plan = 0;
-  kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILE_BEGIN, .rt = rt, .cause = cause, .graph = g, .key = key,
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILE_BEGIN, .rt = rt, .cause = cause, .key = key,
                                  .compile_no = rt->n_compiles + 1, .want_plan = &want_plan});
-  plan_fwd fwd = {rt, cause, g, key};
-  const kiln_compile_observer obs = {forward_plan, &fwd};
   kiln_sym_origin dyn[KILN_SYM_MAX];
-  int n_dyn = kiln_dynamic_origins(rt, rq, g, dyn);
   kiln_dyn_family fam = {0};
-  kiln_status s = build_exe(rt, g, want_plan ? &obs : NULL, n_dyn, dyn, &exe, &fam, &err);
+  kiln_graph *g = NULL, *opt = NULL;
+  int n_dyn = 0;
+  kiln_status s;
+  if (!want_plan && !rt->skip_passes && rq->input_node) {
+    kiln_input_view iv = kiln_request_inputs(rq);
+    n_dyn = kiln_dynamic_origins(rt, rq, &iv, dyn);
+    if (n_dyn == 0 || !kiln_dynamic_plan_from_trace(rt, rq, &opt, &fam)) opt = NULL;
+  }
+  if (opt) {
+    s = compile_opt(rt, opt, NULL, n_dyn, dyn, &exe, &fam, &err);
+  } else {
+    g = rq->build(rq->ctx);
+    if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "out of memory building the graph");
+    kiln_input_view iv = kiln_graph_inputs(g);
+    n_dyn = kiln_dynamic_origins(rt, rq, &iv, dyn); /* again: the same sizes, the same answer */
+    plan_fwd fwd = {rt, cause, g, key};
+    const kiln_compile_observer obs = {forward_plan, &fwd};
+    s = build_exe(rt, g, want_plan ? &obs : NULL, n_dyn, dyn, &exe, &fam, &err);
+  }
+  const kiln_graph *shape = g ? g : fam.g; /* the traced graph, or its family's (as many nodes) */
   if (s != KILN_OK) {
-    int nodes = g->n_nodes;
+    int nodes = shape ? shape->n_nodes : 0;
     kiln_graph_free(g);
     return kiln_error(s, loc, "while compiling a graph of %d nodes: %s", nodes, err.msg);
   }
@@ -144,17 +172,19 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_
   kiln_metric_record(planned ? "DynamicPlanTime" : "CompileTime", ns);
   if (kiln_prof_on())
     kiln_prof_record(KILN_PROF_COMPILE, planned ? "plan graph (dynamic family)" : "compile graph", t0,
-                     t0 + (uint64_t)ns, g->n_nodes, 0, 0);
-  kiln_metric_record("GraphNodes", (double)g->n_nodes);
+                     t0 + (uint64_t)ns, shape->n_nodes, 0, 0);
+  kiln_metric_record("GraphNodes", (double)shape->n_nodes);
   kiln_counter_add(planned ? "DynamicPlan" : "UncachedCompile", 1);
   if (e->info.family == 1) kiln_counter_add("DynamicFamily", 1);
   rt->n_compiles++;
-  kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILED, .rt = rt, .cause = cause, .entry = e, .graph = g,
-                                 .key = key, .ns = ns});
   if (planned && fam.g) { /* the family's graph stands for it until the size recurs (kiln_cache_entry) */
     e->fam_graph = fam.g;
     e->fam_shape = fam.s;
     memcpy(e->fam_vals, fam.v, sizeof e->fam_vals);
+  }
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_COMPILED, .rt = rt, .cause = cause, .entry = e, .graph = g,
+                                 .key = key, .ns = ns});
+  if (planned && fam.g) {
     e->graph = NULL;
     kiln_graph_free(g);
   }

@@ -131,6 +131,7 @@ void kiln_sched_free(kiln_sched *s) {
   free(s->mat);
   free(s->bufs);
   free(s->buf_node);
+  free(s->node_uses);
   free(s);
 }
 
@@ -183,6 +184,10 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
   if (st != KILN_OK) return st;
   st = mark_live(&b);
   if (st == KILN_OK) st = mark_uses(&b);
+  if (st == KILN_OK) { /* kept for the later sizes of a family (kiln_sched_build_like) */
+    s->node_uses = malloc(sizeof *s->node_uses * ((size_t)g->n_nodes + 1));
+    if (s->node_uses) memcpy(s->node_uses, b.uses, sizeof *s->node_uses * (size_t)g->n_nodes);
+  }
   if (st == KILN_OK) {
     mark_spread(&b);
     mark_costly(&b);
@@ -208,8 +213,12 @@ static kiln_status build_like(const kiln_sched *t, const kiln_graph *g, int like
   if (st != KILN_OK) return st;
   int32_t nk = 0; /* the fused kernels: the end copies follow them */
   while (nk < t->n_kernels && t->kernels[nk].kind != KILN_SK_COPY) nk++;
-  st = mark_live(&b);
-  if (st == KILN_OK) st = mark_uses(&b); /* GEMM updates read the uses */
+  if (like && t->node_uses) { /* GEMM updates read the uses: the template's (they follow the structure) */
+    memcpy(b.uses, t->node_uses, sizeof *b.uses * (size_t)g->n_nodes);
+  } else {
+    st = mark_live(&b);
+    if (st == KILN_OK) st = mark_uses(&b);
+  }
   if (st == KILN_OK) {
     memcpy(s->mat, t->mat, (size_t)g->n_nodes);
     memcpy(s->owner, t->owner, sizeof *s->owner * (size_t)g->n_nodes);

@@ -114,6 +114,8 @@ typedef struct kiln_sched {
   int stores_borrowed; /* and their stores (the template's memory plan, taken at new sizes) */
   int resizable;       /* a full memory plan that later sizes of its family may take resized
                         * (schedule_mem.c, kiln_sched_plan_like) */
+  int32_t *node_uses;  /* per node: its readers (kiln_sched_build's; NULL otherwise), which the later
+                        * sizes of a family take instead of counting them again */
 } kiln_sched;
 
 /* Build the schedule of g (g must outlive it and pass kiln_graph_verify).

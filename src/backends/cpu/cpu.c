@@ -466,10 +466,9 @@ static kiln_status alloc_plan(compile_job *j) {
   for (int32_t i = 0; i < s->n_kernels; i++) own += j->srcs[i].src && !j->srcs[i].family_name;
   e->names = calloc((size_t)own + 1, 24);
   e->bufs = malloc(sizeof *e->bufs * ((size_t)s->n_bufs + 1));
-  e->timings = calloc((size_t)s->n_kernels + 1, sizeof *e->timings);
   e->sites = calloc((size_t)j->total_sites + 1, sizeof *e->sites);
   e->uses = calloc((size_t)s->n_kernels + 1, sizeof *e->uses);
-  if (!e->steps || !e->arg_bufs || !e->gdims || !e->names || !e->bufs || !e->timings || !e->sites || !e->uses)
+  if (!e->steps || !e->arg_bufs || !e->gdims || !e->names || !e->bufs || !e->sites || !e->uses)
     return compile_oom(j->err);
   return KILN_OK;
 }

@@ -229,6 +229,13 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
                                kiln_err *err) {
   cpu_backend *b = (cpu_backend *)kb;
   pthread_mutex_lock(&e->mu);
+  if (!e->timings) { /* made by the first run, on the executor's thread, not by the compile (a plan) */
+    e->timings = calloc((size_t)e->n_steps + 1, sizeof *e->timings);
+    if (!e->timings) {
+      pthread_mutex_unlock(&e->mu);
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: out of memory");
+    }
+  }
   if (!e->named && kiln_prof_on()) kiln_cpu_name_steps(e); /* a profile names its kernels */
   void *arena = NULL;
   kiln_status ast = scratch_arena(kb, e, &arena, err);
@@ -321,9 +328,10 @@ int kiln_cpu_last_kernel_timings(kiln_backend *kb, const kiln_executable *e, con
   kiln_executable *w = (kiln_executable *)e; /* naming is done once, under its lock */
   pthread_mutex_lock(&w->mu);
   kiln_cpu_name_steps(w);
-  for (int32_t i = 0; i < w->n_steps; i++) w->timings[i].name = w->steps[i].tag.name;
+  int n = w->timings ? w->n_steps : 0; /* none before the first run */
+  for (int32_t i = 0; i < n; i++) w->timings[i].name = w->steps[i].tag.name;
   pthread_mutex_unlock(&w->mu);
   *out = e->timings;
-  return e->n_steps;
+  return n;
 }
 

@@ -147,7 +147,7 @@ struct kiln_executable {
   size_t scratch_bytes;
   pthread_mutex_t mu;
   void *arena;
-  kiln_kernel_timing *timings;
+  kiln_kernel_timing *timings; /* per step, of the last run; made by the first run */
   int32_t max_args;
   isite *sites;
   so_ref **uses; /* the objects its steps call into, one reference each */

@@ -23,6 +23,18 @@ struct kiln_bufcache {
 
 static size_t hash_size(size_t bytes) { return (bytes * 0x9e3779b97f4a7c15ULL) >> 7; }
 
+/* The size a request is served at: small ones exactly; from 64 KiB up,
+ * rounded up to one of four sizes per power of two (2^k times 1, 1.25, 1.5,
+ * 1.75: at most a quarter more), so that the buffers of a varying length
+ * (a new sequence length every step, dynamic shapes) are reused by the
+ * lengths near them instead of each mapping fresh pages. */
+static size_t class_of(size_t bytes) {
+  if (bytes < ((size_t)64 << 10)) return bytes;
+  int k = 63 - __builtin_clzll((unsigned long long)bytes); /* 2^k <= bytes */
+  size_t q = (size_t)1 << (k - 2);                          /* a quarter of 2^k */
+  return (bytes + q - 1) / q * q;
+}
+
 kiln_bufcache *kiln_bufcache_create(kiln_backend *b, size_t cap_bytes) {
   kiln_bufcache *c = calloc(1, sizeof *c);
   if (!c) return NULL;
@@ -77,6 +89,7 @@ static void account_locked(kiln_bufcache *c, const void *p, int64_t bytes) {
 }
 
 void *kiln_bufcache_alloc(kiln_bufcache *c, size_t bytes) {
+  bytes = class_of(bytes);
   pthread_mutex_lock(&c->mu);
   slot *s = find(c, bytes, 0);
   if (s && s->n) {
@@ -99,6 +112,7 @@ void *kiln_bufcache_alloc(kiln_bufcache *c, size_t bytes) {
 }
 
 void kiln_bufcache_free(kiln_bufcache *c, void *p, size_t bytes) {
+  bytes = class_of(bytes);
   pthread_mutex_lock(&c->mu);
   account_locked(c, p, -(int64_t)bytes);
   if (c->held + bytes <= c->cap_bytes) {

@@ -4,8 +4,11 @@
  * and unmaps on every malloc/free, and the page faults then cost more
  * than the kernel itself).
  *
- * Exact-size reuse, most recently freed first; at most cap_bytes are held,
- * beyond that a freed buffer goes back to the backend. Thread-safe: the
+ * Reuse by size (exact below 64 KiB, above it four sizes per power of two,
+ * a request served at the next: a varying length reuses its neighbours'
+ * buffers), most recently freed first; at most cap_bytes are held, beyond
+ * that a freed buffer goes back to the backend. The bytes counted are the
+ * sizes served. Thread-safe: the
  * worker thread frees buffers too.
  *
  * It counts the bytes it has handed out and not been given back (in use:

@@ -1,5 +1,8 @@
 /* The cpu backend's execution: the plan's steps run in order, loops and
  * GEMMs spread over the thread pool (the plan is built by cpu.c). */
+#define _GNU_SOURCE /* mremap */
+#include <sys/mman.h>
+
 #include "backends/cpu/cpu_internal.h"
 
 /* ───────────── buffers ───────────── */
@@ -11,6 +14,22 @@ void *kiln_cpu_buffer_alloc(kiln_backend *kb, size_t bytes) {
   return p;
 }
 void kiln_cpu_buffer_free(kiln_backend *kb, void *p) { free(p); }
+
+/* The shared arena of a dynamic family, mapped by pages: a larger size
+ * remaps it (mremap moves the pages already touched, copying nothing) and
+ * only the new part is fresh, so a run over growing sizes touches each page
+ * once instead of a new arena each time. Page-aligned, so 64-byte aligned. */
+void *kiln_cpu_arena_grow(kiln_cpu_arena *a, size_t cap) {
+  void *p = a->p ? mremap(a->p, a->cap, cap, MREMAP_MAYMOVE)
+                 : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void kiln_cpu_arena_release(kiln_cpu_arena *a) {
+  if (a->p) munmap(a->p, a->cap);
+  a->p = NULL;
+  a->cap = 0;
+}
 
 void kiln_cpu_scratch_event(kiln_backend *kb, const void *p, int64_t bytes) {
   int64_t in_use = __atomic_add_fetch(&((cpu_backend *)kb)->scratch_in_use, bytes, __ATOMIC_RELAXED);
@@ -200,13 +219,12 @@ static kiln_status scratch_arena(kiln_backend *kb, kiln_executable *e, void **ou
     pthread_mutex_lock(&a->mu);
     if (e->scratch_bytes > a->cap) {
       size_t cap = e->scratch_bytes + e->scratch_bytes / 4; /* room to grow without a new arena each time */
-      void *p = kiln_cpu_buffer_alloc(kb, cap);
+      void *p = kiln_cpu_arena_grow(a, cap);
       if (!p) {
         pthread_mutex_unlock(&a->mu);
         return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "cpu execute: cannot allocate %zu scratch bytes", cap);
       }
       if (a->p) kiln_cpu_scratch_event(kb, a->p, -(int64_t)a->cap);
-      kiln_cpu_buffer_free(kb, a->p);
       a->p = p;
       a->cap = cap;
       kiln_cpu_scratch_event(kb, p, (int64_t)cap);

@@ -76,7 +76,7 @@ static void fam_free(kiln_backend *kb, fam *m) {
   kiln_sched_free(m->ts);
   kiln_graph_free(m->tg);
   if (m->arena.p) kiln_cpu_scratch_event(kb, m->arena.p, -(int64_t)m->arena.cap);
-  free(m->arena.p);
+  kiln_cpu_arena_release(&m->arena);
   pthread_mutex_destroy(&m->arena.mu);
   free(m);
 }

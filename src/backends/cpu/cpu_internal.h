@@ -50,6 +50,10 @@ typedef struct kiln_cpu_arena {
   void *p;
   size_t cap;
 } kiln_cpu_arena;
+/* Grow a's mapping to cap bytes (the first call maps it); the new address,
+ * or NULL (a unchanged). kiln_cpu_arena_release unmaps it. */
+void *kiln_cpu_arena_grow(kiln_cpu_arena *a, size_t cap);
+void kiln_cpu_arena_release(kiln_cpu_arena *a);
 
 typedef struct cpu_backend {
   kiln_backend base;

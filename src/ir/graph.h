@@ -26,9 +26,11 @@ typedef struct kiln_gnode {
   int32_t n_in;
   int32_t in_off; /* inputs are graph->in_idx[in_off .. in_off + n_in) */
   int32_t n_iattr;
+  /* what a walk over the graph reads first: the header, fattr and the
+   * leading sizes share the node's first cache line */
+  double fattr;
   int64_t shape[KILN_MAX_RANK];
   int64_t iattr[KILN_MAX_IATTR];
-  double fattr;
   kiln_loc loc;   /* user source line that created the node */
   uint32_t scope; /* annotation scope id (kiln_prof_scope_path): names kernels
                    * in profiles; like loc, not hashed nor compared */

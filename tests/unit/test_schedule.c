@@ -1,6 +1,7 @@
 /* Scheduler + codegen + cpu backend: fusion counts on hand-built graphs and
  * the compiled results against plain C computed here. The per-line kernels
- * (sort, scatter, scans) are in test_schedule_lines.c. */
+ * (sort, scatter, scans) are in test_schedule_lines.c, the DDP bucket's
+ * in-place concatenation in test_schedule_bucket.c. */
 #include "schedule_harness.h"
 
 /* ───────────── fusion counts + results ───────────── */
@@ -674,154 +675,11 @@ KT_TEST(collective_issued_early_and_its_buffers_kept_in_flight) {
   kiln_graph_free(g);
 }
 
-/* A DDP bucket: c = concat(reshape(x·w), sum(z, axis 0), reshape(y·w)),
- * r = all_reduce(c), out = 2r. Each input of c is computed straight into its
- * block of c's buffer (no concatenation kernel runs), the all-reduce runs in
- * that buffer, and the values are the concatenation's. In a second graph an
- * input is read twice (the product also feeds out2): then every input keeps
- * its own buffer and the concatenation is computed. */
-KT_TEST(a_bucket_is_computed_in_place) {
-  enum { M = 4, K = 6, N = 5, Z = 3, Y = 2, T = M * N + N + Y * N };
-  static float xs[M * K], ws[K * N], zs[Z * N], ys[Y * K], out[T], out2[M * N], want[T];
-  uint64_t seed = 11;
-  for (int i = 0; i < M * K; i++) xs[i] = frand(&seed);
-  for (int i = 0; i < K * N; i++) ws[i] = frand(&seed);
-  for (int i = 0; i < Z * N; i++) zs[i] = frand(&seed);
-  for (int i = 0; i < Y * K; i++) ys[i] = frand(&seed);
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      double a = 0;
-      for (int k = 0; k < K; k++) a += (double)xs[i * K + k] * ws[k * N + j];
-      want[i * N + j] = (float)(2 * a);
-    }
-  for (int j = 0; j < N; j++) {
-    double a = 0;
-    for (int i = 0; i < Z; i++) a += zs[i * N + j];
-    want[M * N + j] = (float)(2 * a);
-  }
-  for (int i = 0; i < Y; i++)
-    for (int j = 0; j < N; j++) {
-      double a = 0;
-      for (int k = 0; k < K; k++) a += (double)ys[i * K + k] * ws[k * N + j];
-      want[M * N + N + i * N + j] = (float)(2 * a);
-    }
-  for (int shared = 0; shared < 2; shared++) {
-    gb b = {0};
-    const int64_t sx[2] = {M, K}, sw[2] = {K, N}, sz[2] = {Z, N}, sy[2] = {Y, K}, sp[2] = {M, N}, sq[2] = {Y, N};
-    const int64_t f1[1] = {M * N}, f2[1] = {N}, f3[1] = {Y * N}, ft[1] = {T}, ax0 = 0, ra[2] = {0, 1};
-    int x = leaf(&b, KILN_F32, 2, sx), w = leaf(&b, KILN_F32, 2, sw), z = leaf(&b, KILN_F32, 2, sz);
-    int y = leaf(&b, KILN_F32, 2, sy);
-    int i1[2] = {x, w}, i3[2] = {y, w};
-    int p1 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sp, 2, i1, 0, NULL, 0);
-    int p2 = reduce(&b, KILN_OP_REDUCE_SUM, z, 1);
-    int p3 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sq, 2, i3, 0, NULL, 0);
-    int parts[3] = {add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f1, 1, &p1, 0, NULL, 0),
-                    add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f2, 1, &p2, 0, NULL, 0),
-                    add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f3, 1, &p3, 0, NULL, 0)};
-    int c = add(&b, KILN_OP_CONCAT, KILN_F32, 1, ft, 3, parts, 1, &ax0, 0);
-    int r = add(&b, KILN_OP_ALL_REDUCE, KILN_F32, 1, ft, 1, &c, 2, ra, 0); /* SUM, a world of 1 */
-    output(&b, bin(&b, KILN_OP_ADD, r, r), -1);
-    if (shared) output(&b, bin(&b, KILN_OP_ADD, p1, p1), -1);
-    kiln_graph *g = finish(&b);
-    kiln_sched *s = NULL;
-    kiln_err err = {0};
-    KT_CHECK_MSG(kiln_sched_build(g, &s, &err) == KILN_OK, "schedule: %s", err.msg);
-    if (s) {
-      const kiln_sbuf *bc = &s->bufs[s->buf_of[c]];
-      KT_EQ_INT(s->kernels[s->owner[c]].n_stores, shared ? 1 : 0);
-      KT_EQ_INT(s->buf_of[r], s->buf_of[c]); /* the all-reduce in place */
-      const int32_t blocks[3] = {p1, p2, p3};
-      const size_t at[3] = {0, sizeof(float) * M * N, sizeof(float) * (M * N + N)};
-      for (int k = 0; k < 3; k++) {
-        const kiln_sbuf *bk = &s->bufs[s->buf_of[blocks[k]]];
-        int view = !shared;
-        KT_CHECK_MSG(view ? bk->parent == s->buf_of[c] && bk->delta == at[k] : bk->parent < 0,
-                     "graph %d: input %d: parent %d at %zu", shared, k, (int)bk->parent, bk->delta);
-        if (view) {
-          KT_CHECK(bk->offset == bc->offset + at[k]);
-          KT_CHECK(bc->first <= bk->first && bk->last <= bc->last); /* the parent lives while its blocks do */
-        }
-      }
-      kiln_sched_free(s);
-    }
-    void *in[] = {xs, ws, zs, ys}, *o[] = {out, out2};
-    run(g, in, o);
-    for (int i = 0; i < T; i++) KT_NEAR(out[i], want[i], 1e-4);
-    for (int i = 0; shared && i < M * N; i++) KT_NEAR(out2[i], want[i], 1e-4);
-    kiln_graph_free(g);
-  }
-}
-
-/* The bucket graph above with M rows varying (the batch of a data-parallel
- * step): each later size's memory plan made from the plan at M = 101
- * (kiln_sched_build_like, which resizes the template's buffers and places
- * the blocks and the arena again) is the plan the size's own schedule
- * makes: the same buffers, bytes, block offsets, lifetimes and arena. */
-static kiln_graph *bucket_graph(int64_t M) {
-  enum { K = 6, N = 5, Z = 3, Y = 2 };
-  gb b = {0};
-  const int64_t sx[2] = {M, K}, sw[2] = {K, N}, sz[2] = {Z, N}, sy[2] = {Y, K}, sp[2] = {M, N}, sq[2] = {Y, N};
-  const int64_t f1[1] = {M * N}, f2[1] = {N}, f3[1] = {Y * N}, ft[1] = {M * N + N + Y * N}, ax0 = 0, ra[2] = {0, 1};
-  int x = leaf(&b, KILN_F32, 2, sx), w = leaf(&b, KILN_F32, 2, sw), z = leaf(&b, KILN_F32, 2, sz);
-  int y = leaf(&b, KILN_F32, 2, sy);
-  int i1[2] = {x, w}, i3[2] = {y, w};
-  int p1 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sp, 2, i1, 0, NULL, 0);
-  int p2 = reduce(&b, KILN_OP_REDUCE_SUM, z, 1);
-  int p3 = add(&b, KILN_OP_MATMUL, KILN_F32, 2, sq, 2, i3, 0, NULL, 0);
-  int parts[3] = {add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f1, 1, &p1, 0, NULL, 0),
-                  add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f2, 1, &p2, 0, NULL, 0),
-                  add(&b, KILN_OP_RESHAPE, KILN_F32, 1, f3, 1, &p3, 0, NULL, 0)};
-  int c = add(&b, KILN_OP_CONCAT, KILN_F32, 1, ft, 3, parts, 1, &ax0, 0);
-  int r = add(&b, KILN_OP_ALL_REDUCE, KILN_F32, 1, ft, 1, &c, 2, ra, 0);
-  output(&b, bin(&b, KILN_OP_ADD, r, r), -1);
-  output(&b, x, -1); /* an input that is an output: an end copy, of x's size */
-  return finish(&b);
-}
-
-KT_TEST(a_later_size_of_a_bucket_plans_memory_as_its_own_schedule_would) {
-  kiln_graph *gt = bucket_graph(101);
-  kiln_sched *t = NULL;
-  kiln_err err = {0};
-  KT_CHECK_MSG(kiln_sched_build(gt, &t, &err) == KILN_OK, "schedule: %s", err.msg);
-  static const int64_t sizes[] = {2, 3, 7, 40, 1000};
-  int blocks = 0, copies = 0;
-  for (size_t k = 0; t && k < sizeof sizes / sizeof sizes[0]; k++) {
-    kiln_graph *g = bucket_graph(sizes[k]);
-    kiln_sched *like = NULL, *full = NULL;
-    KT_CHECK(kiln_sched_build_like(t, g, &like, &err) == KILN_OK);
-    KT_CHECK(kiln_sched_build(g, &full, &err) == KILN_OK);
-    if (like && full) {
-      KT_CHECK(kiln_sched_same_structure(like, full));
-      KT_EQ_INT(like->scratch_bytes, full->scratch_bytes);
-      for (int32_t i = 0; i < like->n_bufs && i < full->n_bufs; i++) {
-        const kiln_sbuf *x = &like->bufs[i], *y = &full->bufs[i];
-        KT_CHECK_MSG(x->bytes == y->bytes && x->offset == y->offset && x->delta == y->delta && x->first == y->first &&
-                         x->last == y->last,
-                     "M %lld: buffer %d: bytes %zu/%zu offset %zu/%zu delta %zu/%zu", (long long)sizes[k], (int)i,
-                     x->bytes, y->bytes, x->offset, y->offset, x->delta, y->delta);
-        blocks += x->parent >= 0 && x->delta > 0;
-      }
-      for (int32_t p = 0; p < like->n_kernels && p < full->n_kernels; p++) {
-        KT_EQ_INT(like->kernels[p].bytes, full->kernels[p].bytes);
-        copies += like->kernels[p].kind == KILN_SK_COPY;
-      }
-    }
-    kiln_sched_free(like);
-    kiln_sched_free(full);
-    kiln_graph_free(g);
-  }
-  KT_EQ_INT(blocks, 2 * 5); /* the reduction's and the second product's blocks, past the first, at every size */
-  KT_EQ_INT(copies, 5);
-  kiln_sched_free(t);
-  kiln_graph_free(gt);
-}
-
 KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kernels),
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
         KT_CASE(move_ops_match_c), KT_CASE(im2col_and_its_backward_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
         KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
         KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(gemm_updates_match_c), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
         KT_CASE(scratch_is_reused_by_liveness),
-        KT_CASE(collective_issued_early_and_its_buffers_kept_in_flight), KT_CASE(a_bucket_is_computed_in_place),
-        KT_CASE(a_later_size_of_a_bucket_plans_memory_as_its_own_schedule_would),
+        KT_CASE(collective_issued_early_and_its_buffers_kept_in_flight),
         KT_CASE(teardown))

@@ -53,7 +53,6 @@ static int cut_binds(void *ctx, const kiln_graph *g, const kiln_symshape *s, con
 static void cut_input_node(void *ctx, uint32_t k, kiln_gnode *out) {
   const cut_graph *c = ctx;
   const kiln_node *n = c->lin->inputs[k];
-  memset(out, 0, sizeof *out);
   out->op = n->op;
   out->dtype = n->dtype;
   out->rank = n->rank;

@@ -121,29 +121,21 @@ int kiln_lin_binds(const kiln_lin *L, int n_out, kiln_node *const *outs, const i
     return 0;
   for (int o = 0; o < n_out; o++)
     if (g->output_node[o] != outs[o]->lin || g->output_alias[o] != alias[o]) return 0;
-  int32_t next_input = 0;
-  kiln_gnode b;
-  memset(&b, 0, sizeof b);
+  int64_t next_input = 0;
   for (uint32_t i = 0; i < L->n; i++) {
     const kiln_node *n = L->order[i];
     const kiln_gnode *a = &g->nodes[i];
     if (a->op != n->op || a->n_in != n->n_in || a->rank != n->rank) return 0;
-    /* the node as kiln_lin_build would make it */
-    b.op = n->op;
-    b.dtype = n->dtype;
-    b.rank = n->rank;
-    b.n_in = n->n_in;
-    memcpy(b.shape, n->shape, sizeof(int64_t) * n->rank);
+    /* the node as kiln_lin_build would make it, read in place */
+    kiln_node_view b = {n->op, n->dtype, n->rank, n->n_in, n->n_iattr, n->shape, n->iattr, n->fattr};
     if (n->op == KILN_OP_LEAF || n->op == KILN_OP_SCALAR) {
       b.n_iattr = 1;
-      b.iattr[0] = next_input++;
+      b.iattr = &next_input; /* its input number */
       b.fattr = 0.0; /* a SCALAR's value is an input, not compared; a LEAF's is 0 */
-    } else {
-      b.n_iattr = n->n_iattr;
-      memcpy(b.iattr, n->iattr, sizeof(int64_t) * n->n_iattr);
-      b.fattr = n->fattr;
     }
-    if (!kiln_symshape_node_binds(g, s, v, (int32_t)i, &b, NULL)) return 0;
+    int ok = kiln_symshape_node_binds(g, s, v, (int32_t)i, &b, NULL);
+    next_input += b.iattr == &next_input;
+    if (!ok) return 0;
     const int32_t *in = g->in_idx + a->in_off;
     for (int k = 0; k < n->n_in; k++)
       if (in[k] != n->in[k]->lin) return 0;

@@ -639,7 +639,7 @@ static int rounding_apart(double x, double y, int dt) {
 
 /* Node a of g (symbolic, s at values v) against node b of h (concrete). */
 int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i,
-                             const kiln_gnode *b, const int32_t *b_in) {
+                             const kiln_node_view *b, const int32_t *b_in) {
   const kiln_gnode *a = &g->nodes[i];
   if (a->op != b->op || a->dtype != b->dtype || a->rank != b->rank || a->n_in != b->n_in || a->n_iattr != b->n_iattr)
     return 0;
@@ -647,7 +647,8 @@ int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const 
     const kiln_symdim *m = kiln_symshape_dim(s, i, d);
     if (b->shape[d] != (m->mask ? eval_at(s, v, m) : a->shape[d])) return 0;
   }
-  if (memcmp(a->iattr, b->iattr, sizeof a->iattr[0] * (size_t)a->n_iattr)) return 0;
+  for (int k = 0; k < a->n_iattr; k++) /* a few: a loop, not a call */
+    if (a->iattr[k] != b->iattr[k]) return 0;
   if (s->recip[i].mask) {
     int64_t cnt = eval_at(s, v, &s->recip[i]);
     if (cnt <= 0 || !kiln_recip_close(b->fattr, s->recip_num[i], cnt, a->dtype == KILN_F32)) return 0;
@@ -689,11 +690,14 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
         x->shape[s->alias[k].axis] != s->alias_coeff[k] * v[s->alias_sym[k]])
       return 0;
   }
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    if (!kiln_symshape_node_binds(g, s, v, i, &h->nodes[i], kiln_gnode_inputs(h, &h->nodes[i]))) {
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kiln_gnode *x = &h->nodes[i];
+    const kiln_node_view b = {x->op, x->dtype, x->rank, x->n_in, x->n_iattr, x->shape, x->iattr, x->fattr};
+    if (!kiln_symshape_node_binds(g, s, v, i, &b, kiln_gnode_inputs(h, x))) {
       if (bad_node) *bad_node = i;
       return 0;
     }
+  }
   if (values) memcpy(values, v, sizeof v[0] * (size_t)s->n_syms);
   return 1;
 }

@@ -113,13 +113,22 @@ int kiln_symshape_values(const kiln_symshape *s, const kiln_graph *h, int64_t *v
 int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *h, int64_t *values,
                        int32_t *bad_node);
 
+/* A node's fields as kiln_symshape_node_binds compares them, read in place
+ * from whatever form the caller holds (a kiln_gnode, the frontend's trace
+ * node): nothing is copied. */
+typedef struct kiln_node_view {
+  int op, dtype, rank, n_in, n_iattr;
+  const int64_t *shape, *iattr;
+  double fattr;
+} kiln_node_view;
+
 /* The check kiln_symshape_bind makes of node i, on its own: whether b (with
  * inputs b_in[0..b->n_in), or NULL: the caller compares them) is node i of g
  * at the symbol values v (already read and checked, >= 2 each). For a
  * caller that holds another graph's nodes in its own form (the frontend's
  * trace: a cache hit on a planned size, runtime/runtime.c). */
 int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i,
-                             const kiln_gnode *b, const int32_t *b_in);
+                             const kiln_node_view *b, const int32_t *b_in);
 
 /* g with every symbolic size (and every 1/count constant) taken at the
  * symbol values values[0..s->n_syms) instead of g's own: a graph of the

@@ -136,8 +136,10 @@ typedef struct kiln_run_request {
    * which keeps no traced graph of its own (kiln_cache_entry) */
   int (*binds)(void *ctx, const kiln_graph *g, const kiln_symshape *s, const int64_t *v);
   /* graph input k (k < n_inputs) as kiln_graph's node would hold it: op,
-   * dtype, rank and shape into *out (the rest zero); a new size of a
-   * family is planned from these and binds, without building the graph */
+   * dtype, rank and shape into *out, its other fields left as they were
+   * (kiln_input_view's readers read only these; a cut checks every input,
+   * so the call stays small); a new size of a family is planned from these
+   * and binds, without building the graph */
   void (*input_node)(void *ctx, uint32_t k, kiln_gnode *out);
   kiln_buf **out;          /* filled with n_out buffers, one reference each for the caller */
 } kiln_run_request;

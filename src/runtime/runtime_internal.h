@@ -48,7 +48,8 @@ struct kiln_runtime {
  * (<= KILN_SYM_MAX) in out. */
 /* The graph inputs of a compile, read from its graph or from the request
  * (the trace, before any graph is built): at(ctx, k, tmp) is input k's
- * node (in tmp or the graph's own). */
+ * node (in tmp or the graph's own). Read its op, dtype, rank and shape
+ * only: from the request, the rest of tmp is not written. */
 typedef struct kiln_input_view {
   int32_t n;
   const kiln_gnode *(*at)(const void *ctx, int32_t k, kiln_gnode *tmp);

@@ -136,7 +136,9 @@ void kiln_sched_free(kiln_sched *s) {
 }
 
 /* A schedule of g with its per-node arrays, and its builder (tmp: the
- * builder's per-node scratch, freed by the caller). */
+ * builder's per-node scratch, freed by the caller; tmp NULL: no scratch,
+ * for a later size of a family, which copies the arrays from its template
+ * and reads the template's reader counts). */
 static kiln_status sched_alloc(const kiln_graph *g, kiln_err *err, kiln_sched **sp, bld *b, int32_t **tmp) {
   const int32_t nn = g->n_nodes;
   *sp = NULL;
@@ -145,19 +147,21 @@ static kiln_status sched_alloc(const kiln_graph *g, kiln_err *err, kiln_sched **
   s->g = g;
   s->buf_of = malloc(sizeof *s->buf_of * (size_t)(nn + 1));
   s->owner = malloc(sizeof *s->owner * (size_t)(nn + 1));
-  s->mat = calloc((size_t)nn + 1, 1);
+  s->mat = tmp ? calloc((size_t)nn + 1, 1) : malloc((size_t)nn + 1);
   s->input_buf = calloc((size_t)g->n_inputs + 1, sizeof *s->input_buf);
-  *tmp = calloc((size_t)nn * 6 + 1, sizeof **tmp);
-  if (!s->buf_of || !s->owner || !s->mat || !s->input_buf || !*tmp) {
-    free(*tmp);
-    *tmp = NULL;
+  int32_t *t = tmp ? calloc((size_t)nn * 6 + 1, sizeof *t) : NULL;
+  if (!s->buf_of || !s->owner || !s->mat || !s->input_buf || (tmp && !t)) {
+    free(t);
     kiln_sched_free(s);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
   }
-  int32_t *t = *tmp;
-  *b = (bld){.g = g, .s = s, .err = err, .uses = t, .cost = t + nn, .need = t + 2 * nn,
-             .live = t + 3 * nn, .spread = t + 4 * nn, .upd = t + 5 * nn};
-  for (int32_t i = 0; i < nn; i++) s->buf_of[i] = s->owner[i] = -1;
+  *b = (bld){.g = g, .s = s, .err = err};
+  if (tmp) {
+    *tmp = t;
+    b->uses = t, b->cost = t + nn, b->need = t + 2 * nn, b->live = t + 3 * nn, b->spread = t + 4 * nn;
+    b->upd = t + 5 * nn;
+    for (int32_t i = 0; i < nn; i++) s->buf_of[i] = s->owner[i] = -1;
+  }
   *sp = s;
   return KILN_OK;
 }
@@ -208,13 +212,20 @@ static kiln_status build_like(const kiln_sched *t, const kiln_graph *g, int like
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "schedule: the graph is not an instance of the template's");
   kiln_sched *s;
   bld b;
-  int32_t *tmp;
-  kiln_status st = sched_alloc(g, err, &s, &b, &tmp);
+  int32_t *tmp = NULL;
+  /* a plan resized needs a template that keeps its reader counts (GEMM
+   * updates read them; they follow the structure) and a plan that resizes:
+   * without, *fits 0 (planned from scratch). It takes no builder scratch. */
+  if (like && (!t->node_uses || !t->resizable)) {
+    *fits = 0;
+    return KILN_OK;
+  }
+  kiln_status st = sched_alloc(g, err, &s, &b, like ? NULL : &tmp);
   if (st != KILN_OK) return st;
   int32_t nk = 0; /* the fused kernels: the end copies follow them */
   while (nk < t->n_kernels && t->kernels[nk].kind != KILN_SK_COPY) nk++;
-  if (like && t->node_uses) { /* GEMM updates read the uses: the template's (they follow the structure) */
-    memcpy(b.uses, t->node_uses, sizeof *b.uses * (size_t)g->n_nodes);
+  if (like) {
+    b.uses = t->node_uses;
   } else {
     st = mark_live(&b);
     if (st == KILN_OK) st = mark_uses(&b);
@@ -222,7 +233,7 @@ static kiln_status build_like(const kiln_sched *t, const kiln_graph *g, int like
   if (st == KILN_OK) {
     memcpy(s->mat, t->mat, (size_t)g->n_nodes);
     memcpy(s->owner, t->owner, sizeof *s->owner * (size_t)g->n_nodes);
-    s->kernels = calloc((size_t)nk + 1, sizeof *s->kernels);
+    s->kernels = malloc(sizeof *s->kernels * ((size_t)nk + 1)); /* each copied from t below */
     s->borrowed = nk;
     if (!s->kernels) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
     b.kcap = nk + 1;

@@ -116,6 +116,8 @@ typedef struct kiln_sched {
                         * (schedule_mem.c, kiln_sched_plan_like) */
   int32_t *node_uses;  /* per node: its readers (kiln_sched_build's; NULL otherwise), which the later
                         * sizes of a family take instead of counting them again */
+  int arena_scaled;    /* a resized plan whose arena is the template's scaled (every scratch buffer
+                        * grew by one ratio: kiln_sched_plan_like), not placed again */
 } kiln_sched;
 
 /* Build the schedule of g (g must outlive it and pass kiln_graph_verify).

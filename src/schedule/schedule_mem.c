@@ -618,6 +618,47 @@ static int nodes_fit(const kiln_graph *g, const kiln_sched *s) {
   return 1;
 }
 
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* The arena of s, a resized plan of template t, as the template's scaled:
+ * plan_arena orders buffers by their bytes and places each at the end of
+ * another or at 0, comparing sums of rounded sizes only; when every scratch
+ * buffer's bytes and rounded size are the template's times one ratio r, it
+ * makes the same choices at every step, and every offset and the peak are
+ * the template's times r. Returns 1 with s's offsets and scratch_bytes so
+ * set, 0 (nothing changed) when the sizes do not scale alike: the caller
+ * places them (the usual case for a size that enters quadratically, or
+ * with a constant term). */
+static int arena_scaled(const kiln_sched *t, kiln_sched *s) {
+  unsigned __int128 num = 0, den = 0; /* r = num / den: the first scratch buffer with bytes */
+  for (int32_t i = 0; i < s->n_bufs; i++) {
+    const kiln_sbuf *x = &s->bufs[i], *y = &t->bufs[i];
+    if (x->kind != KILN_SBUF_SCRATCH || x->parent >= 0) continue;
+    if (!den && y->bytes) num = x->bytes, den = y->bytes;
+    if (!den) { /* none with bytes so far: equal (zero) sizes scale by any ratio */
+      if (x->bytes) return 0;
+      continue;
+    }
+    if ((unsigned __int128)x->bytes * den != (unsigned __int128)y->bytes * num ||
+        (unsigned __int128)round64(x->bytes) * den != (unsigned __int128)round64(y->bytes) * num)
+      return 0;
+  }
+  if (!den || !num) return 0;
+  for (int32_t i = 0; i < s->n_bufs; i++) { /* each offset a sum of rounded sizes: r times it is whole */
+    const kiln_sbuf *y = &t->bufs[i];
+    if (y->kind == KILN_SBUF_SCRATCH && y->parent < 0 && (unsigned __int128)y->offset * num % den) return 0;
+  }
+  if ((unsigned __int128)t->scratch_bytes * num % den) return 0;
+  for (int32_t i = 0; i < s->n_bufs; i++) {
+    kiln_sbuf *x = &s->bufs[i];
+    if (x->kind == KILN_SBUF_SCRATCH && x->parent < 0) x->offset = (size_t)((unsigned __int128)t->bufs[i].offset * num / den);
+  }
+  for (int32_t i = 0; i < s->n_bufs; i++)
+    if (s->bufs[i].parent >= 0) s->bufs[i].offset = s->bufs[s->bufs[i].parent].offset + s->bufs[i].delta;
+  s->scratch_bytes = (size_t)((unsigned __int128)t->scratch_bytes * num / den);
+  return 1;
+}
+
 kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *fits) {
   const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
@@ -670,7 +711,8 @@ kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *f
     if (a >= 0 && N(g, n)->op != KILN_OP_LEAF && s->buf_of[n] == s->input_buf[a])
       s->aliased_bytes += kiln_gnode_bytes(N(g, n));
   }
-  size_t peak = plan_arena(s);
+  s->arena_scaled = arena_scaled(t, s);
+  size_t peak = s->arena_scaled ? s->scratch_bytes : plan_arena(s);
   if (peak == (size_t)-1) return oom(b);
   s->scratch_bytes = peak;
   *fits = 1;

@@ -34,6 +34,7 @@ typedef struct kiln_cc_result {
   int from_disk_cache;       /* 1: hit */
   int disk_cache_corrupt;    /* 1: a corrupt entry was found and rebuilt */
   double cc_ns, load_ns;     /* time in the compiler / in dlopen + checks */
+  int compiler_runs;         /* sources the compiler was run on (0: every one from the cache) */
 } kiln_cc_result;
 
 /* Create a compiler driver. Resolves the compiler (cfg->cc, else $KILN_CC,
@@ -71,6 +72,17 @@ kiln_status kiln_cc_build(kiln_cc *cc, const char *source, size_t len, kiln_so *
  * the compiler ran past KILN_CC_TIMEOUT seconds (default 300). */
 kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, const char *const *symbols,
                                   int n_symbols, kiln_so **out, kiln_cc_result *res, kiln_err *err);
+/* kiln_cc_build_checked of n sources at once (out[p]: source[p]'s object,
+ * checked for symbols[p][0..n_symbols[p])): each is looked up in the disk
+ * cache, and the compilers of those it lacks run at the same time, one
+ * process each (a graph's kernels split into a part per core: the
+ * compiler is single-threaded). A source whose compiler cannot write or
+ * runs out of space is made again as kiln_cc_build_checked would. res sums
+ * the loads and holds the wall time of the compilers; from_disk_cache when
+ * every part came from the cache. On error no object is returned. */
+kiln_status kiln_cc_build_parts(kiln_cc *cc, int n, const char *const *source, const size_t *len,
+                                const char *const *const *symbols, const int *n_symbols, kiln_so **out,
+                                kiln_cc_result *res, kiln_err *err);
 /* kiln_so_symbol and kiln_so_close: runtime/sharedobj.h */
 /* Descriptions for `kiln doctor` and the cache key. Owned by cc. */
 const char *kiln_cc_command(const kiln_cc *cc);   /* "/usr/bin/cc -O2 -march=native ..." */

@@ -323,13 +323,12 @@ static int kernel_is_new(const compile_job *j, int32_t i) {
   return 1;
 }
 
-/* Take in a just-loaded object: a reference for it, and its kernels (those
- * of this graph not yet in the table) into the table. Under b->mu. An
- * object that could not be referenced is closed; once referenced, it stays
- * (a missing symbol leaves the kernels found so far usable). */
-static kiln_status register_object(compile_job *j, kiln_so *so) {
+/* Take in a just-loaded object: a reference for it, and its kernels
+ * (kernels ks[0..nk) of this graph) into the table. Under b->mu. An object
+ * that could not be referenced is closed; once referenced, it stays (a
+ * missing symbol leaves the kernels found so far usable). */
+static kiln_status register_object(compile_job *j, kiln_so *so, const int32_t *ks, int32_t nk) {
   cpu_backend *b = j->b;
-  const kiln_sched *s = j->s;
   const kiln_kernel_src *srcs = j->srcs;
   if (b->n_sos == b->cap_sos) {
     size_t cap = b->cap_sos ? b->cap_sos * 2 : 16;
@@ -348,7 +347,8 @@ static kiln_status register_object(compile_job *j, kiln_so *so) {
   }
   ref->so = so;
   b->sos[b->n_sos++] = ref;
-  for (int32_t i = 0; i < s->n_kernels; i++) {
+  for (int32_t q = 0; q < nk; q++) {
+    int32_t i = ks[q];
     if (!srcs[i].src || tab_find(b, srcs[i].hash, srcs[i].src)) continue;
     void *sym = kiln_so_symbol(so, srcs[i].name);
     if (!sym)
@@ -362,47 +362,86 @@ static kiln_status register_object(compile_job *j, kiln_so *so) {
   return KILN_OK;
 }
 
-/* Every kernel not yet loaded goes into one translation unit (after the
- * prelude), compiled or found in the cache, loaded and registered. Under
- * b->mu. */
+/* The least kernel source worth a compiler process of its own: below it,
+ * starting one costs more than the part would save. */
+#define CC_PART_MIN_BYTES 8192
+#define CC_MAX_PARTS 8
+
+/* Every kernel not yet loaded goes into a translation unit (after the
+ * prelude), compiled or found in the cache, loaded and registered. A large
+ * graph's new kernels are split into up to one unit per pool thread, of
+ * about equal source bytes, in kernel order, compiled at the same time
+ * (kiln_cc_build_parts); the split depends only on the kernels, so the
+ * same graph finds the same units in the disk cache. Under b->mu. */
 static kiln_status load_new_kernels(compile_job *j) {
   cpu_backend *b = j->b;
   const kiln_sched *s = j->s;
   const kiln_kernel_src *srcs = j->srcs;
-  size_t len = strlen(kiln_codegen_prelude());
-  int n_new = 0;
+  size_t pre = strlen(kiln_codegen_prelude()), body = 0;
+  int32_t n_new = 0;
   for (int32_t i = 0; i < s->n_kernels; i++) {
     if (srcs[i].src) j->code_bytes += srcs[i].len;
     if (!kernel_is_new(j, i)) continue;
-    len += srcs[i].len + 1;
+    body += srcs[i].len + 1;
     n_new++;
   }
   if (!n_new) return KILN_OK;
-  char *unit = malloc(len + 1), *p = unit;
-  const char **names = malloc(sizeof *names * (size_t)n_new); /* checked before the object is cached */
-  int n_names = 0;
-  kiln_status st = KILN_OK;
-  if (!unit || !names) st = compile_oom(j->err);
-  if (unit && names) {
-    p += sprintf(p, "%s", kiln_codegen_prelude());
-    for (int32_t i = 0; i < s->n_kernels; i++) {
-      if (!kernel_is_new(j, i)) continue;
-      names[n_names++] = srcs[i].name;
-      memcpy(p, srcs[i].src, srcs[i].len);
-      p += srcs[i].len;
-      *p++ = '\n';
+  int n_parts = (int)(body / CC_PART_MIN_BYTES);
+  if (n_parts > b->num_threads) n_parts = b->num_threads;
+  if (n_parts > CC_MAX_PARTS) n_parts = CC_MAX_PARTS;
+  if (n_parts > n_new) n_parts = (int)n_new;
+  if (n_parts < 1) n_parts = 1;
+  int32_t *ks = malloc(sizeof *ks * (size_t)n_new); /* the new kernels, in order */
+  const char **names = malloc(sizeof *names * (size_t)n_new); /* checked before an object is cached */
+  char *units = malloc(body + (pre + 1) * (size_t)n_parts);
+  kiln_status st = (ks && names && units) ? KILN_OK : compile_oom(j->err);
+  int32_t n = 0;
+  for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++)
+    if (kernel_is_new(j, i)) ks[n++] = i;
+  const char *src[CC_MAX_PARTS];
+  size_t len[CC_MAX_PARTS];
+  const char *const *syms[CC_MAX_PARTS];
+  int n_syms[CC_MAX_PARTS], first[CC_MAX_PARTS + 1];
+  kiln_so *so[CC_MAX_PARTS] = {0};
+  if (st == KILN_OK) {
+    char *p = units;
+    size_t done = 0;
+    int32_t q = 0;
+    for (int part = 0; part < n_parts; part++) { /* about its share of the bytes, one kernel at least */
+      size_t upto = body * (size_t)(part + 1) / (size_t)n_parts;
+      int last = part == n_parts - 1;
+      first[part] = q;
+      src[part] = p;
+      syms[part] = names + q;
+      p += sprintf(p, "%s", kiln_codegen_prelude());
+      /* n - q >= n_parts - part here: every later part gets a kernel */
+      while (q < n && (last || q == first[part] || (done < upto && n - q > n_parts - 1 - part))) {
+        const kiln_kernel_src *k = &srcs[ks[q]];
+        names[q] = k->name;
+        memcpy(p, k->src, k->len);
+        p += k->len;
+        *p++ = '\n';
+        done += k->len + 1;
+        q++;
+      }
+      n_syms[part] = q - first[part];
+      len[part] = (size_t)(p - src[part]);
+      *p++ = 0;
     }
-    *p = 0;
+    first[n_parts] = n;
     /* KILN_DUMP_CODE=1: show every new translation unit (debugging aid) */
-    if (b->dump_code) fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_new, unit);
-    kiln_so *so = NULL;
-    st = kiln_cc_build_checked(b->cc, unit, (size_t)(p - unit), names, n_names, &so, &j->ccr, j->err);
-    if (st == KILN_OK) st = register_object(j, so);
-    else if (so) kiln_so_close(so);
+    for (int part = 0; part < n_parts && b->dump_code; part++)
+      fprintf(stderr, "── kiln cpu: %d new kernel(s) ──\n%s\n", n_syms[part], src[part]);
+    st = kiln_cc_build_parts(b->cc, n_parts, src, len, syms, n_syms, so, &j->ccr, j->err);
+    for (int part = 0; part < n_parts; part++) {
+      if (st == KILN_OK) st = register_object(j, so[part], ks + first[part], n_syms[part]);
+      else if (so[part]) kiln_so_close(so[part]);
+    }
     kiln_counter_add("CpuKernelsCompiled", n_new);
   }
-  free(unit);
+  free(ks);
   free(names);
+  free(units);
   return st;
 }
 

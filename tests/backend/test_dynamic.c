@@ -169,11 +169,12 @@ KT_TEST(one_compile_serves_every_size) {
  * (kiln_sched_build_like, kiln_sched_plan_like): wherever the full plan of
  * that size has the template's structure, the two must be the same plan,
  * buffer for buffer (bytes, block offsets, lifetimes, arena offsets), copy
- * for copy. The template is scheduled at T = 1009 (a prime above every
+ * for copy, whether its arena is the template's scaled (every scratch buffer
+ * grew by one ratio) or placed again. The template is scheduled at T = 1009 (a prime above every
  * constant of these programs, as the cpu family's instances are). */
 KT_TEST(a_later_size_plans_memory_as_its_own_schedule_would) {
   static const int64_t sizes[] = {2, 3, 5, 16, 97, 300, 1013};
-  int compared = 0, programs = 0;
+  int compared = 0, programs = 0, scaled = 0;
   for (uint64_t seed = 1; seed <= 60; seed++) {
     uint64_t r = seed;
     kiln_graph *gt = symprog_build(symprog_lcg, &r, 1009);
@@ -195,6 +196,7 @@ KT_TEST(a_later_size_plans_memory_as_its_own_schedule_would) {
         char what[64];
         snprintf(what, sizeof what, "program %llu at T %lld", (unsigned long long)seed, (long long)sizes[k]);
         kt_same_plan(like, full, what);
+        scaled += like->arena_scaled;
       }
       kiln_sched_free(like);
       kiln_sched_free(full);
@@ -203,8 +205,11 @@ KT_TEST(a_later_size_plans_memory_as_its_own_schedule_would) {
     kiln_sched_free(t);
     kiln_graph_free(gt);
   }
-  fprintf(stderr, "%d programs, %d sizes compared\n", programs, compared);
+  fprintf(stderr, "%d programs, %d sizes compared, %d arenas the template's scaled\n", programs, compared, scaled);
   KT_CHECK(compared > programs * 3); /* most sizes keep the template's structure */
+  /* both ways of placing a resized arena are compared: scaled (every
+   * buffer grew alike) and placed again */
+  KT_CHECK(scaled > 0 && scaled < compared);
 }
 
 int main(int argc, char **argv) {

@@ -702,13 +702,17 @@ int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_g
   return 1;
 }
 
-int kiln_symshape_sized_nodes(const kiln_symshape *s, int32_t *out) {
+int32_t kiln_symshape_resize_list(const kiln_symshape *s, kiln_sym_resize *out) {
   int32_t n = 0;
   for (int32_t i = 0; i < s->n_nodes; i++) {
-    int any = s->recip[i].mask != 0;
-    for (int d = 0; d < KILN_MAX_RANK && !any; d++) any = kiln_symshape_dim(s, i, d)->mask != 0;
-    if (any) {
-      if (out) out[n] = i;
+    for (int d = 0; d < KILN_MAX_RANK; d++) {
+      const kiln_symdim *m = kiln_symshape_dim(s, i, d);
+      if (!m->mask) continue;
+      if (out) out[n] = (kiln_sym_resize){i, d, *m, 0};
+      n++;
+    }
+    if (s->recip[i].mask) {
+      if (out) out[n] = (kiln_sym_resize){i, -1, s->recip[i], s->recip_num[i]};
       n++;
     }
   }
@@ -744,10 +748,20 @@ kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, 
   return h;
 }
 
-int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const int32_t *nodes, int32_t n_nodes,
+int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_resize *list, int32_t n,
                          const int64_t *values) {
-  for (int32_t k = 0; k < n_nodes; k++)
-    if (!resize_node(h, s, values, nodes[k])) return 0;
+  for (int32_t k = 0; k < n; k++) {
+    const kiln_sym_resize *r = &list[k];
+    kiln_gnode *x = &h->nodes[r->node];
+    int64_t v = eval_at(s, values, &r->e);
+    if (r->dim >= 0) {
+      if (v < 0) return 0;
+      x->shape[r->dim] = v;
+    } else { /* the frontend's 1/n, times what folding put on it (resize_node) */
+      if (v <= 0) return 0;
+      x->fattr = r->num * (1.0 / (double)v);
+    }
+  }
   h->hash = 0;
   return 1;
 }

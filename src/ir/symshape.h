@@ -136,14 +136,24 @@ int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const 
  * At g's own values it is g. */
 kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, const int64_t *values);
 
-/* The nodes of s with a symbolic size or a 1/count constant, in order, into
- * out (may be NULL); returns how many. */
-int kiln_symshape_sized_nodes(const kiln_symshape *s, int32_t *out);
+/* One size (or 1/count constant) of a node that a resize rewrites, with
+ * its expression: a compact list read in order, instead of the whole
+ * per-node table of every dimension. */
+typedef struct kiln_sym_resize {
+  int32_t node;
+  int32_t dim;    /* the dimension, or -1: the node's CONST num / count */
+  kiln_symdim e;  /* the size, or the count */
+  double num;
+} kiln_sym_resize;
+
+/* The symbolic sizes and 1/count constants of s, node by node, into out
+ * (may be NULL); returns how many. */
+int32_t kiln_symshape_resize_list(const kiln_symshape *s, kiln_sym_resize *out);
 /* h, an instance of s's graph (kiln_symshape_instance, or a clone of the
  * graph), taken to the symbol values in place: the sizes and constants of
- * nodes[0..n_nodes) (kiln_symshape_sized_nodes) rewritten, nothing else
- * touched. 0 when a size overflows (h is then of no use). */
-int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const int32_t *nodes, int32_t n_nodes,
+ * list[0..n) (kiln_symshape_resize_list) rewritten, nothing else touched.
+ * 0 when a size overflows (h is then of no use). */
+int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_resize *list, int32_t n,
                          const int64_t *values);
 
 /* 2n distinct primes, pa[0..n) then pb[0..n), all above every size of g

@@ -73,14 +73,25 @@ static void add_origin(int *n, kiln_sym_origin *v, int32_t input, int axis) {
 static void site_update(dyn_site *s, const kiln_input_view *iv) {
   kiln_gnode tmp;
   int same = s->in && s->n_inputs == iv->n;
+  /* one pass: the sizes that changed join the set and are recorded; an
+   * input of another op, dtype or rank makes the record anew below (what
+   * this pass did to it is dropped) */
   for (int32_t k = 0; same && k < iv->n; k++) {
     const kiln_gnode *x = iv->at(iv->ctx, k, &tmp);
     same = s->in[k].op == x->op && s->in[k].dtype == x->dtype && s->in[k].rank == x->rank;
+    for (int d = 0; same && d < x->rank; d++)
+      if (s->in[k].shape[d] != x->shape[d]) {
+        if (x->op == KILN_OP_LEAF) add_origin(&s->n_dyn, s->dyn, k, d);
+        s->in[k].shape[d] = x->shape[d];
+      }
   }
   if (!same) {
     sig_in *in = malloc(sizeof *in * ((size_t)iv->n + 1));
-    if (!in) return;
     free(s->in);
+    s->in = NULL; /* out of memory: the site starts again next time */
+    s->n_inputs = 0;
+    s->n_dyn = 0;
+    if (!in) return;
     s->in = in;
     s->n_inputs = iv->n;
     s->n_dyn = 0;
@@ -89,15 +100,6 @@ static void site_update(dyn_site *s, const kiln_input_view *iv) {
       s->in[k] = (sig_in){x->op, x->dtype, x->rank, {0}};
       memcpy(s->in[k].shape, x->shape, sizeof x->shape[0] * x->rank);
     }
-    return;
-  }
-  for (int32_t k = 0; k < iv->n; k++) { /* the sizes that changed join the set, and are recorded */
-    const kiln_gnode *x = iv->at(iv->ctx, k, &tmp);
-    for (int d = 0; d < x->rank; d++)
-      if (s->in[k].shape[d] != x->shape[d]) {
-        if (x->op == KILN_OP_LEAF) add_origin(&s->n_dyn, s->dyn, k, d);
-        s->in[k].shape[d] = x->shape[d];
-      }
   }
 }
 

@@ -37,8 +37,10 @@ typedef struct pass_memo {
    * (kiln_dyn_family.lent), instead of a new instance per size: only the
    * sized nodes' sizes are rewritten */
   kiln_graph *scratch;
-  int32_t *sized, n_sized;
+  kiln_sym_resize *sized; /* what a resize rewrites (kiln_symshape_resize_list) */
+  int32_t n_sized;
   int busy;
+  int inputs_alike; /* 1: o0's inputs are t0's, dimension for dimension (inputs_alike) */
 } pass_memo;
 
 /* Memos kept; beyond, graphs go through the passes as before. */
@@ -109,10 +111,11 @@ void kiln_pass_memo_give_back(kiln_dyn_family *fam) {
 static kiln_graph *instance_of(pass_memo *m, const int64_t *vo, kiln_dyn_family *fam) {
   if (fam && !m->busy) {
     if (!m->scratch) {
-      int32_t n = kiln_symshape_sized_nodes(&m->so, NULL);
+      int32_t n = kiln_symshape_resize_list(&m->so, NULL);
+      free(m->sized); /* of a scratch that overflowed */
       m->sized = malloc(sizeof *m->sized * ((size_t)n + 1));
       m->scratch = m->sized ? kiln_graph_clone(m->o0) : NULL;
-      if (m->scratch) m->n_sized = kiln_symshape_sized_nodes(&m->so, m->sized);
+      if (m->scratch) m->n_sized = kiln_symshape_resize_list(&m->so, m->sized);
     }
     if (m->scratch && kiln_symshape_resize(m->scratch, &m->so, m->sized, m->n_sized, vo)) {
       m->busy = 1;
@@ -124,6 +127,8 @@ static kiln_graph *instance_of(pass_memo *m, const int64_t *vo, kiln_dyn_family 
   }
   return kiln_symshape_instance(m->o0, &m->so, vo);
 }
+
+static int inputs_alike(const pass_memo *m);
 
 /* A memo for traced graph g and its result opt (dyn: the varying input
  * dimensions), returned; NULL when out of memory or without a symbol (the
@@ -145,6 +150,7 @@ static pass_memo *memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_gra
   int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX];
   kiln_symshape_primes(g, m->st.n_syms, 0, pa, pb);
   m->ok = commutes_at(m, pa) && commutes_at(m, pb);
+  m->inputs_alike = inputs_alike(m);
   p->n++; /* kept either way: a failed memo answers its family's later graphs at once */
   return m;
 }
@@ -204,11 +210,35 @@ static int trace_values(const kiln_symshape *s, const kiln_input_view *iv, int64
   return 1;
 }
 
+/* Whether m's result takes the same inputs as its traced graph at every
+ * size: the same symbols (from the same input dimensions) and, input for
+ * input, the same op, dtype, rank and size expressions. Then a trace that
+ * binds to t0 has o's inputs at o's values, and they need no comparing. */
+static int inputs_alike(const pass_memo *m) {
+  const kiln_graph *t = m->t0, *o = m->o0;
+  if (t->n_inputs != o->n_inputs || m->st.n_syms != m->so.n_syms) return 0;
+  for (int k = 0; k < m->st.n_syms; k++)
+    if (m->st.origin[k].input != m->so.origin[k].input || m->st.origin[k].axis != m->so.origin[k].axis) return 0;
+  for (int32_t k = 0; k < t->n_inputs; k++) {
+    int32_t ti = t->input_node[k], oi = o->input_node[k];
+    const kiln_gnode *a = &t->nodes[ti], *b = &o->nodes[oi];
+    if (a->op != b->op || a->dtype != b->dtype || a->rank != b->rank) return 0;
+    for (int d = 0; d < a->rank; d++) {
+      const kiln_symdim *x = kiln_symshape_dim(&m->st, ti, d), *y = kiln_symshape_dim(&m->so, oi, d);
+      if (x->mask != y->mask || (x->mask ? x->coeff != y->coeff || x->add != y->add : a->shape[d] != b->shape[d]))
+        return 0;
+    }
+  }
+  return 1;
+}
+
 /* same_ends against the trace: o's inputs are the request's (op, dtype,
- * sizes) and its outputs have the bytes the request allocates. */
-static int same_ends_as_request(const kiln_graph *o, const kiln_run_request *rq, const kiln_input_view *iv) {
+ * sizes; implied when the memo's are alike, inputs_alike) and its outputs
+ * have the bytes the request allocates. */
+static int same_ends_as_request(const pass_memo *m, const kiln_graph *o, const kiln_run_request *rq,
+                                const kiln_input_view *iv) {
   if (o->n_inputs != iv->n || o->n_outputs != rq->n_out) return 0;
-  for (int32_t k = 0; k < iv->n; k++) {
+  for (int32_t k = 0; k < iv->n && !m->inputs_alike; k++) {
     kiln_gnode tmp;
     const kiln_gnode *a = &o->nodes[o->input_node[k]], *b = iv->at(iv->ctx, k, &tmp);
     if (a->op != b->op || a->rank != b->rank || a->dtype != b->dtype ||
@@ -237,7 +267,7 @@ int kiln_dynamic_plan_from_trace(kiln_runtime *rt, const kiln_run_request *rq, k
     if (!m->ok || !m->backend_family || !trace_values(&m->so, &iv, vo)) return 0;
     kiln_graph *o = instance_of(m, vo, fam);
     if (!o) return 0;
-    if (!same_ends_as_request(o, rq, &iv)) {
+    if (!same_ends_as_request(m, o, rq, &iv)) {
       if (fam->lent) kiln_pass_memo_give_back(fam);
       else kiln_graph_free(o);
       return 0;

@@ -120,6 +120,15 @@ static void mark_costly(bld *b) {
 
 void kiln_sched_free(kiln_sched *s) {
   if (!s) return;
+  if (s->lent_by) { /* a template's spare: back to it */
+    __atomic_store_n(&s->lent_by->busy, 0, __ATOMIC_RELEASE);
+    return;
+  }
+  if (s->spare) {
+    if (s->spare->s) s->spare->s->lent_by = NULL;
+    kiln_sched_free(s->spare->s);
+    free(s->spare);
+  }
   for (int32_t i = 0; i < s->n_kernels; i++) {
     if (i >= s->borrowed) free(s->kernels[i].members);
     if (i >= s->borrowed || !s->stores_borrowed) free(s->kernels[i].stores);
@@ -132,6 +141,7 @@ void kiln_sched_free(kiln_sched *s) {
   free(s->bufs);
   free(s->buf_node);
   free(s->node_uses);
+  free(s->sharers);
   free(s);
 }
 
@@ -191,6 +201,7 @@ kiln_status kiln_sched_build(const kiln_graph *g, kiln_sched **out, kiln_err *er
   if (st == KILN_OK) { /* kept for the later sizes of a family (kiln_sched_build_like) */
     s->node_uses = malloc(sizeof *s->node_uses * ((size_t)g->n_nodes + 1));
     if (s->node_uses) memcpy(s->node_uses, b.uses, sizeof *s->node_uses * (size_t)g->n_nodes);
+    s->spare = calloc(1, sizeof *s->spare); /* none: each later size a schedule of its own */
   }
   if (st == KILN_OK) {
     mark_spread(&b);
@@ -220,8 +231,27 @@ static kiln_status build_like(const kiln_sched *t, const kiln_graph *g, int like
     *fits = 0;
     return KILN_OK;
   }
-  kiln_status st = sched_alloc(g, err, &s, &b, like ? NULL : &tmp);
-  if (st != KILN_OK) return st;
+  /* a later size is made in the template's spare when no other size holds
+   * it (the first such size allocates it); clean, only sizes are rewritten */
+  kiln_sched_spare *sp = like ? t->spare : NULL;
+  if (sp && __atomic_exchange_n(&sp->busy, 1, __ATOMIC_ACQUIRE)) sp = NULL;
+  kiln_status st = KILN_OK;
+  if (sp && sp->s) {
+    s = sp->s;
+    s->g = g;
+    b = (bld){.g = g, .s = s, .err = err, .clean = sp->clean, .kcap = sp->kcap};
+    sp->clean = 0; /* until this resize is whole */
+  } else {
+    st = sched_alloc(g, err, &s, &b, like ? NULL : &tmp);
+    if (st != KILN_OK) {
+      if (sp) __atomic_store_n(&sp->busy, 0, __ATOMIC_RELEASE);
+      return st;
+    }
+    if (sp) {
+      sp->s = s;
+      s->lent_by = sp;
+    }
+  }
   int32_t nk = 0; /* the fused kernels: the end copies follow them */
   while (nk < t->n_kernels && t->kernels[nk].kind != KILN_SK_COPY) nk++;
   if (like) {
@@ -230,19 +260,25 @@ static kiln_status build_like(const kiln_sched *t, const kiln_graph *g, int like
     st = mark_live(&b);
     if (st == KILN_OK) st = mark_uses(&b);
   }
-  if (st == KILN_OK) {
+  if (st == KILN_OK && !b.clean) {
     memcpy(s->mat, t->mat, (size_t)g->n_nodes);
     memcpy(s->owner, t->owner, sizeof *s->owner * (size_t)g->n_nodes);
-    s->kernels = malloc(sizeof *s->kernels * ((size_t)nk + 1)); /* each copied from t below */
+    if (!s->kernels) { /* each copied from t below */
+      s->kernels = malloc(sizeof *s->kernels * ((size_t)nk + 1));
+      b.kcap = nk + 1;
+    }
     s->borrowed = nk;
     if (!s->kernels) st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
-    b.kcap = nk + 1;
   }
+  s->n_kernels = 0;
+  s->n_gemm_calls = 0;
   for (int32_t p = 0; p < nk && st == KILN_OK; p++) {
     kiln_skernel *k = &s->kernels[p];
-    *k = t->kernels[p]; /* its members borrowed from t (s->borrowed) */
-    k->n_stores = 0;
-    k->stores = NULL;
+    if (!b.clean) {
+      *k = t->kernels[p]; /* its members borrowed from t (s->borrowed) */
+      k->n_stores = 0;
+      k->stores = NULL;
+    }
     s->n_kernels = p + 1;
     if (k->kind == KILN_SK_GEMM) {
       s->n_gemm_calls++;
@@ -259,10 +295,12 @@ static kiln_status build_like(const kiln_sched *t, const kiln_graph *g, int like
   if (!like) return sched_finish(st, &b, tmp, out);
   if (st == KILN_OK) st = kiln_sched_plan_like(&b, t, nk, fits);
   free(tmp);
+  if (sp) sp->kcap = b.kcap;
   if (st != KILN_OK || !*fits) {
-    kiln_sched_free(s);
+    kiln_sched_free(s); /* a spare goes back unclean */
     return st;
   }
+  if (sp) sp->clean = 1;
   *out = s;
   return KILN_OK;
 }

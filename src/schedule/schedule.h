@@ -116,8 +116,14 @@ typedef struct kiln_sched {
                         * (schedule_mem.c, kiln_sched_plan_like) */
   int32_t *node_uses;  /* per node: its readers (kiln_sched_build's; NULL otherwise), which the later
                         * sizes of a family take instead of counting them again */
+  int32_t n_sharers;   /* a resizable plan: the nodes whose buffer is sized by another node (an */
+  int32_t *sharers;    /* output in its donated input's buffer...), which a resized plan checks */
   int arena_scaled;    /* a resized plan whose arena is the template's scaled (every scratch buffer
                         * grew by one ratio: kiln_sched_plan_like), not placed again */
+  /* A template's spare: the schedule its later sizes are made in, one at a
+   * time, instead of a new one each (kiln_sched_build_like); a schedule
+   * that is a spare (lent_by) goes back to its template when freed. */
+  struct kiln_sched_spare *spare, *lent_by;
 } kiln_sched;
 
 /* Build the schedule of g (g must outlive it and pass kiln_graph_verify).

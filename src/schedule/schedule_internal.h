@@ -23,10 +23,20 @@ typedef struct ivec {
   int32_t n, cap;
 } ivec;
 
+/* A template's spare schedule (kiln_sched.spare): s is lent while busy;
+ * clean: s holds a resized plan of the template whole (what a later size
+ * rewrites is its sizes only); kcap: the capacity of s->kernels. */
+typedef struct kiln_sched_spare {
+  kiln_sched *s;
+  int busy, clean;
+  int32_t kcap;
+} kiln_sched_spare;
+
 typedef struct bld {
   const kiln_graph *g;
   kiln_sched *s;
   kiln_err *err;
+  int clean; /* a resize in the template's clean spare: its copies of the template are in place */
   /* per node (all zero-initialized): */
   int32_t *uses;   /* readers, an output counting as one */
   int32_t *cost;   /* recompute cost of an inlined node */

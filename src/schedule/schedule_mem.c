@@ -537,6 +537,7 @@ out:
 }
 
 static int plan_is_resizable(const kiln_graph *g, const kiln_sched *s);
+static int find_sharers(const kiln_graph *g, kiln_sched *s);
 
 kiln_status kiln_sched_plan_memory(bld *b) {
   size_t nn = (size_t)b->g->n_nodes + 1;
@@ -569,7 +570,7 @@ kiln_status kiln_sched_plan_memory(bld *b) {
   size_t peak = plan_arena(b->s);
   if (peak == (size_t)-1) return oom(b);
   b->s->scratch_bytes = peak;
-  b->s->resizable = plan_is_resizable(b->g, b->s);
+  b->s->resizable = plan_is_resizable(b->g, b->s) && find_sharers(b->g, b->s);
   return KILN_OK;
 }
 
@@ -604,17 +605,33 @@ static size_t block_delta(const kiln_graph *g, const kiln_sched *s, int32_t c, i
   return (size_t)-1;
 }
 
-/* Every node with a buffer fills it exactly (a SCALAR input: its 8-byte
- * double), as the full plan leaves them. */
+/* Node n fills its buffer exactly (a SCALAR input: its 8-byte double). */
+static int node_fits(const kiln_graph *g, const kiln_sched *s, int32_t n) {
+  int32_t id = s->buf_of[n];
+  if (id < 0) return 1;
+  const kiln_gnode *x = N(g, n);
+  size_t have = s->bufs[id].bytes;
+  return kiln_gnode_bytes(x) == have || (x->op == KILN_OP_SCALAR && s->bufs[id].kind == KILN_SBUF_INPUT && have == 8);
+}
+
+/* Every node with a buffer fills it exactly, as the full plan leaves them. */
 static int nodes_fit(const kiln_graph *g, const kiln_sched *s) {
-  for (int32_t n = 0; n < g->n_nodes; n++) {
-    int32_t id = s->buf_of[n];
-    if (id < 0) continue;
-    const kiln_gnode *x = N(g, n);
-    size_t have = s->bufs[id].bytes;
-    if (kiln_gnode_bytes(x) != have && !(x->op == KILN_OP_SCALAR && s->bufs[id].kind == KILN_SBUF_INPUT && have == 8))
-      return 0;
-  }
+  for (int32_t n = 0; n < g->n_nodes; n++)
+    if (!node_fits(g, s, n)) return 0;
+  return 1;
+}
+
+/* The nodes of a resizable plan whose buffer is sized by another node:
+ * the only ones a resized plan must check (each buffer is sized by its
+ * own node there). 0 when out of memory. */
+static int find_sharers(const kiln_graph *g, kiln_sched *s) {
+  int32_t n_sh = 0;
+  for (int32_t n = 0; n < g->n_nodes; n++) n_sh += s->buf_of[n] >= 0 && s->buf_node[s->buf_of[n]] != n;
+  s->sharers = malloc(sizeof *s->sharers * ((size_t)n_sh + 1));
+  if (!s->sharers) return 0;
+  s->n_sharers = 0;
+  for (int32_t n = 0; n < g->n_nodes; n++)
+    if (s->buf_of[n] >= 0 && s->buf_node[s->buf_of[n]] != n) s->sharers[s->n_sharers++] = n;
   return 1;
 }
 
@@ -664,18 +681,21 @@ kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *f
   kiln_sched *s = b->s;
   *fits = 0;
   int32_t nb = t->n_bufs;
-  if (!t->resizable || s->bufs) return KILN_OK;
-  s->bufs = malloc(sizeof *s->bufs * ((size_t)nb + 1));
-  s->buf_node = malloc(sizeof *s->buf_node * ((size_t)nb + 1));
-  if (!s->bufs || !s->buf_node) return oom(b);
-  memcpy(s->bufs, t->bufs, sizeof *s->bufs * (size_t)nb);
-  memcpy(s->buf_node, t->buf_node, sizeof *s->buf_node * (size_t)nb);
+  if (!t->resizable) return KILN_OK;
+  if (!b->clean) { /* the template's buffers (a clean spare holds them: what changes is rewritten below) */
+    if (!s->bufs) s->bufs = malloc(sizeof *s->bufs * ((size_t)nb + 1));
+    if (!s->buf_node) s->buf_node = malloc(sizeof *s->buf_node * ((size_t)nb + 1));
+    if (!s->bufs || !s->buf_node) return oom(b);
+    memcpy(s->bufs, t->bufs, sizeof *s->bufs * (size_t)nb);
+    memcpy(s->buf_node, t->buf_node, sizeof *s->buf_node * (size_t)nb);
+    memcpy(s->buf_of, t->buf_of, sizeof *s->buf_of * (size_t)g->n_nodes);
+    memcpy(s->input_buf, t->input_buf, sizeof *s->input_buf * (size_t)g->n_inputs);
+  }
   s->n_bufs = nb;
   b->bcap = nb + 1;
-  memcpy(s->buf_of, t->buf_of, sizeof *s->buf_of * (size_t)g->n_nodes);
-  memcpy(s->input_buf, t->input_buf, sizeof *s->input_buf * (size_t)g->n_inputs);
   for (int32_t i = 0; i < nb; i++) s->bufs[i].bytes = buf_bytes(g, s, i);
-  int ok = nodes_fit(g, s);
+  int ok = 1; /* each buffer's own node fits it (sized by it): the others are checked */
+  for (int32_t k = 0; k < t->n_sharers && ok; k++) ok = node_fits(g, s, t->sharers[k]);
   for (int32_t i = 0; i < nb && ok; i++) {
     int32_t p = s->bufs[i].parent;
     if (p < 0) continue;
@@ -685,7 +705,7 @@ kiln_status kiln_sched_plan_like(bld *b, const kiln_sched *t, int32_t nk, int *f
     s->bufs[i].delta = d;
   }
   if (!ok) return KILN_OK; /* the caller plans from scratch (fits 0) */
-  for (int32_t p = 0; p < nk; p++) { /* the fused kernels' stores and wait points */
+  for (int32_t p = 0; p < nk && !b->clean; p++) { /* the fused kernels' stores and wait points */
     kiln_skernel *k = &s->kernels[p];
     const kiln_skernel *tk = &t->kernels[p];
     k->n_stores = tk->n_stores;

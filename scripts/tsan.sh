@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make tsan`: the threaded parts (thread pool, executor, queue, metrics,
-# profiler event buffers, debug analysis, data loader)
+# profiler event buffers, debug analysis, data loader, the compiler driver's
+# parallel parts)
 # under ThreadSanitizer, in build-tsan/. Only the matching test programs are
 # built. Select others with TSAN_TESTS (an extended regex on test names).
 set -euo pipefail

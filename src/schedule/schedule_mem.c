@@ -668,7 +668,8 @@ static int arena_scaled(const kiln_sched *t, kiln_sched *s) {
   if ((unsigned __int128)t->scratch_bytes * num % den) return 0;
   for (int32_t i = 0; i < s->n_bufs; i++) {
     kiln_sbuf *x = &s->bufs[i];
-    if (x->kind == KILN_SBUF_SCRATCH && x->parent < 0) x->offset = (size_t)((unsigned __int128)t->bufs[i].offset * num / den);
+    if (x->kind == KILN_SBUF_SCRATCH && x->parent < 0)
+      x->offset = (size_t)((unsigned __int128)t->bufs[i].offset * num / den);
   }
   for (int32_t i = 0; i < s->n_bufs; i++)
     if (s->bufs[i].parent >= 0) s->bufs[i].offset = s->bufs[s->bufs[i].parent].offset + s->bufs[i].delta;

@@ -40,9 +40,7 @@
 
 extern char **environ;
 
-#define KILN_CC_MAX_FLAGS 64
-#define KILN_CC_OUTPUT_CAP 16384 /* bytes of compiler output kept for errors */
-#define KILN_CC_ERROR_LINES 20
+#include "toolchain/compiler_internal.h"
 
 /* Defaults keep IEEE semantics (no -ffast-math: results must match the ref
  * backend bit for bit where the op semantics say so) but let the vectorizer
@@ -70,27 +68,6 @@ static const char k_flags_gcc[] =
 static const char k_flags_clang[] =
     "-O2 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -fopenmp-simd -pipe";
 static const char k_flags_other[] = "-O2 -fPIC -shared -ffp-contract=off";
-
-struct kiln_cc {
-  pthread_mutex_t mu; /* serializes builds (the work dir, seq, the cache) */
-  char *cc_path;      /* resolved executable */
-  char *flags;
-  char *argv_store;   /* the flags split in place */
-  char *flag_argv[KILN_CC_MAX_FLAGS];
-  int nflags;
-  char *command;
-  char *version;
-  char *meta; /* description stored in cache entries */
-  kiln_diskcache *dc;
-  char work[PATH_MAX - 128]; /* room for "/<file name>" in PATH_MAX */
-  int work_fd; /* held open and flock'ed so stale-dir sweeping leaves it alone */
-  uint64_t base_key, force_key, seq;
-  int timeout_s;      /* KILN_CC_TIMEOUT: the compiler is killed after this */
-  int relocated;      /* the work directory left the cache directory (it could not be written) */
-  int warned_store;   /* "not caching" said once */
-  int test_fail_errno; /* test hook: writes into the cache directory's work dir fail */
-};
-
 
 static uint64_t now_ns(void) { return kiln_now_ns(); }
 
@@ -195,7 +172,7 @@ static char *resolve_program(const char *name) {
  * which is killed (SIGKILL) when the time is up: *timed_out is set and the
  * status is KILN_ERR_COMPILE. Errors: KILN_ERR_COMPILE when it cannot be
  * started. */
-static kiln_status run_capture(char *const argv[], char *out, size_t cap, int *exit_code, int timeout_s,
+kiln_status kiln_cc_run_capture(char *const argv[], char *out, size_t cap, int *exit_code, int timeout_s,
                                int *timed_out, kiln_err *err) {
   out[0] = 0;
   *exit_code = -1;
@@ -359,7 +336,7 @@ static kiln_status find_compiler(kiln_cc *cc, const kiln_cc_config *cfg, kiln_er
 static kiln_status query_version(kiln_cc *cc, char *outbuf, size_t cap, kiln_err *err) {
   int code;
   char *vargv[] = {cc->cc_path, "--version", NULL};
-  kiln_status s = run_capture(vargv, outbuf, cap, &code, cc->timeout_s, NULL, err);
+  kiln_status s = kiln_cc_run_capture(vargv, outbuf, cap, &code, cc->timeout_s, NULL, err);
   if (s == KILN_OK && code != 0)
     s = kiln_err_set(err, KILN_ERR_COMPILE, "'%s --version' failed (exit status %d): %.300s", cc->cc_path, code,
                      outbuf);
@@ -478,7 +455,7 @@ static void first_lines(char *text, int max_lines) {
 /* The cache directory could not be written (full disk, quota, I/O error):
  * compile in a private directory elsewhere and stop caching, saying so once.
  * The cache is an optimisation: it never makes a program fail. */
-static int relocate_work(kiln_cc *cc, const char *why) {
+int kiln_cc_relocate_work(kiln_cc *cc, const char *why) {
   if (cc->relocated) return -1;
   const char *tmp = kiln_cfg()->tmpdir;
   const char *bases[] = {tmp && *tmp ? tmp : "/tmp", "/dev/shm", "/var/tmp"};
@@ -520,7 +497,7 @@ static int relocate_work(kiln_cc *cc, const char *why) {
 }
 
 /* Write a file into the work directory (with the test hook). */
-static kiln_status work_write(kiln_cc *cc, const char *name, const void *data, size_t n, int *errno_out,
+kiln_status kiln_cc_work_write(kiln_cc *cc, const char *name, const void *data, size_t n, int *errno_out,
                               kiln_err *err) {
   *errno_out = 0;
   if (cc->test_fail_errno) {
@@ -558,8 +535,8 @@ static kiln_status load_bytes(kiln_cc *cc, const uint8_t *b, size_t n, const cha
   snprintf(so_name, sizeof so_name, "h%llu.so", (unsigned long long)++cc->seq);
   int e = 0;
   kiln_err werr = {0};
-  kiln_status s = work_write(cc, so_name, b, n, &e, &werr);
-  if (s != KILN_OK && relocate_work(cc, werr.msg) == 0) s = work_write(cc, so_name, b, n, &e, &werr);
+  kiln_status s = kiln_cc_work_write(cc, so_name, b, n, &e, &werr);
+  if (s != KILN_OK && kiln_cc_relocate_work(cc, werr.msg) == 0) s = kiln_cc_work_write(cc, so_name, b, n, &e, &werr);
   s = s == KILN_OK ? load_private(cc, so_name, out, err) : kiln_so_load_memory(b, n, out, err);
   if (s == KILN_OK) s = kiln_so_check_symbols(*out, syms, n_syms, what, err);
   if (s != KILN_OK && *out) {
@@ -572,7 +549,7 @@ static kiln_status load_bytes(kiln_cc *cc, const uint8_t *b, size_t n, const cha
 /* Look key up in the disk cache and load a verified entry; *hit says
  * whether *out was loaded from it. An entry that does not load is evicted
  * (a miss). */
-static kiln_status load_cached(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *const *syms,
+kiln_status kiln_cc_load_cached(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *const *syms,
                                int n_syms, kiln_so **out, kiln_cc_result *res, int *hit, kiln_err *err) {
   *hit = 0;
   uint64_t t0 = now_ns();
@@ -612,7 +589,7 @@ static kiln_status load_cached(kiln_cc *cc, uint64_t key, const char *source, si
 
 /* The compiler's command line: flags, output, input, libm. argv has room
  * for KILN_CC_MAX_FLAGS + 8 entries. */
-static void compiler_argv(const kiln_cc *cc, char *so_path, char *c_path, char **argv) {
+void kiln_cc_argv(const kiln_cc *cc, char *so_path, char *c_path, char **argv) {
   int argc = 0;
   argv[argc++] = cc->cc_path;
   for (int i = 0; i < cc->nflags; i++) argv[argc++] = cc->flag_argv[i];
@@ -625,13 +602,13 @@ static void compiler_argv(const kiln_cc *cc, char *so_path, char *c_path, char *
   argv[argc] = NULL;
 }
 
-static int out_of_space(const char *output) {
+int kiln_cc_out_of_space(const char *output) {
   return strstr(output, "No space left on device") || strstr(output, "Disk quota exceeded");
 }
 
 /* The error of a compiler run that exited with code (output: what it
  * printed, cut to its first lines here). */
-static kiln_status compiler_failed(const kiln_cc *cc, int code, char *output, kiln_err *err) {
+kiln_status kiln_cc_failed(const kiln_cc *cc, int code, char *output, kiln_err *err) {
   first_lines(output, KILN_CC_ERROR_LINES);
   return kiln_err_set(err, KILN_ERR_COMPILE, "kernel compiler failed (exit status %d): %s\n%s", code, cc->command,
                       output);
@@ -640,7 +617,7 @@ static kiln_status compiler_failed(const kiln_cc *cc, int code, char *output, ki
 /* Write the source into the work directory and compile it there into
  * so_name (of the work directory). A work directory that cannot be written,
  * or a compiler out of space, moves the work directory once and tries again. */
-static kiln_status compile_source(kiln_cc *cc, const char *source, size_t len, char *so_name, size_t so_cap,
+kiln_status kiln_cc_compile_source(kiln_cc *cc, const char *source, size_t len, char *so_name, size_t so_cap,
                                   kiln_cc_result *res, kiln_err *err) {
   char c_name[64];
   for (int attempt = 0;; attempt++) {
@@ -649,32 +626,33 @@ static kiln_status compile_source(kiln_cc *cc, const char *source, size_t len, c
     snprintf(so_name, so_cap, "k%llu.so", (unsigned long long)seq);
     int e = 0;
     kiln_err werr = {0};
-    kiln_status s = work_write(cc, c_name, source, len, &e, &werr);
+    kiln_status s = kiln_cc_work_write(cc, c_name, source, len, &e, &werr);
     if (s != KILN_OK) {
-      if (attempt == 0 && relocate_work(cc, werr.msg) == 0) continue;
+      if (attempt == 0 && kiln_cc_relocate_work(cc, werr.msg) == 0) continue;
       return kiln_err_set(err, KILN_ERR_IO, "cannot write the kernel source anywhere: %s", werr.msg);
     }
     char c_path[sizeof cc->work + 64], so_path[sizeof cc->work + 64];
     snprintf(c_path, sizeof c_path, "%s/%s", cc->work, c_name);
     snprintf(so_path, sizeof so_path, "%s/%s", cc->work, so_name);
     char *argv[KILN_CC_MAX_FLAGS + 8];
-    compiler_argv(cc, so_path, c_path, argv);
+    kiln_cc_argv(cc, so_path, c_path, argv);
 
     char *output = malloc(KILN_CC_OUTPUT_CAP);
     if (!output) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
     int code;
     uint64_t t0 = now_ns();
-    s = run_capture(argv, output, KILN_CC_OUTPUT_CAP, &code, cc->timeout_s, NULL, err);
+    s = kiln_cc_run_capture(argv, output, KILN_CC_OUTPUT_CAP, &code, cc->timeout_s, NULL, err);
     res->cc_ns = (double)(now_ns() - t0);
     kiln_prof_span_end(t0, KILN_PROF_COMPILE, "compile: C compiler", (int64_t)len);
     unlinkat(cc->work_fd, c_name, 0);
     if (s == KILN_OK && code != 0) {
-      if (out_of_space(output) && attempt == 0 && relocate_work(cc, "the compiler ran out of space") == 0) {
+      if (kiln_cc_out_of_space(output) && attempt == 0 &&
+          kiln_cc_relocate_work(cc, "the compiler ran out of space") == 0) {
         free(output);
         unlinkat(cc->work_fd, so_name, 0);
         continue;
       }
-      s = compiler_failed(cc, code, output, err);
+      s = kiln_cc_failed(cc, code, output, err);
     }
     free(output);
     if (s != KILN_OK) unlinkat(cc->work_fd, so_name, 0);
@@ -684,7 +662,7 @@ static kiln_status compile_source(kiln_cc *cc, const char *source, size_t len, c
 
 /* What the compiler wrote into so_name, checked and loaded before it is
  * stored: an object that does not load never reaches the cache. */
-static kiln_status load_compiled(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *so_name,
+kiln_status kiln_cc_load_compiled(kiln_cc *cc, uint64_t key, const char *source, size_t len, const char *so_name,
                                  const char *const *syms, int n_syms, kiln_so **out, kiln_cc_result *res,
                                  kiln_err *err) {
   uint64_t t0 = now_ns();
@@ -727,14 +705,14 @@ static kiln_status build_locked(kiln_cc *cc, const char *source, size_t len, con
   kiln_status s;
   if (cc->dc) {
     int hit;
-    s = load_cached(cc, key, source, len, syms, n_syms, out, res, &hit, err);
+    s = kiln_cc_load_cached(cc, key, source, len, syms, n_syms, out, res, &hit, err);
     if (s != KILN_OK || hit) return s;
   }
   char so_name[64];
   res->compiler_runs = 1;
-  s = compile_source(cc, source, len, so_name, sizeof so_name, res, err);
+  s = kiln_cc_compile_source(cc, source, len, so_name, sizeof so_name, res, err);
   if (s != KILN_OK) return s;
-  return load_compiled(cc, key, source, len, so_name, syms, n_syms, out, res, err);
+  return kiln_cc_load_compiled(cc, key, source, len, so_name, syms, n_syms, out, res, err);
 }
 
 kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, const char *const *symbols,
@@ -748,156 +726,6 @@ kiln_status kiln_cc_build_checked(kiln_cc *cc, const char *source, size_t len, c
   pthread_mutex_lock(&cc->mu);
   kiln_status s = build_locked(cc, source, len, symbols, n_symbols, out, res, err);
   pthread_mutex_unlock(&cc->mu);
-  return s;
-}
-
-/* ── several sources at once ─────────────────────────────────────────── */
-
-/* One source of kiln_cc_build_parts that the cache did not have: its
- * compiler run, on a thread of its own (run_capture only: no state of cc
- * but its flags, which nothing changes while cc->mu is held). */
-typedef struct cc_part {
-  int index;     /* the source */
-  int written;   /* its source is in the work directory */
-  char c_name[64], so_name[64];
-  char c_path[sizeof(((kiln_cc *)0)->work) + 64], so_path[sizeof(((kiln_cc *)0)->work) + 64];
-  char *argv[KILN_CC_MAX_FLAGS + 8];
-  int timeout_s;
-  char *output;
-  int code;
-  kiln_status st;
-  kiln_err err;
-  pthread_t thread;
-  int threaded;
-} cc_part;
-
-static void *cc_part_run(void *arg) {
-  cc_part *r = arg;
-  r->st = run_capture(r->argv, r->output, KILN_CC_OUTPUT_CAP, &r->code, r->timeout_s, NULL, &r->err);
-  return NULL;
-}
-
-/* Compile the sources of parts m[0..n) at once, one compiler each (the
- * first on this thread); each source is written into the work directory
- * first. A part whose source cannot be written or whose compiler runs out
- * of space is left for compile_source (written 0 or out_of_space): it moves
- * the work directory. Under cc->mu. */
-static void run_parts(kiln_cc *cc, cc_part *m, int n, const char *const *source, const size_t *len) {
-  for (int i = 0; i < n; i++) {
-    cc_part *r = &m[i];
-    uint64_t seq = ++cc->seq;
-    snprintf(r->c_name, sizeof r->c_name, "k%llu.c", (unsigned long long)seq);
-    snprintf(r->so_name, sizeof r->so_name, "k%llu.so", (unsigned long long)seq);
-    snprintf(r->c_path, sizeof r->c_path, "%s/%s", cc->work, r->c_name);
-    snprintf(r->so_path, sizeof r->so_path, "%s/%s", cc->work, r->so_name);
-    int e = 0;
-    kiln_err werr = {0};
-    r->written = r->output && work_write(cc, r->c_name, source[r->index], len[r->index], &e, &werr) == KILN_OK;
-    r->st = KILN_ERR_COMPILE;
-    r->code = -1;
-    if (!r->written) continue;
-    compiler_argv(cc, r->so_path, r->c_path, r->argv);
-    r->timeout_s = cc->timeout_s;
-  }
-  for (int i = 1; i < n; i++) /* a thread that cannot start runs below, on this one */
-    m[i].threaded = m[i].written && pthread_create(&m[i].thread, NULL, cc_part_run, &m[i]) == 0;
-  for (int i = 0; i < n; i++)
-    if (m[i].written && !m[i].threaded) cc_part_run(&m[i]);
-  for (int i = 1; i < n; i++)
-    if (m[i].threaded) pthread_join(m[i].thread, NULL);
-  for (int i = 0; i < n; i++)
-    if (m[i].written) unlinkat(cc->work_fd, m[i].c_name, 0);
-}
-
-/* A part that compile_source should make again: its source was not
- * written, or its compiler ran out of space. */
-static int part_redo(const cc_part *r) {
-  return !r->written || (r->st == KILN_OK && r->code != 0 && out_of_space(r->output));
-}
-
-kiln_status kiln_cc_build_parts(kiln_cc *cc, int n, const char *const *source, const size_t *len,
-                                const char *const *const *symbols, const int *n_symbols, kiln_so **out,
-                                kiln_cc_result *res, kiln_err *err) {
-  kiln_cc_result local;
-  if (!res) res = &local;
-  memset(res, 0, sizeof *res);
-  if (!cc || n < 1 || !source || !len || !symbols || !n_symbols || !out)
-    return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT, "kiln_cc_build_parts: NULL argument");
-  for (int p = 0; p < n; p++) out[p] = NULL;
-  if (n == 1) return kiln_cc_build_checked(cc, source[0], len[0], symbols[0], n_symbols[0], out, res, err);
-  cc_part *m = calloc((size_t)n, sizeof *m);
-  if (!m) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  pthread_mutex_lock(&cc->mu);
-  kiln_status s = KILN_OK;
-  int n_miss = 0, hits = 0;
-  for (int p = 0; p < n && s == KILN_OK; p++) { /* the cache first */
-    int hit = 0;
-    kiln_cc_result r = {0};
-    uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source[p], len[p], cc->base_key);
-    if (cc->dc) s = load_cached(cc, key, source[p], len[p], symbols[p], n_symbols[p], &out[p], &r, &hit, err);
-    res->disk_cache_corrupt |= r.disk_cache_corrupt;
-    res->load_ns += r.load_ns;
-    hits += hit;
-    if (s == KILN_OK && !hit) {
-      m[n_miss].index = p;
-      m[n_miss].output = malloc(KILN_CC_OUTPUT_CAP);
-      if (m[n_miss].output) m[n_miss].output[0] = 0;
-      n_miss++;
-    }
-  }
-  res->compiler_runs = n_miss;
-  if (s == KILN_OK && n_miss > 0) {
-    uint64_t tc = now_ns();
-    run_parts(cc, m, n_miss, source, len);
-    res->cc_ns = (double)(now_ns() - tc);
-    kiln_prof_span_end(tc, KILN_PROF_COMPILE, "compile: C compiler (parallel)", (int64_t)n_miss);
-  }
-  /* what compiled is loaded before anything is made again: compile_source
-   * may move the work directory, and the objects with it */
-  for (int i = 0; i < n_miss && s == KILN_OK; i++) {
-    cc_part *r = &m[i];
-    int p = r->index;
-    uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source[p], len[p], cc->base_key);
-    kiln_cc_result lr = {0};
-    if (part_redo(r)) continue;
-    if (r->st != KILN_OK) {
-      s = r->st;
-      *err = r->err;
-    } else if (r->code != 0) {
-      s = compiler_failed(cc, r->code, r->output, err);
-    } else {
-      s = load_compiled(cc, key, source[p], len[p], r->so_name, symbols[p], n_symbols[p], &out[p], &lr, err);
-      r->so_name[0] = 0; /* load_compiled took it */
-      res->load_ns += lr.load_ns;
-    }
-  }
-  for (int i = 0; i < n_miss && s == KILN_OK; i++) {
-    cc_part *r = &m[i];
-    int p = r->index;
-    if (!part_redo(r)) continue;
-    if (r->written) unlinkat(cc->work_fd, r->so_name, 0);
-    r->so_name[0] = 0;
-    if (r->written) relocate_work(cc, "the compiler ran out of space"); /* as compile_source does (once) */
-    uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source[p], len[p], cc->base_key);
-    char so_name[64];
-    kiln_cc_result cr = {0};
-    s = compile_source(cc, source[p], len[p], so_name, sizeof so_name, &cr, err);
-    if (s == KILN_OK) s = load_compiled(cc, key, source[p], len[p], so_name, symbols[p], n_symbols[p], &out[p], &cr, err);
-    res->cc_ns += cr.cc_ns;
-    res->load_ns += cr.load_ns;
-  }
-  for (int i = 0; i < n_miss; i++) { /* after an error: the objects no one loaded */
-    if (m[i].written && m[i].so_name[0]) unlinkat(cc->work_fd, m[i].so_name, 0);
-    free(m[i].output);
-  }
-  res->from_disk_cache = hits == n;
-  if (s != KILN_OK)
-    for (int p = 0; p < n; p++) {
-      if (out[p]) kiln_so_close(out[p]);
-      out[p] = NULL;
-    }
-  pthread_mutex_unlock(&cc->mu);
-  free(m);
   return s;
 }
 

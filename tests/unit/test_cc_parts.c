@@ -196,6 +196,6 @@ KT_TEST(a_part_whose_compiler_runs_out_of_space_is_made_elsewhere) {
   kiln_fs_remove_tree(dir);
 }
 
-KT_MAIN(KT_CASE(parts_compile_together_and_come_back_from_the_cache), KT_CASE(a_part_the_compiler_rejects_fails_the_build),
-        KT_CASE(parts_survive_a_full_cache_directory),
+KT_MAIN(KT_CASE(parts_compile_together_and_come_back_from_the_cache),
+        KT_CASE(a_part_the_compiler_rejects_fails_the_build), KT_CASE(parts_survive_a_full_cache_directory),
         KT_CASE(a_part_whose_compiler_runs_out_of_space_is_made_elsewhere))

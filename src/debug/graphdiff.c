@@ -49,6 +49,19 @@ static void fmt_shape(const kiln_gnode *n, char *buf, size_t cap) {
   kiln_text_printf(&b, "]");
 }
 
+/* Node n's sizes as a diff shows them: its symbolic ones (sym: "16,s0")
+ * when it has them, else its own. */
+static void fmt_shape_sym(const kiln_gnode *n, const char *sym, char *buf, size_t cap) {
+  if (!sym) {
+    fmt_shape(n, buf, cap);
+    return;
+  }
+  kiln_text b = kiln_text_on(buf, cap);
+  kiln_text_printf(&b, "[%s]", sym);
+}
+
+static const char *sym_at(const char *const *v, int32_t i) { return v ? v[i] : NULL; }
+
 /* ───────────── alignment ───────────── */
 
 static int same_key(const kiln_gnode *a, const kiln_gnode *b) {
@@ -138,7 +151,7 @@ static void fmt_inputs(const kiln_graph *g, const kiln_gnode *n, kiln_text *b) {
 /* Compare aligned nodes i (old) and j (new); append "; "-joined changes to
  * b and count them. Returns the distance contribution. */
 static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng, int32_t j, const int32_t *mb,
-                           kiln_text *b, kiln_diff_stats *st, int *changed) {
+                           const kiln_diff_syms *sy, kiln_text *b, kiln_diff_stats *st, int *changed) {
   const kiln_gnode *o = &og->nodes[i], *n = &ng->nodes[j];
   int parts = 0;
   double dist = 0;
@@ -149,7 +162,16 @@ static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng
     st->dtype++;
     dist += 1;
   }
-  if (!shape_equal(o, n)) {
+  const char *so = sy ? sym_at(sy->old_shape, i) : NULL, *sn = sy ? sym_at(sy->new_shape, j) : NULL;
+  if (so || sn) { /* compared by their symbolic sizes: two sizes of one family are the same */
+    fmt_shape_sym(o, so, t1, sizeof t1);
+    fmt_shape_sym(n, sn, t2, sizeof t2);
+    if (strcmp(t1, t2)) {
+      kiln_text_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
+      st->shape++;
+      dist += 0.1;
+    }
+  } else if (!shape_equal(o, n)) {
     fmt_shape(o, t1, sizeof t1);
     fmt_shape(n, t2, sizeof t2);
     kiln_text_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
@@ -189,7 +211,8 @@ static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng
 
 /* The whole diff, its text appended to b (a kiln_text_on(NULL, 0) when no
  * text is wanted). Returns the distance. */
-static double diff_core(const kiln_graph *og, const kiln_graph *ng, kiln_text *b, kiln_diff_stats *st) {
+static double diff_core(const kiln_graph *og, const kiln_graph *ng, const kiln_diff_syms *sy, kiln_text *b,
+                        kiln_diff_stats *st) {
   memset(st, 0, sizeof *st);
   int32_t *ma = malloc(sizeof *ma * ((size_t)og->n_nodes + 1));
   int32_t *mb = malloc(sizeof *mb * ((size_t)ng->n_nodes + 1));
@@ -207,7 +230,7 @@ static double diff_core(const kiln_graph *og, const kiln_graph *ng, kiln_text *b
     const kiln_gnode *n = &ng->nodes[j];
     fmt_node(n, name, sizeof name);
     if (mb[j] < 0) {
-      fmt_shape(n, shape, sizeof shape);
+      fmt_shape_sym(n, sy ? sym_at(sy->new_shape, j) : NULL, shape, sizeof shape);
       kiln_text_printf(b, "  + %s %s\n", name, shape);
       st->added++, st->total++, dist += 1;
       continue;
@@ -216,17 +239,17 @@ static double diff_core(const kiln_graph *og, const kiln_graph *ng, kiln_text *b
     int changed = 0;
     kiln_diff_stats tmp = *st;
     kiln_text none = kiln_text_on(NULL, 0);
-    compare_pair(og, mb[j], ng, j, mb, &none, &tmp, &changed);
+    compare_pair(og, mb[j], ng, j, mb, sy, &none, &tmp, &changed);
     if (!changed) continue;
     kiln_text_printf(b, "  ~ %s: ", name);
-    dist += compare_pair(og, mb[j], ng, j, mb, b, st, &changed);
+    dist += compare_pair(og, mb[j], ng, j, mb, sy, b, st, &changed);
     kiln_text_printf(b, "\n");
     st->total++;
   }
   for (int32_t i = 0; i < og->n_nodes; i++) {
     if (ma[i] >= 0) continue;
     fmt_node(&og->nodes[i], name, sizeof name);
-    fmt_shape(&og->nodes[i], shape, sizeof shape);
+    fmt_shape_sym(&og->nodes[i], sy ? sym_at(sy->old_shape, i) : NULL, shape, sizeof shape);
     kiln_text_printf(b, "  - %s %s\n", name, shape);
     st->removed++, st->total++, dist += 1;
   }
@@ -251,6 +274,15 @@ static double diff_core(const kiln_graph *og, const kiln_graph *ng, kiln_text *b
       }
     }
   }
+  int n_def = sy ? (sy->n_old_def > sy->n_new_def ? sy->n_old_def : sy->n_new_def) : 0;
+  for (int k = 0; k < n_def; k++) { /* a symbol that stands for another dimension */
+    const char *was = k < sy->n_old_def ? sym_at(sy->old_def, k) : NULL;
+    const char *now = k < sy->n_new_def ? sym_at(sy->new_def, k) : NULL;
+    if (was && now && !strcmp(was, now)) continue;
+    if (!was && !now) continue;
+    kiln_text_printf(b, "  ~ symbol s%d: %s -> %s\n", k, was ? was : "(none)", now ? now : "(none)");
+    st->symbols++, st->total++, dist += 1;
+  }
   free(ma);
   free(mb);
   return dist;
@@ -260,20 +292,25 @@ double kiln_graphdiff_distance(const kiln_graph *a, const kiln_graph *b) {
   if (kiln_graph_equal(a, b)) return 0;
   kiln_diff_stats st;
   kiln_text none = kiln_text_on(NULL, 0);
-  double d = diff_core(a, b, &none, &st);
+  double d = diff_core(a, b, NULL, &none, &st);
   /* structurally different but aligned identically (e.g. only the source
    * lines moved): still not 0 */
   return d > 0 ? d : 0.01;
 }
 
-int kiln_graphdiff_format_stats(const kiln_graph *old_g, const kiln_graph *new_g, char *out, size_t cap,
-                                kiln_diff_stats *stats) {
+int kiln_graphdiff_format_syms(const kiln_graph *old_g, const kiln_graph *new_g, const kiln_diff_syms *sy, char *out,
+                               size_t cap, kiln_diff_stats *stats) {
   kiln_diff_stats st;
   size_t start = out && cap ? strnlen(out, cap - 1) : 0;
   kiln_text b = out && cap ? kiln_text_on(out + start, cap - start) : kiln_text_on(NULL, 0);
-  diff_core(old_g, new_g, &b, &st);
+  diff_core(old_g, new_g, sy, &b, &st);
   if (stats) *stats = st;
   return st.total;
+}
+
+int kiln_graphdiff_format_stats(const kiln_graph *old_g, const kiln_graph *new_g, char *out, size_t cap,
+                                kiln_diff_stats *stats) {
+  return kiln_graphdiff_format_syms(old_g, new_g, NULL, out, cap, stats);
 }
 
 int kiln_graphdiff_format(const kiln_graph *old_g, const kiln_graph *new_g, char *out, size_t cap) {
@@ -295,6 +332,7 @@ char *kiln_graphdiff_summary(const kiln_diff_stats *s, char *out, size_t cap) {
       {s->shape, "shape changed", "shapes changed"}, {s->dtype, "dtype changed", "dtypes changed"},
       {s->attrs, "attribute changed", "attributes changed"},
       {s->inputs, "node rewired", "nodes rewired"},  {s->outputs, "output changed", "outputs changed"},
+      {s->symbols, "symbol changed", "symbols changed"},
   };
   int first = 1;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {

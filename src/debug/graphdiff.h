@@ -18,6 +18,11 @@
  *   ~ outputs: 2 -> 3
  *   ~ output 1: now neg at model.c:16 (was add at model.c:14)
  *   ~ output 0: aliases input #0 -> none
+ *   ~ symbol s0: dim 1 of input 2 -> dim 0 of input 0
+ * Graphs compiled for any size (their dumps' symbolic sizes given,
+ * kiln_diff_syms) are compared by those: "shape [16,s0] -> [16,2*s0]", a
+ * node with a symbolic size against one without it "shape [16,s0] ->
+ * [16,52]", and two sizes of one family have no shape difference.
  * Several changes of one node share its line, separated by "; ". "~" and
  * "+" lines come in the new graph's node order, then the "-" lines in the
  * old graph's order, then the graph-level ones (outputs).
@@ -43,6 +48,7 @@ typedef struct kiln_diff_stats {
   int added, removed;     /* nodes */
   int shape, dtype, attrs, inputs; /* aligned nodes whose field changed */
   int outputs;            /* graph-level output lines */
+  int symbols;            /* symbols defined otherwise */
   int total;              /* number of difference lines */
 } kiln_diff_stats;
 
@@ -62,10 +68,25 @@ int kiln_graphdiff_format(const kiln_graph *old_g, const kiln_graph *new_g, char
 int kiln_graphdiff_format_stats(const kiln_graph *old_g, const kiln_graph *new_g, char *out, size_t cap,
                                 kiln_diff_stats *stats);
 
+/* The symbolic sizes of two graphs compiled for any size, as their dumps
+ * give them (kiln_graphtext.sym_shape, .sym_def): per node "16,s0" or NULL
+ * (concrete), per symbol what it is ("dim 1 of input 2") or NULL. Any
+ * array may be NULL (none). */
+typedef struct kiln_diff_syms {
+  const char *const *old_shape, *const *new_shape;
+  const char *const *old_def, *const *new_def;
+  int n_old_def, n_new_def;
+} kiln_diff_syms;
+
+/* kiln_graphdiff_format_stats comparing symbolic sizes where sy gives them
+ * (sy may be NULL: the plain diff). */
+int kiln_graphdiff_format_syms(const kiln_graph *old_g, const kiln_graph *new_g, const kiln_diff_syms *sy, char *out,
+                               size_t cap, kiln_diff_stats *stats);
+
 /* Write "3 differences: 1 node added, 2 shapes changed" (or "no
  * differences") into out (truncated at cap). Kinds, in this order: node(s)
  * added, removed, shape(s) changed, dtype(s) changed, attribute(s) changed,
- * node(s) rewired, output(s) changed. Returns out. */
+ * node(s) rewired, output(s) changed, symbol(s) changed. Returns out. */
 char *kiln_graphdiff_summary(const kiln_diff_stats *s, char *out, size_t cap);
 
 /* Classify the history of graphs compiled at one call site (oldest first,

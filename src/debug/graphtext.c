@@ -197,6 +197,9 @@ typedef struct parser {
   int32_t *outputs, *aliases, n_outputs, cap_outputs;
   int seen_inputs, seen_outputs;
   kiln_graphtext *out;
+  /* "# dynamic:" lines: node -> its sizes (grown with the nodes), symbol defs */
+  char **sym_shape;
+  int32_t cap_sym_shape;
 } parser;
 
 __attribute__((format(printf, 2, 3))) static kiln_status perr(parser *p, const char *fmt, ...) {
@@ -481,8 +484,58 @@ static kiln_status parse_outputs(parser *p, const char *s) {
   return KILN_OK;
 }
 
+/* "# dynamic: sK = <what> (N here)" and "# dynamic: %N [sizes]" (the
+ * comment lines of a graph compiled for any size); other comments are
+ * skipped. A malformed one is an error, as any line is. */
+static kiln_status parse_dynamic(parser *p, const char *s) {
+  s = skip_ws(s);
+  if (*s == '%') {
+    int32_t v;
+    if (parse_ref(&s, p->n_nodes, &v)) return perr(p, "dynamic: expected %%N of a node");
+    s = skip_ws(s);
+    const char *close = *s == '[' ? strchr(s, ']') : NULL;
+    if (!close || *skip_ws(close + 1)) return perr(p, "dynamic: expected [sizes] after %%%d", (int)v);
+    if (v >= p->cap_sym_shape) {
+      int32_t cap = p->cap_sym_shape;
+      while (cap <= v) cap = cap ? cap * 2 : 64;
+      char **a = realloc(p->sym_shape, sizeof *a * (size_t)cap);
+      if (!a) return oom(p);
+      memset(a + p->cap_sym_shape, 0, sizeof *a * (size_t)(cap - p->cap_sym_shape));
+      p->sym_shape = a;
+      p->cap_sym_shape = cap;
+    }
+    char *t = strndup(s + 1, (size_t)(close - s - 1));
+    if (!t) return oom(p);
+    free(p->sym_shape[v]);
+    p->sym_shape[v] = t;
+    return KILN_OK;
+  }
+  if (*s == 's' && s[1] >= '0' && s[1] <= '9') {
+    char *end;
+    long k = strtol(s + 1, &end, 10);
+    const char *eq = skip_ws(end);
+    if (k < 0 || k >= 64 || *eq != '=') return KILN_OK; /* "sK = ..." only */
+    const char *what = skip_ws(eq + 1), *here = strstr(what, " (");
+    size_t n = here ? (size_t)(here - what) : strlen(what);
+    kiln_graphtext *o = p->out;
+    if (k >= o->n_sym_def) {
+      char **a = realloc(o->sym_def, sizeof *a * (size_t)(k + 1));
+      if (!a) return oom(p);
+      memset(a + o->n_sym_def, 0, sizeof *a * (size_t)(k + 1 - o->n_sym_def));
+      o->sym_def = a;
+      o->n_sym_def = (int)k + 1;
+    }
+    char *t = strndup(what, n);
+    if (!t) return oom(p);
+    free(o->sym_def[k]);
+    o->sym_def[k] = t;
+  }
+  return KILN_OK;
+}
+
 static kiln_status parse_line(parser *p, char *line) {
   const char *s = skip_ws(line);
+  if (!strncmp(s, "# dynamic:", 10)) return parse_dynamic(p, s + 10);
   if (!*s || *s == '#') return KILN_OK;
   if (*s == '%') return parse_node(p, line + (s - line));
   if (!strncmp(s, "key ", 4)) {
@@ -518,6 +571,13 @@ static kiln_status finish(parser *p) {
     g->output_alias[o] = p->aliases[o];
   }
   p->out->g = g;
+  if (p->sym_shape) { /* one entry per node */
+    char **a = realloc(p->sym_shape, sizeof *a * ((size_t)p->n_nodes + 1));
+    if (!a) return oom(p);
+    for (int32_t i = p->cap_sym_shape; i <= p->n_nodes; i++) a[i] = NULL;
+    p->out->sym_shape = a;
+    p->sym_shape = NULL;
+  }
   char msg[512];
   if (kiln_graph_verify(g, msg, sizeof msg))
     return kiln_err_set(p->err, KILN_ERR_CORRUPT, "%s: not a valid graph: %s", p->name, msg);
@@ -561,6 +621,8 @@ kiln_status kiln_graphtext_parse(const char *text, size_t len, const char *name,
   free(p.inputs);
   free(p.outputs);
   free(p.aliases);
+  for (int32_t i = 0; i < p.cap_sym_shape && p.sym_shape; i++) free(p.sym_shape[i]); /* not taken: a failure */
+  free(p.sym_shape);
   if (st != KILN_OK) kiln_graphtext_clear(out);
   if (!out->cause && st == KILN_OK) {
     out->cause = strdup("");
@@ -588,6 +650,10 @@ kiln_status kiln_graphtext_load(const char *path, kiln_graphtext *out, kiln_err 
 
 void kiln_graphtext_clear(kiln_graphtext *t) {
   if (!t) return;
+  for (int32_t i = 0; t->sym_shape && t->g && i < t->g->n_nodes; i++) free(t->sym_shape[i]);
+  free(t->sym_shape);
+  for (int k = 0; k < t->n_sym_def; k++) free(t->sym_def[k]);
+  free(t->sym_def);
   kiln_graph_free(t->g);
   free(t->cause);
   for (int i = 0; i < t->n_files; i++) free(t->files[i]);

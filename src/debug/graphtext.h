@@ -43,6 +43,16 @@ typedef struct kiln_graphtext {
   char *cause;    /* the "cause" header line, "" when absent (malloc'd) */
   char **files;   /* distinct file-name strings referenced by g's nodes */
   int n_files;
+  /* A graph compiled for any size (docs/dynamic-shapes.md) has comment
+   * lines naming its symbols and each node's symbolic sizes:
+   *   # dynamic: s0 = dim 1 of input 2 (47 here)
+   *   # dynamic: %4 [16,s0]
+   * sym_def[k]: what symbol k is ("dim 1 of input 2"), NULL when not said;
+   * sym_shape[i]: node i's sizes ("16,s0"), NULL for a node without a
+   * symbolic size; both NULL arrays for a dump without them (malloc'd). */
+  char **sym_def;
+  int n_sym_def;
+  char **sym_shape; /* g->n_nodes entries */
 } kiln_graphtext;
 
 /* Write g as text to f, with the optional header fields key and cause

@@ -7,8 +7,9 @@
  *      structure, same source locations);
  *   3. a rejection is CORRUPT (or OUT_OF_MEMORY) with a message naming the
  *      file;
- *   4. the graph diff of an accepted graph against itself is empty and
- *      against a fixed reference graph does not crash.
+ *   4. the graph diff of an accepted graph against itself is empty (with
+ *      its symbolic sizes, "# dynamic:" lines, too) and against a fixed
+ *      reference graph does not crash.
  *
  * Build: cmake -DKILN_FUZZ=ON -DCMAKE_C_COMPILER=clang -DKILN_SANITIZE=address,undefined
  * Run:   build/bin/fuzz/fuzz_graph_text -max_total_time=60 tests/fuzz/corpus/fuzz_graph_text */
@@ -59,6 +60,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kiln_graphtext ref;
     if (kiln_graphtext_parse(reference, sizeof reference - 1, "ref.txt", &ref, &err) != KILN_OK) abort();
     kiln_graphdiff_format(ref.g, t.g, diff, sizeof diff);
+    const kiln_diff_syms sy = {(const char *const *)t.sym_shape, (const char *const *)t.sym_shape,
+                               (const char *const *)t.sym_def,   (const char *const *)t.sym_def,
+                               t.n_sym_def,                      t.n_sym_def};
+    diff[0] = 0;
+    if (kiln_graphdiff_format_syms(t.g, t.g, &sy, diff, sizeof diff, NULL) != 0) abort();
+    const kiln_diff_syms one = {NULL, (const char *const *)t.sym_shape, NULL, (const char *const *)t.sym_def, 0,
+                                t.n_sym_def};
+    kiln_graphdiff_format_syms(ref.g, t.g, &one, diff, sizeof diff, NULL);
     (void)kiln_graphdiff_distance(t.g, ref.g);
     const kiln_graph *h[3] = {ref.g, t.g, u.g};
     kiln_graphdiff_classify(h, 3, diff, sizeof diff);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "debug/graphdiff.h"
+#include "debug/graphtext.h"
 #include "kt.h"
 
 #include "backend/graph_builder.h"
@@ -281,7 +282,77 @@ KT_TEST(repeated_keys_align_by_order) {
   kiln_graph_free(n.g);
 }
 
-KT_MAIN(KT_CASE(equal_graphs_have_no_differences), KT_CASE(shape_changes_name_the_dimension),
+/* A dump of x [16, len] -> tanh -> row sums; sym: the dump of a graph
+ * compiled for any size (symbol s0 = dim `axis` of input 0), else none. */
+static void dump_text(char *buf, size_t cap, int64_t len, int sym, int axis) {
+  int n = snprintf(buf, cap,
+                   "# kiln graph dump, text format v1 (docs/graphs.md)\n"
+                   "%%0 = leaf f32[16,%lld] input=0 @ train.c:88\n"
+                   "%%1 = tanh f32[16,%lld] %%0 @ train.c:89\n"
+                   "%%2 = reduce_sum f32[16,1] %%1 axes=[1] @ train.c:90\n"
+                   "inputs: %%0\noutputs: %%2\n",
+                   (long long)len, (long long)len);
+  if (sym)
+    snprintf(buf + n, cap - (size_t)n,
+             "# dynamic: s0 = dim %d of input 0 (%lld here)\n"
+             "# dynamic: 2 symbolic sizes, 0 constants 1/n of them; compiled once for any size\n"
+             "# dynamic: %%0 [16,s0]\n# dynamic: %%1 [16,s0]\n",
+             axis, (long long)len);
+}
+
+/* The diff of two dumps as `kiln graph diff` makes it, with their symbols. */
+static int diff_dumps(const char *a, const char *b, char *out, size_t cap, kiln_diff_stats *st) {
+  kiln_graphtext ta, tb;
+  kiln_err err = {0};
+  out[0] = 0;
+  if (kiln_graphtext_parse(a, strlen(a), "a.txt", &ta, &err) != KILN_OK) {
+    KT_FAIL("%s", err.msg);
+    return -1;
+  }
+  if (kiln_graphtext_parse(b, strlen(b), "b.txt", &tb, &err) != KILN_OK) {
+    KT_FAIL("%s", err.msg);
+    kiln_graphtext_clear(&ta);
+    return -1;
+  }
+  const kiln_diff_syms sy = {(const char *const *)ta.sym_shape, (const char *const *)tb.sym_shape,
+                             (const char *const *)ta.sym_def,   (const char *const *)tb.sym_def,
+                             ta.n_sym_def,                      tb.n_sym_def};
+  int n = kiln_graphdiff_format_syms(ta.g, tb.g, &sy, out, cap, st);
+  kiln_graphtext_clear(&ta);
+  kiln_graphtext_clear(&tb);
+  return n;
+}
+
+/* Graphs compiled for any size are compared by their symbolic sizes: two
+ * sizes of one family do not differ, a family against a graph of one size
+ * shows the symbols, a symbol that stands for another dimension is named. */
+KT_TEST(symbolic_dumps_compare_by_their_symbols) {
+  char a[1024], b[1024], out[1024];
+  kiln_diff_stats st;
+  dump_text(a, sizeof a, 47, 1, 1);
+  dump_text(b, sizeof b, 52, 1, 1);
+  KT_EQ_INT(diff_dumps(a, b, out, sizeof out, &st), 0); /* one family, two sizes */
+  KT_CHECK_MSG(strcmp(out, "") == 0, "got:\n%s", out);
+  dump_text(b, sizeof b, 52, 0, 1); /* compiled for its size: no symbol */
+  KT_EQ_INT(diff_dumps(a, b, out, sizeof out, &st), 3);
+  KT_CHECK_MSG(strcmp(out, "  ~ input 0 (leaf) at train.c:88: shape [16,s0] -> [16,52]\n"
+                           "  ~ tanh at train.c:89: shape [16,s0] -> [16,52]\n"
+                           "  ~ symbol s0: dim 1 of input 0 -> (none)\n") == 0,
+               "got:\n%s", out);
+  KT_EQ_INT(st.shape, 2);
+  KT_EQ_INT(st.symbols, 1);
+  dump_text(b, sizeof b, 47, 1, 0); /* s0 another dimension */
+  KT_EQ_INT(diff_dumps(a, b, out, sizeof out, &st), 1);
+  KT_CHECK_MSG(strcmp(out, "  ~ symbol s0: dim 1 of input 0 -> dim 0 of input 0\n") == 0, "got:\n%s", out);
+  char sum[128];
+  KT_CHECK(strcmp(kiln_graphdiff_summary(&st, sum, sizeof sum), "1 difference: 1 symbol changed") == 0);
+  dump_text(a, sizeof a, 47, 0, 1); /* neither has symbols: the plain diff */
+  dump_text(b, sizeof b, 52, 0, 1);
+  KT_EQ_INT(diff_dumps(a, b, out, sizeof out, &st), 2);
+  KT_CHECK_MSG(strstr(out, "shape [16,47] -> [16,52] (dim 1: 47 -> 52)") != NULL, "got:\n%s", out);
+}
+
+KT_MAIN(KT_CASE(symbolic_dumps_compare_by_their_symbols), KT_CASE(equal_graphs_have_no_differences), KT_CASE(shape_changes_name_the_dimension),
         KT_CASE(added_removed_rewired_and_outputs), KT_CASE(dtype_and_attribute_changes), KT_CASE(output_alias_change),
         KT_CASE(distance_prefers_the_closer_graph), KT_CASE(classify_growing_tensor),
         KT_CASE(classify_varying_input), KT_CASE(classify_sweep_is_not_growth), KT_CASE(classify_none_and_other), KT_CASE(repeated_keys_align_by_order))

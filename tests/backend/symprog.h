@@ -48,8 +48,10 @@ static inline int symprog_binary(uint64_t k) { return symprog_pick(KILN_KIND_BIN
  * axes and over T (a softmax, an argmax), products and running products, a
  * scan and an argsort along T, a select, f64 casts, a gather, an
  * index_select and a scatter_add with computed indices, pads and partial
- * slices with fixed bounds, concats along a fixed axis. The
- * same seed builds the same program at any T. */
+ * slices with fixed bounds, concats along a fixed axis, a minimum over T,
+ * comparisons joined by logical ops into a select, a finiteness test, a
+ * scatter to computed positions. The same seed builds the same program at
+ * any T. */
 static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
   gb b = gb_new();
   int64_t sh[3] = {4, T, 6};
@@ -57,7 +59,7 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
   int w = leaf(&b, KILN_F32, SH(6, 6));
   int nops = 4 + (int)(next(r) % 12);
   for (int k = 0; k < nops && b.g->n_nodes < 52; k++) {
-    switch (next(r) % 18) {
+    switch (next(r) % 21) {
       case 0: { /* a partner broadcast along axis 0 */
         int64_t ps[3] = {1, sh[1], sh[2]};
         int p = next(r) % 2 ? nd(&b, KILN_OP_IOTA, KILN_F32, 3, ps, IN0, AT(2), 0)
@@ -182,6 +184,34 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
         int t = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
         int nr = nd(&b, KILN_OP_ADD, KILN_F32, 3, sh, IN(nd(&b, KILN_OP_MUL, KILN_F32, 3, sh, IN(t, nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 0.1)), AT0, 0), nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 1.0)), AT0, 0);
         cur = nd(&b, KILN_OP_CUMPROD, KILN_F32, 3, sh, IN(nr), AT(2), 0);
+        break;
+      }
+      case 17: { /* the minimum along T, subtracted */
+        int64_t rs[3] = {sh[0], 1, sh[2]};
+        int mn = nd(&b, KILN_OP_REDUCE_MIN, KILN_F32, 3, rs, IN(cur), AT(2), 0);
+        cur = nd(&b, KILN_OP_SUB, KILN_F32, 3, sh, IN(cur, nd(&b, KILN_OP_EXPAND, KILN_F32, 3, sh, IN(mn), AT0, 0)), AT0, 0);
+        break;
+      }
+      case 18: { /* comparisons of tanh(x), combined by a logical op, select x or -x; non-finite values to 0 */
+        static const int cmp[] = {KILN_OP_LT, KILN_OP_LE, KILN_OP_GE, KILN_OP_EQ, KILN_OP_NE};
+        int t = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        int c1 = nd(&b, cmp[next(r) % 5], KILN_BOOL, 3, sh, IN(t, nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 0.25)), AT0, 0);
+        int c2 = nd(&b, cmp[next(r) % 5], KILN_BOOL, 3, sh, IN(t, nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, -0.5)), AT0, 0);
+        int lg = nd(&b, next(r) % 2 ? KILN_OP_AND : KILN_OP_OR, KILN_BOOL, 3, sh, IN(c1, c2), AT0, 0);
+        if (next(r) % 2) lg = nd(&b, KILN_OP_NOT, KILN_BOOL, 3, sh, IN(lg), AT0, 0);
+        int ng = nd(&b, KILN_OP_NEG, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        cur = nd(&b, KILN_OP_WHERE, KILN_F32, 3, sh, IN(lg, cur, ng), AT0, 0);
+        int fin = nd(&b, KILN_OP_ISFINITE, KILN_BOOL, 3, sh, IN(cur), AT0, 0);
+        cur = nd(&b, KILN_OP_WHERE, KILN_F32, 3, sh, IN(fin, cur, nd(&b, KILN_OP_CONST, KILN_F32, 3, sh, IN0, AT0, 0.0)), AT0, 0);
+        break;
+      }
+      case 19: { /* a scatter of tanh(x) into x along the last axis, to reversed positions (each once) */
+        int64_t is[3] = {1, 1, sh[2]};
+        int io = nd(&b, KILN_OP_IOTA, KILN_I64, 3, is, IN0, AT(2), 0);
+        int rev = nd(&b, KILN_OP_SUB, KILN_I64, 3, is, IN(nd(&b, KILN_OP_CONST, KILN_I64, 3, is, IN0, AT0, (double)(sh[2] - 1)), io), AT0, 0);
+        int ix = nd(&b, KILN_OP_EXPAND, KILN_I64, 3, sh, IN(rev), AT0, 0);
+        int v = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
+        cur = nd(&b, KILN_OP_SCATTER, KILN_F32, 3, sh, IN(cur, ix, v), AT(2), 0);
         break;
       }
       default: { /* a sum over T: the output is free of T */

@@ -74,10 +74,12 @@ kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kerne
  * to read it back (the instances' primes must be above every constant size
  * plus twice this). */
 #define KILN_CG_SYM_ADD_MARGIN 128
-/* A product of symbols with exponents: coeff * prod s_k^exp[k]. */
+/* A product of symbols with exponents and an offset: coeff * prod
+ * s_k^exp[k] + add (a loop over x[1:] of [T, 5] is 5 T - 5 items). */
 typedef struct kiln_sym_mono {
   int64_t coeff;
   uint8_t exp[KILN_SYM_MAX];
+  int64_t add;
 } kiln_sym_mono;
 kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src *b, int n_syms, const int64_t *pa,
                                 const int64_t *pb, kiln_kernel_src *out, kiln_sym_mono *items, kiln_err *err);

@@ -217,11 +217,15 @@ kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src 
   if (a->items == b->items) {
     items->coeff = a->items;
   } else {
-    if (!read_back(a->items, b->items, n_syms, pa, pb, 0, &m))
-      return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "family kernel: its loop size (%lld, %lld) is no product of sizes",
+    /* a product of sizes, plus an offset as a size's own (a slice or a pad
+     * of the varying axis times the other sizes: 5 (T - 1)) */
+    if (!read_back(a->items, b->items, n_syms, pa, pb, KILN_CG_SYM_MAX_ADD, &m))
+      return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
+                          "family kernel: its loop size (%lld, %lld) is no product of sizes plus an offset",
                           (long long)a->items, (long long)b->items);
     items->coeff = m.c;
     memcpy(items->exp, m.e, sizeof items->exp); /* a square where a T x T score matrix is the loop */
+    items->add = m.d;
   }
   dec c = {n_syms, pa, pb, {0}, ""};
   char *ta = unnamed(a), *tb = unnamed(b);

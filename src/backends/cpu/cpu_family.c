@@ -305,11 +305,22 @@ kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const in
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
   }
   const int64_t *v = values;
+  for (int32_t i = 0; i < s->n_kernels; i++) { /* every loop size first: nothing is written for a size that fails */
+    if (!m->tmpl[i].src) continue;
+    int64_t items = m->items[i].coeff;
+    for (int k = 0; k < m->s0.n_syms; k++)
+      for (int e = 0; e < m->items[i].exp[k]; e++) items *= v[k];
+    if (items + m->items[i].add < 0) {
+      snprintf(why, why_cap, "kernel %d: its loop size is negative at these sizes", (int)i);
+      return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
+    }
+  }
   for (int32_t i = 0; i < s->n_kernels; i++) {
     if (!m->tmpl[i].src) continue;
     int64_t items = m->items[i].coeff;
     for (int k = 0; k < m->s0.n_syms; k++)
       for (int e = 0; e < m->items[i].exp[k]; e++) items *= v[k];
+    items += m->items[i].add;
     srcs[i] = m->tmpl[i]; /* the family's text, borrowed: it lives as long as the backend */
     srcs[i].borrowed = 1;
     srcs[i].family_name = m->tmpl[i].name;

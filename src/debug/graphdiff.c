@@ -163,15 +163,13 @@ static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng
     dist += 1;
   }
   const char *so = sy ? sym_at(sy->old_shape, i) : NULL, *sn = sy ? sym_at(sy->new_shape, j) : NULL;
-  if (so || sn) { /* compared by their symbolic sizes: two sizes of one family are the same */
+  if ((so || sn) && !(so && sn && !strcmp(so, sn))) { /* a symbolic size on one side, or other ones */
     fmt_shape_sym(o, so, t1, sizeof t1);
     fmt_shape_sym(n, sn, t2, sizeof t2);
-    if (strcmp(t1, t2)) {
-      kiln_text_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
-      st->shape++;
-      dist += 0.1;
-    }
-  } else if (!shape_equal(o, n)) {
+    kiln_text_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
+    st->shape++;
+    dist += 0.1;
+  } else if (!shape_equal(o, n)) { /* two sizes; of one family when both have the same symbolic sizes */
     fmt_shape(o, t1, sizeof t1);
     fmt_shape(n, t2, sizeof t2);
     kiln_text_printf(b, "%sshape %s -> %s", parts++ ? "; " : "", t1, t2);
@@ -181,6 +179,7 @@ static double compare_pair(const kiln_graph *og, int32_t i, const kiln_graph *ng
         if (o->shape[d] != n->shape[d]) nd++, dd = d;
     if (nd == 1)
       kiln_text_printf(b, " (dim %d: %" PRId64 " -> %" PRId64 ")", dd, o->shape[dd], n->shape[dd]);
+    if (so) kiln_text_printf(b, ", [%s] in both", so);
     st->shape++;
     dist += 0.1;
   }

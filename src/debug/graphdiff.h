@@ -22,7 +22,9 @@
  * Graphs compiled for any size (their dumps' symbolic sizes given,
  * kiln_diff_syms) are compared by those: "shape [16,s0] -> [16,2*s0]", a
  * node with a symbolic size against one without it "shape [16,s0] ->
- * [16,52]", and two sizes of one family have no shape difference.
+ * [16,52]"; two sizes of one family show their sizes with the symbolic
+ * ones they share: "shape [16,47] -> [16,52] (dim 1: 47 -> 52), [16,s0]
+ * in both".
  * Several changes of one node share its line, separated by "; ". "~" and
  * "+" lines come in the new graph's node order, then the "-" lines in the
  * old graph's order, then the graph-level ones (outputs).

@@ -81,9 +81,7 @@ kiln_status kiln_graph_diff_create_at(const kiln_graph_file *a, const kiln_graph
   d->count = st.total;
   /* Equal graphs may still align differently (moved source lines), and
    * unequal ones may show no node-level difference. */
-  if (!st.total && !kiln_graph_equal(a->t.g, b->t.g) && (a->t.sym_shape || b->t.sym_shape))
-    snprintf(d->summary, sizeof d->summary, "no differences but the sizes: one graph for any size, at two sizes");
-  else if (!st.total && !kiln_graph_equal(a->t.g, b->t.g))
+  if (!st.total && !kiln_graph_equal(a->t.g, b->t.g))
     snprintf(d->summary, sizeof d->summary, "no node-level differences, but the graphs are not equal");
   else
     kiln_graphdiff_summary(&st, d->summary, sizeof d->summary);

@@ -1,0 +1,247 @@
+/* Symbolic dimensions of a graph (symshape.h), once inferred: the family
+ * hash, binding a concrete graph (or a trace's nodes) to a family, instances
+ * at other sizes, printing, and the probe primes. Inference: symshape.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/hash.h"
+#include "ir/symshape.h"
+
+/* ───────────── the family: hash and binding ───────────── */
+
+/* graph.c's node_hash with a symbolic dim hashed as its monomial and a
+ * reciprocal of a dim as its symbol: every other field is hashed as there. */
+static uint64_t node_hash(const kiln_graph *g, const kiln_symshape *s, int32_t i) {
+  const kiln_gnode *n = &g->nodes[i];
+  uint64_t h = kiln_hash_combine(n->op, ((uint64_t)n->dtype << 8) | n->rank);
+  for (int d = 0; d < n->rank; d++) {
+    const kiln_symdim *v = kiln_symshape_dim(s, i, d);
+    h = kiln_hash_combine(h, v->mask ? ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL ^
+                                           ((uint64_t)v->add * 0x9E3779B97F4A7C15ULL)
+                                     : (uint64_t)n->shape[d]);
+  }
+  h = kiln_hash_combine(h, (uint64_t)n->n_iattr);
+  for (int k = 0; k < n->n_iattr; k++) h = kiln_hash_combine(h, (uint64_t)n->iattr[k]);
+  const kiln_symdim *rc = &s->recip[i];
+  if (rc->mask) {
+    h = kiln_hash_combine(h, ((uint64_t)rc->mask << 56) ^ (uint64_t)rc->coeff ^ 0x7265636970ULL ^ (uint64_t)rc->add);
+    h = kiln_hash_combine(h, (uint64_t)(int64_t)s->recip_num[i]);
+  } else if (n->op != KILN_OP_SCALAR) {
+    uint64_t fb;
+    memcpy(&fb, &n->fattr, sizeof fb);
+    h = kiln_hash_combine(h, fb);
+  }
+  const int32_t *in = kiln_gnode_inputs(g, n);
+  h = kiln_hash_combine(h, (uint64_t)n->n_in);
+  for (int k = 0; k < n->n_in; k++) h = kiln_hash_combine(h, (uint64_t)in[k]);
+  return h;
+}
+
+uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s) {
+  uint64_t h = kiln_hash_combine(0x73796d73ULL, (uint64_t)g->n_nodes);
+  h = kiln_hash_combine(h, (uint64_t)s->n_syms);
+  for (int k = 0; k < s->n_syms; k++)
+    h = kiln_hash_combine(h, ((uint64_t)(uint32_t)s->origin[k].input << 32) | (uint32_t)s->origin[k].axis);
+  for (int k = 0; k < s->n_alias; k++) {
+    h = kiln_hash_combine(h, ((uint64_t)(uint32_t)s->alias[k].input << 32 | (uint32_t)s->alias[k].axis) ^
+                                 ((uint64_t)s->alias_sym[k] << 58));
+    h = kiln_hash_combine(h, (uint64_t)s->alias_coeff[k]);
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) h = kiln_hash_combine(h, node_hash(g, s, i));
+  for (int32_t k = 0; k < g->n_inputs; k++) h = kiln_hash_combine(h, (uint64_t)g->input_node[k]);
+  for (int32_t o = 0; o < g->n_outputs; o++) {
+    h = kiln_hash_combine(h, (uint64_t)g->output_node[o]);
+    h = kiln_hash_combine(h, (uint64_t)(int64_t)g->output_alias[o]);
+  }
+  return h;
+}
+
+/* m at the symbol values v (-1 on overflow). */
+static int64_t eval_at(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
+  int64_t x = m->coeff;
+  for (int k = 0; k < s->n_syms; k++)
+    if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return -1;
+  if (__builtin_add_overflow(x, m->add, &x) || x < 0) return -1;
+  return x;
+}
+
+/* Two float constants that differ only by the rounding of the arithmetic
+ * that made them (within 2 ulps of their dtype): constant folding of a
+ * factor like 1/256 with a size-derived one that cancels rounds differently
+ * at different sizes. The family's kernels keep the first one's value; the
+ * result differs from the size's own by that rounding, as any
+ * reassociation would. Exact for integers and bool. */
+static int rounding_apart(double x, double y, int dt) {
+  if (!kiln_dt_is_float(dt) || !isfinite(x) || !isfinite(y)) return 0;
+  double tol = dt == KILN_F64 ? 4.5e-16 : 2.4e-7;
+  return fabs(x - y) <= tol * fabs(x);
+}
+
+/* Node a of g (symbolic, s at values v) against node b of h (concrete). */
+int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const int64_t *v, int32_t i,
+                             const kiln_node_view *b, const int32_t *b_in) {
+  const kiln_gnode *a = &g->nodes[i];
+  if (a->op != b->op || a->dtype != b->dtype || a->rank != b->rank || a->n_in != b->n_in || a->n_iattr != b->n_iattr)
+    return 0;
+  for (int d = 0; d < a->rank; d++) {
+    const kiln_symdim *m = kiln_symshape_dim(s, i, d);
+    if (b->shape[d] != (m->mask ? eval_at(s, v, m) : a->shape[d])) return 0;
+  }
+  for (int k = 0; k < a->n_iattr; k++) /* a few: a loop, not a call */
+    if (a->iattr[k] != b->iattr[k]) return 0;
+  if (s->recip[i].mask) {
+    int64_t cnt = eval_at(s, v, &s->recip[i]);
+    if (cnt <= 0 || !kiln_recip_close(b->fattr, s->recip_num[i], cnt, a->dtype == KILN_F32)) return 0;
+  } else if (a->op != KILN_OP_SCALAR && memcmp(&a->fattr, &b->fattr, sizeof a->fattr) &&
+             !(a->op == KILN_OP_CONST && rounding_apart(a->fattr, b->fattr, a->dtype))) {
+    return 0;
+  }
+  return !b_in || memcmp(kiln_gnode_inputs(g, a), b_in, sizeof(int32_t) * (size_t)a->n_in) == 0;
+}
+
+int kiln_symshape_values(const kiln_symshape *s, const kiln_graph *h, int64_t *values) {
+  for (int k = 0; k < s->n_syms; k++) {
+    int32_t in = s->origin[k].input;
+    if (in < 0 || in >= h->n_inputs) return 0;
+    const kiln_gnode *x = &h->nodes[h->input_node[in]];
+    if (x->op != KILN_OP_LEAF || s->origin[k].axis < 0 || s->origin[k].axis >= x->rank) return 0;
+    values[k] = x->shape[s->origin[k].axis];
+  }
+  return 1;
+}
+
+int kiln_symshape_bind(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *h, int64_t *values,
+                       int32_t *bad_node) {
+  if (bad_node) *bad_node = -1;
+  if (g->n_nodes != h->n_nodes || g->n_inputs != h->n_inputs || g->n_outputs != h->n_outputs ||
+      s->n_nodes != g->n_nodes)
+    return 0;
+  if (memcmp(g->input_node, h->input_node, sizeof(int32_t) * (size_t)g->n_inputs) ||
+      memcmp(g->output_node, h->output_node, sizeof(int32_t) * (size_t)g->n_outputs) ||
+      memcmp(g->output_alias, h->output_alias, sizeof(int32_t) * (size_t)g->n_outputs))
+    return 0;
+  int64_t v[KILN_SYM_MAX];
+  if (!kiln_symshape_values(s, h, v)) return 0;
+  for (int k = 0; k < s->n_syms; k++)
+    if (v[k] < 2) return 0; /* 0 and 1: another graph */
+  for (int k = 0; k < s->n_alias; k++) { /* one symbol, one size */
+    const kiln_gnode *x = &h->nodes[h->input_node[s->alias[k].input]];
+    if (x->op != KILN_OP_LEAF || s->alias[k].axis >= x->rank ||
+        x->shape[s->alias[k].axis] != s->alias_coeff[k] * v[s->alias_sym[k]])
+      return 0;
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kiln_gnode *x = &h->nodes[i];
+    const kiln_node_view b = {x->op, x->dtype, x->rank, x->n_in, x->n_iattr, x->shape, x->iattr, x->fattr};
+    if (!kiln_symshape_node_binds(g, s, v, i, &b, kiln_gnode_inputs(h, x))) {
+      if (bad_node) *bad_node = i;
+      return 0;
+    }
+  }
+  if (values) memcpy(values, v, sizeof v[0] * (size_t)s->n_syms);
+  return 1;
+}
+
+int32_t kiln_symshape_resize_list(const kiln_symshape *s, kiln_sym_resize *out) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < s->n_nodes; i++) {
+    for (int d = 0; d < KILN_MAX_RANK; d++) {
+      const kiln_symdim *m = kiln_symshape_dim(s, i, d);
+      if (!m->mask) continue;
+      if (out) out[n] = (kiln_sym_resize){i, d, *m, 0};
+      n++;
+    }
+    if (s->recip[i].mask) {
+      if (out) out[n] = (kiln_sym_resize){i, -1, s->recip[i], s->recip_num[i]};
+      n++;
+    }
+  }
+  return n;
+}
+
+/* Node i of h at the values: its symbolic sizes and 1/count constant. */
+static int resize_node(kiln_graph *h, const kiln_symshape *s, const int64_t *values, int32_t i) {
+  kiln_gnode *n = &h->nodes[i];
+  for (int d = 0; d < n->rank; d++) {
+    const kiln_symdim *m = kiln_symshape_dim(s, i, d);
+    if (!m->mask) continue;
+    n->shape[d] = eval_at(s, values, m);
+    if (n->shape[d] < 0) return 0;
+  }
+  if (s->recip[i].mask) {
+    int64_t cnt = eval_at(s, values, &s->recip[i]);
+    if (cnt <= 0) return 0;
+    n->fattr = s->recip_num[i] * (1.0 / (double)cnt); /* the frontend's 1/n, times what folding put on it */
+  }
+  return 1;
+}
+
+kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, const int64_t *values) {
+  kiln_graph *h = kiln_graph_clone(g);
+  if (!h) return NULL;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (!resize_node(h, s, values, i)) {
+      kiln_graph_free(h);
+      return NULL;
+    }
+  h->hash = 0; /* g's is not this graph's; computed where needed (graph.h) */
+  return h;
+}
+
+int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_resize *list, int32_t n,
+                         const int64_t *values) {
+  for (int32_t k = 0; k < n; k++) {
+    const kiln_sym_resize *r = &list[k];
+    kiln_gnode *x = &h->nodes[r->node];
+    int64_t v = eval_at(s, values, &r->e);
+    if (r->dim >= 0) {
+      if (v < 0) return 0;
+      x->shape[r->dim] = v;
+    } else { /* the frontend's 1/n, times what folding put on it (resize_node) */
+      if (v <= 0) return 0;
+      x->fattr = r->num * (1.0 / (double)v);
+    }
+  }
+  h->hash = 0;
+  return 1;
+}
+
+int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,
+                             size_t cap) {
+  const kiln_symdim *v = kiln_symshape_dim(s, node, d);
+  if (!v->mask) return snprintf(buf, cap, "%lld", (long long)g->nodes[node].shape[d]);
+  size_t n = 0;
+  int w = v->coeff != 1 ? snprintf(buf, cap, "%lld", (long long)v->coeff) : 0;
+  n += (size_t)(w > 0 ? w : 0);
+  for (int k = 0; k < s->n_syms; k++)
+    if (v->mask >> k & 1) {
+      w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%ss%d", n ? "*" : "", k);
+      n += (size_t)(w > 0 ? w : 0);
+    }
+  if (v->add) {
+    w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%+lld", (long long)v->add);
+    n += (size_t)(w > 0 ? w : 0);
+  }
+  return (int)n;
+}
+
+static int is_prime(int64_t v) {
+  if (v < 2) return 0;
+  for (int64_t d = 2; d * d <= v; d++)
+    if (v % d == 0) return 0;
+  return 1;
+}
+
+void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *pa, int64_t *pb) {
+  int64_t big = 64;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int d = 0; d < g->nodes[i].rank; d++)
+      if (g->nodes[i].shape[d] > big) big = g->nodes[i].shape[d];
+  int64_t p = big + margin + 1;
+  for (int k = 0; k < 2 * n; k++) {
+    while (!is_prime(p)) p++;
+    (k < n ? pa : pb)[k % n] = p++;
+  }
+}

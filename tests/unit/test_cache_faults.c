@@ -18,43 +18,11 @@
 #include "base/fs.h"
 #include "kiln/kiln.h"
 #include "kt.h"
+#include "cc_fixtures.h"
 #include "toolchain/compiler.h"
 #include "toolchain/diskcache.h"
 
 static const char k_src[] = "int kk_answer(void) { return 6 * 7; }\n";
-
-static void fresh_dir(char *out, size_t cap, const char *prefix) {
-  const char *base = getenv("KILN_CACHE_DIR");
-  kiln_err err = {0};
-  if (base && *base && kiln_fs_mkdirs_private(base, &err) != KILN_OK) base = NULL;
-  if (kiln_fs_mkdtemp(base, prefix, out, cap, &err) != KILN_OK) {
-    KT_FAIL("mkdtemp: %s", err.msg);
-    out[0] = 0;
-  }
-}
-
-/* An executable script `body` at dir/name; returns its path (static). */
-static const char *script(const char *dir, const char *name, const char *body, int mode) {
-  static char path[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  KT_CHECK(f != NULL);
-  if (f) {
-    fputs(body, f);
-    fclose(f);
-  }
-  chmod(path, (mode_t)mode);
-  return path;
-}
-
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)) != NULL) n += strstr(e->d_name, ".kce") != NULL;
-  if (d) closedir(d);
-  return n;
-}
 
 static kiln_cc *make_cc(const char *cc_path, const char *cache, kiln_err *err) {
   kiln_cc_config cfg = {0};

@@ -16,28 +16,10 @@
 #include "base/fs.h"
 #include "kiln/kiln.h"
 #include "kt.h"
+#include "cc_fixtures.h"
 #include "toolchain/compiler.h"
 
 enum { PARTS = 3 };
-
-static void fresh_dir(char *out, size_t cap, const char *prefix) {
-  const char *base = getenv("KILN_CACHE_DIR");
-  kiln_err err = {0};
-  if (base && *base && kiln_fs_mkdirs_private(base, &err) != KILN_OK) base = NULL;
-  if (kiln_fs_mkdtemp(base, prefix, out, cap, &err) != KILN_OK) {
-    KT_FAIL("mkdtemp: %s", err.msg);
-    out[0] = 0;
-  }
-}
-
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)) != NULL) n += strstr(e->d_name, ".kce") != NULL;
-  if (d) closedir(d);
-  return n;
-}
 
 static kiln_cc *make_cc(const char *cc_path, const char *cache) {
   kiln_cc_config cfg = {0};
@@ -166,22 +148,16 @@ KT_TEST(parts_survive_a_full_cache_directory) {
  * first time it sees kk_p2): that part is made again elsewhere, the others
  * are kept. */
 KT_TEST(a_part_whose_compiler_runs_out_of_space_is_made_elsewhere) {
-  char dir[4096], cache[4200], fake[4200], body[8600];
+  char dir[4096], cache[4200], body[8600];
   fresh_dir(dir, sizeof dir, "cc-parts-nospace-");
   snprintf(cache, sizeof cache, "%s/cache", dir);
-  snprintf(fake, sizeof fake, "%s/nospace-cc", dir);
   snprintf(body, sizeof body,
            "#!/bin/sh\n"
            "for a in \"$@\"; do case \"$a\" in *.c) if grep -q kk_p2 \"$a\" && mkdir '%s/once' 2>/dev/null; then\n"
            "  echo 'fatal error: No space left on device' >&2; exit 1; fi;; esac; done\n"
            "exec gcc \"$@\"\n",
            dir);
-  FILE *f = fopen(fake, "w");
-  KT_CHECK(f != NULL);
-  if (!f) return;
-  fputs(body, f);
-  fclose(f);
-  chmod(fake, 0700);
+  const char *fake = script(dir, "nospace-cc", body, 0700);
   kiln_metrics_clear();
   kiln_cc *cc = make_cc(fake, cache);
   if (!cc) return;

@@ -19,6 +19,7 @@
  * of cc but its flags, which nothing changes while cc->mu is held). */
 typedef struct cc_part {
   int index;     /* the source */
+  uint64_t key;  /* its cache key */
   int written;   /* its source is in the work directory */
   char c_name[64], so_name[64];
   char c_path[sizeof(((kiln_cc *)0)->work) + 64], so_path[sizeof(((kiln_cc *)0)->work) + 64];
@@ -101,6 +102,7 @@ kiln_status kiln_cc_build_parts(kiln_cc *cc, int n, const char *const *source, c
     hits += hit;
     if (s == KILN_OK && !hit) {
       m[n_miss].index = p;
+      m[n_miss].key = key;
       m[n_miss].output = malloc(KILN_CC_OUTPUT_CAP);
       if (m[n_miss].output) m[n_miss].output[0] = 0;
       n_miss++;
@@ -118,7 +120,6 @@ kiln_status kiln_cc_build_parts(kiln_cc *cc, int n, const char *const *source, c
   for (int i = 0; i < n_miss && s == KILN_OK; i++) {
     cc_part *r = &m[i];
     int p = r->index;
-    uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source[p], len[p], cc->base_key);
     kiln_cc_result lr = {0};
     if (part_redo(r)) continue;
     if (r->st != KILN_OK) {
@@ -127,7 +128,7 @@ kiln_status kiln_cc_build_parts(kiln_cc *cc, int n, const char *const *source, c
     } else if (r->code != 0) {
       s = kiln_cc_failed(cc, r->code, r->output, err);
     } else {
-      s = kiln_cc_load_compiled(cc, key, source[p], len[p], r->so_name, symbols[p], n_symbols[p], &out[p], &lr, err);
+      s = kiln_cc_load_compiled(cc, r->key, source[p], len[p], r->so_name, symbols[p], n_symbols[p], &out[p], &lr, err);
       r->so_name[0] = 0; /* kiln_cc_load_compiled took it */
       res->load_ns += lr.load_ns;
     }
@@ -140,12 +141,11 @@ kiln_status kiln_cc_build_parts(kiln_cc *cc, int n, const char *const *source, c
     r->so_name[0] = 0;
     if (r->written) /* moved, as kiln_cc_compile_source does (once) */
       kiln_cc_relocate_work(cc, "the compiler ran out of space");
-    uint64_t key = cc->force_key ? cc->force_key : kiln_hash_bytes(source[p], len[p], cc->base_key);
     char so_name[64];
     kiln_cc_result cr = {0};
     s = kiln_cc_compile_source(cc, source[p], len[p], so_name, sizeof so_name, &cr, err);
     if (s == KILN_OK)
-      s = kiln_cc_load_compiled(cc, key, source[p], len[p], so_name, symbols[p], n_symbols[p], &out[p], &cr, err);
+      s = kiln_cc_load_compiled(cc, r->key, source[p], len[p], so_name, symbols[p], n_symbols[p], &out[p], &cr, err);
     res->cc_ns += cr.cc_ns;
     res->load_ns += cr.load_ns;
   }

@@ -378,26 +378,27 @@ static kiln_status load_new_kernels(compile_job *j) {
   const kiln_sched *s = j->s;
   const kiln_kernel_src *srcs = j->srcs;
   size_t pre = strlen(kiln_codegen_prelude()), body = 0;
-  int32_t n_new = 0;
+  int32_t n_new = 0, *ks = malloc(sizeof *ks * ((size_t)s->n_kernels + 1)); /* the new kernels, in order */
+  if (!ks) return compile_oom(j->err);
   for (int32_t i = 0; i < s->n_kernels; i++) {
     if (srcs[i].src) j->code_bytes += srcs[i].len;
     if (!kernel_is_new(j, i)) continue;
     body += srcs[i].len + 1;
-    n_new++;
+    ks[n_new++] = i;
   }
-  if (!n_new) return KILN_OK;
+  if (!n_new) {
+    free(ks);
+    return KILN_OK;
+  }
   int n_parts = (int)(body / CC_PART_MIN_BYTES);
   if (n_parts > b->num_threads) n_parts = b->num_threads;
   if (n_parts > CC_MAX_PARTS) n_parts = CC_MAX_PARTS;
   if (n_parts > n_new) n_parts = (int)n_new;
   if (n_parts < 1) n_parts = 1;
-  int32_t *ks = malloc(sizeof *ks * (size_t)n_new); /* the new kernels, in order */
   const char **names = malloc(sizeof *names * (size_t)n_new); /* checked before an object is cached */
   char *units = malloc(body + (pre + 1) * (size_t)n_parts);
-  kiln_status st = (ks && names && units) ? KILN_OK : compile_oom(j->err);
-  int32_t n = 0;
-  for (int32_t i = 0; i < s->n_kernels && st == KILN_OK; i++)
-    if (kernel_is_new(j, i)) ks[n++] = i;
+  kiln_status st = (names && units) ? KILN_OK : compile_oom(j->err);
+  const int32_t n = n_new;
   const char *src[CC_MAX_PARTS];
   size_t len[CC_MAX_PARTS];
   const char *const *syms[CC_MAX_PARTS];

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "autograd/autograd_internal.h"
+#include "base/exit.h"
 #include "debug/diverge.h"
 #include "debug/observe.h"
 #include "dist/dist.h"
@@ -43,10 +44,24 @@ static void observers_register(void) {
   kiln_prof_set_world_fn(prof_world);
 }
 
+/* At exit, the steps still executing finish first (base/exit.h): the
+ * libraries they run in are not destroyed under them. */
+static void drain_at_exit(void) {
+  kiln_runtime *rt = kiln_runtime_peek();
+  if (rt) kiln_wait();
+}
+
+static pthread_once_t g_drain_once = PTHREAD_ONCE_INIT;
+static void drain_register(void) {
+  kiln_exit_drain_set(drain_at_exit);
+  kiln_exit_drain_arm(); /* after the runtime's start loaded the GEMM library */
+}
+
 kiln_status kiln_init(const kiln_options *opts) {
   pthread_once(&g_observers_once, observers_register);
   kiln_status s = kiln_runtime_start(opts);
   if (s != KILN_OK) return s;
+  pthread_once(&g_drain_once, drain_register);
   /* the frontend sits on the runtime: started after it, stopped before it */
   s = kiln_frontend_start();
   if (s != KILN_OK) kiln_runtime_stop();

@@ -497,8 +497,13 @@ static kiln_status alloc_plan(compile_job *j) {
   const kiln_sched *s = j->s;
   kiln_executable *e = j->e;
   size_t n_gdims = 0; /* the GEMMs' batch shapes and strides */
+  int gemms = 0;
   for (int32_t i = 0; i < s->n_kernels; i++)
-    if (s->kernels[i].kind == KILN_SK_GEMM) n_gdims += 3 * (size_t)(s->g->nodes[s->kernels[i].mm].rank - 2);
+    if (s->kernels[i].kind == KILN_SK_GEMM) {
+      n_gdims += 3 * (size_t)(s->g->nodes[s->kernels[i].mm].rank - 2);
+      gemms = 1;
+    }
+  if (gemms) kiln_gemm_warm(); /* before a step runs one (gemm.h) */
   e->steps = calloc((size_t)s->n_kernels + 1, sizeof *e->steps);
   e->arg_bufs = malloc(sizeof *e->arg_bufs * ((size_t)j->total_args + 1));
   e->gdims = malloc(sizeof *e->gdims * (n_gdims + 1));

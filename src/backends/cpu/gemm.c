@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/exit.h"
 #include "toolchain/compiler.h" /* kiln_cpu_features */
 
 typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
@@ -75,6 +76,7 @@ static int load_onednn(char *desc, size_t cap) {
   else
     snprintf(desc, cap, "onednn");
   g_dnnl_sgemm = f;
+  kiln_exit_drain_arm(); /* its destructors after the workers stop (base/exit.h) */
   return 0;
 }
 
@@ -119,6 +121,7 @@ static int load_openblas(void) {
   snprintf(g_oblas_desc, sizeof g_oblas_desc, "openblas%s (core %s, %s)", ver, core ? core() : "?", how);
   g_cblas_sgemm = s;
   g_cblas_dgemm = d;
+  kiln_exit_drain_arm(); /* its destructors after the workers stop (base/exit.h) */
   return 0;
 }
 
@@ -246,6 +249,25 @@ void kiln_gemm_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, 
     return;
   }
   naive_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static int g_warm;
+
+void kiln_gemm_warm(void) {
+  if (__atomic_load_n(&g_warm, __ATOMIC_ACQUIRE)) return;
+  ensure_ready();
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* not g_mu: kiln_gemm_sgemm may take it */
+  pthread_mutex_lock(&mu);
+  if (!g_warm) {
+    float a[64] = {0}, c[64];
+    static const int64_t mn[3][2] = {{8, 8}, {1, 8}, {8, 1}}; /* a GEMM and both matrix-vector products */
+    for (int t = 0; t < 4; t++) /* each transposition: oneDNN initialises each on its first call */
+      for (int q = 0; q < 3; q++)
+        kiln_gemm_sgemm(t & 1, t >> 1, mn[q][0], mn[q][1], 8, 1.0f, a, 8, a, 8, 0.0f, c, 8);
+    kiln_exit_drain_arm();
+    __atomic_store_n(&g_warm, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&mu);
 }
 
 void kiln_gemm_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double *a,

@@ -377,8 +377,13 @@ static void dynamic_report(kiln_analysis *a, kiln_an_site *s, const kiln_cache_e
   if (e->info.family == 1) {
     kiln_text_printf(t, "  dynamic: ");
     dyn_origins(t, e);
-    kiln_text_printf(t, " var%s: compiled once for any size; later sizes are planned, not compiled (KILN_DYNAMIC=off "
-                        "compiles each)\n", e->n_dyn == 1 ? "ies" : "y");
+    if (s && s->families > 1) /* this site made one before: the graph differs from it beyond the sizes */
+      kiln_text_printf(t, " var%s: compiled once for any size, a family of its own (the site's %d%s differ%s from "
+                          "it in more than sizes: see what changed)\n", e->n_dyn == 1 ? "ies" : "y", s->families - 1,
+                       s->families == 2 ? " earlier family" : " earlier families", s->families == 2 ? "s" : "");
+    else
+      kiln_text_printf(t, " var%s: compiled once for any size; later sizes are planned, not compiled "
+                          "(KILN_DYNAMIC=off compiles each)\n", e->n_dyn == 1 ? "ies" : "y");
   } else if (e->info.family == 0 && e->info.family_why[0]) {
     kiln_text_printf(t, "  dynamic: ");
     dyn_origins(t, e);

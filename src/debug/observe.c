@@ -68,6 +68,12 @@ static char *kiln_dynamic_note(const kiln_cache_entry *e) {
     }
     kiln_text_printf(&t, "]\n");
   }
+  for (int32_t k = 0; k < s.n_vals; k++) { /* values that are sizes: flip's n - 1, roll's slice start */
+    char b[48];
+    kiln_symshape_format_expr(&s, &s.vals[k].e, b, sizeof b);
+    if (s.vals[k].slot < 0) kiln_text_printf(&t, "# dynamic: value of %%%d = %s\n", (int)s.vals[k].node, b);
+    else kiln_text_printf(&t, "# dynamic: attribute %d of %%%d = %s\n", (int)s.vals[k].slot, (int)s.vals[k].node, b);
+  }
   kiln_symshape_clear(&s);
   return kiln_text_take(&t);
 }

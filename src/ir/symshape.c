@@ -348,6 +348,73 @@ static void apply(inf *c, int32_t i) {
   }
 }
 
+/* Forwards then backwards until nothing changes (each sweep decides a
+ * dimension or stops; a few sweeps in practice). */
+static void settle(inf *c) {
+  for (int sweep = 0; sweep < 64; sweep++) {
+    c->changed = 0;
+    for (int32_t i = 0; i < c->g->n_nodes; i++) apply(c, i);
+    for (int32_t i = c->g->n_nodes - 1; i >= 0; i--) apply(c, i);
+    if (!c->changed) break;
+  }
+}
+
+/* The undecided dimensions of sources and broadcasts decided constant: 1
+ * when there was one. */
+static int settle_sources(inf *c) {
+  int any = 0;
+  for (int32_t i = 0; i < c->g->n_nodes; i++) {
+    const kiln_gnode *n = &c->g->nodes[i];
+    if (kiln_op_table[n->op].kind != KILN_KIND_SOURCE && n->op != KILN_OP_EXPAND) continue;
+    for (int d = 0; d < n->rank; d++)
+      if (!is_known(c, i, d)) set_const(c, i, d), any = 1;
+  }
+  return any;
+}
+
+/* Whether some dimension decided constant has size v. */
+static int constant_size(inf *c, int64_t v) {
+  for (int32_t i = 0; i < c->g->n_nodes; i++)
+    for (int d = 0; d < c->g->nodes[i].rank; d++)
+      if (is_known(c, i, d) && !dim_at(c, i, d)->mask && c->g->nodes[i].shape[d] == v) return 1;
+  return 0;
+}
+
+/* An iota's dimensions that no rule decided (an index vector's length:
+ * flip's n - 1 .. 0 is an iota as long as the axis it reverses, which no
+ * shape rule ties to it) that are as large as a symbolic size take it (the
+ * rules then carry it to what the iota makes), unless a dimension decided
+ * constant is as large too (x[T, 5] at T = 5: which one the iota follows is
+ * anyone's guess): a guess, which binding checks at every later size (a
+ * program's own length that happened to equal the size is a miss there,
+ * never a wrong program). 1 when one was taken. */
+static int coincide(inf *c) {
+  const kiln_graph *g = c->g;
+  kiln_symdim cand[16];
+  int nc = 0;
+  for (int32_t i = 0; i < g->n_nodes && nc < 16; i++)
+    for (int d = 0; d < g->nodes[i].rank && nc < 16; d++) {
+      if (!is_known(c, i, d) || !dim_at(c, i, d)->mask) continue;
+      kiln_symdim v = *dim_at(c, i, d);
+      int k = 0;
+      while (k < nc && (cand[k].mask != v.mask || cand[k].coeff != v.coeff || cand[k].add != v.add)) k++;
+      if (k == nc) cand[nc++] = v;
+    }
+  int took = 0;
+  for (int32_t i = 0; nc && i < g->n_nodes; i++)
+    for (int d = 0; d < g->nodes[i].rank && g->nodes[i].op == KILN_OP_IOTA; d++) {
+      if (is_known(c, i, d)) continue;
+      for (int k = 0; k < nc; k++)
+        if (eval(c->s, cand[k]) == g->nodes[i].shape[d] && !constant_size(c, g->nodes[i].shape[d])) {
+          set(c, i, d, cand[k]);
+          took = 1;
+          break;
+        }
+      if (took) return 1; /* one at a time: the rules decide what follows from it */
+    }
+  return 0;
+}
+
 /* Symbols for the origins: origins of one group (group[k], numbered from
  * 0 in order of first occurrence) are one symbol: its origin is the group's
  * first with mult[k] 1, the others are its aliases, each mult[k] times it. */
@@ -477,6 +544,73 @@ static void find_recips(const kiln_graph *g, kiln_symshape *s) {
   }
 }
 
+/* The value of slot `slot` of node i is e (kiln_sym_value); vals are
+ * appended in node order, so kept sorted by (node, slot) when each node's
+ * slots are added in order. */
+static int add_value(kiln_symshape *s, int32_t i, int slot, kiln_symdim e, int32_t *cap) {
+  if (s->n_vals == *cap) {
+    int32_t nc = *cap ? *cap * 2 : 16;
+    kiln_sym_value *p = realloc(s->vals, sizeof *p * (size_t)nc);
+    if (!p) return 0;
+    s->vals = p;
+    *cap = nc;
+  }
+  s->vals[s->n_vals++] = (kiln_sym_value){i, slot, e};
+  s->vslots[i] |= 1u << (slot + 1);
+  return 1;
+}
+
+/* Values that are sizes (kiln_symshape.vals): a slice's start along a
+ * symbolic size that keeps a fixed number of elements at its end (x[T-2:],
+ * as roll makes; the last token x[T-1:]) or just before it, and an integer
+ * CONST within 2 of a symbolic size of 8 or more (flip's index n - 1 - i).
+ * 0 on out of memory. */
+static int find_values(const kiln_graph *g, kiln_symshape *s) {
+  kiln_symdim cand[64], v;
+  int nc = 0;
+  int32_t cap = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kiln_gnode *n = &g->nodes[i];
+    for (int d = 0; d < n->rank; d++)
+      if (size_product(g, s, i, 1ULL << d, &v)) add_cand(cand, &nc, v);
+  }
+  for (int32_t i = 0; nc && i < g->n_nodes; i++) {
+    const kiln_gnode *n = &g->nodes[i];
+    if (n->op == KILN_OP_SLICE) {
+      int32_t x = kiln_gnode_inputs(g, n)[0];
+      for (int d = 0; d < n->rank && d < KILN_MAX_IATTR / 2; d++) {
+        const kiln_symdim *u = kiln_symshape_dim(s, x, d);
+        int64_t start = n->iattr[d], in = g->nodes[x].shape[d], gap = in - start - n->shape[d];
+        /* ends at the end (x[T-1:], the last token), or 1 or 2 before it
+         * from a size of 8 (a reflecting pad's x[T-1-k:T-1]: smaller, a
+         * program's own fixed x[1:3] would look like one) */
+        if (!u->mask || kiln_symshape_dim(s, i, d)->mask || n->iattr[n->rank + d] != 1 || start <= 0 || gap < 0 ||
+            gap > 2 || (gap && in < 8))
+          continue;
+        kiln_symdim e = *u;
+        if (__builtin_sub_overflow(e.add, n->shape[d] + gap, &e.add) || eval(s, e) != start) continue;
+        if (!add_value(s, i, d, e, &cap)) return 0;
+      }
+      continue;
+    }
+    if (n->op != KILN_OP_CONST || n->dtype == KILN_BOOL || s->recip[i].mask || !(fabs(n->fattr) >= 6) ||
+        !(fabs(n->fattr) < 9e15) || n->fattr != nearbyint(n->fattr))
+      continue;
+    int64_t want = (int64_t)n->fattr;
+    for (int64_t delta = 0; delta <= 2; delta = delta > 0 ? -delta : 1 - delta) {
+      int k = 0;
+      while (k < nc && (eval(s, cand[k]) < 8 || eval(s, cand[k]) + delta != want)) k++;
+      if (k < nc) {
+        kiln_symdim e = cand[k];
+        e.add += delta;
+        if (!add_value(s, i, -1, e, &cap)) return 0;
+        break;
+      }
+    }
+  }
+  return 1;
+}
+
 /* One inference with the origins grouped by group[]: *united when two
  * symbols turned out to be one size (the caller groups them and runs
  * again). */
@@ -488,21 +622,20 @@ static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin 
   out->dims = calloc((size_t)g->n_nodes * R + 1, sizeof *out->dims);
   out->recip = calloc((size_t)g->n_nodes + 1, sizeof *out->recip);
   out->recip_num = calloc((size_t)g->n_nodes + 1, sizeof *out->recip_num);
+  out->vslots = calloc((size_t)g->n_nodes + 1, sizeof *out->vslots);
   inf c = {.g = g, .s = out, .known = calloc((size_t)g->n_nodes * R + 1, 1)};
-  if (!out->dims || !out->recip || !out->recip_num || !c.known) {
+  if (!out->dims || !out->recip || !out->recip_num || !out->vslots || !c.known) {
     free(c.known);
     kiln_symshape_clear(out);
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "symbolic shapes: out of memory for %d nodes", g->n_nodes);
   }
   kiln_status st = seed(&c, n, origins, group, mult, err);
-  /* forwards then backwards until nothing changes (each sweep decides a
-   * dimension or stops; a few sweeps in practice) */
-  for (int sweep = 0; st == KILN_OK && sweep < 64; sweep++) {
-    c.changed = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) apply(&c, i);
-    for (int32_t i = g->n_nodes - 1; i >= 0; i--) apply(&c, i);
-    if (!c.changed) break;
-  }
+  if (st == KILN_OK) settle(&c);
+  for (int round = 0; st == KILN_OK && round < 32 && coincide(&c); round++) settle(&c);
+  /* what is still open where the program gave a size (a source, a
+   * broadcast: a replicating pad's expand of the edge to k rows) is
+   * constant; then what follows from that (the concat of it along T) */
+  if (st == KILN_OK && settle_sources(&c)) settle(&c);
   for (int32_t i = 0; st == KILN_OK && i < g->n_nodes; i++)
     for (int d = 0; d < g->nodes[i].rank; d++) {
       if (!is_known(&c, i, d)) set_const(&c, i, d);
@@ -512,6 +645,8 @@ static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin 
   for (int k = 0; k < KILN_SYM_MAX; k++) root[k] = sym_root(&c, k, &root_mult[k]);
   free(c.known);
   if (st == KILN_OK) find_recips(g, out);
+  if (st == KILN_OK && !find_values(g, out))
+    st = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "symbolic shapes: out of memory for %d nodes", g->n_nodes);
   if (st != KILN_OK) kiln_symshape_clear(out);
   return st;
 }
@@ -559,6 +694,8 @@ void kiln_symshape_clear(kiln_symshape *s) {
   free(s->dims);
   free(s->recip);
   free(s->recip_num);
+  free(s->vslots);
+  free(s->vals);
   memset(s, 0, sizeof *s);
 }
 

@@ -16,7 +16,11 @@
  * fixed point. Sizes a rule cannot express (a slice keeping a fixed part,
  * a concat of two different symbols, a reshape of an offset size or one that
  * splits a symbolic size ambiguously) stay constants: inference only
- * decides how generic the graph is.
+ * decides how generic the graph is. Values that are sizes are found the
+ * same way, after the shapes: a slice's start that keeps a fixed number of
+ * elements at the end of a symbolic size (T - k), and an integer constant
+ * within 2 of a symbolic size of 8 or more (flip's n - 1: a program's own
+ * constant that happens to be near a size is a guess that costs a miss).
  *
  * Correctness does not rest on inference being clever: a concrete graph is
  * an instance of a symbolic one (kiln_symshape_bind) only when every node
@@ -48,6 +52,15 @@ typedef struct kiln_symdim {
   int64_t add;
 } kiln_symdim;
 
+/* A value the graph holds that is a size (not a shape): slot -1 the
+ * CONST node's value (flip's n - 1), slot k >= 0 its integer attribute k (a
+ * slice's start T - 2 that keeps the last two elements, as roll makes). */
+typedef struct kiln_sym_value {
+  int32_t node;
+  int32_t slot;
+  kiln_symdim e;
+} kiln_sym_value;
+
 /* Where a symbol comes from: dimension axis of graph input `input`. */
 typedef struct kiln_sym_origin {
   int32_t input;
@@ -64,6 +77,12 @@ typedef struct kiln_symshape {
    * owned */
   kiln_symdim *recip;
   double *recip_num; /* per node: k of a CONST k / count (see recip); owned */
+  /* per node: which of its values are sizes (bit 0: the CONST's value, bit
+   * 1 + k: iattr[k]); their expressions in vals[0..n_vals), by node then
+   * slot; owned */
+  uint32_t *vslots;
+  kiln_sym_value *vals;
+  int32_t n_vals;
   int n_syms;
   kiln_sym_origin origin[KILN_SYM_MAX];
   int64_t value[KILN_SYM_MAX]; /* the sizes in the graph it was inferred on */
@@ -77,6 +96,7 @@ typedef struct kiln_symshape {
   kiln_sym_origin alias[KILN_SYM_MAX];
   int n_symbolic;              /* dimensions of nodes that are symbolic */
   int n_recip;                 /* CONST nodes that are 1 / a symbolic count */
+  /* (n_vals: constants and attributes that are sizes) */
 } kiln_symshape;
 
 static inline const kiln_symdim *kiln_symshape_dim(const kiln_symshape *s, int32_t node, int d) {
@@ -141,10 +161,14 @@ kiln_graph *kiln_symshape_instance(const kiln_graph *g, const kiln_symshape *s, 
  * per-node table of every dimension. */
 typedef struct kiln_sym_resize {
   int32_t node;
-  int32_t dim;    /* the dimension, or -1: the node's CONST num / count */
+  int32_t dim;    /* the dimension, or -1: the node's CONST num / count, or
+                   * KILN_SYM_RESIZE_VALUE - slot: a value that is a size
+                   * (kiln_sym_value: slot -1 the CONST's, k iattr[k]) */
   kiln_symdim e;  /* the size, or the count */
   double num;
 } kiln_sym_resize;
+
+#define KILN_SYM_RESIZE_VALUE (-100)
 
 /* The symbolic sizes and 1/count constants of s, node by node, into out
  * (may be NULL); returns how many. */
@@ -166,5 +190,8 @@ void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *p
  * length written (snprintf's contract). */
 int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const kiln_graph *g, char *buf,
                              size_t cap);
+/* An expression of the symbols (a symbolic size, a value that is a size)
+ * as text, the same way. */
+int kiln_symshape_format_expr(const kiln_symshape *s, const kiln_symdim *v, char *buf, size_t cap);
 
 #endif

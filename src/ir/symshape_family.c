@@ -11,21 +11,55 @@
 
 /* ───────────── the family: hash and binding ───────────── */
 
+static uint64_t mono_hash(const kiln_symdim *v) {
+  return ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL ^ ((uint64_t)v->add * 0x9E3779B97F4A7C15ULL);
+}
+
+/* The first of node i's values that are sizes (kiln_symshape.vals, sorted
+ * by node): NULL when it has none. */
+static const kiln_sym_value *values_of(const kiln_symshape *s, int32_t i) {
+  if (!s->vslots || !s->vslots[i]) return NULL;
+  int32_t lo = 0, hi = s->n_vals;
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (s->vals[mid].node < i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < s->n_vals && s->vals[lo].node == i ? &s->vals[lo] : NULL;
+}
+
+/* The expression of slot `slot` of node i (the caller checked its bit). */
+static const kiln_symdim *value_expr(const kiln_symshape *s, int32_t i, int slot) {
+  const kiln_sym_value *p = values_of(s, i);
+  for (; p && p < s->vals + s->n_vals && p->node == i; p++)
+    if (p->slot == slot) return &p->e;
+  return NULL;
+}
+
+static int slot_is_size(const kiln_symshape *s, int32_t i, int slot) {
+  return s->vslots && (s->vslots[i] >> (slot + 1) & 1u);
+}
+
 /* graph.c's node_hash with a symbolic dim hashed as its monomial and a
- * reciprocal of a dim as its symbol: every other field is hashed as there. */
+ * reciprocal of a dim as its symbol, a value that is a size as its
+ * expression: every other field is hashed as there. */
 static uint64_t node_hash(const kiln_graph *g, const kiln_symshape *s, int32_t i) {
   const kiln_gnode *n = &g->nodes[i];
   uint64_t h = kiln_hash_combine(n->op, ((uint64_t)n->dtype << 8) | n->rank);
   for (int d = 0; d < n->rank; d++) {
     const kiln_symdim *v = kiln_symshape_dim(s, i, d);
-    h = kiln_hash_combine(h, v->mask ? ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL ^
-                                           ((uint64_t)v->add * 0x9E3779B97F4A7C15ULL)
-                                     : (uint64_t)n->shape[d]);
+    h = kiln_hash_combine(h, v->mask ? mono_hash(v) : (uint64_t)n->shape[d]);
   }
   h = kiln_hash_combine(h, (uint64_t)n->n_iattr);
-  for (int k = 0; k < n->n_iattr; k++) h = kiln_hash_combine(h, (uint64_t)n->iattr[k]);
+  for (int k = 0; k < n->n_iattr; k++) {
+    const kiln_symdim *e = slot_is_size(s, i, k) ? value_expr(s, i, k) : NULL;
+    h = kiln_hash_combine(h, e ? mono_hash(e) ^ 0x736c6f74ULL : (uint64_t)n->iattr[k]);
+  }
   const kiln_symdim *rc = &s->recip[i];
-  if (rc->mask) {
+  const kiln_symdim *cv = slot_is_size(s, i, -1) ? value_expr(s, i, -1) : NULL;
+  if (cv) {
+    h = kiln_hash_combine(h, mono_hash(cv) ^ 0x76616cULL);
+  } else if (rc->mask) {
     h = kiln_hash_combine(h, ((uint64_t)rc->mask << 56) ^ (uint64_t)rc->coeff ^ 0x7265636970ULL ^ (uint64_t)rc->add);
     h = kiln_hash_combine(h, (uint64_t)(int64_t)s->recip_num[i]);
   } else if (n->op != KILN_OP_SCALAR) {
@@ -67,6 +101,15 @@ static int64_t eval_at(const kiln_symshape *s, const int64_t *v, const kiln_symd
   return x;
 }
 
+/* m at v, of either sign (a constant may be negative): INT64_MIN on overflow. */
+static int64_t eval_at_signed(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
+  int64_t x = m->coeff;
+  for (int k = 0; k < s->n_syms; k++)
+    if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return INT64_MIN;
+  if (__builtin_add_overflow(x, m->add, &x) || x == INT64_MIN) return INT64_MIN;
+  return x;
+}
+
 /* Two float constants that differ only by the rounding of the arithmetic
  * that made them (within 2 ulps of their dtype): constant folding of a
  * factor like 1/256 with a size-derived one that cancels rounds differently
@@ -89,8 +132,22 @@ int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const 
     const kiln_symdim *m = kiln_symshape_dim(s, i, d);
     if (b->shape[d] != (m->mask ? eval_at(s, v, m) : a->shape[d])) return 0;
   }
-  for (int k = 0; k < a->n_iattr; k++) /* a few: a loop, not a call */
-    if (a->iattr[k] != b->iattr[k]) return 0;
+  uint32_t sized = s->vslots ? s->vslots[i] : 0;
+  if (!sized) {
+    for (int k = 0; k < a->n_iattr; k++) /* a few: a loop, not a call */
+      if (a->iattr[k] != b->iattr[k]) return 0;
+  } else { /* values that are sizes: their expressions at v */
+    for (int k = 0; k < a->n_iattr; k++) {
+      const kiln_symdim *e = sized >> (k + 1) & 1u ? value_expr(s, i, k) : NULL;
+      if (e ? b->iattr[k] != eval_at(s, v, e) : a->iattr[k] != b->iattr[k]) return 0;
+    }
+    if (sized & 1u) {
+      const kiln_symdim *e = value_expr(s, i, -1);
+      int64_t x = e ? eval_at_signed(s, v, e) : INT64_MIN;
+      return x != INT64_MIN && b->fattr == (double)x &&
+             (!b_in || memcmp(kiln_gnode_inputs(g, a), b_in, sizeof(int32_t) * (size_t)a->n_in) == 0);
+    }
+  }
   if (s->recip[i].mask) {
     int64_t cnt = eval_at(s, v, &s->recip[i]);
     if (cnt <= 0 || !kiln_recip_close(b->fattr, s->recip_num[i], cnt, a->dtype == KILN_F32)) return 0;
@@ -157,8 +214,24 @@ int32_t kiln_symshape_resize_list(const kiln_symshape *s, kiln_sym_resize *out) 
       if (out) out[n] = (kiln_sym_resize){i, -1, s->recip[i], s->recip_num[i]};
       n++;
     }
+    for (const kiln_sym_value *p = values_of(s, i); p && p < s->vals + s->n_vals && p->node == i; p++) {
+      if (out) out[n] = (kiln_sym_resize){i, KILN_SYM_RESIZE_VALUE - p->slot, p->e, 0};
+      n++;
+    }
   }
   return n;
+}
+
+/* Slot `slot` of node n (kiln_sym_value) set to x: 0 when it cannot hold it. */
+static int set_value(kiln_gnode *n, int slot, int64_t x) {
+  if (slot < 0) {
+    if (x == INT64_MIN) return 0;
+    n->fattr = (double)x;
+    return 1;
+  }
+  if (x < 0 || slot >= n->n_iattr) return 0;
+  n->iattr[slot] = x;
+  return 1;
 }
 
 /* Node i of h at the values: its symbolic sizes and 1/count constant. */
@@ -175,6 +248,8 @@ static int resize_node(kiln_graph *h, const kiln_symshape *s, const int64_t *val
     if (cnt <= 0) return 0;
     n->fattr = s->recip_num[i] * (1.0 / (double)cnt); /* the frontend's 1/n, times what folding put on it */
   }
+  for (const kiln_sym_value *p = values_of(s, i); p && p < s->vals + s->n_vals && p->node == i; p++)
+    if (!set_value(n, p->slot, p->slot < 0 ? eval_at_signed(s, values, &p->e) : eval_at(s, values, &p->e))) return 0;
   return 1;
 }
 
@@ -195,6 +270,11 @@ int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_r
   for (int32_t k = 0; k < n; k++) {
     const kiln_sym_resize *r = &list[k];
     kiln_gnode *x = &h->nodes[r->node];
+    if (r->dim <= KILN_SYM_RESIZE_VALUE + 1) { /* a value that is a size (kiln_symshape_resize_list) */
+      int slot = KILN_SYM_RESIZE_VALUE - r->dim;
+      if (!set_value(x, slot, slot < 0 ? eval_at_signed(s, values, &r->e) : eval_at(s, values, &r->e))) return 0;
+      continue;
+    }
     int64_t v = eval_at(s, values, &r->e);
     if (r->dim >= 0) {
       if (v < 0) return 0;
@@ -212,6 +292,10 @@ int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const 
                              size_t cap) {
   const kiln_symdim *v = kiln_symshape_dim(s, node, d);
   if (!v->mask) return snprintf(buf, cap, "%lld", (long long)g->nodes[node].shape[d]);
+  return kiln_symshape_format_expr(s, v, buf, cap);
+}
+
+int kiln_symshape_format_expr(const kiln_symshape *s, const kiln_symdim *v, char *buf, size_t cap) {
   size_t n = 0;
   int w = v->coeff != 1 ? snprintf(buf, cap, "%lld", (long long)v->coeff) : 0;
   n += (size_t)(w > 0 ? w : 0);

@@ -180,6 +180,88 @@ KT_TEST(two_symbols_multiply_through_a_flatten) {
   kiln_graph_free(g[1]);
 }
 
+/* Sizes a graph holds as values, as flip and roll make them: x [T, W]
+ * reversed along T by index_select(x, (T - 1) - iota(T)), and its last two
+ * rows x[T-2:]. The iota's length follows T (no shape rule ties it: the
+ * guess), the constant is T - 1 and the slice starts at T - 2. */
+typedef struct flip_ids {
+  int x, io, c, idx, sel, tail;
+} flip_ids;
+
+static kiln_graph *flip_graph(int64_t T, int64_t W, int64_t c_value, int64_t start, flip_ids *id) {
+  gb b = gb_new();
+  id->x = leaf(&b, KILN_F32, SH(T, W));
+  id->io = nd(&b, KILN_OP_IOTA, KILN_I64, SH(T), IN0, AT(0), 0);
+  id->c = nd(&b, KILN_OP_CONST, KILN_I64, SH(T), IN0, AT0, (double)c_value);
+  id->idx = nd(&b, KILN_OP_SUB, KILN_I64, SH(T), IN(id->c, id->io), AT0, 0);
+  id->sel = nd(&b, KILN_OP_INDEX_SELECT, KILN_F32, SH(T, W), IN(id->x, id->idx), AT(0), 0);
+  id->tail = nd(&b, KILN_OP_SLICE, KILN_F32, SH(2, W), IN(id->x), AT(start, 0, 1, 1), 0);
+  out(&b, id->sel, -1);
+  out(&b, id->tail, -1);
+  return b.g;
+}
+
+KT_TEST(sizes_held_as_values_follow_their_symbol) {
+  flip_ids id;
+  kiln_graph *a = flip_graph(37, 5, 36, 35, &id), *b = flip_graph(12, 5, 11, 10, &id);
+  kiln_sym_origin o = {0, 0};
+  kiln_symshape sa, sb;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(a, 1, &o, &sa, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_infer(b, 1, &o, &sb, &e), KILN_OK);
+  KT_CHECK(strcmp(dimtxt(&sa, a, id.io, 0), "s0") == 0);
+  KT_CHECK(strcmp(dimtxt(&sa, a, id.sel, 0), "s0") == 0);
+  KT_CHECK(strcmp(dimtxt(&sa, a, id.tail, 0), "2") == 0);
+  KT_EQ_INT(sa.n_vals, 2);
+  char buf[32];
+  for (int k = 0; k < sa.n_vals; k++) {
+    kiln_symshape_format_expr(&sa, &sa.vals[k].e, buf, sizeof buf);
+    if (sa.vals[k].node == id.c) KT_CHECK(sa.vals[k].slot == -1 && strcmp(buf, "s0-1") == 0);
+    else KT_CHECK(sa.vals[k].node == id.tail && sa.vals[k].slot == 0 && strcmp(buf, "s0-2") == 0);
+  }
+  KT_CHECK(kiln_symshape_hash(a, &sa) == kiln_symshape_hash(b, &sb));
+  int64_t v[KILN_SYM_MAX] = {0};
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, b, v, NULL), 1);
+  KT_EQ_INT(v[0], 12);
+  kiln_graph *two = flip_graph(2, 5, 1, 0, &id); /* a size below the guesses' thresholds binds too */
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, two, v, NULL), 1);
+  kiln_graph_free(two);
+  /* the instance and the resize at 50 are the graph built at 50 */
+  kiln_graph *c50 = flip_graph(50, 5, 49, 48, &id), *inst = kiln_symshape_instance(a, &sa, (int64_t[]){50});
+  KT_CHECK(inst && kiln_graph_equal(inst, c50));
+  kiln_graph_free(inst);
+  int32_t n = kiln_symshape_resize_list(&sa, NULL);
+  kiln_sym_resize list[64];
+  KT_CHECK(n <= 64);
+  KT_EQ_INT(kiln_symshape_resize_list(&sa, list), n);
+  kiln_graph *r = kiln_graph_clone(a);
+  KT_EQ_INT(kiln_symshape_resize(r, &sa, list, n, (int64_t[]){50}), 1);
+  KT_CHECK(kiln_graph_equal(r, c50));
+  kiln_graph_free(r);
+  kiln_graph_free(c50);
+  /* a program's own constant or start that does not follow T: no instance */
+  kiln_graph *own = flip_graph(12, 5, 36, 10, &id);
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, own, v, NULL), 0);
+  kiln_graph_free(own);
+  own = flip_graph(12, 5, 11, 9, &id);
+  own->nodes[id.tail].shape[0] = 3;
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, own, v, NULL), 0);
+  kiln_graph_free(own);
+  /* at T = 5 = W the iota could follow either: no guess, no values (the
+   * constant 4 is below the constants' threshold) */
+  kiln_graph *amb = flip_graph(5, 5, 4, 3, &id);
+  kiln_symshape s5;
+  KT_EQ_INT(kiln_symshape_infer(amb, 1, &o, &s5, &e), KILN_OK);
+  KT_CHECK(strcmp(dimtxt(&s5, amb, id.io, 0), "5") == 0);
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, amb, v, NULL), 1); /* an instance of the family made at 37 all the same */
+  kiln_symshape_clear(&s5);
+  kiln_graph_free(amb);
+  kiln_symshape_clear(&sa);
+  kiln_symshape_clear(&sb);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+}
+
 /* ───────────── random programs at two sizes ───────────── */
 
 KT_TEST(random_programs_bind_across_sizes) {
@@ -426,6 +508,7 @@ KT_TEST(an_encoder_layer_is_one_family_over_sequence_lengths) {
 }
 
 KT_MAIN(KT_CASE(inference_gives_each_dimension_its_monomial), KT_CASE(a_family_hashes_alike_and_binds_at_its_sizes),
+        KT_CASE(sizes_held_as_values_follow_their_symbol),
         KT_CASE(two_symbols_multiply_through_a_flatten), KT_CASE(random_programs_bind_across_sizes), KT_CASE(guesses_cost_a_miss),
         KT_CASE(a_traced_training_step_is_one_family_over_batch_sizes),
         KT_CASE(a_mean_over_the_batch_follows_the_batch_size),

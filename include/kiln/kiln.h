@@ -211,6 +211,12 @@ kiln_tensor kiln_keep(kiln_tensor t);
  * dimensions that vary by itself after a second compile at a call site. */
 #define kiln_dynamic(t, axis) kiln_dynamic_at((t), (axis), KILN_HERE)
 kiln_tensor kiln_dynamic_at(kiln_tensor t, int axis, kiln_loc loc);
+/* kiln_dynamic with an upper bound the program states (tinygrad's
+ * Variable("T", 1, max), PyTorch's mark_dynamic(..., max=)): a size above
+ * max (or a max below 2) is an error here, naming the shape and the line,
+ * instead of a graph compiled for it. */
+#define kiln_dynamic_bounded(t, axis, max) kiln_dynamic_bounded_at((t), (axis), (max), KILN_HERE)
+kiln_tensor kiln_dynamic_bounded_at(kiln_tensor t, int axis, int64_t max, kiln_loc loc);
 /* Release a kept tensor or parameter now. Releasing the null tensor is a no-op. */
 void kiln_release(kiln_tensor t);
 /* Give t the value of src (in place update of a kept tensor or parameter:

@@ -145,21 +145,37 @@ int kiln_shape(kiln_tensor t, int64_t *out) {
   return s->rank;
 }
 
-kiln_tensor kiln_dynamic_at(kiln_tensor t, int axis, kiln_loc loc) {
+/* Mark dimension `axis` of t dynamic; max > 0: its size must not exceed
+ * max (a contract the program states: a size above it is its error, here,
+ * not a graph compiled for it). */
+static kiln_tensor mark_dynamic(kiln_tensor t, int axis, int64_t max, kiln_loc loc) {
   kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return t;
-  kiln_tslot *s = kiln_fe_slot(fe, t, "dynamic", loc);
+  const char *op = max ? "dynamic_bounded" : "dynamic";
+  kiln_tslot *s = kiln_fe_slot(fe, t, op, loc);
   if (!s || s->poisoned) return t;
   int a = axis < 0 ? axis + s->rank : axis;
+  char sb[128];
   if (a < 0 || a >= s->rank) {
-    char sb[128];
-    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "dynamic: axis %d is out of range for shape %s", axis,
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: axis %d is out of range for shape %s", op, axis,
                kiln_fe_shape_str(s->rank, s->shape, sb, sizeof sb));
     return t;
   }
+  if (max && (max < 2 || s->shape[a] > max))
+    return kiln_api_fail(fe, loc, "%s: dimension %d of shape %s is %lld, %s %lld", op, a,
+                         kiln_fe_shape_str(s->rank, s->shape, sb, sizeof sb), (long long)s->shape[a],
+                         max < 2 ? "and a bound below 2 leaves no size to vary: bound" : "above its bound",
+                         (long long)max);
   s->dyn |= (uint8_t)(1u << a);
   if (s->node && s->node->op == KILN_OP_LEAF) s->node->dyn |= (uint8_t)(1u << a); /* already an input of this step */
   return t;
+}
+
+kiln_tensor kiln_dynamic_at(kiln_tensor t, int axis, kiln_loc loc) { return mark_dynamic(t, axis, 0, loc); }
+
+kiln_tensor kiln_dynamic_bounded_at(kiln_tensor t, int axis, int64_t max, kiln_loc loc) {
+  if (max <= 0) max = 1; /* no bound is kiln_dynamic's: a bound of 0 or less is a mistake */
+  return mark_dynamic(t, axis, max, loc);
 }
 
 kiln_tensor kiln_keep(kiln_tensor t) {

@@ -110,6 +110,41 @@ KT_TEST(marked_dimensions_compile_once) {
   same_weights(on, off, "marked");
 }
 
+/* A bounded mark: sizes up to the bound are one family (one compile, the
+ * values right); a size above it is an error naming the op, the shape and
+ * the line, and nothing runs for it; a bound below 2 is an error too. */
+KT_TEST(a_bounded_dimension_refuses_sizes_above_its_bound) {
+  start(KILN_SWITCH_OFF);
+  int64_t c0 = kiln_counter_value("UncachedCompile");
+  static const int64_t ok_sizes[] = {24, 5, 64, 9};
+  for (int k = 0; k < 4; k++) {
+    int64_t T = ok_sizes[k], sh[2] = {T, 3};
+    float x[64 * 3];
+    for (int64_t i = 0; i < T * 3; i++) x[i] = hval(i, T, 5);
+    kiln_tensor t = kiln_dynamic_bounded(kiln_from_host(x, KILN_F32, 2, sh), 0, 64);
+    double got = kiln_item_f64(kiln_sum(kiln_mul(t, t), 0, NULL, 0)), want = 0;
+    for (int64_t i = 0; i < T * 3; i++) want += (double)x[i] * x[i];
+    KT_CHECK(kiln_last_status() == KILN_OK);
+    KT_NEAR(got, want, 1e-4 * want);
+  }
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 1);
+  int64_t big[2] = {65, 3};
+  static float xb[65 * 3];
+  kiln_tensor t = kiln_dynamic_bounded(kiln_from_host(xb, KILN_F32, 2, big), 0, 64);
+  KT_CHECK(!kiln_is_valid(t));
+  KT_CHECK(kiln_last_status() == KILN_ERR_INVALID_ARGUMENT);
+  const char *e = kiln_last_error();
+  KT_STR_CONTAINS(e, "dynamic_bounded: dimension 0 of shape [65,3] is 65, above its bound 64");
+  KT_STR_CONTAINS(e, "test_dynamic_shapes.c:");
+  kiln_clear_error();
+  t = kiln_dynamic_bounded(kiln_from_host(xb, KILN_F32, 2, big), 0, 1);
+  KT_CHECK(!kiln_is_valid(t));
+  KT_STR_CONTAINS(kiln_last_error(), "bound below 2");
+  kiln_clear_error();
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, 1);
+  kiln_shutdown();
+}
+
 /* Sizes 1 and 0 change broadcasting: each is a graph of its own, and the
  * results are right. */
 KT_TEST(sizes_zero_and_one_are_their_own_graphs) {
@@ -435,6 +470,7 @@ KT_TEST(a_planned_size_is_verified_against_its_family) {
 }
 
 KT_MAIN(KT_CASE(a_batch_size_that_changes_compiles_twice), KT_CASE(marked_dimensions_compile_once),
+        KT_CASE(a_bounded_dimension_refuses_sizes_above_its_bound),
         KT_CASE(sizes_zero_and_one_are_their_own_graphs), KT_CASE(rank_or_dtype_changes_compile_per_variant),
         KT_CASE(gradients_of_one_family_at_two_sizes), KT_CASE(an_encoder_layer_trains_the_same_with_a_varying_length),
         KT_CASE(a_shifted_sequence_is_one_family), KT_CASE(a_size_folded_into_a_constant_is_never_reused),

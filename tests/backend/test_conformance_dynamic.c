@@ -119,6 +119,11 @@ static void prog_structure(bc_result *r, int64_t T) {
   bc_emit(r, kiln_gather(x, 1, am), 0, 0, "gather the row maxima");
   bc_emit(r, kiln_scatter(kiln_mul_c(x, 0.0), 1, am, kiln_gather(x, 1, am)), 0, 0, "scatter them back");
   bc_emit(r, kiln_one_hot(kiln_argmax(x, 1, 0), 5, KILN_F32), 0, 0, "one_hot of the argmax");
+  int64_t rs[2] = {T, 5};
+  kiln_tensor noise = kiln_rand(KILN_RAND_NORMAL, KILN_F32, 2, rs, 17); /* each element's by its position */
+  bc_emit(r, kiln_add(x, kiln_mul_c(kiln_rand(KILN_RAND_UNIFORM, KILN_F32, 2, rs, 11), 0.1)), 1e-6, 1e-6,
+          "uniform noise [T, 5]");
+  bc_emit(r, kiln_sum(kiln_mul(noise, x), 1, (int[]){0}, 0), 1e-4, 1e-5, "normal noise summed over T");
 }
 
 /* Ops whose graphs hold a size as a value, not a shape: flip's index

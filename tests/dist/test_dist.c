@@ -113,6 +113,61 @@ KT_TEST(collectives_match_local_reference) {
   }
 }
 
+/* Collectives on a dimension marked dynamic (docs/dynamic-shapes.md): one
+ * compile on the cpu backend for every size of it, each later size planned,
+ * and every size's results against the local reference (ref compiles
+ * nothing: its values only). */
+static void collectives_at_sizes(const char *be) {
+  static const int64_t sizes[] = {37, 2, 5, 16, 61};
+  enum { B = 4, NS = sizeof sizes / sizeof sizes[0] };
+  int64_t c0 = kiln_counter_value("UncachedCompile"), p0 = kiln_counter_value("DynamicPlan");
+  for (int k = 0; k < NS; k++) {
+    int64_t T = sizes[k], n = T * B, shape[2] = {T, B};
+    double *got = malloc(sizeof *got * (size_t)(n * W)), *want = malloc(sizeof *want * (size_t)(n * W));
+    float *f = malloc(sizeof *f * (size_t)(n * W));
+    for (int64_t i = 0; i < n; i++) f[i] = (float)val(R, i);
+    kiln_tensor x = kiln_dynamic(kiln_from_host(f, KILN_F32, 2, shape), 0);
+    kiln_tensor s = kiln_keep(kiln_add_c(kiln_all_reduce(kiln_add_c(kiln_mul_c(x, 2), 1), KILN_REDUCE_SUM), 1));
+    kiln_tensor g = kiln_keep(kiln_all_gather(kiln_neg(x), 0)); /* [W*T, B] */
+    kiln_mark_step(); /* the one graph of the step; the reads below copy what it computed */
+    KT_CHECK(kiln_to_host(s, f, sizeof *f * (size_t)n) == KILN_OK);
+    for (int64_t i = 0; i < n; i++) got[i] = f[i];
+    for (int64_t i = 0; i < n; i++) {
+      want[i] = 1;
+      for (int r = 0; r < W; r++) want[i] += (float)val(r, i) * 2 + 1;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "all_reduce SUM at T = %lld", (long long)T);
+    expect(what, be, KILN_F32, got, want, n);
+    KT_CHECK(kiln_to_host(g, f, sizeof *f * (size_t)(n * W)) == KILN_OK);
+    for (int64_t i = 0; i < n * W; i++) got[i] = f[i];
+    for (int r = 0; r < W; r++)
+      for (int64_t i = 0; i < n; i++) want[r * n + i] = -(float)val(r, i);
+    snprintf(what, sizeof what, "all_gather axis 0 at T = %lld", (long long)T);
+    expect(what, be, KILN_F32, got, want, n * W);
+    kiln_release(s);
+    kiln_release(g);
+    kiln_mark_step();
+    free(got);
+    free(want);
+    free(f);
+  }
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d %s: %s", R, be, kiln_last_error());
+  if (!strcmp(be, "cpu")) {
+    int64_t c = kiln_counter_value("UncachedCompile") - c0, p = kiln_counter_value("DynamicPlan") - p0;
+    KT_CHECK_MSG(c == 1 && p == NS - 1, "rank %d: %lld compiles, %lld sizes planned (want 1, %d)", R, (long long)c,
+                 (long long)p, NS - 1);
+  }
+}
+
+KT_TEST(collectives_at_symbolic_sizes) {
+  const char *bes[2] = {"cpu", "ref"};
+  for (int b = 0; b < 2; b++) {
+    start(bes[b]);
+    collectives_at_sizes(bes[b]);
+  }
+}
+
 /* The profile of the running session (ended here): in a world of several,
  * at least `want` collective events on the "kiln collectives" thread, named
  * "all_reduce f64 [48, 48] at .../test_dist.c:<line>", with their bytes
@@ -341,6 +396,6 @@ KT_TEST(world) {
   if (W > 1) KT_CHECK(kiln_dist_mpi_loaded());
 }
 
-KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference),
+KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference), KT_CASE(collectives_at_symbolic_sizes),
         KT_CASE(overlapped_collective_matches_local_reference), KT_CASE(collective_gradients),
         KT_CASE(data_parallel_matches_one_process), KT_CASE(alone_loads_no_mpi))

@@ -215,7 +215,8 @@ static int pad_free(const kiln_gnode *n, int d) { return n->iattr[d] == 0 && n->
  * smaller part, x[:, :2], keeps a fixed number of elements, a constant). */
 static void offset_dim(inf *c, int32_t i, int d, int32_t x) {
   const kiln_gnode *n = &c->g->nodes[i], *xn = &c->g->nodes[x];
-  if (!is_known(c, x, d) || !dim_at(c, x, d)->mask) return set_const(c, i, d);
+  if (!is_known(c, x, d)) return; /* decided later (an index_select's length the iota guess gives) */
+  if (!dim_at(c, x, d)->mask) return set_const(c, i, d);
   kiln_symdim v = *dim_at(c, x, d);
   int64_t delta = n->shape[d] - xn->shape[d];
   if (n->op == KILN_OP_SLICE && (n->iattr[n->rank + d] != 1 || -delta >= n->shape[d])) return set_const(c, i, d);

@@ -41,6 +41,8 @@ static inline int symprog_pick(int kind, uint64_t k) {
 static inline int symprog_unary(uint64_t k) { return symprog_pick(KILN_KIND_UNARY, k); }
 static inline int symprog_binary(uint64_t k) { return symprog_pick(KILN_KIND_BINARY, k); }
 
+#define SYMPROG_CASES 22
+
 /* A random program over one varying length T: a value [4, T, 6] goes
  * through every elementwise op of the table (unary ones bounded by a tanh,
  * binary ones with iota/constant partners, broadcast), permutes,
@@ -50,16 +52,26 @@ static inline int symprog_binary(uint64_t k) { return symprog_pick(KILN_KIND_BIN
  * index_select and a scatter_add with computed indices, pads and partial
  * slices with fixed bounds, concats along a fixed axis, a minimum over T,
  * comparisons joined by logical ops into a select, a finiteness test, a
- * scatter to computed positions. The same seed builds the same program at
- * any T. */
+ * scatter to computed positions, a flip and a roll along T (sizes held as
+ * values: the constant T - 1, a slice starting at T - 1). The same seed
+ * builds the same program at any T. */
+static inline kiln_graph *symprog_build_of(symprog_next next, void *r, int64_t T, int n_cases);
 static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
+  return symprog_build_of(next, r, T, SYMPROG_CASES);
+}
+
+/* Programs of the first n_cases kinds of step (cases 0 .. n_cases - 1) and
+ * the default's sum over T (SYMPROG_CASES: all; 20: without the flip and
+ * the roll, the programs before them). */
+static inline kiln_graph *symprog_build_of(symprog_next next, void *r, int64_t T, int n_cases) {
   gb b = gb_new();
   int64_t sh[3] = {4, T, 6};
   int cur = leaf(&b, KILN_F32, 3, sh);
   int w = leaf(&b, KILN_F32, SH(6, 6));
   int nops = 4 + (int)(next(r) % 12);
   for (int k = 0; k < nops && b.g->n_nodes < 52; k++) {
-    switch (next(r) % 21) {
+    uint64_t pick = next(r) % (uint64_t)(n_cases + 1); /* n_cases: the default's sum over T */
+    switch (pick == (uint64_t)n_cases ? 99 : pick) {
       case 0: { /* a partner broadcast along axis 0 */
         int64_t ps[3] = {1, sh[1], sh[2]};
         int p = next(r) % 2 ? nd(&b, KILN_OP_IOTA, KILN_F32, 3, ps, IN0, AT(2), 0)
@@ -212,6 +224,23 @@ static inline kiln_graph *symprog_build(symprog_next next, void *r, int64_t T) {
         int ix = nd(&b, KILN_OP_EXPAND, KILN_I64, 3, sh, IN(rev), AT0, 0);
         int v = nd(&b, KILN_OP_TANH, KILN_F32, 3, sh, IN(cur), AT0, 0);
         cur = nd(&b, KILN_OP_SCATTER, KILN_F32, 3, sh, IN(cur, ix, v), AT(2), 0);
+        break;
+      }
+      case 20: { /* reversed along T by computed indices, as flip makes them: (T - 1) - iota(T) */
+        if (sh[1] < 2) break;
+        int64_t is[1] = {sh[1]};
+        int io = nd(&b, KILN_OP_IOTA, KILN_I64, 1, is, IN0, AT(0), 0);
+        int c = nd(&b, KILN_OP_CONST, KILN_I64, 1, is, IN0, AT0, (double)(sh[1] - 1));
+        int ix = nd(&b, KILN_OP_SUB, KILN_I64, 1, is, IN(c, io), AT0, 0);
+        cur = nd(&b, KILN_OP_INDEX_SELECT, KILN_F32, 3, sh, IN(cur, ix), AT(1), 0);
+        break;
+      }
+      case 21: { /* rolled along T by one, as roll makes it: x[:, T-1:] then x[:, :T-1] */
+        if (sh[1] < 2) break;
+        int64_t ts[3] = {sh[0], 1, sh[2]}, hs[3] = {sh[0], sh[1] - 1, sh[2]};
+        int tail = nd(&b, KILN_OP_SLICE, KILN_F32, 3, ts, IN(cur), AT(0, sh[1] - 1, 0, 1, 1, 1), 0);
+        int head = nd(&b, KILN_OP_SLICE, KILN_F32, 3, hs, IN(cur), AT(0, 0, 0, 1, 1, 1), 0);
+        cur = nd(&b, KILN_OP_CONCAT, KILN_F32, 3, sh, IN(tail, head), AT(1), 0);
         break;
       }
       default: { /* a sum over T: the output is free of T */

@@ -6,7 +6,10 @@
  *   3. are sound: when the T2 graph binds to the family inferred at T1, the
  *      bound value is T2 and every node's every size is its monomial at T2
  *      (checked here independently of the binder), and the T2 graph's
- *      sizes that inference left constant equal the T1 graph's.
+ *      sizes that inference left constant equal the T1 graph's; every value
+ *      that is a size (a constant, a slice's start) is its expression at
+ *      T2, and the family's instance at T2 has the T2 graph's sizes and
+ *      attributes.
  * The input is read as T1 and T2 (a byte each, plus a third for the high
  * bits) and then the program's choices, one byte per choice.
  *
@@ -14,6 +17,7 @@
  * Run:   build/bin/fuzz/fuzz_symshape -max_total_time=60 tests/fuzz/corpus/fuzz_symshape */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ir/symshape.h"
 
@@ -51,6 +55,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int64_t want = m->mask ? m->coeff * t2 + m->add : a->nodes[i].shape[d];
         if (b->nodes[i].shape[d] != want) abort();
       }
+    /* and every value that is a size (a flip's T - 1, a roll's slice start)
+     * is its expression at T2 */
+    for (int32_t k = 0; k < sa.n_vals; k++) {
+      const kiln_sym_value *x = &sa.vals[k];
+      int64_t want = x->e.coeff * (x->e.mask ? t2 : 1) + x->e.add;
+      if (x->slot < 0 ? b->nodes[x->node].fattr != (double)want : b->nodes[x->node].iattr[x->slot] != want) abort();
+    }
+    /* the family's instance at T2 is the T2 graph's sizes and values */
+    kiln_graph *inst = kiln_symshape_instance(a, &sa, v);
+    if (!inst) abort();
+    for (int32_t i = 0; i < a->n_nodes; i++) {
+      const kiln_gnode *p = &inst->nodes[i], *q = &b->nodes[i];
+      if (memcmp(p->shape, q->shape, sizeof p->shape[0] * (size_t)p->rank) ||
+          memcmp(p->iattr, q->iattr, sizeof p->iattr[0] * (size_t)p->n_iattr))
+        abort();
+    }
+    kiln_graph_free(inst);
   }
   kiln_symshape_clear(&sa);
   kiln_graph_free(a);

@@ -1,7 +1,7 @@
 /* A program that returns from main while its last steps still execute
  * (kiln_mark_step does not wait; kiln_shutdown is never called) exits with
- * its own status: the GEMM library made its kernels where the graph was
- * compiled (kiln_gemm_warm), so no destructor it registers comes after the
+ * its own status: the GEMM library made its kernels in kiln_init
+ * (kiln_gemm_warm), so no destructor it registers comes after the
  * exit drain, which lets the steps finish first (base/exit.h). Without the
  * warm-up, 4 to 6 of the 6 children died. Each child traces a matmul and a
  * triangle of its result at seven sizes of one dynamic family (the later

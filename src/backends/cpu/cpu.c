@@ -497,13 +497,8 @@ static kiln_status alloc_plan(compile_job *j) {
   const kiln_sched *s = j->s;
   kiln_executable *e = j->e;
   size_t n_gdims = 0; /* the GEMMs' batch shapes and strides */
-  int gemms = 0;
   for (int32_t i = 0; i < s->n_kernels; i++)
-    if (s->kernels[i].kind == KILN_SK_GEMM) {
-      n_gdims += 3 * (size_t)(s->g->nodes[s->kernels[i].mm].rank - 2);
-      gemms = 1;
-    }
-  if (gemms) kiln_gemm_warm(); /* before a step runs one (gemm.h) */
+    if (s->kernels[i].kind == KILN_SK_GEMM) n_gdims += 3 * (size_t)(s->g->nodes[s->kernels[i].mm].rank - 2);
   e->steps = calloc((size_t)s->n_kernels + 1, sizeof *e->steps);
   e->arg_bufs = malloc(sizeof *e->arg_bufs * ((size_t)j->total_args + 1));
   e->gdims = malloc(sizeof *e->gdims * (n_gdims + 1));
@@ -778,6 +773,7 @@ kiln_status kiln_backend_cpu_create(const kiln_backend_config *cfg, kiln_backend
     return st;
   }
   kiln_gemm_init(1); /* one library thread per call: the pool splits GEMMs (see run_gemm) */
+  kiln_gemm_warm(); /* the library's one-time set-up here, not under a worker (gemm.h, base/exit.h) */
   const char *cd = kiln_cc_cache_dir(b->cc);
   snprintf(b->desc, sizeof b->desc, "cpu: %d threads, gemm %s, cc \"%s\" (%s), cpu features [%s], disk cache %s",
            b->num_threads, kiln_gemm_library(), kiln_cc_command(b->cc), kiln_cc_version(b->cc), kiln_cpu_features(),

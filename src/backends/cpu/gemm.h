@@ -13,11 +13,12 @@ int kiln_gemm_init(int num_threads);
 const char *kiln_gemm_library(void); /* "onednn 2.6.3", "openblas ...", "naive" */
 void kiln_gemm_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                      int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
-/* Run the library's first GEMM now, on the caller's thread, if it has not
- * run yet: oneDNN generates its kernels then and registers C++ destructors
- * for them, which a process exiting with a step still executing would run
- * under a worker (base/exit.h); the exit drain is armed after them. Called
- * where a graph with GEMMs is compiled. Cheap once done. */
+/* Run the library's first GEMMs now, on the caller's thread, if they have
+ * not run yet: oneDNN generates its kernels then (about 30 ms) and
+ * registers C++ destructors for them, which a process exiting with a step
+ * still executing would run under a worker (base/exit.h); the exit drain is
+ * armed after them. Called where the cpu backend is made (kiln_init), with
+ * the library's other one-time set-up. Cheap once done. */
 void kiln_gemm_warm(void);
 void kiln_gemm_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
                      int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);

@@ -75,14 +75,27 @@ kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kerne
  * plus twice this). */
 #define KILN_CG_SYM_ADD_MARGIN 128
 /* A product of symbols with exponents and an offset: coeff * prod
- * s_k^exp[k] + add (a loop over x[1:] of [T, 5] is 5 T - 5 items). */
+ * s_k^exp[k] + add (a loop over x[1:] of [T, 5] is 5 T - 5 items), plus
+ * coeff2 * prod s_k^exp2[k] when coeff2 != 0 (a concat of T and U rows of
+ * 5: 5 T + 5 U). */
 typedef struct kiln_sym_mono {
   int64_t coeff;
   uint8_t exp[KILN_SYM_MAX];
   int64_t add;
+  int64_t coeff2;
+  uint8_t exp2[KILN_SYM_MAX];
 } kiln_sym_mono;
+/* A sum of two products of symbols the family's sizes hold (c1 * prod
+ * s_k^e1[k] + c2 * prod s_k^e2[k]: s0 + s1, s0 s1 - s0): a literal that is
+ * no single product plus an offset reads back as a product of symbols
+ * times a constant times one of these, plus an offset. */
+typedef struct kiln_sym_poly {
+  int64_t c1, c2;
+  uint8_t e1[KILN_SYM_MAX], e2[KILN_SYM_MAX];
+} kiln_sym_poly;
 kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src *b, int n_syms, const int64_t *pa,
-                                const int64_t *pb, kiln_kernel_src *out, kiln_sym_mono *items, kiln_err *err);
+                                const int64_t *pb, const kiln_sym_poly *polys, int n_polys, kiln_kernel_src *out,
+                                kiln_sym_mono *items, kiln_err *err);
 
 /* Helpers every kernel uses (includes, conversions, NaN-aware min/max, the
  * RNG of src/base/rng.h). Static string. */

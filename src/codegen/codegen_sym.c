@@ -63,6 +63,43 @@ static int read_back(int64_t va, int64_t vb, int n, const int64_t *pa, const int
   return 0;
 }
 
+/* p at the primes q (0 on overflow or when it is not positive). */
+static int64_t poly_at(const kiln_sym_poly *p, int n, const int64_t *q) {
+  int64_t x = p->c1, y = p->c2;
+  for (int k = 0; k < n; k++) {
+    for (int e = 0; e < p->e1[k]; e++)
+      if (__builtin_mul_overflow(x, q[k], &x)) return 0;
+    for (int e = 0; e < p->e2[k]; e++)
+      if (__builtin_mul_overflow(y, q[k], &y)) return 0;
+  }
+  return __builtin_add_overflow(x, y, &x) || x <= 0 ? 0 : x;
+}
+
+/* The expression both va and vb are as c * M * P + d, P one of the polys
+ * (its index in *which), M a product of symbols, |d| <= dmax: out holds c,
+ * M's exponents and d. 0 when there is none. */
+static int read_back_poly(int64_t va, int64_t vb, int n, const int64_t *pa, const int64_t *pb,
+                          const kiln_sym_poly *polys, int n_polys, int dmax, mono *out, int *which) {
+  for (int j = 0; j < n_polys; j++) {
+    int64_t qa = poly_at(&polys[j], n, pa), qb = poly_at(&polys[j], n, pb);
+    if (!qa || !qb) continue;
+    for (int64_t d = 0; d <= dmax; d = d > 0 ? -d : 1 - d) {
+      if (d < -dmax) break;
+      int64_t ra, rb;
+      if (__builtin_sub_overflow(va, d, &ra) || __builtin_sub_overflow(vb, d, &rb) || ra % qa || rb % qb) continue;
+      mono a, b;
+      factor(ra / qa, n, pa, &a);
+      factor(rb / qb, n, pb, &b);
+      if (a.c != b.c || a.c == 0 || memcmp(a.e, b.e, sizeof a.e)) continue;
+      *out = a;
+      out->d = d;
+      *which = j;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static void emit_mono(kiln_text *o, const mono *m, int n) {
   kiln_text_printf(o, "(%lldLL", (long long)m->c);
   for (int k = 0; k < n; k++)
@@ -109,9 +146,27 @@ static int int_token(const char *s, size_t n, int64_t *v, int *uns) {
 typedef struct dec {
   int n;
   const int64_t *pa, *pb;
+  const kiln_sym_poly *polys;
+  int n_polys;
   kiln_text o;
   char why[160];
 } dec;
+
+/* c * M * P + d (read_back_poly) as C text. */
+static void emit_poly(kiln_text *o, const mono *m, const kiln_sym_poly *p, int n) {
+  kiln_text_printf(o, "(%lldLL", (long long)m->c);
+  for (int k = 0; k < n; k++)
+    for (int e = 0; e < m->e[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
+  kiln_text_printf(o, " * (%lldLL", (long long)p->c1);
+  for (int k = 0; k < n; k++)
+    for (int e = 0; e < p->e1[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
+  kiln_text_printf(o, " + %lldLL", (long long)p->c2);
+  for (int k = 0; k < n; k++)
+    for (int e = 0; e < p->e2[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
+  kiln_text_printf(o, ")");
+  if (m->d) kiln_text_printf(o, " %c %lldLL", m->d < 0 ? '-' : '+', (long long)(m->d < 0 ? -m->d : m->d));
+  kiln_text_printf(o, ")");
+}
 
 /* The reason the family kernel cannot be made (cut to fit). */
 __attribute__((format(printf, 2, 3))) static void why(dec *c, const char *fmt, ...) {
@@ -129,12 +184,15 @@ static int differing_number(dec *c, const char *a, size_t na, const char *b, siz
   int ua, ub;
   mono m;
   if (int_token(a, na, &va, &ua) && int_token(b, nb, &vb, &ub) && ua == ub) {
-    if (!read_back(va, vb, c->n, c->pa, c->pb, KILN_CG_SYM_MAX_ADD, &m)) {
+    int j = -1;
+    if (!read_back(va, vb, c->n, c->pa, c->pb, KILN_CG_SYM_MAX_ADD, &m) &&
+        !read_back_poly(va, vb, c->n, c->pa, c->pb, c->polys, c->n_polys, KILN_CG_SYM_MAX_ADD, &m, &j)) {
       why(c, "the literal %.*s (%.*s) is no expression of the sizes", (int)na, a, (int)nb, b);
       return 0;
     }
     if (ua) kiln_text_printf(&c->o, "((uint64_t)");
-    emit_mono(&c->o, &m, c->n);
+    if (j >= 0) emit_poly(&c->o, &m, &c->polys[j], c->n);
+    else emit_mono(&c->o, &m, c->n);
     if (ua) kiln_text_printf(&c->o, ")");
     return 1;
   }
@@ -155,11 +213,14 @@ static int differing_number(dec *c, const char *a, size_t na, const char *b, siz
     double ra = k / fa, rb = k / fb;
     if (!(ra < 9.2e18) || !(rb < 9.2e18)) return 0;
     int64_t ia = (int64_t)(ra + 0.5), ib = (int64_t)(rb + 0.5);
+    int j = -1;
     if (ia <= 0 || ib <= 0 || !kiln_recip_close(fa, k, ia, 1) || !kiln_recip_close(fb, k, ib, 1) ||
-        !read_back(ia, ib, c->n, c->pa, c->pb, KILN_CG_SYM_MAX_ADD, &m)) /* 1 / (4 (T - 1)) too */
+        (!read_back(ia, ib, c->n, c->pa, c->pb, KILN_CG_SYM_MAX_ADD, &m) && /* 1 / (4 (T - 1)) too */
+         !read_back_poly(ia, ib, c->n, c->pa, c->pb, c->polys, c->n_polys, KILN_CG_SYM_MAX_ADD, &m, &j)))
       continue;
     kiln_text_printf(&c->o, "(%d.0 * (1.0 / (double)", k); /* a negative k: a negative literal */
-    emit_mono(&c->o, &m, c->n);
+    if (j >= 0) emit_poly(&c->o, &m, &c->polys[j], c->n);
+    else emit_mono(&c->o, &m, c->n);
     kiln_text_printf(&c->o, "))");
     return 1;
   }
@@ -206,7 +267,8 @@ static char *unnamed(const kiln_kernel_src *k) {
 }
 
 kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src *b, int n_syms, const int64_t *pa,
-                                const int64_t *pb, kiln_kernel_src *out, kiln_sym_mono *items, kiln_err *err) {
+                                const int64_t *pb, const kiln_sym_poly *polys, int n_polys, kiln_kernel_src *out,
+                                kiln_sym_mono *items, kiln_err *err) {
   memset(out, 0, sizeof *out);
   if (a->n_args != b->n_args || a->n_sites != b->n_sites || a->n_args < 1 || a->args[0] != KILN_CG_SYM_ARG ||
       memcmp(a->args, b->args, sizeof *a->args * (size_t)a->n_args) ||
@@ -218,16 +280,31 @@ kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src 
     items->coeff = a->items;
   } else {
     /* a product of sizes, plus an offset as a size's own (a slice or a pad
-     * of the varying axis times the other sizes: 5 (T - 1)) */
-    if (!read_back(a->items, b->items, n_syms, pa, pb, KILN_CG_SYM_MAX_ADD, &m))
+     * of the varying axis times the other sizes: 5 (T - 1)), or a product
+     * times a sum the sizes hold (5 (T + U)) */
+    int j = -1;
+    if (!read_back(a->items, b->items, n_syms, pa, pb, KILN_CG_SYM_MAX_ADD, &m) &&
+        !read_back_poly(a->items, b->items, n_syms, pa, pb, polys, n_polys, KILN_CG_SYM_MAX_ADD, &m, &j))
       return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
                           "family kernel: its loop size (%lld, %lld) is no product of sizes plus an offset",
                           (long long)a->items, (long long)b->items);
-    items->coeff = m.c;
-    memcpy(items->exp, m.e, sizeof items->exp); /* a square where a T x T score matrix is the loop */
     items->add = m.d;
+    if (j < 0) {
+      items->coeff = m.c;
+      memcpy(items->exp, m.e, sizeof items->exp); /* a square where a T x T score matrix is the loop */
+    } else { /* c M (c1 P1 + c2 P2) = c c1 M P1 + c c2 M P2 */
+      const kiln_sym_poly *p = &polys[j];
+      if (__builtin_mul_overflow(m.c, p->c1, &items->coeff) || __builtin_mul_overflow(m.c, p->c2, &items->coeff2))
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "family kernel: its loop size overflows");
+      for (int k = 0; k < KILN_SYM_MAX; k++) {
+        if (m.e[k] + p->e1[k] > 255 || m.e[k] + p->e2[k] > 255)
+          return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "family kernel: its loop size overflows");
+        items->exp[k] = (uint8_t)(m.e[k] + p->e1[k]);
+        items->exp2[k] = (uint8_t)(m.e[k] + p->e2[k]);
+      }
+    }
   }
-  dec c = {n_syms, pa, pb, {0}, ""};
+  dec c = {n_syms, pa, pb, polys, n_polys, {0}, ""};
   char *ta = unnamed(a), *tb = unnamed(b);
   int ok = ta && tb && decode(&c, ta, tb) && !c.o.failed;
   free(ta);

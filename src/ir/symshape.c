@@ -39,7 +39,7 @@ static int sym_root(inf *c, int k, int64_t *m) {
  * size up to that factor (a padding mask [B, T] and the B*T tokens of a
  * flattened loss). */
 static void tie(inf *c, kiln_symdim a, kiln_symdim b) {
-  if (!a.mask || !b.mask || a.mask == b.mask || a.add || b.add) return;
+  if (!a.mask || !b.mask || a.mask == b.mask || a.add || b.add || a.mask2 || b.mask2) return;
   if (__builtin_popcount(a.mask) != 1 || __builtin_popcount(b.mask) != 1) return;
   int64_t mx, my;
   int x = sym_root(c, __builtin_ctz(a.mask), &mx), y = sym_root(c, __builtin_ctz(b.mask), &my);
@@ -52,18 +52,69 @@ static void tie(inf *c, kiln_symdim a, kiln_symdim b) {
   c->united = 1;
 }
 
+static int symdim_same(const kiln_symdim *a, const kiln_symdim *b) {
+  return a->mask == b->mask && a->coeff == b->coeff && a->add == b->add && a->mask2 == b->mask2 &&
+         (!a->mask2 || a->coeff2 == b->coeff2);
+}
+
 static kiln_symdim *dim_at(inf *c, int32_t i, int d) { return &c->s->dims[(size_t)i * R + (size_t)d]; }
 static int is_known(inf *c, int32_t i, int d) { return c->known[(size_t)i * R + (size_t)d]; }
 
 /* The value of a monomial at the symbol values the inference started from. */
 static int64_t eval(const kiln_symshape *s, kiln_symdim v) {
-  int64_t x = v.coeff;
-  for (int k = 0; k < s->n_syms; k++)
-    if (v.mask >> k & 1) {
-      if (__builtin_mul_overflow(x, s->value[k], &x)) return -1;
-    }
-  if (__builtin_add_overflow(x, v.add, &x)) return -1;
+  int64_t x = v.coeff, y = v.mask2 ? v.coeff2 : 0;
+  for (int k = 0; k < s->n_syms; k++) {
+    if ((v.mask >> k & 1) && __builtin_mul_overflow(x, s->value[k], &x)) return -1;
+    if ((v.mask2 >> k & 1) && __builtin_mul_overflow(y, s->value[k], &y)) return -1;
+  }
+  if (__builtin_add_overflow(x, y, &x) || __builtin_add_overflow(x, v.add, &x)) return -1;
   return x;
+}
+
+/* Two monomials (mask a, coeff ca; mask b, coeff cb; either may be absent:
+ * mask 0 or coeff 0) and a constant, as a canonical kiln_symdim in *out: 0
+ * when it needs a constant term the masks cannot hold (never: add is
+ * separate) or is no symbolic size at all. */
+static int poly2(uint8_t ma, int64_t ca, uint8_t mb, int64_t cb, int64_t add, kiln_symdim *out) {
+  if (!ma || !ca) ma = 0, ca = 0;
+  if (!mb || !cb) mb = 0, cb = 0;
+  if (ma && ma == mb) {
+    if (__builtin_add_overflow(ca, cb, &ca)) return 0;
+    mb = 0, cb = 0;
+    if (!ca) ma = 0;
+  }
+  if (!ma) ma = mb, ca = cb, mb = 0, cb = 0;
+  if (!ma) return 0;
+  int pa = __builtin_popcount(ma), pb = __builtin_popcount(mb);
+  if (mb && (pb > pa || (pb == pa && mb < ma))) { /* the higher degree first, then the lower symbols */
+    uint8_t t = ma;
+    int64_t tc = ca;
+    ma = mb, ca = cb, mb = t, cb = tc;
+  }
+  *out = (kiln_symdim){ma, ca, add, mb, cb};
+  return 1;
+}
+
+/* a + b, when it has at most two monomials. */
+static int poly_add(kiln_symdim a, kiln_symdim b, kiln_symdim *out) {
+  uint8_t m[4] = {a.mask, a.mask2, b.mask, b.mask2};
+  int64_t c[4] = {a.mask ? a.coeff : 0, a.mask2 ? a.coeff2 : 0, b.mask ? b.coeff : 0, b.mask2 ? b.coeff2 : 0};
+  uint8_t um[2] = {0, 0};
+  int64_t uc[2] = {0, 0};
+  int n = 0;
+  for (int i = 0; i < 4; i++) {
+    if (!m[i] || !c[i]) continue;
+    int k = 0;
+    while (k < n && um[k] != m[i]) k++;
+    if (k == n) {
+      if (n == 2) return 0;
+      um[n++] = m[i];
+    }
+    if (__builtin_add_overflow(uc[k], c[i], &uc[k])) return 0;
+  }
+  int64_t add;
+  if (__builtin_add_overflow(a.add, b.add, &add)) return 0;
+  return poly2(um[0], uc[0], um[1], uc[1], add, out);
 }
 
 /* Decide dimension d of node i as v, when undecided and v gives its size
@@ -72,13 +123,13 @@ static void set(inf *c, int32_t i, int d, kiln_symdim v) {
   if (is_known(c, i, d)) return;
   const kiln_gnode *n = &c->g->nodes[i];
   if (v.mask && eval(c->s, v) != n->shape[d]) return;
-  if (!v.mask) v.coeff = n->shape[d], v.add = 0;
+  if (!v.mask) v = (kiln_symdim){0, n->shape[d], 0, 0, 0};
   *dim_at(c, i, d) = v;
   c->known[(size_t)i * R + (size_t)d] = 1;
   c->changed = 1;
 }
 
-static void set_const(inf *c, int32_t i, int d) { set(c, i, d, (kiln_symdim){0, 0, 0}); }
+static void set_const(inf *c, int32_t i, int d) { set(c, i, d, (kiln_symdim){0, 0, 0, 0, 0}); }
 
 /* Dimension dj of node j and di of node i are the same size: whichever is
  * decided decides the other (the first symbolic one wins for outputs). */
@@ -118,14 +169,33 @@ static void rule_same_shape(inf *c, int32_t i, int n_in, const int32_t *in) {
  * symbols to the output dimensions that can carry them. Groups are lists
  * of dimension numbers (ia of the input, ib of the output). */
 static void merge_group(inf *c, int32_t i, int32_t x, const int *ia, int na, int b0) {
-  kiln_symdim v = {0, 1, 0};
+  kiln_symdim v = {0, 1, 0, 0, 0}, off = {0, 0, 0, 0, 0};
+  int has_off = 0;
   for (int k = 0; k < na; k++) {
     if (!is_known(c, x, ia[k])) return;
     kiln_symdim u = *dim_at(c, x, ia[k]);
+    if (u.mask && (u.add || u.mask2)) { /* a sum: at most one, times the monomials of the others */
+      if (has_off) return set_const(c, i, b0);
+      off = u, has_off = 1;
+      continue;
+    }
     int64_t f = u.mask ? u.coeff : c->g->nodes[x].shape[ia[k]];
-    if ((u.mask & v.mask) || (u.mask && u.add)) return set_const(c, i, b0); /* a square, an offset: not a monomial */
+    if (u.mask & v.mask) return set_const(c, i, b0); /* a square: not a monomial */
     v.mask |= u.mask;
     if (__builtin_mul_overflow(v.coeff, f, &v.coeff)) return set_const(c, i, b0);
+  }
+  if (has_off) { /* (c1 m1 + c2 m2 + a) * (k M) = c1 k m1 M + c2 k m2 M + a k M: two monomials at most */
+    if ((off.mask & v.mask) || (off.mask2 & v.mask) || (off.mask2 && off.add && v.mask)) return set_const(c, i, b0);
+    int64_t c1, c2 = 0, a = 0;
+    if (__builtin_mul_overflow(off.coeff, v.coeff, &c1) || (off.mask2 && __builtin_mul_overflow(off.coeff2, v.coeff, &c2)) ||
+        __builtin_mul_overflow(off.add, v.coeff, &a))
+      return set_const(c, i, b0);
+    kiln_symdim w;
+    int ok = v.mask ? (off.mask2 ? poly2(off.mask | v.mask, c1, off.mask2 | v.mask, c2, 0, &w)
+                                 : poly2(off.mask | v.mask, c1, v.mask, a, 0, &w))
+                    : poly2(off.mask, c1, off.mask2, c2, a, &w);
+    if (!ok) return set_const(c, i, b0);
+    v = w;
   }
   set(c, i, b0, v);
 }
@@ -140,14 +210,14 @@ static void split_group(inf *c, int32_t i, int32_t x, int a0, const int *ib, int
   kiln_symdim u = *dim_at(c, x, a0), pick[R];
   uint8_t left = u.mask;
   int64_t cleft = u.coeff;
-  int ok = u.mask != 0 && !u.add;
+  int ok = u.mask != 0 && !u.add && !u.mask2;
   for (int q = nb - 1; ok && q >= 0; q--) {
     int b = ib[q];
     ok = 0;
     for (unsigned sub = left;; sub = (sub - 1) & left) {
-      int64_t p = eval(c->s, (kiln_symdim){(uint8_t)sub, 1, 0});
+      int64_t p = eval(c->s, (kiln_symdim){(uint8_t)sub, 1, 0, 0, 0});
       if (p > 0 && n->shape[b] % p == 0 && n->shape[b] / p > 0 && cleft % (n->shape[b] / p) == 0) {
-        pick[q] = (kiln_symdim){(uint8_t)sub, n->shape[b] / p, 0};
+        pick[q] = (kiln_symdim){(uint8_t)sub, n->shape[b] / p, 0, 0, 0};
         left &= (uint8_t)~sub;
         cleft /= n->shape[b] / p;
         ok = 1;
@@ -227,20 +297,19 @@ static void offset_dim(inf *c, int32_t i, int d, int32_t x) {
 /* The concatenated axis: the sum of the parts, when the symbolic parts
  * share their symbols (T + T = 2T, T + 3); a constant otherwise. */
 static void concat_axis(inf *c, int32_t i, int d, int n_in, const int32_t *in) {
-  kiln_symdim v = {0, 0, 0};
+  kiln_symdim v = {0, 0, 0, 0, 0};
+  int64_t fixed = 0;
   for (int k = 0; k < n_in; k++) {
     if (!is_known(c, in[k], d)) return;
     kiln_symdim u = *dim_at(c, in[k], d);
     if (!u.mask) {
-      v.add += c->g->nodes[in[k]].shape[d];
+      if (__builtin_add_overflow(fixed, c->g->nodes[in[k]].shape[d], &fixed)) return set_const(c, i, d);
       continue;
     }
-    if (v.mask && v.mask != u.mask) return set_const(c, i, d);
-    v.mask = u.mask;
-    v.coeff += u.coeff;
-    v.add += u.add;
+    if (!v.mask) v = u;
+    else if (!poly_add(v, u, &v)) return set_const(c, i, d); /* three monomials (T + U + V) */
   }
-  if (!v.mask) return set_const(c, i, d);
+  if (!v.mask || __builtin_add_overflow(v.add, fixed, &v.add)) return set_const(c, i, d);
   set(c, i, d, v);
 }
 
@@ -271,7 +340,8 @@ static void rule_collective(inf *c, int32_t i, int32_t x) {
       if (!is_known(c, x, d)) continue;
       kiln_symdim v = *dim_at(c, x, d);
       int64_t w = n->iattr[1];
-      if (v.mask && !__builtin_mul_overflow(v.coeff, w, &v.coeff) && !__builtin_mul_overflow(v.add, w, &v.add))
+      if (v.mask && !__builtin_mul_overflow(v.coeff, w, &v.coeff) && !__builtin_mul_overflow(v.add, w, &v.add) &&
+          !__builtin_mul_overflow(v.coeff2, w, &v.coeff2))
         set(c, i, d, v);
       else
         set_const(c, i, d);
@@ -398,7 +468,7 @@ static int coincide(inf *c) {
       if (!is_known(c, i, d) || !dim_at(c, i, d)->mask) continue;
       kiln_symdim v = *dim_at(c, i, d);
       int k = 0;
-      while (k < nc && (cand[k].mask != v.mask || cand[k].coeff != v.coeff || cand[k].add != v.add)) k++;
+      while (k < nc && !symdim_same(&cand[k], &v)) k++;
       if (k == nc) cand[nc++] = v;
     }
   int took = 0;
@@ -445,14 +515,14 @@ static kiln_status seed(inf *c, int n, const kiln_sym_origin *origins, const int
         s = sym_of_group[group[k]] = c->s->n_syms++;
         c->s->origin[s] = o;
         c->s->value[s] = x->shape[o.axis];
-        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1, 0});
+        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), 1, 0, 0, 0});
       } else {
         if (s < 0 || x->shape[o.axis] != mult[k] * c->s->value[s]) continue; /* no symbol to follow: a constant */
         if (c->s->origin[s].input == o.input && c->s->origin[s].axis == o.axis) continue; /* the symbol's own */
         c->s->alias_sym[c->s->n_alias] = s;
         c->s->alias_coeff[c->s->n_alias] = mult[k];
         c->s->alias[c->s->n_alias++] = o;
-        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), mult[k], 0});
+        set(c, g->input_node[o.input], o.axis, (kiln_symdim){(uint8_t)(1u << s), mult[k], 0, 0, 0});
       }
     }
   for (int32_t k = 0; k < g->n_inputs; k++) /* the other input sizes are constants */
@@ -466,11 +536,11 @@ static int size_product(const kiln_graph *g, const kiln_symshape *s, int32_t i, 
   const kiln_gnode *n = &g->nodes[i];
   /* a product of monomials times at most one offset size (4 x (T - 1)):
    * sym * k + add * k with k the product of the rest */
-  kiln_symdim v = {0, 1, 0}, off = {0, 0, 0};
+  kiln_symdim v = {0, 1, 0, 0, 0}, off = {0, 0, 0, 0, 0};
   for (int d = 0; d < n->rank; d++) {
     if (!(dims >> d & 1)) continue;
     const kiln_symdim *u = kiln_symshape_dim(s, i, d);
-    if (u->mask && u->add) {
+    if (u->mask && (u->add || u->mask2)) { /* a sum (T - 1, B T - B): times constants only */
       if (off.mask) return 0;
       off = *u;
       continue;
@@ -481,7 +551,7 @@ static int size_product(const kiln_graph *g, const kiln_symshape *s, int32_t i, 
   }
   if (off.mask) { /* the offset size times constants only (a symbol times a sum is no longer one) */
     if (v.mask || __builtin_mul_overflow(off.coeff, v.coeff, &off.coeff) ||
-        __builtin_mul_overflow(off.add, v.coeff, &off.add))
+        __builtin_mul_overflow(off.add, v.coeff, &off.add) || __builtin_mul_overflow(off.coeff2, v.coeff, &off.coeff2))
       return 0;
     v = off;
   }
@@ -491,7 +561,7 @@ static int size_product(const kiln_graph *g, const kiln_symshape *s, int32_t i, 
 
 static void add_cand(kiln_symdim *cand, int *nc, kiln_symdim v) {
   for (int k = 0; k < *nc; k++)
-    if (cand[k].mask == v.mask && cand[k].coeff == v.coeff && cand[k].add == v.add) return;
+    if (symdim_same(&cand[k], &v)) return;
   if (*nc < 64) cand[(*nc)++] = v;
 }
 

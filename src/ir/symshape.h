@@ -14,9 +14,9 @@
  * op's shape rule, forwards and backwards (a constant, iota or broadcast
  * dimension that meets a symbolic one elementwise takes its symbol), to a
  * fixed point. Sizes a rule cannot express (a slice keeping a fixed part,
- * a concat of two different symbols, a reshape of an offset size or one that
- * splits a symbolic size ambiguously) stay constants: inference only
- * decides how generic the graph is. Values that are sizes are found the
+ * a sum of three products, a reshape that splits a symbolic size
+ * ambiguously or a sum) stay constants: inference only decides how generic
+ * the graph is. Values that are sizes are found the
  * same way, after the shapes: a slice's start that keeps a fixed number of
  * elements at the end of a symbolic size (T - k), and an integer constant
  * within 2 of a symbolic size of 8 or more (flip's n - 1: a program's own
@@ -45,11 +45,18 @@
 
 /* One dimension of one node: mask == 0 a constant (the node's own size);
  * else coeff * the product of the symbols in mask + add (add: a slice that
- * drops a fixed number of elements, a pad, a concat with a fixed part). */
+ * drops a fixed number of elements, a pad, a concat with a fixed part),
+ * plus, when mask2 != 0, coeff2 * the product of the symbols in mask2: a
+ * sum of two monomials (a concat of T and U rows: s0 + s1; a flatten of
+ * [B, T - 1]: B*T - B). Canonical: mask2 == 0, or mask2 != 0 with
+ * coeff2 != 0 and mask the higher degree (or, of one degree, the lower
+ * symbols): s0+s1, s0*s1-s0; no more than two monomials. */
 typedef struct kiln_symdim {
   uint8_t mask;
   int64_t coeff;
   int64_t add;
+  uint8_t mask2;
+  int64_t coeff2;
 } kiln_symdim;
 
 /* A value the graph holds that is a size (not a shape): slot -1 the
@@ -185,6 +192,8 @@ int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_r
  * another or with a constant (the generic instances families are checked
  * and made at). */
 void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *pa, int64_t *pb);
+/* The smallest prime above v. */
+int64_t kiln_symshape_prime_above(int64_t v);
 
 /* Dimension d of node i as text: "37", "s0", "8*s0", "s0*s1"; returns the
  * length written (snprintf's contract). */

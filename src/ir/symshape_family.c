@@ -12,7 +12,9 @@
 /* ───────────── the family: hash and binding ───────────── */
 
 static uint64_t mono_hash(const kiln_symdim *v) {
-  return ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL ^ ((uint64_t)v->add * 0x9E3779B97F4A7C15ULL);
+  uint64_t h = ((uint64_t)v->mask << 56) ^ (uint64_t)v->coeff ^ 0x5e5e5e5eULL ^ ((uint64_t)v->add * 0x9E3779B97F4A7C15ULL);
+  if (v->mask2) h = kiln_hash_combine(h, ((uint64_t)v->mask2 << 56) ^ (uint64_t)v->coeff2);
+  return h;
 }
 
 /* The first of node i's values that are sizes (kiln_symshape.vals, sorted
@@ -92,22 +94,21 @@ uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s) {
   return h;
 }
 
-/* m at the symbol values v (-1 on overflow). */
-static int64_t eval_at(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
-  int64_t x = m->coeff;
-  for (int k = 0; k < s->n_syms; k++)
-    if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return -1;
-  if (__builtin_add_overflow(x, m->add, &x) || x < 0) return -1;
+/* m at v, of either sign (a constant may be negative): INT64_MIN on overflow. */
+static int64_t eval_at_signed(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
+  int64_t x = m->coeff, y = m->mask2 ? m->coeff2 : 0;
+  for (int k = 0; k < s->n_syms; k++) {
+    if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return INT64_MIN;
+    if ((m->mask2 >> k & 1) && __builtin_mul_overflow(y, v[k], &y)) return INT64_MIN;
+  }
+  if (__builtin_add_overflow(x, y, &x) || __builtin_add_overflow(x, m->add, &x) || x == INT64_MIN) return INT64_MIN;
   return x;
 }
 
-/* m at v, of either sign (a constant may be negative): INT64_MIN on overflow. */
-static int64_t eval_at_signed(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
-  int64_t x = m->coeff;
-  for (int k = 0; k < s->n_syms; k++)
-    if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return INT64_MIN;
-  if (__builtin_add_overflow(x, m->add, &x) || x == INT64_MIN) return INT64_MIN;
-  return x;
+/* m at the symbol values v (-1 on overflow or when negative). */
+static int64_t eval_at(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
+  int64_t x = eval_at_signed(s, v, m);
+  return x == INT64_MIN || x < 0 ? -1 : x;
 }
 
 /* Two float constants that differ only by the rounding of the arithmetic
@@ -295,15 +296,32 @@ int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const 
   return kiln_symshape_format_expr(s, v, buf, cap);
 }
 
-int kiln_symshape_format_expr(const kiln_symshape *s, const kiln_symdim *v, char *buf, size_t cap) {
-  size_t n = 0;
-  int w = v->coeff != 1 ? snprintf(buf, cap, "%lld", (long long)v->coeff) : 0;
+/* coeff * the symbols of mask at buf + n ("-" or "+" before it when not
+ * first): returns the new length. */
+static size_t format_mono(const kiln_symshape *s, uint8_t mask, int64_t coeff, char *buf, size_t cap, size_t n) {
+  size_t start = n;
+  int w = 0;
+  if (n) w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%s", coeff < 0 ? "-" : "+");
+  else if (coeff < 0) w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "-");
   n += (size_t)(w > 0 ? w : 0);
+  uint64_t mag = coeff < 0 ? 0 - (uint64_t)coeff : (uint64_t)coeff;
+  w = mag != 1 ? snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%llu", (unsigned long long)mag) : 0;
+  n += (size_t)(w > 0 ? w : 0);
+  size_t first = n;
   for (int k = 0; k < s->n_syms; k++)
-    if (v->mask >> k & 1) {
-      w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%ss%d", n ? "*" : "", k);
+    if (mask >> k & 1) {
+      w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%ss%d", n > first || mag != 1 ? "*" : "", k);
       n += (size_t)(w > 0 ? w : 0);
     }
+  (void)start;
+  return n;
+}
+
+int kiln_symshape_format_expr(const kiln_symshape *s, const kiln_symdim *v, char *buf, size_t cap) {
+  if (cap) buf[0] = 0;
+  size_t n = format_mono(s, v->mask, v->coeff, buf, cap, 0);
+  int w;
+  if (v->mask2) n = format_mono(s, v->mask2, v->coeff2, buf, cap, n);
   if (v->add) {
     w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%+lld", (long long)v->add);
     n += (size_t)(w > 0 ? w : 0);
@@ -316,6 +334,12 @@ static int is_prime(int64_t v) {
   for (int64_t d = 2; d * d <= v; d++)
     if (v % d == 0) return 0;
   return 1;
+}
+
+int64_t kiln_symshape_prime_above(int64_t v) {
+  int64_t p = v + 1;
+  while (!is_prime(p)) p++;
+  return p;
 }
 
 void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *pa, int64_t *pb) {

@@ -225,7 +225,8 @@ static int inputs_alike(const pass_memo *m) {
     if (a->op != b->op || a->dtype != b->dtype || a->rank != b->rank) return 0;
     for (int d = 0; d < a->rank; d++) {
       const kiln_symdim *x = kiln_symshape_dim(&m->st, ti, d), *y = kiln_symshape_dim(&m->so, oi, d);
-      if (x->mask != y->mask || (x->mask ? x->coeff != y->coeff || x->add != y->add : a->shape[d] != b->shape[d]))
+      if (x->mask != y->mask || x->mask2 != y->mask2 || (x->mask2 && x->coeff2 != y->coeff2) ||
+          (x->mask ? x->coeff != y->coeff || x->add != y->add : a->shape[d] != b->shape[d]))
         return 0;
     }
   }

@@ -41,7 +41,11 @@ typedef struct dcase {
   int64_t T;
   int probe; /* 1: the step after the last: reads the counters, traces nothing */
   int which; /* the program */
+  int64_t U; /* a second varying size (the program of two symbols) */
 } dcase;
+
+/* The second size, beside each of k_sizes. */
+static const int64_t k_usizes[] = {11, 9, 2, 3, 16, 7, 5};
 
 static int64_t g_compiles, g_plans;
 
@@ -158,6 +162,28 @@ static void prog_sized_values(bc_result *r, int64_t T) {
   bc_emit(r, kiln_sum(kiln_tril(sq, -1), 1, ax0, 0), 1e-4, 1e-4, "column sums below the diagonal");
 }
 
+/* Two varying sizes, T and U, whose sums and products the graph holds: a
+ * concat of T rows and U rows ([T + U, 5]: s0 + s1) with a softmax and a
+ * sum over it; a flatten of the shifted sequences of a [U, T, 5] batch
+ * ([U (T - 1), 5]: s0 s1 - s1, a next-token objective's layout) with a mean
+ * over all of it (1 / (5 U (T - 1))). */
+static void prog_two_symbols(bc_result *r, int64_t T, int64_t U) {
+  kiln_tensor x = dyn_input(T, 41);
+  int64_t us[2] = {U, 5}, zs[3] = {U, T, 5};
+  kiln_tensor y = kiln_dynamic(bc_input(KILN_F32, 2, us, 42, 0), 0);
+  kiln_tensor parts[2] = {kiln_tanh(x), kiln_mul_c(y, 0.5)};
+  kiln_tensor cat = kiln_concat(2, parts, 0);
+  int ax0[1] = {0};
+  bc_emit(r, kiln_exp(cat), 1e-6, 1e-6, "exp of the concat of T and U rows");
+  bc_emit(r, kiln_softmax(cat, 0), 1e-6, 1e-6, "softmax over the T + U rows");
+  bc_emit(r, kiln_sum(cat, 1, ax0, 0), 1e-5, 1e-5, "sum over the T + U rows");
+  kiln_tensor z = kiln_dynamic(kiln_dynamic(bc_input(KILN_F32, 3, zs, 43, 0), 0), 1);
+  int64_t fl[2] = {U * (T - 1), 5};
+  kiln_tensor flat = kiln_reshape(kiln_slice(z, 1, 0, T - 1, 1), 2, fl);
+  bc_emit(r, kiln_mul_c(flat, 3.0), 0, 0, "the shifted sequences flattened");
+  bc_emit(r, kiln_mean(kiln_mul(flat, flat), 0, NULL, 0), 1e-5, 1e-6, "their mean square");
+}
+
 static void prog(bc_result *r, const void *arg) {
   const dcase *c = arg;
   if (c->probe) { /* the counters after every size ran */
@@ -167,7 +193,8 @@ static void prog(bc_result *r, const void *arg) {
   }
   if (c->which == 0) prog_elementwise(r, c->T);
   else if (c->which == 1) prog_structure(r, c->T);
-  else prog_sized_values(r, c->T);
+  else if (c->which == 2) prog_sized_values(r, c->T);
+  else prog_two_symbols(r, c->T, c->U);
 }
 
 /* Program `which` at every size on ref and on the backend under test: each
@@ -177,7 +204,7 @@ static void check_program(int which, const char *what) {
   dcase cs[N_SIZES + 1];
   const void *args[N_SIZES + 1];
   for (int k = 0; k <= N_SIZES; k++) {
-    cs[k] = (dcase){k < N_SIZES ? k_sizes[k] : 0, k == N_SIZES, which};
+    cs[k] = (dcase){k < N_SIZES ? k_sizes[k] : 0, k == N_SIZES, which, k < N_SIZES ? k_usizes[k] : 0};
     args[k] = &cs[k];
   }
   KT_CHECK(bc_run_steps("ref", prog, args, N_SIZES + 1, ref) == 0);
@@ -201,6 +228,7 @@ static void check_program(int which, const char *what) {
 KT_TEST(every_elementwise_builder_at_every_size) { check_program(0, "elementwise"); }
 KT_TEST(reductions_scans_and_shape_ops_at_every_size) { check_program(1, "structure"); }
 KT_TEST(flip_roll_and_triangles_at_every_size) { check_program(2, "sized values"); }
+KT_TEST(sums_and_products_of_two_sizes) { check_program(3, "two symbols"); }
 
 KT_MAIN(KT_CASE(every_elementwise_builder_at_every_size), KT_CASE(reductions_scans_and_shape_ops_at_every_size),
-        KT_CASE(flip_roll_and_triangles_at_every_size))
+        KT_CASE(flip_roll_and_triangles_at_every_size), KT_CASE(sums_and_products_of_two_sizes))

@@ -262,6 +262,61 @@ KT_TEST(sizes_held_as_values_follow_their_symbol) {
   kiln_graph_free(b);
 }
 
+/* Sums of two monomials: x [T, 4] and y [U, 4] concatenated ([T + U, 4]),
+ * and z [U, T, 4] shifted along T and flattened ([U (T - 1), 4] = U T - U). */
+typedef struct sum_ids {
+  int cat, sl, flat, e;
+} sum_ids;
+
+static kiln_graph *sums_graph(int64_t T, int64_t U, sum_ids *id) {
+  gb b = gb_new();
+  int x = leaf(&b, KILN_F32, SH(T, 4)), y = leaf(&b, KILN_F32, SH(U, 4)), z = leaf(&b, KILN_F32, SH(U, T, 4));
+  id->cat = nd(&b, KILN_OP_CONCAT, KILN_F32, SH(T + U, 4), IN(x, y), AT(0), 0);
+  id->sl = nd(&b, KILN_OP_SLICE, KILN_F32, SH(U, T - 1, 4), IN(z), AT(0, 0, 0, 1, 1, 1), 0);
+  id->flat = nd(&b, KILN_OP_RESHAPE, KILN_F32, SH(U * (T - 1), 4), IN(id->sl), AT0, 0);
+  id->e = nd(&b, KILN_OP_EXP, KILN_F32, SH(U * (T - 1), 4), IN(id->flat), AT0, 0);
+  out(&b, id->cat, -1);
+  out(&b, id->e, -1);
+  return b.g;
+}
+
+KT_TEST(sums_of_two_symbols_are_sizes) {
+  sum_ids id;
+  kiln_graph *a = sums_graph(37, 11, &id), *b = sums_graph(12, 29, &id);
+  kiln_sym_origin o[3] = {{0, 0}, {1, 0}, {2, 1}}; /* T of x, U of y, T of z (z's U: tied to y's by nothing) */
+  kiln_symshape sa, sb;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(a, 3, o, &sa, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_infer(b, 3, o, &sb, &e), KILN_OK);
+  KT_CHECK_MSG(strcmp(dimtxt(&sa, a, id.cat, 0), "s0+s1") == 0, "concat: %s", dimtxt(&sa, a, id.cat, 0));
+  KT_CHECK_MSG(strcmp(dimtxt(&sa, a, id.sl, 1), "s2-1") == 0, "slice: %s", dimtxt(&sa, a, id.sl, 1));
+  KT_CHECK(strcmp(dimtxt(&sa, a, id.flat, 0), "11*s2-11") == 0); /* z's U is a constant here */
+  KT_CHECK(kiln_symshape_hash(a, &sa) != kiln_symshape_hash(b, &sb)); /* 11 vs 29: z's U is not a symbol */
+  kiln_symshape_clear(&sa);
+  kiln_symshape_clear(&sb);
+  /* z's U marked too: the flatten is s1 s2 - s1... a product with an offset */
+  kiln_sym_origin o4[4] = {{0, 0}, {1, 0}, {2, 1}, {2, 0}};
+  KT_EQ_INT(kiln_symshape_infer(a, 4, o4, &sa, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_infer(b, 4, o4, &sb, &e), KILN_OK);
+  const char *f = dimtxt(&sa, a, id.flat, 0);
+  KT_CHECK_MSG(strcmp(f, "s2*s3-s3") == 0 || strcmp(f, "s1*s2-s1") == 0, "flatten: %s", f);
+  KT_CHECK(kiln_symshape_hash(a, &sa) == kiln_symshape_hash(b, &sb));
+  int64_t v[KILN_SYM_MAX] = {0};
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, b, v, NULL), 1);
+  kiln_graph *inst = kiln_symshape_instance(a, &sa, v);
+  KT_CHECK(inst && kiln_graph_equal(inst, b));
+  kiln_graph_free(inst);
+  /* a concat whose output does not follow T + U: no instance */
+  kiln_graph *c = kiln_graph_clone(b);
+  c->nodes[id.cat].shape[0] += 1;
+  KT_EQ_INT(kiln_symshape_bind(a, &sa, c, v, NULL), 0);
+  kiln_graph_free(c);
+  kiln_symshape_clear(&sa);
+  kiln_symshape_clear(&sb);
+  kiln_graph_free(a);
+  kiln_graph_free(b);
+}
+
 /* ───────────── random programs at two sizes ───────────── */
 
 KT_TEST(random_programs_bind_across_sizes) {
@@ -511,7 +566,7 @@ KT_TEST(an_encoder_layer_is_one_family_over_sequence_lengths) {
 }
 
 KT_MAIN(KT_CASE(inference_gives_each_dimension_its_monomial), KT_CASE(a_family_hashes_alike_and_binds_at_its_sizes),
-        KT_CASE(sizes_held_as_values_follow_their_symbol),
+        KT_CASE(sizes_held_as_values_follow_their_symbol), KT_CASE(sums_of_two_symbols_are_sizes),
         KT_CASE(two_symbols_multiply_through_a_flatten), KT_CASE(random_programs_bind_across_sizes), KT_CASE(guesses_cost_a_miss),
         KT_CASE(a_traced_training_step_is_one_family_over_batch_sizes),
         KT_CASE(a_mean_over_the_batch_follows_the_batch_size),

@@ -122,8 +122,33 @@ static void fail(fam *m, const char *what, const kiln_err *e) {
   kiln_text_printf(&w, "%s%s%s", what, e ? ": " : "", e ? e->msg : "");
 }
 
-/* The family's kernels from its instances at pa and pb (schedules sa, sb). */
-static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, const int64_t *pa, const int64_t *pb) {
+/* The sums of two products of symbols among the family's sizes (the
+ * candidates literals read back as, kiln_sym_poly): into out[0..cap),
+ * returns how many. */
+static int family_polys(const kiln_symshape *s, kiln_sym_poly *out, int cap) {
+  int n = 0;
+  for (int32_t i = 0; i < s->n_nodes; i++)
+    for (int d = 0; d < KILN_MAX_RANK; d++) {
+      const kiln_symdim *v = kiln_symshape_dim(s, i, d);
+      if (!v->mask2) continue;
+      kiln_sym_poly p = {v->coeff, v->coeff2, {0}, {0}};
+      for (int k = 0; k < KILN_SYM_MAX; k++) p.e1[k] = v->mask >> k & 1, p.e2[k] = v->mask2 >> k & 1;
+      int j = 0;
+      while (j < n && memcmp(&out[j], &p, sizeof p)) j++;
+      if (j == n && n < cap) out[n++] = p;
+    }
+  return n;
+}
+
+/* The family's kernels from its instances at pa and pb (schedules sa, sb);
+ * with sums of symbols among its sizes, each kernel is read back from a
+ * third instance (sc at pc) too and must read the same: a literal that
+ * happened to read back as another expression at two sets of primes does
+ * not at a third. */
+static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, const kiln_sched *sc,
+                           const int64_t *pa, const int64_t *pb, const int64_t *pc) {
+  kiln_sym_poly polys[16];
+  int n_polys = family_polys(&m->s0, polys, 16);
   int32_t nk = sa->n_kernels;
   m->tmpl = calloc((size_t)nk + 1, sizeof *m->tmpl);
   m->items = calloc((size_t)nk + 1, sizeof *m->items);
@@ -139,8 +164,22 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
     kiln_status st = kiln_codegen_kernel_sym(sa, i, &ka, &e);
     if (st == KILN_OK) {
       st = kiln_codegen_kernel_sym(sb, i, &kb, &e);
-      if (st == KILN_OK) st = kiln_codegen_family(&ka, &kb, m->s0.n_syms, pa, pb, &m->tmpl[i], &m->items[i], &e);
+      if (st == KILN_OK)
+        st = kiln_codegen_family(&ka, &kb, m->s0.n_syms, pa, pb, polys, n_polys, &m->tmpl[i], &m->items[i], &e);
       kiln_kernel_src_clear(&kb);
+      if (st == KILN_OK && sc) { /* the third reading */
+        kiln_kernel_src kc, t3;
+        kiln_sym_mono it3;
+        st = kiln_codegen_kernel_sym(sc, i, &kc, &e);
+        if (st == KILN_OK) {
+          st = kiln_codegen_family(&ka, &kc, m->s0.n_syms, pa, pc, polys, n_polys, &t3, &it3, &e);
+          if (st == KILN_OK && (strcmp(t3.src, m->tmpl[i].src) || memcmp(&it3, &m->items[i], sizeof it3)))
+            st = kiln_err_set(&e, KILN_ERR_UNSUPPORTED, "a third instance reads back otherwise");
+          if (st == KILN_OK || t3.src) kiln_kernel_src_clear(&t3);
+          kiln_kernel_src_clear(&kc);
+        }
+        if (st != KILN_OK) kiln_kernel_src_clear(&m->tmpl[i]);
+      }
     }
     kiln_kernel_src_clear(&ka);
     if (st != KILN_OK) {
@@ -160,6 +199,23 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
   }
 }
 
+/* Three sets of primes for a family whose sizes hold sums of symbols
+ * (s0 + s1): with consecutive primes, p1 = p0 + 4 makes s0 + s1 read back
+ * as 2 s0 + 4. Here symbol k of set j is about base (1 + j / 8) (1 + (j +
+ * 1/2) k): no symbol is near a small multiple of another, and the ratios
+ * differ from set to set, so a literal that reads back as another
+ * expression at one pair of sets does not at the next. */
+static void spread_primes(const kiln_graph *g, int n, int64_t *pa, int64_t *pb, int64_t *pc) {
+  int64_t big = 64;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int d = 0; d < g->nodes[i].rank; d++) big = g->nodes[i].shape[d] > big ? g->nodes[i].shape[d] : big;
+  int64_t base = 4 * (big + KILN_CG_SYM_ADD_MARGIN);
+  int64_t *sets[3] = {pa, pb, pc};
+  for (int j = 0; j < 3; j++)
+    for (int k = 0; k < n; k++)
+      sets[j][k] = kiln_symshape_prime_above(base * (8 + j) / 8 * (2 + (2 * j + 1) * k) / 2);
+}
+
 /* A new family from g: its symbols, two instances, their schedules, its
  * kernels. m->failed says whether it can serve. */
 static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn) {
@@ -168,25 +224,31 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   if (m->s0.n_syms == 0) return fail(m, "no size varies (sizes 0 and 1 stay constants)", NULL);
   m->hash = kiln_symshape_hash(g, &m->s0);
   m->g0 = kiln_graph_clone(g);
-  int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX];
+  int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX], pc[KILN_SYM_MAX];
   kiln_symshape_primes(g, m->s0.n_syms, KILN_CG_SYM_ADD_MARGIN, pa, pb); /* a size's offset is read back below the margin */
+  kiln_sym_poly polys[1];
+  int third = family_polys(&m->s0, polys, 1) > 0; /* sums of symbols: a third instance checks the reading */
+  if (third) spread_primes(g, m->s0.n_syms, pa, pb, pc);
   kiln_graph *ga = m->g0 ? kiln_symshape_instance(g, &m->s0, pa) : NULL;
   kiln_graph *gb = ga ? kiln_symshape_instance(g, &m->s0, pb) : NULL;
-  kiln_sched *sa = NULL, *sb = NULL;
+  kiln_graph *gc = gb && third ? kiln_symshape_instance(g, &m->s0, pc) : NULL;
+  kiln_sched *sa = NULL, *sb = NULL, *sc = NULL;
   char why[160];
-  if (!gb) fail(m, "the instances' sizes overflow", NULL);
-  else if (kiln_graph_verify(ga, why, sizeof why) || kiln_graph_verify(gb, why, sizeof why)) {
+  if (!gb || (third && !gc)) fail(m, "the instances' sizes overflow", NULL);
+  else if (kiln_graph_verify(ga, why, sizeof why) || kiln_graph_verify(gb, why, sizeof why) ||
+           (gc && kiln_graph_verify(gc, why, sizeof why))) {
     kiln_err ve = {.code = KILN_ERR_INVALID_ARGUMENT};
     kiln_text w = kiln_text_on(ve.msg, sizeof ve.msg);
     kiln_text_printf(&w, "%s", why);
     fail(m, "an instance is not a valid graph", &ve); /* a size that does not follow its symbol */
   }
-  else if (kiln_sched_build(ga, &sa, &e) != KILN_OK || kiln_sched_build(gb, &sb, &e) != KILN_OK)
+  else if (kiln_sched_build(ga, &sa, &e) != KILN_OK || kiln_sched_build(gb, &sb, &e) != KILN_OK ||
+           (gc && kiln_sched_build(gc, &sc, &e) != KILN_OK))
     fail(m, "scheduling an instance", &e);
-  else if ((m->sig = sched_signature(sa)) != sched_signature(sb))
+  else if ((m->sig = sched_signature(sa)) != sched_signature(sb) || (sc && sched_signature(sc) != m->sig))
     fail(m, "the instances' schedules differ", NULL);
   else
-    make_templates(m, sa, sb, pa, pb);
+    make_templates(m, sa, sb, sc, pa, pb, pc);
   if (!m->failed) { /* kept: later sizes take its fusion */
     m->tg = ga;
     m->ts = sa;
@@ -195,8 +257,10 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   }
   kiln_sched_free(sa);
   kiln_sched_free(sb);
+  kiln_sched_free(sc);
   kiln_graph_free(ga);
   kiln_graph_free(gb);
+  kiln_graph_free(gc);
 }
 
 /* The family g belongs to (made when new), or NULL (out of memory). Under
@@ -282,6 +346,20 @@ kiln_status kiln_cpu_family_schedule(const kiln_cpu_family *f, int made, const k
   return kiln_sched_build(g, out, err);
 }
 
+/* A kernel's loop size at the symbol values v (kiln_sym_mono); -1 when it
+ * overflows. */
+static int64_t items_at(const kiln_sym_mono *it, int n, const int64_t *v) {
+  int64_t x = it->coeff, y = it->coeff2;
+  for (int k = 0; k < n; k++) {
+    for (int e = 0; e < it->exp[k]; e++)
+      if (__builtin_mul_overflow(x, v[k], &x)) return -1;
+    for (int e = 0; y && e < it->exp2[k]; e++)
+      if (__builtin_mul_overflow(y, v[k], &y)) return -1;
+  }
+  if (__builtin_add_overflow(x, y, &x) || __builtin_add_overflow(x, it->add, &x)) return -1;
+  return x;
+}
+
 kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const int64_t *values, const kiln_sched *s,
                                     kiln_kernel_src *srcs, int64_t *symvals, kiln_cpu_arena **arena, int *how, char *why,
                                     size_t why_cap, kiln_err *err) {
@@ -307,20 +385,14 @@ kiln_status kiln_cpu_family_sources(const kiln_cpu_family *f, int made, const in
   const int64_t *v = values;
   for (int32_t i = 0; i < s->n_kernels; i++) { /* every loop size first: nothing is written for a size that fails */
     if (!m->tmpl[i].src) continue;
-    int64_t items = m->items[i].coeff;
-    for (int k = 0; k < m->s0.n_syms; k++)
-      for (int e = 0; e < m->items[i].exp[k]; e++) items *= v[k];
-    if (items + m->items[i].add < 0) {
+    if (items_at(&m->items[i], m->s0.n_syms, v) < 0) {
       snprintf(why, why_cap, "kernel %d: its loop size is negative at these sizes", (int)i);
       return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", why);
     }
   }
   for (int32_t i = 0; i < s->n_kernels; i++) {
     if (!m->tmpl[i].src) continue;
-    int64_t items = m->items[i].coeff;
-    for (int k = 0; k < m->s0.n_syms; k++)
-      for (int e = 0; e < m->items[i].exp[k]; e++) items *= v[k];
-    items += m->items[i].add;
+    int64_t items = items_at(&m->items[i], m->s0.n_syms, v);
     srcs[i] = m->tmpl[i]; /* the family's text, borrowed: it lives as long as the backend */
     srcs[i].borrowed = 1;
     srcs[i].family_name = m->tmpl[i].name;

@@ -22,6 +22,10 @@ typedef struct inf {
   int parent[KILN_SYM_MAX];
   int64_t mult[KILN_SYM_MAX];
   int united;
+  /* 1 while the rules that tie sizes run to their fixed point: a slice or
+   * pad along a symbolic size is decided as that size plus a constant only
+   * after them (x[T-U:] added to y [U] is U, not T - 11) */
+  int ties_only;
 } inf;
 
 static int sym_root(inf *c, int k, int64_t *m) {
@@ -285,6 +289,7 @@ static int pad_free(const kiln_gnode *n, int d) { return n->iattr[d] == 0 && n->
  * smaller part, x[:, :2], keeps a fixed number of elements, a constant). */
 static void offset_dim(inf *c, int32_t i, int d, int32_t x) {
   const kiln_gnode *n = &c->g->nodes[i], *xn = &c->g->nodes[x];
+  if (c->ties_only) return;
   if (!is_known(c, x, d)) return; /* decided later (an index_select's length the iota guess gives) */
   if (!dim_at(c, x, d)->mask) return set_const(c, i, d);
   kiln_symdim v = *dim_at(c, x, d);
@@ -655,11 +660,16 @@ static int find_values(const kiln_graph *g, kiln_symshape *s) {
         /* ends at the end (x[T-1:], the last token), or 1 or 2 before it
          * from a size of 8 (a reflecting pad's x[T-1-k:T-1]: smaller, a
          * program's own fixed x[1:3] would look like one) */
-        if (!u->mask || kiln_symshape_dim(s, i, d)->mask || n->iattr[n->rank + d] != 1 || start <= 0 || gap < 0 ||
-            gap > 2 || (gap && in < 8))
-          continue;
+        const kiln_symdim *o = kiln_symshape_dim(s, i, d);
+        if (!u->mask || n->iattr[n->rank + d] != 1 || start <= 0 || gap < 0 || gap > 2 || (gap && in < 8)) continue;
         kiln_symdim e = *u;
-        if (__builtin_sub_overflow(e.add, n->shape[d] + gap, &e.add) || eval(s, e) != start) continue;
+        if (o->mask) { /* x[T-U:] of a symbolic U: T - U */
+          kiln_symdim neg = *o;
+          neg.coeff = -neg.coeff, neg.coeff2 = -neg.coeff2, neg.add = -neg.add - gap;
+          if (!poly_add(e, neg, &e) || eval(s, e) != start) continue;
+        } else if (__builtin_sub_overflow(e.add, n->shape[d] + gap, &e.add) || eval(s, e) != start) {
+          continue;
+        }
         if (!add_value(s, i, d, e, &cap)) return 0;
       }
       continue;
@@ -701,6 +711,9 @@ static kiln_status infer_once(const kiln_graph *g, int n, const kiln_sym_origin 
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "symbolic shapes: out of memory for %d nodes", g->n_nodes);
   }
   kiln_status st = seed(&c, n, origins, group, mult, err);
+  c.ties_only = 1;
+  if (st == KILN_OK) settle(&c);
+  c.ties_only = 0;
   if (st == KILN_OK) settle(&c);
   for (int round = 0; st == KILN_OK && round < 32 && coincide(&c); round++) settle(&c);
   /* what is still open where the program gave a size (a source, a

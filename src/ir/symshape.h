@@ -187,11 +187,12 @@ int32_t kiln_symshape_resize_list(const kiln_symshape *s, kiln_sym_resize *out);
 int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_resize *list, int32_t n,
                          const int64_t *values);
 
-/* 2n distinct primes, pa[0..n) then pb[0..n), all above every size of g
- * plus margin: symbol values at which no size of a family coincides with
- * another or with a constant (the generic instances families are checked
- * and made at). */
-void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *pa, int64_t *pb);
+/* 2n distinct primes (n = s->n_syms), pa[0..n) then pb[0..n), all above
+ * every size of g plus margin: symbol values at which no size of a family
+ * coincides with another or with a constant (the generic instances
+ * families are checked and made at). Within each set the symbols keep the
+ * order of their values in s (a slice x[:U] of x[T] stays valid). */
+void kiln_symshape_primes(const kiln_graph *g, const kiln_symshape *s, int64_t margin, int64_t *pa, int64_t *pb);
 /* The smallest prime above v. */
 int64_t kiln_symshape_prime_above(int64_t v);
 

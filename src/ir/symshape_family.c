@@ -342,14 +342,25 @@ int64_t kiln_symshape_prime_above(int64_t v) {
   return p;
 }
 
-void kiln_symshape_primes(const kiln_graph *g, int n, int64_t margin, int64_t *pa, int64_t *pb) {
+void kiln_symshape_primes(const kiln_graph *g, const kiln_symshape *s, int64_t margin, int64_t *pa, int64_t *pb) {
+  int n = s->n_syms;
   int64_t big = 64;
   for (int32_t i = 0; i < g->n_nodes; i++)
     for (int d = 0; d < g->nodes[i].rank; d++)
       if (g->nodes[i].shape[d] > big) big = g->nodes[i].shape[d];
+  /* symbols in the order of their sizes in g (a slice x[:U] of x[T, ...]
+   * needs U <= T at the instances too), then the primes in that order */
+  int order[KILN_SYM_MAX];
+  for (int k = 0; k < n; k++) order[k] = k;
+  for (int a = 1; a < n; a++)
+    for (int b = a; b > 0 && s->value[order[b]] < s->value[order[b - 1]]; b--) {
+      int t = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = t;
+    }
   int64_t p = big + margin + 1;
   for (int k = 0; k < 2 * n; k++) {
     while (!is_prime(p)) p++;
-    (k < n ? pa : pb)[k % n] = p++;
+    (k < n ? pa : pb)[order[k % n]] = p++;
   }
 }

@@ -148,7 +148,7 @@ static pass_memo *memo_add(kiln_runtime *rt, const kiln_graph *g, const kiln_gra
     return NULL;
   }
   int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX];
-  kiln_symshape_primes(g, m->st.n_syms, 0, pa, pb);
+  kiln_symshape_primes(g, &m->st, 0, pa, pb);
   m->ok = commutes_at(m, pa) && commutes_at(m, pb);
   m->inputs_alike = inputs_alike(m);
   p->n++; /* kept either way: a failed memo answers its family's later graphs at once */

@@ -162,11 +162,11 @@ static void prog_sized_values(bc_result *r, int64_t T) {
   bc_emit(r, kiln_sum(kiln_tril(sq, -1), 1, ax0, 0), 1e-4, 1e-4, "column sums below the diagonal");
 }
 
-/* Two varying sizes, T and U, whose sums and products the graph holds: a
+/* Varying sizes T and U whose sums and products the graph holds: a
  * concat of T rows and U rows ([T + U, 5]: s0 + s1) with a softmax and a
  * sum over it; a flatten of the shifted sequences of a [U, T, 5] batch
  * ([U (T - 1), 5]: s0 s1 - s1, a next-token objective's layout) with a mean
- * over all of it (1 / (5 U (T - 1))). */
+ * over all of it (1 / (5 U (T - 1))); slices of a third by U rows. */
 static void prog_two_symbols(bc_result *r, int64_t T, int64_t U) {
   kiln_tensor x = dyn_input(T, 41);
   int64_t us[2] = {U, 5}, zs[3] = {U, T, 5};
@@ -182,6 +182,12 @@ static void prog_two_symbols(bc_result *r, int64_t T, int64_t U) {
   kiln_tensor flat = kiln_reshape(kiln_slice(z, 1, 0, T - 1, 1), 2, fl);
   bc_emit(r, kiln_mul_c(flat, 3.0), 0, 0, "the shifted sequences flattened");
   bc_emit(r, kiln_mean(kiln_mul(flat, flat), 0, NULL, 0), 1e-5, 1e-6, "their mean square");
+  /* slices by a varying amount: the first and the last U rows of a [V, 5]
+   * input, V = T + U + 1 (a third symbol) */
+  int64_t V = T + U + 1, vs[2] = {V, 5};
+  kiln_tensor a = kiln_dynamic(bc_input(KILN_F32, 2, vs, 44, 0), 0);
+  bc_emit(r, kiln_mul(kiln_slice(a, 0, 0, U, 1), y), 0, 0, "the first U rows of V, times y");
+  bc_emit(r, kiln_add(kiln_slice(a, 0, V - U, V, 1), y), 0, 0, "the last U rows of V, plus y");
 }
 
 static void prog(bc_result *r, const void *arg) {

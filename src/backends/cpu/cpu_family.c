@@ -122,14 +122,14 @@ static void fail(fam *m, const char *what, const kiln_err *e) {
   kiln_text_printf(&w, "%s%s%s", what, e ? ": " : "", e ? e->msg : "");
 }
 
-/* The sums of two products of symbols among the family's sizes (the
- * candidates literals read back as, kiln_sym_poly): into out[0..cap),
+/* The sums of two products of symbols among the family's sizes and values
+ * (the candidates literals read back as, kiln_sym_poly): into out[0..cap),
  * returns how many. */
 static int family_polys(const kiln_symshape *s, kiln_sym_poly *out, int cap) {
   int n = 0;
-  for (int32_t i = 0; i < s->n_nodes; i++)
-    for (int d = 0; d < KILN_MAX_RANK; d++) {
-      const kiln_symdim *v = kiln_symshape_dim(s, i, d);
+  for (int32_t i = 0; i < s->n_nodes + s->n_vals; i++) /* the sizes, then the values that are sizes (T - U) */
+    for (int d = 0; d < (i < s->n_nodes ? KILN_MAX_RANK : 1); d++) {
+      const kiln_symdim *v = i < s->n_nodes ? kiln_symshape_dim(s, i, d) : &s->vals[i - s->n_nodes].e;
       if (!v->mask2) continue;
       kiln_sym_poly p = {v->coeff, v->coeff2, {0}, {0}};
       for (int k = 0; k < KILN_SYM_MAX; k++) p.e1[k] = v->mask >> k & 1, p.e2[k] = v->mask2 >> k & 1;
@@ -205,15 +205,21 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
  * 1/2) k): no symbol is near a small multiple of another, and the ratios
  * differ from set to set, so a literal that reads back as another
  * expression at one pair of sets does not at the next. */
-static void spread_primes(const kiln_graph *g, int n, int64_t *pa, int64_t *pb, int64_t *pc) {
+static void spread_primes(const kiln_graph *g, const kiln_symshape *s, int64_t *pa, int64_t *pb, int64_t *pc) {
+  int n = s->n_syms;
   int64_t big = 64;
   for (int32_t i = 0; i < g->n_nodes; i++)
     for (int d = 0; d < g->nodes[i].rank; d++) big = g->nodes[i].shape[d] > big ? g->nodes[i].shape[d] : big;
   int64_t base = 4 * (big + KILN_CG_SYM_ADD_MARGIN);
+  int rank[KILN_SYM_MAX]; /* in the order of their sizes in g, as kiln_symshape_primes */
+  for (int k = 0; k < n; k++) {
+    rank[k] = 0;
+    for (int q = 0; q < n; q++) rank[k] += s->value[q] < s->value[k] || (s->value[q] == s->value[k] && q < k);
+  }
   int64_t *sets[3] = {pa, pb, pc};
   for (int j = 0; j < 3; j++)
     for (int k = 0; k < n; k++)
-      sets[j][k] = kiln_symshape_prime_above(base * (8 + j) / 8 * (2 + (2 * j + 1) * k) / 2);
+      sets[j][k] = kiln_symshape_prime_above(base * (8 + j) / 8 * (2 + (2 * j + 1) * rank[k]) / 2);
 }
 
 /* A new family from g: its symbols, two instances, their schedules, its
@@ -225,10 +231,10 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   m->hash = kiln_symshape_hash(g, &m->s0);
   m->g0 = kiln_graph_clone(g);
   int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX], pc[KILN_SYM_MAX];
-  kiln_symshape_primes(g, m->s0.n_syms, KILN_CG_SYM_ADD_MARGIN, pa, pb); /* a size's offset is read back below the margin */
+  kiln_symshape_primes(g, &m->s0, KILN_CG_SYM_ADD_MARGIN, pa, pb); /* a size's offset is read back below the margin */
   kiln_sym_poly polys[1];
   int third = family_polys(&m->s0, polys, 1) > 0; /* sums of symbols: a third instance checks the reading */
-  if (third) spread_primes(g, m->s0.n_syms, pa, pb, pc);
+  if (third) spread_primes(g, &m->s0, pa, pb, pc);
   kiln_graph *ga = m->g0 ? kiln_symshape_instance(g, &m->s0, pa) : NULL;
   kiln_graph *gb = ga ? kiln_symshape_instance(g, &m->s0, pb) : NULL;
   kiln_graph *gc = gb && third ? kiln_symshape_instance(g, &m->s0, pc) : NULL;

@@ -356,9 +356,17 @@ static void compile_report(kiln_analysis *a, kiln_an_site *s, const kiln_cut_cau
   kiln_text_free(&pt);
 }
 
+/* The size of dimension o of g's inputs, or -1. */
+static int64_t origin_size(const kiln_graph *g, const kiln_sym_origin *o) {
+  if (!g || o->input < 0 || o->input >= g->n_inputs) return -1;
+  const kiln_gnode *x = &g->nodes[g->input_node[o->input]];
+  return o->axis >= 0 && o->axis < x->rank ? x->shape[o->axis] : -1;
+}
+
 /* The graph input dimensions that varied, as the user knows them: "dim 1 of
- * input 2 (leaf) at train.c:88, ...". */
-static void dyn_origins(kiln_text *t, const kiln_cache_entry *e) {
+ * input 2 (leaf) at train.c:88 (37, 52), ..." with the size in prev (the
+ * site's graph before, NULL: none) and here. */
+static void dyn_origins(kiln_text *t, const kiln_cache_entry *e, const kiln_graph *prev) {
   const kiln_graph *g = eg(e);
   for (int k = 0; k < e->n_dyn; k++) {
     const kiln_sym_origin *o = &e->dyn[k];
@@ -366,7 +374,20 @@ static void dyn_origins(kiln_text *t, const kiln_cache_entry *e) {
     kiln_text_printf(t, "%sdim %d of input %d (%s) at %s:%d", k ? ", " : "", o->axis, o->input,
                      x ? kiln_op_name(x->op) : "?", x && x->loc.file ? kiln_fmt_file(x->loc.file) : "?",
                      x ? x->loc.line : 0);
+    int64_t was = origin_size(prev, o), now = origin_size(g, o);
+    if (was >= 0 && now >= 0 && was != now) kiln_text_printf(t, " (%lld, %lld)", (long long)was, (long long)now);
+    else if (now >= 0) kiln_text_printf(t, " (%lld)", (long long)now);
   }
+}
+
+/* The graph compiled at site s before e (NULL: none). */
+static const kiln_graph *site_previous(const kiln_analysis *a, const kiln_an_site *s, const kiln_cache_entry *e) {
+  if (!s) return NULL;
+  for (int k = s->n - 1; k >= 0; k--) {
+    int no = s->all[k];
+    if (no != e->compile_no && no >= 1 && no <= a->n_graphs) return eg(a->graphs[no - 1].e);
+  }
+  return NULL;
 }
 
 /* What a compile with varying input sizes did (family 1: compiled once for
@@ -376,7 +397,7 @@ static void dynamic_report(kiln_analysis *a, kiln_an_site *s, const kiln_cache_e
   if (!e->n_dyn) return;
   if (e->info.family == 1) {
     kiln_text_printf(t, "  dynamic: ");
-    dyn_origins(t, e);
+    dyn_origins(t, e, site_previous(a, s, e));
     if (s && s->families > 1) /* this site made one before: the graph differs from it beyond the sizes */
       kiln_text_printf(t, " var%s: compiled once for any size, a family of its own (the site's %d%s differ%s from "
                           "it in more than sizes: see what changed)\n", e->n_dyn == 1 ? "ies" : "y", s->families - 1,
@@ -386,14 +407,14 @@ static void dynamic_report(kiln_analysis *a, kiln_an_site *s, const kiln_cache_e
                           "(KILN_DYNAMIC=off compiles each)\n", e->n_dyn == 1 ? "ies" : "y");
   } else if (e->info.family == 0 && e->info.family_why[0]) {
     kiln_text_printf(t, "  dynamic: ");
-    dyn_origins(t, e);
+    dyn_origins(t, e, site_previous(a, s, e));
     kiln_text_printf(t, " vary, but this graph cannot be compiled for any size: %s; each size compiles\n",
                      e->info.family_why);
   } else if (e->info.family == 2 && s && (a->level >= 2 || !s->plan_noted)) {
     char cs[64];
     kiln_text_printf(t, "kiln: graph #%d (step %" PRIu64 ") at %s:%d: a new size (", e->compile_no, e->compile_step,
                      s->file ? kiln_fmt_file(s->file) : "?", s->line);
-    dyn_origins(t, e);
+    dyn_origins(t, e, NULL);
     kiln_text_printf(t, ") planned from its dynamic family in %s: no code generated%s\n",
                      kiln_fmt_duration(e->info.compile_ns, cs, sizeof cs),
                      a->level >= 2 ? "" : "; the further sizes at this site are counted (exit summary)");

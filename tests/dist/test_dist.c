@@ -113,10 +113,10 @@ KT_TEST(collectives_match_local_reference) {
   }
 }
 
-/* Collectives on a dimension marked dynamic (docs/dynamic-shapes.md): one
- * compile on the cpu backend for every size of it, each later size planned,
- * and every size's results against the local reference (ref compiles
- * nothing: its values only). */
+/* Collectives (all_reduce, all_gather, broadcast) on a dimension marked
+ * dynamic (docs/dynamic-shapes.md): one compile on the cpu backend for
+ * every size of it, each later size planned, and every size's results
+ * against the local reference (ref compiles nothing: its values only). */
 static void collectives_at_sizes(const char *be) {
   static const int64_t sizes[] = {37, 2, 5, 16, 61};
   enum { B = 4, NS = sizeof sizes / sizeof sizes[0] };
@@ -129,6 +129,7 @@ static void collectives_at_sizes(const char *be) {
     kiln_tensor x = kiln_dynamic(kiln_from_host(f, KILN_F32, 2, shape), 0);
     kiln_tensor s = kiln_keep(kiln_add_c(kiln_all_reduce(kiln_add_c(kiln_mul_c(x, 2), 1), KILN_REDUCE_SUM), 1));
     kiln_tensor g = kiln_keep(kiln_all_gather(kiln_neg(x), 0)); /* [W*T, B] */
+    kiln_tensor bc = kiln_keep(kiln_broadcast(kiln_mul_c(x, 3), W - 1));
     kiln_mark_step(); /* the one graph of the step; the reads below copy what it computed */
     KT_CHECK(kiln_to_host(s, f, sizeof *f * (size_t)n) == KILN_OK);
     for (int64_t i = 0; i < n; i++) got[i] = f[i];
@@ -145,8 +146,13 @@ static void collectives_at_sizes(const char *be) {
       for (int64_t i = 0; i < n; i++) want[r * n + i] = -(float)val(r, i);
     snprintf(what, sizeof what, "all_gather axis 0 at T = %lld", (long long)T);
     expect(what, be, KILN_F32, got, want, n * W);
+    KT_CHECK(kiln_to_host(bc, f, sizeof *f * (size_t)n) == KILN_OK);
+    for (int64_t i = 0; i < n; i++) got[i] = f[i], want[i] = 3 * (float)val(W - 1, i);
+    snprintf(what, sizeof what, "broadcast from the last rank at T = %lld", (long long)T);
+    expect(what, be, KILN_F32, got, want, n);
     kiln_release(s);
     kiln_release(g);
+    kiln_release(bc);
     kiln_mark_step();
     free(got);
     free(want);

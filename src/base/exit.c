@@ -13,6 +13,8 @@ static void exit_drain(void) {
   if (fn) fn();
 }
 
+void kiln_exit_drain_now(void) { exit_drain(); }
+
 void kiln_exit_drain_set(void (*fn)(void)) { __atomic_store_n(&g_drain, fn, __ATOMIC_RELEASE); }
 
 void kiln_exit_drain_arm(void) {

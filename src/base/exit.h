@@ -20,6 +20,11 @@
 /* The function the exit handlers call (NULL: none). */
 void kiln_exit_drain_set(void (*fn)(void));
 
+/* Call the drain now: an exit handler of a lower layer that would stop
+ * something the steps in flight still need (dist's MPI_Finalize) drains
+ * first. */
+void kiln_exit_drain_now(void);
+
 /* Register one more exit handler that calls the drain: after loading a
  * library whose destructors must not run under a worker. Bounded (a few
  * per process); the drain itself must be cheap when nothing runs. */

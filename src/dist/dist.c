@@ -14,6 +14,7 @@
 
 #include "base/config.h"
 #include "base/counters.h"
+#include "base/exit.h"
 #include "base/fs.h"
 #include "base/spans.h"
 #include "dist/module.h"
@@ -46,6 +47,7 @@ static int comm_begin(void);
 static void term_install(void);
 
 static void atexit_finalize(void) {
+  kiln_exit_drain_now(); /* the steps in flight first: their collectives need MPI (base/exit.h) */
   comm_stop(); /* after the collectives already queued */
   pthread_mutex_lock(&g_mu);
   if (g_ops) g_ops->finalize();

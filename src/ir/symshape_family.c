@@ -299,7 +299,6 @@ int kiln_symshape_format_dim(const kiln_symshape *s, int32_t node, int d, const 
 /* coeff * the symbols of mask at buf + n ("-" or "+" before it when not
  * first): returns the new length. */
 static size_t format_mono(const kiln_symshape *s, uint8_t mask, int64_t coeff, char *buf, size_t cap, size_t n) {
-  size_t start = n;
   int w = 0;
   if (n) w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%s", coeff < 0 ? "-" : "+");
   else if (coeff < 0) w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "-");
@@ -313,7 +312,6 @@ static size_t format_mono(const kiln_symshape *s, uint8_t mask, int64_t coeff, c
       w = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, "%ss%d", n > first || mag != 1 ? "*" : "", k);
       n += (size_t)(w > 0 ? w : 0);
     }
-  (void)start;
   return n;
 }
 

@@ -100,10 +100,24 @@ static int read_back_poly(int64_t va, int64_t vb, int n, const int64_t *pa, cons
   return 0;
 }
 
-static void emit_mono(kiln_text *o, const mono *m, int n) {
-  kiln_text_printf(o, "(%lldLL", (long long)m->c);
+/* c times the symbols to exponents e: "5LL * a0[0] * a0[1]". */
+static void emit_product(kiln_text *o, int64_t c, const uint8_t *e, int n) {
+  kiln_text_printf(o, "%lldLL", (long long)c);
   for (int k = 0; k < n; k++)
-    for (int e = 0; e < m->e[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
+    for (int x = 0; x < e[k]; x++) kiln_text_printf(o, " * a0[%d]", k);
+}
+
+/* "(c * M + d)", or with p: "(c * M * (c1 * P1 + c2 * P2) + d)". */
+static void emit_read(kiln_text *o, const mono *m, const kiln_sym_poly *p, int n) {
+  kiln_text_printf(o, "(");
+  emit_product(o, m->c, m->e, n);
+  if (p) {
+    kiln_text_printf(o, " * (");
+    emit_product(o, p->c1, p->e1, n);
+    kiln_text_printf(o, " + ");
+    emit_product(o, p->c2, p->e2, n);
+    kiln_text_printf(o, ")");
+  }
   if (m->d) kiln_text_printf(o, " %c %lldLL", m->d < 0 ? '-' : '+', (long long)(m->d < 0 ? -m->d : m->d));
   kiln_text_printf(o, ")");
 }
@@ -152,21 +166,6 @@ typedef struct dec {
   char why[160];
 } dec;
 
-/* c * M * P + d (read_back_poly) as C text. */
-static void emit_poly(kiln_text *o, const mono *m, const kiln_sym_poly *p, int n) {
-  kiln_text_printf(o, "(%lldLL", (long long)m->c);
-  for (int k = 0; k < n; k++)
-    for (int e = 0; e < m->e[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
-  kiln_text_printf(o, " * (%lldLL", (long long)p->c1);
-  for (int k = 0; k < n; k++)
-    for (int e = 0; e < p->e1[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
-  kiln_text_printf(o, " + %lldLL", (long long)p->c2);
-  for (int k = 0; k < n; k++)
-    for (int e = 0; e < p->e2[k]; e++) kiln_text_printf(o, " * a0[%d]", k);
-  kiln_text_printf(o, ")");
-  if (m->d) kiln_text_printf(o, " %c %lldLL", m->d < 0 ? '-' : '+', (long long)(m->d < 0 ? -m->d : m->d));
-  kiln_text_printf(o, ")");
-}
 
 /* The reason the family kernel cannot be made (cut to fit). */
 __attribute__((format(printf, 2, 3))) static void why(dec *c, const char *fmt, ...) {
@@ -191,8 +190,7 @@ static int differing_number(dec *c, const char *a, size_t na, const char *b, siz
       return 0;
     }
     if (ua) kiln_text_printf(&c->o, "((uint64_t)");
-    if (j >= 0) emit_poly(&c->o, &m, &c->polys[j], c->n);
-    else emit_mono(&c->o, &m, c->n);
+    emit_read(&c->o, &m, j >= 0 ? &c->polys[j] : NULL, c->n);
     if (ua) kiln_text_printf(&c->o, ")");
     return 1;
   }
@@ -219,8 +217,7 @@ static int differing_number(dec *c, const char *a, size_t na, const char *b, siz
          !read_back_poly(ia, ib, c->n, c->pa, c->pb, c->polys, c->n_polys, KILN_CG_SYM_MAX_ADD, &m, &j)))
       continue;
     kiln_text_printf(&c->o, "(%d.0 * (1.0 / (double)", k); /* a negative k: a negative literal */
-    if (j >= 0) emit_poly(&c->o, &m, &c->polys[j], c->n);
-    else emit_mono(&c->o, &m, c->n);
+    emit_read(&c->o, &m, j >= 0 ? &c->polys[j] : NULL, c->n);
     kiln_text_printf(&c->o, "))");
     return 1;
   }

@@ -64,15 +64,10 @@ static int symdim_same(const kiln_symdim *a, const kiln_symdim *b) {
 static kiln_symdim *dim_at(inf *c, int32_t i, int d) { return &c->s->dims[(size_t)i * R + (size_t)d]; }
 static int is_known(inf *c, int32_t i, int d) { return c->known[(size_t)i * R + (size_t)d]; }
 
-/* The value of a monomial at the symbol values the inference started from. */
+/* A size at the symbol values the inference started from (-1 when it overflows). */
 static int64_t eval(const kiln_symshape *s, kiln_symdim v) {
-  int64_t x = v.coeff, y = v.mask2 ? v.coeff2 : 0;
-  for (int k = 0; k < s->n_syms; k++) {
-    if ((v.mask >> k & 1) && __builtin_mul_overflow(x, s->value[k], &x)) return -1;
-    if ((v.mask2 >> k & 1) && __builtin_mul_overflow(y, s->value[k], &y)) return -1;
-  }
-  if (__builtin_add_overflow(x, y, &x) || __builtin_add_overflow(x, v.add, &x)) return -1;
-  return x;
+  int64_t x = kiln_symdim_at(s, s->value, &v);
+  return x == INT64_MIN ? -1 : x;
 }
 
 /* Two monomials (mask a, coeff ca; mask b, coeff cb; either may be absent:

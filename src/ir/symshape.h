@@ -106,6 +106,10 @@ typedef struct kiln_symshape {
   /* (n_vals: constants and attributes that are sizes) */
 } kiln_symshape;
 
+/* m at the symbol values v[0..s->n_syms), of either sign (a value that is
+ * a size may be negative): INT64_MIN when it overflows. */
+int64_t kiln_symdim_at(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m);
+
 static inline const kiln_symdim *kiln_symshape_dim(const kiln_symshape *s, int32_t node, int d) {
   return &s->dims[(size_t)node * KILN_MAX_RANK + (size_t)d];
 }
@@ -193,8 +197,15 @@ int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_r
  * families are checked and made at). Within each set the symbols keep the
  * order of their values in s (a slice x[:U] of x[T] stays valid). */
 void kiln_symshape_primes(const kiln_graph *g, const kiln_symshape *s, int64_t margin, int64_t *pa, int64_t *pb);
-/* The smallest prime above v. */
-int64_t kiln_symshape_prime_above(int64_t v);
+/* n_sets sets of primes sets[j][0..s->n_syms) for a family whose sizes
+ * hold sums of symbols (s0 + s1): consecutive primes (p1 = p0 + 4) would
+ * let s0 + s1 read back as 2 s0 + 4. Symbol k (in the order of the values)
+ * of set j is about b (1 + j/8) (1 + (j + 1/2) k), b = 4 (the largest size
+ * of g + margin): no symbol near a small multiple of another, and the
+ * ratios differ from set to set, so a literal that reads back as another
+ * expression at one pair of sets does not at the next. */
+void kiln_symshape_primes_spread(const kiln_graph *g, const kiln_symshape *s, int64_t margin, int64_t *const *sets,
+                                 int n_sets);
 
 /* Dimension d of node i as text: "37", "s0", "8*s0", "s0*s1"; returns the
  * length written (snprintf's contract). */

@@ -94,8 +94,7 @@ uint64_t kiln_symshape_hash(const kiln_graph *g, const kiln_symshape *s) {
   return h;
 }
 
-/* m at v, of either sign (a constant may be negative): INT64_MIN on overflow. */
-static int64_t eval_at_signed(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
+int64_t kiln_symdim_at(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
   int64_t x = m->coeff, y = m->mask2 ? m->coeff2 : 0;
   for (int k = 0; k < s->n_syms; k++) {
     if ((m->mask >> k & 1) && __builtin_mul_overflow(x, v[k], &x)) return INT64_MIN;
@@ -107,7 +106,7 @@ static int64_t eval_at_signed(const kiln_symshape *s, const int64_t *v, const ki
 
 /* m at the symbol values v (-1 on overflow or when negative). */
 static int64_t eval_at(const kiln_symshape *s, const int64_t *v, const kiln_symdim *m) {
-  int64_t x = eval_at_signed(s, v, m);
+  int64_t x = kiln_symdim_at(s, v, m);
   return x == INT64_MIN || x < 0 ? -1 : x;
 }
 
@@ -144,7 +143,7 @@ int kiln_symshape_node_binds(const kiln_graph *g, const kiln_symshape *s, const 
     }
     if (sized & 1u) {
       const kiln_symdim *e = value_expr(s, i, -1);
-      int64_t x = e ? eval_at_signed(s, v, e) : INT64_MIN;
+      int64_t x = e ? kiln_symdim_at(s, v, e) : INT64_MIN;
       return x != INT64_MIN && b->fattr == (double)x &&
              (!b_in || memcmp(kiln_gnode_inputs(g, a), b_in, sizeof(int32_t) * (size_t)a->n_in) == 0);
     }
@@ -250,7 +249,7 @@ static int resize_node(kiln_graph *h, const kiln_symshape *s, const int64_t *val
     n->fattr = s->recip_num[i] * (1.0 / (double)cnt); /* the frontend's 1/n, times what folding put on it */
   }
   for (const kiln_sym_value *p = values_of(s, i); p && p < s->vals + s->n_vals && p->node == i; p++)
-    if (!set_value(n, p->slot, p->slot < 0 ? eval_at_signed(s, values, &p->e) : eval_at(s, values, &p->e))) return 0;
+    if (!set_value(n, p->slot, p->slot < 0 ? kiln_symdim_at(s, values, &p->e) : eval_at(s, values, &p->e))) return 0;
   return 1;
 }
 
@@ -273,7 +272,7 @@ int kiln_symshape_resize(kiln_graph *h, const kiln_symshape *s, const kiln_sym_r
     kiln_gnode *x = &h->nodes[r->node];
     if (r->dim <= KILN_SYM_RESIZE_VALUE + 1) { /* a value that is a size (kiln_symshape_resize_list) */
       int slot = KILN_SYM_RESIZE_VALUE - r->dim;
-      if (!set_value(x, slot, slot < 0 ? eval_at_signed(s, values, &r->e) : eval_at(s, values, &r->e))) return 0;
+      if (!set_value(x, slot, slot < 0 ? kiln_symdim_at(s, values, &r->e) : eval_at(s, values, &r->e))) return 0;
       continue;
     }
     int64_t v = eval_at(s, values, &r->e);
@@ -334,31 +333,47 @@ static int is_prime(int64_t v) {
   return 1;
 }
 
-int64_t kiln_symshape_prime_above(int64_t v) {
+static int64_t prime_above(int64_t v) {
   int64_t p = v + 1;
   while (!is_prime(p)) p++;
   return p;
 }
 
-void kiln_symshape_primes(const kiln_graph *g, const kiln_symshape *s, int64_t margin, int64_t *pa, int64_t *pb) {
-  int n = s->n_syms;
+/* The largest size of g (at least 64). */
+static int64_t largest_size(const kiln_graph *g) {
   int64_t big = 64;
   for (int32_t i = 0; i < g->n_nodes; i++)
     for (int d = 0; d < g->nodes[i].rank; d++)
       if (g->nodes[i].shape[d] > big) big = g->nodes[i].shape[d];
-  /* symbols in the order of their sizes in g (a slice x[:U] of x[T, ...]
-   * needs U <= T at the instances too), then the primes in that order */
-  int order[KILN_SYM_MAX];
-  for (int k = 0; k < n; k++) order[k] = k;
-  for (int a = 1; a < n; a++)
-    for (int b = a; b > 0 && s->value[order[b]] < s->value[order[b - 1]]; b--) {
-      int t = order[b];
-      order[b] = order[b - 1];
-      order[b - 1] = t;
-    }
-  int64_t p = big + margin + 1;
-  for (int k = 0; k < 2 * n; k++) {
-    while (!is_prime(p)) p++;
-    (k < n ? pa : pb)[order[k % n]] = p++;
+  return big;
+}
+
+/* rank[k]: symbol k's place in the order of the symbols' values in s (a
+ * slice x[:U] of x[T, ...] needs U <= T at the instances too). */
+static void symbol_ranks(const kiln_symshape *s, int *rank) {
+  for (int k = 0; k < s->n_syms; k++) {
+    rank[k] = 0;
+    for (int q = 0; q < s->n_syms; q++) rank[k] += s->value[q] < s->value[k] || (s->value[q] == s->value[k] && q < k);
   }
+}
+
+void kiln_symshape_primes(const kiln_graph *g, const kiln_symshape *s, int64_t margin, int64_t *pa, int64_t *pb) {
+  int n = s->n_syms, rank[KILN_SYM_MAX], sym_at[KILN_SYM_MAX];
+  symbol_ranks(s, rank);
+  for (int k = 0; k < n; k++) sym_at[rank[k]] = k;
+  int64_t p = largest_size(g) + margin;
+  for (int k = 0; k < 2 * n; k++) {
+    p = prime_above(p);
+    (k < n ? pa : pb)[sym_at[k % n]] = p;
+  }
+}
+
+void kiln_symshape_primes_spread(const kiln_graph *g, const kiln_symshape *s, int64_t margin, int64_t *const *sets,
+                                 int n_sets) {
+  int rank[KILN_SYM_MAX];
+  symbol_ranks(s, rank);
+  int64_t base = 4 * (largest_size(g) + margin);
+  for (int j = 0; j < n_sets; j++)
+    for (int k = 0; k < s->n_syms; k++)
+      sets[j][k] = prime_above(base * (8 + j) / 8 * (2 + (2 * j + 1) * rank[k]) / 2);
 }

@@ -140,15 +140,32 @@ static int family_polys(const kiln_symshape *s, kiln_sym_poly *out, int cap) {
   return n;
 }
 
+/* The sums of symbols a family's kernels read literals back as. */
+typedef struct fam_polys {
+  kiln_sym_poly v[16];
+  int n;
+} fam_polys;
+
+/* Kernel i's family text read back from instance a's text ka and the
+ * instance at px (schedule sx) into *out, *items. */
+static kiln_status read_kernel(const fam *m, const kiln_kernel_src *ka, const kiln_sched *sx, int32_t i,
+                               const int64_t *pa, const int64_t *px, const fam_polys *fp, kiln_kernel_src *out,
+                               kiln_sym_mono *items, kiln_err *e) {
+  kiln_kernel_src kx;
+  kiln_status st = kiln_codegen_kernel_sym(sx, i, &kx, e);
+  if (st != KILN_OK) return st;
+  st = kiln_codegen_family(ka, &kx, m->s0.n_syms, pa, px, fp->v, fp->n, out, items, e);
+  kiln_kernel_src_clear(&kx);
+  return st;
+}
+
 /* The family's kernels from its instances at pa and pb (schedules sa, sb);
- * with sums of symbols among its sizes, each kernel is read back from a
- * third instance (sc at pc) too and must read the same: a literal that
+ * with sums of symbols among its sizes (fp), each kernel is read back from
+ * a third instance (sc at pc) too and must read the same: a literal that
  * happened to read back as another expression at two sets of primes does
  * not at a third. */
 static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, const kiln_sched *sc,
-                           const int64_t *pa, const int64_t *pb, const int64_t *pc) {
-  kiln_sym_poly polys[16];
-  int n_polys = family_polys(&m->s0, polys, 16);
+                           const int64_t *pa, const int64_t *pb, const int64_t *pc, const fam_polys *fp) {
   int32_t nk = sa->n_kernels;
   m->tmpl = calloc((size_t)nk + 1, sizeof *m->tmpl);
   m->items = calloc((size_t)nk + 1, sizeof *m->items);
@@ -159,27 +176,17 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
   for (int32_t i = 0; i < nk && !m->failed; i++) {
     const kiln_skernel *k = &sa->kernels[i];
     if (k->kind != KILN_SK_LOOP || k->n_stores == 0) continue;
-    kiln_kernel_src ka, kb;
+    kiln_kernel_src ka, t3 = {0};
+    kiln_sym_mono it3;
     kiln_err e = {0};
     kiln_status st = kiln_codegen_kernel_sym(sa, i, &ka, &e);
-    if (st == KILN_OK) {
-      st = kiln_codegen_kernel_sym(sb, i, &kb, &e);
-      if (st == KILN_OK)
-        st = kiln_codegen_family(&ka, &kb, m->s0.n_syms, pa, pb, polys, n_polys, &m->tmpl[i], &m->items[i], &e);
-      kiln_kernel_src_clear(&kb);
-      if (st == KILN_OK && sc) { /* the third reading */
-        kiln_kernel_src kc, t3;
-        kiln_sym_mono it3;
-        st = kiln_codegen_kernel_sym(sc, i, &kc, &e);
-        if (st == KILN_OK) {
-          st = kiln_codegen_family(&ka, &kc, m->s0.n_syms, pa, pc, polys, n_polys, &t3, &it3, &e);
-          if (st == KILN_OK && (strcmp(t3.src, m->tmpl[i].src) || memcmp(&it3, &m->items[i], sizeof it3)))
-            st = kiln_err_set(&e, KILN_ERR_UNSUPPORTED, "a third instance reads back otherwise");
-          if (st == KILN_OK || t3.src) kiln_kernel_src_clear(&t3);
-          kiln_kernel_src_clear(&kc);
-        }
-        if (st != KILN_OK) kiln_kernel_src_clear(&m->tmpl[i]);
-      }
+    if (st == KILN_OK) st = read_kernel(m, &ka, sb, i, pa, pb, fp, &m->tmpl[i], &m->items[i], &e);
+    if (st == KILN_OK && sc) { /* the third reading */
+      st = read_kernel(m, &ka, sc, i, pa, pc, fp, &t3, &it3, &e);
+      if (st == KILN_OK && (strcmp(t3.src, m->tmpl[i].src) || memcmp(&it3, &m->items[i], sizeof it3)))
+        st = kiln_err_set(&e, KILN_ERR_UNSUPPORTED, "a third instance reads back otherwise");
+      kiln_kernel_src_clear(&t3);
+      if (st != KILN_OK) kiln_kernel_src_clear(&m->tmpl[i]);
     }
     kiln_kernel_src_clear(&ka);
     if (st != KILN_OK) {
@@ -199,29 +206,6 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
   }
 }
 
-/* Three sets of primes for a family whose sizes hold sums of symbols
- * (s0 + s1): with consecutive primes, p1 = p0 + 4 makes s0 + s1 read back
- * as 2 s0 + 4. Here symbol k of set j is about base (1 + j / 8) (1 + (j +
- * 1/2) k): no symbol is near a small multiple of another, and the ratios
- * differ from set to set, so a literal that reads back as another
- * expression at one pair of sets does not at the next. */
-static void spread_primes(const kiln_graph *g, const kiln_symshape *s, int64_t *pa, int64_t *pb, int64_t *pc) {
-  int n = s->n_syms;
-  int64_t big = 64;
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    for (int d = 0; d < g->nodes[i].rank; d++) big = g->nodes[i].shape[d] > big ? g->nodes[i].shape[d] : big;
-  int64_t base = 4 * (big + KILN_CG_SYM_ADD_MARGIN);
-  int rank[KILN_SYM_MAX]; /* in the order of their sizes in g, as kiln_symshape_primes */
-  for (int k = 0; k < n; k++) {
-    rank[k] = 0;
-    for (int q = 0; q < n; q++) rank[k] += s->value[q] < s->value[k] || (s->value[q] == s->value[k] && q < k);
-  }
-  int64_t *sets[3] = {pa, pb, pc};
-  for (int j = 0; j < 3; j++)
-    for (int k = 0; k < n; k++)
-      sets[j][k] = kiln_symshape_prime_above(base * (8 + j) / 8 * (2 + (2 * j + 1) * rank[k]) / 2);
-}
-
 /* A new family from g: its symbols, two instances, their schedules, its
  * kernels. m->failed says whether it can serve. */
 static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn) {
@@ -232,9 +216,10 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   m->g0 = kiln_graph_clone(g);
   int64_t pa[KILN_SYM_MAX], pb[KILN_SYM_MAX], pc[KILN_SYM_MAX];
   kiln_symshape_primes(g, &m->s0, KILN_CG_SYM_ADD_MARGIN, pa, pb); /* a size's offset is read back below the margin */
-  kiln_sym_poly polys[1];
-  int third = family_polys(&m->s0, polys, 1) > 0; /* sums of symbols: a third instance checks the reading */
-  if (third) spread_primes(g, &m->s0, pa, pb, pc);
+  fam_polys fp;
+  fp.n = family_polys(&m->s0, fp.v, 16);
+  int third = fp.n > 0; /* sums of symbols: a third instance checks the reading */
+  if (third) kiln_symshape_primes_spread(g, &m->s0, KILN_CG_SYM_ADD_MARGIN, (int64_t *const[]){pa, pb, pc}, 3);
   kiln_graph *ga = m->g0 ? kiln_symshape_instance(g, &m->s0, pa) : NULL;
   kiln_graph *gb = ga ? kiln_symshape_instance(g, &m->s0, pb) : NULL;
   kiln_graph *gc = gb && third ? kiln_symshape_instance(g, &m->s0, pc) : NULL;
@@ -254,7 +239,7 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   else if ((m->sig = sched_signature(sa)) != sched_signature(sb) || (sc && sched_signature(sc) != m->sig))
     fail(m, "the instances' schedules differ", NULL);
   else
-    make_templates(m, sa, sb, sc, pa, pb, pc);
+    make_templates(m, sa, sb, sc, pa, pb, pc, &fp);
   if (!m->failed) { /* kept: later sizes take its fusion */
     m->tg = ga;
     m->ts = sa;

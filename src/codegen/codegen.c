@@ -384,7 +384,7 @@ static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
 }
 
 /* Body statements storing the F-shaped stores at index f. */
-static void gen_f_stores(cg *c, kiln_text *body, int *any) {
+static void gen_f_stores(cg *c, kiln_text *body, int *any, size_t *values_len) {
   const kiln_skernel *k = c->k;
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
   rc_seed(c);
@@ -404,10 +404,36 @@ static void gen_f_stores(cg *c, kiln_text *body, int *any) {
     kiln_text_printf(&stores, "a%d[f] = %s;\n", a, kiln_cg_st(c, dt, v));
     *any = 1;
   }
+  if (values_len) *values_len = body->len;
   if (stores.p) kiln_text_append(body, stores.p, stores.len);
   if (stores.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(stores.p);
   if (c->k->row) rc_end_loop(c);
+}
+
+/* The loop over f in [lo, hi) of an elementwise body (b: values, then
+ * stores). When the body has f32 sines or cosines (c->sc_guard holds one
+ * "kb |= ksincos_large(arg);" per call, the calls are KSC(ksinf, arg)), it
+ * runs in blocks of 256: a first loop over the block computes only the
+ * arguments (the compiler drops the values nothing reads) and notes whether
+ * any is 120 or more (or not finite); the block then runs with the small
+ * reduction alone (ksinf_small, the same bits below 120) or, when one
+ * element needs it, with the full function. The full reduction is about two
+ * thirds of sin's cost and real arguments (angles, positions) rarely need it. */
+static void loop_f(cg *c, kiln_text *o, const char *v, const char *lo, const char *hi, const char *idx, const char *b,
+                   size_t values_len) {
+  if (!c->sc_guard.p) {
+    kiln_text_printf(o, "for (int64_t %s = %s; %s < %s; %s++) {\n%s%s}\n", v, lo, v, hi, v, idx, b);
+    return;
+  }
+  kiln_text_printf(o, "for (int64_t fb = %s; fb < %s; fb += 256) {\n", lo, hi);
+  kiln_text_printf(o, "const int64_t fe = %s - fb < 256 ? %s : fb + 256;\nint kb = 0;\n", hi, hi);
+  kiln_text_printf(o, "#define KSC(fn, x) fn##_small(x)\n");
+  kiln_text_printf(o, "for (int64_t %s = fb; %s < fe; %s++) {\n%s%.*s%s}\n", v, v, v, idx, (int)values_len, b,
+                   c->sc_guard.p);
+  kiln_text_printf(o, "if (!kb) {\nfor (int64_t %s = fb; %s < fe; %s++) {\n%s%s}\n} else {\n", v, v, v, idx, b);
+  kiln_text_printf(o, "#undef KSC\n#define KSC(fn, x) fn(x)\n");
+  kiln_text_printf(o, "for (int64_t %s = fb; %s < fe; %s++) {\n%s%s}\n}\n#undef KSC\n}\n", v, v, v, idx, b);
 }
 
 static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
@@ -417,10 +443,13 @@ static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
   *items = numel;
   kiln_text body = {0};
   int any;
-  gen_f_stores(c, &body, &any);
+  size_t values_len = 0;
+  c->sc_split = 1;
+  gen_f_stores(c, &body, &any, &values_len);
+  c->sc_split = 0;
   const char *b = body.p ? body.p : "";
   if (c->used_axes == 0 || k->rank == 0) {
-    kiln_text_printf(o, "for (int64_t f = begin; f < end; f++) {\n%s}\n", b);
+    loop_f(c, o, "f", "begin", "end", "", b, values_len);
   } else {
     /* the inner loop runs over the last axis with more than one element
      * (trailing 1-sized axes, as a pooling gradient has, index 0) */
@@ -437,11 +466,14 @@ static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
     kiln_text_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
     kiln_text_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
               (long long)n, (long long)n);
-    kiln_text_printf(o, "for (int64_t j = jb; j < je; j++) {\nconst int64_t i%d KU = j;\nconst int64_t f KU = r * %lldLL + j;\n%s}\n}\n",
-              last, (long long)n, b);
+    const char *idx = kiln_cg_sf(c, "const int64_t i%d KU = j;\nconst int64_t f KU = r * %lldLL + j;\n", last, (long long)n);
+    loop_f(c, o, "j", "jb", "je", idx, b, values_len);
+    kiln_text_printf(o, "}\n");
   }
   if (body.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
+  free(c->sc_guard.p);
+  c->sc_guard = (kiln_text){0};
 }
 
 /* A lone reduction over leading axes (a column sum such as a bias
@@ -566,7 +598,7 @@ static void row_loops(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   }
   kiln_text body = {0};
   int any;
-  gen_f_stores(c, &body, &any);
+  gen_f_stores(c, &body, &any, NULL);
   flush_pre(c, o);
   if (any) {
     kiln_text idx = {0};

@@ -726,6 +726,12 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
     case KILN_KIND_UNARY: {
       const char *a = kiln_cg_ex(c, in[0], x);
       if (nd->op == KILN_OP_CAST) return kiln_cg_conv(c, a, NODE(c, in[0])->dtype, nd->dtype);
+      if (c->sc_split && x->kind == KILN_SCTX_F && (nd->op == KILN_OP_SIN || nd->op == KILN_OP_COS) &&
+          nd->dtype == KILN_F32 && NODE(c, in[0])->dtype == KILN_F32) {
+        kiln_text_printf(&c->sc_guard, "kb |= ksincos_large(%s);\n", a);
+        if (c->sc_guard.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
+        return kiln_cg_sf(c, "KSC(%s, %s)", nd->op == KILN_OP_SIN ? "ksinf" : "kcosf", a);
+      }
       return scalar_op(c, nd, NODE(c, in[0])->dtype, a, NULL);
     }
     case KILN_KIND_BINARY: {

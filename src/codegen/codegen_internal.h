@@ -85,6 +85,11 @@ typedef struct cg {
   int rc_first[4];
   uint8_t *rc_count;
   int16_t *rc_seen;
+  /* an elementwise body's f32 sines and cosines (codegen.c, loop_f): while
+   * sc_split is set, each is written KSC(ksinf, arg) and its argument's
+   * check "kb |= ksincos_large(arg);" appended to sc_guard */
+  int sc_split;
+  kiln_text sc_guard;
 } cg;
 
 /* "i0".."i7": the canonical axis variables of a kernel's loops. */

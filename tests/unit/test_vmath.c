@@ -151,6 +151,30 @@ KT_TEST(cos_within_1_ulp) {
   acc_sweep(&a, 0x1.8p127f, 0x1.80008p127f);
 }
 
+/* Compiled elementwise loops call ksinf_small/kcosf_small for a block whose
+ * arguments are all below 120 in magnitude (codegen.c, loop_f): the same
+ * bits as the full functions there, for every 61st bit pattern of both signs
+ * and every pattern around the multiples of pi/2 up to 120. */
+KT_TEST(small_reduction_same_bits_below_120) {
+  int bad = 0;
+  for (uint32_t b = 0; b < 0x42f00000u && bad < 5; b += 61)
+    for (int neg = 0; neg < 2; neg++) {
+      float x = f_of(b | (uint32_t)neg << 31);
+      KT_CHECK(!ksincos_large(x));
+      if (bits_of(ksinf_small(x)) != bits_of(ksinf(x)) && bad++ < 5) KT_FAIL("sin_small(%a) differs", (double)x);
+      if (bits_of(kcosf_small(x)) != bits_of(kcosf(x)) && bad++ < 5) KT_FAIL("cos_small(%a) differs", (double)x);
+    }
+  for (int k = 1; k <= 76; k++) {
+    uint32_t c = bits_of((float)(k * 1.5707963267948966));
+    for (uint32_t d = c - 300; d <= c + 300; d++) {
+      float x = f_of(d);
+      if (bits_of(ksinf_small(x)) != bits_of(ksinf(x)) || bits_of(kcosf_small(x)) != bits_of(kcosf(x)))
+        if (bad++ < 5) KT_FAIL("sin/cos_small(%a) differs", (double)x);
+    }
+  }
+  KT_CHECK(ksincos_large(120.0f) && ksincos_large(-120.0f) && ksincos_large(INFINITY) && ksincos_large(NAN));
+}
+
 /* GELU: the cancellation in 1 + erf(x / sqrt 2) for negative x costs as
  * much with libm's erff; bound 4 ulp of the result plus 2^-23 |x|. */
 KT_TEST(gelu_close_to_double) {
@@ -199,6 +223,12 @@ KT_TEST(compiled_kernels_match_ref_bitwise) {
   for (int i = 0; i < NV; i++) /* a spread of bit patterns, then small values, then specials */
     in[i] = i < NV / 2 ? f_of((uint32_t)i * 65537u + 12345u) : (float)(i - 3 * NV / 4) / 1024.0f;
   for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) in[i * 7] = specials[i];
+  /* compiled sin/cos take the small reduction alone for a block of 256 below 120 (codegen.c, loop_f): blocks of
+   * small values with one value that needs the full function (first, middle, last of a block; both sides of 120) */
+  static const struct { int at; float v; } lone[] = {{NV / 2 + 256, 1e30f}, {NV / 2 + 3 * 256 + 128, 120.0f},
+                                                     {NV / 2 + 5 * 256 + 255, -NAN}, {NV / 2 + 7 * 256 + 9, -INFINITY},
+                                                     {NV / 2 + 9 * 256 + 17, 119.99999f}, {NV - 1, -7e5f}};
+  for (size_t i = 0; i < sizeof lone / sizeof lone[0]; i++) in[lone[i].at] = lone[i].v;
   KT_CHECK(run_ops("ref", in, want) == 0);
   KT_CHECK(run_ops("cpu", in, got) == 0);
   for (int o = 0; o < NOPS; o++) {
@@ -213,4 +243,5 @@ KT_TEST(compiled_kernels_match_ref_bitwise) {
 
 KT_MAIN(KT_CASE(exp_within_2_ulp), KT_CASE(log_within_1_ulp), KT_CASE(tanh_within_2_ulp),
         KT_CASE(erf_within_2_ulp), KT_CASE(sin_within_1_ulp), KT_CASE(cos_within_1_ulp),
-        KT_CASE(gelu_close_to_double), KT_CASE(compiled_kernels_match_ref_bitwise))
+        KT_CASE(small_reduction_same_bits_below_120), KT_CASE(gelu_close_to_double),
+        KT_CASE(compiled_kernels_match_ref_bitwise))

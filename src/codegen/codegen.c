@@ -466,7 +466,8 @@ static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
     kiln_text_printf(o, "const int64_t jb = r * %lldLL < begin ? begin - r * %lldLL : 0;\n", (long long)n, (long long)n);
     kiln_text_printf(o, "const int64_t je = (r + 1) * %lldLL > end ? end - r * %lldLL : %lldLL;\n", (long long)n,
               (long long)n, (long long)n);
-    const char *idx = kiln_cg_sf(c, "const int64_t i%d KU = j;\nconst int64_t f KU = r * %lldLL + j;\n", last, (long long)n);
+    const char *idx =
+        kiln_cg_sf(c, "const int64_t i%d KU = j;\nconst int64_t f KU = r * %lldLL + j;\n", last, (long long)n);
     loop_f(c, o, "j", "jb", "je", idx, b, values_len);
     kiln_text_printf(o, "}\n");
   }

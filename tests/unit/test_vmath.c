@@ -241,7 +241,44 @@ KT_TEST(compiled_kernels_match_ref_bitwise) {
   }
 }
 
+/* sin and cos inside a loop over rows (a broadcast bias: the kernel's inner
+ * loop runs along a row, in blocks of 256 within it): rows of 300 and a
+ * partial block, rows all below 120 and rows with one element above, against
+ * ref bit for bit, for sin(x + b), cos(x + b) and sin(x + b) * cos(x) */
+enum { SR = 37, SC = 300 };
+static int run_rows(const char *backend, const float *x, const float *b, float *out /* 3 * SR * SC */) {
+  if (kiln_init(&(kiln_options){.backend = backend}) != KILN_OK) return -1;
+  int64_t xs[2] = {SR, SC}, bs[1] = {SC};
+  kiln_tensor tx = kiln_from_host(x, KILN_F32, 2, xs), tb = kiln_from_host(b, KILN_F32, 1, bs);
+  kiln_tensor xb = kiln_add(tx, tb);
+  kiln_tensor y[3] = {kiln_keep(kiln_sin(xb)), kiln_keep(kiln_cos(xb)),
+                      kiln_keep(kiln_mul(kiln_sin(xb), kiln_cos(tx)))};
+  int rc = kiln_mark_step() == KILN_OK ? 0 : -1;
+  for (int i = 0; i < 3 && rc == 0; i++)
+    if (kiln_to_host(y[i], out + (size_t)i * SR * SC, sizeof(float) * SR * SC) != KILN_OK) rc = -1;
+  kiln_shutdown();
+  return rc;
+}
+
+KT_TEST(sin_cos_in_row_loops_match_ref_bitwise) {
+  static float x[SR * SC], b[SC], got[3 * SR * SC], want[3 * SR * SC];
+  for (int i = 0; i < SR * SC; i++) x[i] = (float)sin(0.7 * i) * 50.0f;
+  for (int j = 0; j < SC; j++) b[j] = (float)(j % 17) * 0.25f;
+  x[3 * SC + 10] = 1e6f;    /* first block of row 3 */
+  x[5 * SC + 290] = 130.0f; /* the partial block of row 5 */
+  x[9 * SC + 255] = NAN;    /* last element of a full block */
+  x[SR * SC - 1] = -3e9f;
+  KT_CHECK(run_rows("ref", x, b, want) == 0);
+  KT_CHECK(run_rows("cpu", x, b, got) == 0);
+  int bad = 0;
+  for (int i = 0; i < 3 * SR * SC; i++) {
+    int same = isnan(want[i]) ? isnan(got[i]) != 0 : bits_of(want[i]) == bits_of(got[i]);
+    if (!same && bad++ < 3)
+      KT_FAIL("output %d element %d: cpu %a, ref %a", i / (SR * SC), i % (SR * SC), (double)got[i], (double)want[i]);
+  }
+}
+
 KT_MAIN(KT_CASE(exp_within_2_ulp), KT_CASE(log_within_1_ulp), KT_CASE(tanh_within_2_ulp),
         KT_CASE(erf_within_2_ulp), KT_CASE(sin_within_1_ulp), KT_CASE(cos_within_1_ulp),
         KT_CASE(small_reduction_same_bits_below_120), KT_CASE(gelu_close_to_double),
-        KT_CASE(compiled_kernels_match_ref_bitwise))
+        KT_CASE(compiled_kernels_match_ref_bitwise), KT_CASE(sin_cos_in_row_loops_match_ref_bitwise))

@@ -48,6 +48,12 @@ if(MPI_C_FOUND)
       set_tests_properties(test_dist_np${np} PROPERTIES LABELS e2e TIMEOUT 600
         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_np${np}")
     endforeach()
+    # the same with the all-reduces through MPI, not shared memory
+    add_test(NAME test_dist_np2_mpi
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/run.sh ${KILN_MPIRUN} 2 ${CMAKE_BINARY_DIR}/bin/tests test_dist
+                     KILN_DIST_SHM=0)
+    set_tests_properties(test_dist_np2_mpi PROPERTIES LABELS e2e TIMEOUT 600
+      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache/test_dist_np2_mpi")
     # a collective one rank skips (the timeout report) and a killed rank
     add_test(NAME test_dist_failures
              COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/fail.sh ${KILN_MPIRUN} ${CMAKE_BINARY_DIR}/bin/tests)

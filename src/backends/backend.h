@@ -145,6 +145,14 @@ typedef struct kiln_backend_vtable {
    * 1 and sets *out, or 0 if the failure has none. Valid until the next
    * execute of e; call it on the thread that ran the execute. */
   int (*last_error_loc)(kiln_backend *b, const kiln_executable *e, kiln_loc *out);
+  /* optional: before the first run of e, whose graph has collectives, at a
+   * point that every rank of a distributed job reaches for the same graph
+   * with no collective in flight (the runtime, once the ranks agreed on
+   * the graph). A collective call of the dist service may be made here:
+   * the cpu backend puts e's buffers in memory the ranks of the node share
+   * (kiln_dist_shared_alloc), so that e's all-reduces add in place
+   * (docs/distributed.md, "The all-reduce in shared memory"). */
+  void (*first_run)(kiln_backend *b, kiln_executable *e);
 } kiln_backend_vtable;
 
 /* The message of an out-of-range index found at run time (both backends

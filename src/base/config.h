@@ -62,6 +62,7 @@
    * loaded, to know whether the program runs alone) */ \
   X(mpi_lib, "KILN_MPI_LIB")                         \
   X(dist_timeout, "KILN_DIST_TIMEOUT")              \
+  X(dist_shm, "KILN_DIST_SHM")                      \
   X(ompi_world_size, "OMPI_COMM_WORLD_SIZE")        \
   X(ompi_world_rank, "OMPI_COMM_WORLD_RANK")        \
   X(pmi_size, "PMI_SIZE")                           \

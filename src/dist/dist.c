@@ -16,6 +16,7 @@
 #include "base/counters.h"
 #include "base/exit.h"
 #include "base/fs.h"
+#include "base/log.h"
 #include "base/spans.h"
 #include "dist/module.h"
 #include "kiln/dist.h"
@@ -246,9 +247,12 @@ static void run_one(kiln_dist_handle *h) {
   pthread_mutex_lock(&g_mu);
   h->rc = g_ops->arrive(&p, h->msg, sizeof h->msg); /* every rank is here, or the timeout */
   if (h->rc == 0) switch (c->kind) {
-      case KILN_DIST_ALL_REDUCE:
-        h->rc = g_ops->all_reduce(c->in, c->out, c->count, c->dtype, c->reduce, h->msg, sizeof h->msg);
+      case KILN_DIST_ALL_REDUCE: {
+        int shared = 0;
+        h->rc = g_ops->all_reduce(c->in, c->out, c->count, c->dtype, c->reduce, &shared, h->msg, sizeof h->msg);
+        if (shared) kiln_counter_add("AllReduceSharedMemory", 1);
         break;
+      }
       case KILN_DIST_BROADCAST:
         if (c->out != c->in && bytes) memcpy(c->out, c->in, bytes);
         h->rc = g_ops->broadcast(c->out, bytes, c->root, h->msg, sizeof h->msg);
@@ -460,6 +464,25 @@ kiln_status kiln_dist_wait(kiln_dist_handle *h, kiln_err *err) {
                      (long long)h->call.count, g_rank, g_world, h->msg);
   free(h);
   return s;
+}
+
+void *kiln_dist_shared_alloc(size_t bytes) {
+  int rank, world;
+  if (kiln_dist_world((kiln_loc){0}, &rank, &world) != KILN_OK || world < 2 || !g_ops) return NULL;
+  /* KILN_DIST_SHM=0 asks for no shared memory on this rank: it still takes
+   * part (the call is collective), with 0 bytes, and every all-reduce on
+   * that memory then goes through MPI on every rank */
+  const char *off = kiln_cfg()->dist_shm;
+  if (off && strcmp(off, "0") == 0) bytes = 0;
+  void *p = NULL;
+  char msg[256] = "";
+  pthread_mutex_lock(&g_mu);
+  int rc = g_ops->shared_alloc(bytes, &p, msg, sizeof msg);
+  pthread_mutex_unlock(&g_mu);
+  if (rc != 0)
+    kiln_log_printf(stderr, "kiln: rank %d: no shared memory for a step's buffers (%s): all-reduces through MPI\n",
+                    g_rank, msg);
+  return rc == 0 ? p : NULL;
 }
 
 kiln_status kiln_dist_collective(const kiln_dist_call *c, kiln_err *err) {

@@ -57,6 +57,15 @@ typedef struct kiln_dist_call {
  * the element count and the world. */
 kiln_status kiln_dist_collective(const kiln_dist_call *c, kiln_err *err);
 
+/* Collective: every rank calls it at the same point, with no collective in
+ * flight (the runtime, before a graph with collectives first runs). bytes
+ * of memory that every rank of the node maps (module.h, shared_alloc), for
+ * that graph's buffers, so that its all-reduces add in place in shared
+ * memory; NULL when not available (alone, ranks on several nodes, no room
+ * in /dev/shm, KILN_DIST_SHM=0, bytes 0): the buffers are private and the
+ * all-reduces go through MPI. Freed when MPI is. */
+void *kiln_dist_shared_alloc(size_t bytes);
+
 /* A collective in flight. */
 typedef struct kiln_dist_handle kiln_dist_handle;
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KILN_MPI_ABI 2
+#define KILN_MPI_ABI 3
 
 /* How a call waits: the arrival barrier and status queries are started
  * nonblocking and tested; between tests the module calls idle(ctx), which
@@ -45,8 +45,12 @@ typedef struct kiln_mpi_ops {
    * every rank is in it, so only a rank dying mid-way can stall it, and
    * the launcher then stops the job. */
   int (*arrive)(const kiln_mpi_poll *p, char *msg, size_t cap);
-  /* reduce: 0 sum, 1 max; dt a number dtype with an MPI type (not bf16/f16) */
-  int (*all_reduce)(const void *in, void *out, int64_t count, int dt, int reduce, char *msg, size_t cap);
+  /* reduce: 0 sum, 1 max; dt a number dtype with an MPI type (not bf16/f16).
+   * In place (in == out) on memory of shared_alloc, on every rank at the
+   * same offset, the ranks add through shared memory instead of MPI's
+   * copies (*shared = 1); otherwise MPI_Allreduce (*shared = 0). */
+  int (*all_reduce)(const void *in, void *out, int64_t count, int dt, int reduce, int *shared, char *msg,
+                    size_t cap);
   int (*broadcast)(void *buf, size_t bytes, int root, char *msg, size_t cap);
   /* out = the ranks' `bytes` bytes, in rank order */
   int (*all_gather)(const void *in, void *out, size_t bytes, char *msg, size_t cap);
@@ -57,6 +61,14 @@ typedef struct kiln_mpi_ops {
   /* End the whole job (MPI_Abort): the other ranks may be blocked in MPI. */
   void (*abort)(int code);
   void (*finalize)(void);
+  /* Collective (every rank calls it at the same point of its program, with
+   * nothing else in flight): `bytes` of memory that every rank of the node
+   * can read and write (an MPI-3 shared window), for a step's buffers so
+   * that all_reduce adds in place. *out = NULL (and 0 returned) when not
+   * available: world not on one node, bytes 0 on this rank, the shared
+   * memory file system short of room, or the window budget spent. Freed
+   * only at finalize. */
+  int (*shared_alloc)(size_t bytes, void **out, char *msg, size_t cap);
 } kiln_mpi_ops;
 
 /* The module's one exported symbol. */

@@ -239,6 +239,10 @@ static kiln_status agree_first_run(kiln_runtime *rt, kiln_cache_entry *e, const 
   kiln_event_emit(&(kiln_event){.kind = KILN_EV_FIRST_RUN, .rt = rt, .cause = cause, .entry = e, .graph = g,
                                  .key = e->key, .verdict = &verdict});
   if (verdict.code != KILN_OK) return kiln_error(verdict.code, cause->loc, "%s", verdict.msg);
+  /* every rank is here for this graph, nothing in flight: the backend may
+   * make a collective call (backend.h, first_run: the cpu backend's buffers
+   * in memory the node's ranks share) */
+  if (e->exe && rt->backend->vt->first_run) rt->backend->vt->first_run(rt->backend, e->exe);
   e->agreed = 1;
   return KILN_OK;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/spans.h"
 #include "dist/dist.h"
@@ -368,6 +369,27 @@ KT_TEST(data_parallel_matches_one_process) {
   }
   kiln_dataset_destroy(ds);
   KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
+  /* the buckets are summed in place: through shared memory when the ranks
+   * share a host, through MPI across hosts (test_dist_netns) or with
+   * KILN_DIST_SHM=0 (test_dist_np2_mpi); the parameters above matched
+   * either way. One host: every rank's host name hashes the same. */
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  double hh = 0, hosts[64];
+  for (const char *c = host; *c; c++) hh = fmod(hh * 131 + (unsigned char)*c, 1e9);
+  int one_host = 1;
+  if (W <= 64) {
+    const int64_t one = 1;
+    read_f64(kiln_all_gather(kiln_mul_c(kiln_ones(KILN_F64, 1, &one), hh), 0), hosts, W);
+    for (int k = 0; k < W; k++) one_host = one_host && hosts[k] == hosts[0];
+  }
+  const char *shm = getenv("KILN_DIST_SHM");
+  int64_t via_shm = kiln_counter_value("AllReduceSharedMemory");
+  if (W == 1 || !one_host || (shm && strcmp(shm, "0") == 0))
+    KT_CHECK_MSG(via_shm == 0, "rank %d: %lld all-reduces through shared memory", R, (long long)via_shm);
+  else
+    KT_CHECK_MSG(via_shm >= STEPS, "rank %d: %lld all-reduces through shared memory, %d steps", R,
+                 (long long)via_shm, STEPS);
 }
 
 /* Alone (no launcher): rank 0 of 1, and MPI never loaded. */

@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu_family.h"
 #include "base/text.h"
+#include "dist/dist.h"
 
 /* ───────────── kernel table ───────────── */
 
@@ -89,6 +90,23 @@ static void so_release(cpu_backend *b, so_ref *r) {
 
 /* ───────────── compile ───────────── */
 
+/* (backend.h, first_run) e's arena in memory every rank of the node maps,
+ * when the dist service has it (NULL alone, across hosts, ...: e allocates
+ * its own at its first run). Collective: every rank calls
+ * kiln_dist_shared_alloc, with 0 bytes when e takes none (a family's
+ * graph, whose buffers are the family's, or an arena already made). */
+static void first_run(kiln_backend *kb, kiln_executable *e) {
+  pthread_mutex_lock(&e->mu);
+  size_t want = !e->shared && !e->arena ? e->scratch_bytes : 0;
+  void *p = kiln_dist_shared_alloc(want);
+  if (p && want) {
+    e->arena = p;
+    e->arena_adopted = 1;
+    kiln_cpu_scratch_event(kb, p, (int64_t)want);
+  }
+  pthread_mutex_unlock(&e->mu);
+}
+
 static void exe_free(kiln_backend *kb, kiln_executable *e) {
   if (!e) return;
   if (e->n_uses) {
@@ -106,7 +124,7 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
   free(e->names);
   free(e->bufs);
   if (e->arena) kiln_cpu_scratch_event(kb, e->arena, -(int64_t)e->scratch_bytes);
-  free(e->arena);
+  if (!e->arena_adopted) free(e->arena);
   free(e->timings);
   free(e->sites);
   pthread_mutex_destroy(&e->mu);
@@ -748,6 +766,7 @@ static const kiln_backend_vtable k_cpu_vtable = {
     .executable_info = kiln_cpu_executable_info,
     .last_kernel_timings = kiln_cpu_last_kernel_timings,
     .describe = cpu_describe,
+    .first_run = first_run,
     .last_error_loc = kiln_cpu_last_error_loc,
 };
 

@@ -151,6 +151,7 @@ struct kiln_executable {
   size_t scratch_bytes;
   pthread_mutex_t mu;
   void *arena;
+  int arena_adopted; /* arena is the caller's (arena_adopt): not freed here */
   kiln_kernel_timing *timings; /* per step, of the last run; made by the first run */
   int32_t max_args;
   isite *sites;

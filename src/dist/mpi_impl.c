@@ -179,12 +179,6 @@ static int m_shared_alloc(size_t bytes, void **out, char *msg, size_t cap) {
   return 0;
 }
 
-/* What a rank says about its all-reduce before the ranks add in shared
- * memory: all the same (and win >= 0) on every rank, or MPI_Allreduce. */
-typedef struct shm_call {
-  int64_t win, off, count, dt, reduce;
-} shm_call;
-
 #define SHM_SUM(T, U)                                                                      \
   do {                                                                                     \
     if (w == 2) {                                                                          \
@@ -209,26 +203,27 @@ static int shm_all_reduce(void *buf, int64_t count, int dt, int reduce, size_t e
   int w = 0, r = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &w);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  shm_call me = {-1, 0, count, dt, reduce};
+  /* what this rank says about its all-reduce: window, offset, count, dtype,
+   * op; the ranks add in shared memory when every rank says the same and
+   * has a window (min = max of every field), else MPI_Allreduce */
+  int64_t v[5] = {-1, 0, count, dt, reduce}, lo5[5], hi5[5];
   int kind_ok = reduce == 0 && (dt == KILN_F32 || dt == KILN_F64 || dt == KILN_I32 || dt == KILN_I64);
-  for (int k = 0; k < g_nwin && kind_ok && me.win < 0; k++) {
+  for (int k = 0; k < g_nwin && kind_ok && v[0] < 0; k++) {
     const shm_win *sw = &g_win[k];
     if (!sw->base || !sw->size) continue;
     uintptr_t p = (uintptr_t)buf, b = (uintptr_t)sw->base[r];
     size_t n = sw->size[r];
     if (n && p >= b && p - b <= n && (size_t)count * es <= n - (p - b)) {
-      me.win = k;
-      me.off = (int64_t)(p - b);
+      v[0] = k;
+      v[1] = (int64_t)(p - b);
     }
   }
-  /* every rank says the same (min = max of every field) and has a window */
-  int64_t v[5] = {me.win, me.off, me.count, me.dt, me.reduce}, lo5[5], hi5[5];
   int rc = MPI_Allreduce(v, lo5, 5, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   if (rc == MPI_SUCCESS) rc = MPI_Allreduce(v, hi5, 5, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (rc != MPI_SUCCESS) return fail(rc, "MPI_Allreduce", msg, cap);
   if (lo5[0] < 0 || memcmp(lo5, hi5, sizeof lo5) != 0) return 0;
-  const shm_win *sw = &g_win[me.win];
-  int64_t off = me.off, lo = count * r / w, hi = count * (r + 1) / w;
+  const shm_win *sw = &g_win[v[0]];
+  int64_t off = v[1], lo = count * r / w, hi = count * (r + 1) / w;
   MPI_Win_sync(sw->win); /* the other ranks' stores, made before they arrived */
   switch (dt) {
     case KILN_F32: SHM_SUM(float, float); break;

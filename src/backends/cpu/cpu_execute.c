@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "dist/dist.h"
 
 /* ───────────── buffers ───────────── */
 
@@ -207,6 +208,23 @@ static void flights_start(flights *f, const step *sp, void *const *ptr) {
     f->v[f->n].h = h;
     f->v[f->n++].sp = sp;
   }
+}
+
+/* (backend.h, first_run) e's arena in memory every rank of the node maps,
+ * when the dist service has it (NULL alone, across hosts, ...: e allocates
+ * its own at its first run). Collective: every rank calls
+ * kiln_dist_shared_alloc, with 0 bytes when e takes none (a family's
+ * graph, whose buffers are the family's, or an arena already made). */
+void kiln_cpu_first_run(kiln_backend *kb, kiln_executable *e) {
+  pthread_mutex_lock(&e->mu);
+  size_t want = !e->shared && !e->arena ? e->scratch_bytes : 0;
+  void *p = kiln_dist_shared_alloc(want);
+  if (p && want) {
+    e->arena = p;
+    e->arena_adopted = 1;
+    kiln_cpu_scratch_event(kb, p, (int64_t)want);
+  }
+  pthread_mutex_unlock(&e->mu);
 }
 
 /* The intermediate buffers of this execute (under e->mu): the executable's

@@ -174,7 +174,14 @@ void kiln_cpu_name_steps(kiln_executable *e);
  * thread, any number at once. */
 void kiln_cpu_step_resolve(const kiln_pool_tag *tag);
 
+/* Profile names of steps (cpu_names.c): the op list of loop kernel ki
+ * ("fusion.3 (mul,add,relu)", interned; NULL when out of memory), and what
+ * names step sp of kernel ki (its root's scope, the user's line, label). */
+const char *kiln_cpu_loop_label(const kiln_sched *s, int32_t ki);
+void kiln_cpu_name_parts(const kiln_sched *s, int32_t ki, step *sp, const char *label);
+
 /* Execution (cpu_execute.c): buffers, the backend's execute and its queries. */
+void kiln_cpu_first_run(kiln_backend *kb, kiln_executable *e); /* backend.h, first_run */
 void *kiln_cpu_buffer_alloc(kiln_backend *kb, size_t bytes);
 void kiln_cpu_buffer_free(kiln_backend *kb, void *p);
 void kiln_cpu_copy(kiln_backend *kb, void *dst, const void *src, size_t bytes);

@@ -39,7 +39,9 @@
  * rows give the bf16 median against kiln's own f32 median (bar 0.6x) and
  * against PyTorch's CPU autocast(dtype=torch.bfloat16) step
  * (KILN_BENCH_TORCH_AMP_TRAIN_MS, bench/torch_train.py MODEL THREADS bf16;
- * bar 0.7x).
+ * bar 0.7x). KILN_BENCH_TRAIN_AMP=bf16-only runs every step in bf16 (no f32
+ * rows; for KILN_BENCH_TRAIN_PROFILE, whose per-kernel table would otherwise
+ * mix the two graphs).
  *
  * Cost of genericity (KILN_BENCH_TRAIN_DYNAMIC=ab, encoder; issue 15 §4):
  * this program runs itself KILN_BENCH_TRAIN_AB_ROUNDS times (default 3)
@@ -262,7 +264,8 @@ int main(void) {
   const char *amp_env = getenv("KILN_BENCH_TRAIN_AMP");
   int dyn = dyn_env && !strcmp(dyn_env, "1");
   long families = 0; /* DynamicFamily over the warm-up (the A/B children report it) */
-  int amp = amp_env && !strcmp(amp_env, "bf16");
+  int amp_only = amp_env && !strcmp(amp_env, "bf16-only");
+  int amp = amp_env && (!strcmp(amp_env, "bf16") || amp_only);
   int n32 = 0, n16 = 0;
   double loss_first = 0, loss_last = 0;
   kiln_tensor loss_keep = {0, 0};
@@ -283,7 +286,7 @@ int main(void) {
      * sequence length) marked dynamic: the step runs the family's kernels,
      * which take that size at run time (docs/dynamic-shapes.md) */
     if (dyn && m.x_rank > 1) kiln_dynamic(x, 1);
-    int on = amp && (s & 1);
+    int on = amp && (amp_only || (s & 1));
     if (on) kiln_autocast_begin(KILN_BF16);
     kiln_tensor out = forward(&m, x, (uint64_t)s + 1);
     kiln_tensor loss = m.has_target ? kiln_cross_entropy(out, kiln_from_host(yh, KILN_I64, 1, y_shape), -100, 0.0)
@@ -317,6 +320,10 @@ int main(void) {
   if (!(loss_first == loss_first && loss_last == loss_last) || (m.has_target && !(loss_last < loss_first))) {
     fprintf(stderr, "train_step %s: bad losses: first %g, last %g\n", which, loss_first, loss_last);
     return 1;
+  }
+  if (amp_only) { /* no f32 steps to compare with: the median alone */
+    printf("%s bf16-only: median step %.3f ms\n", which, kb_median(amp_s, n16) * 1e3);
+    return 0;
   }
   double med = kb_median(step_s, amp ? n32 : STEPS) * 1e3;
   if (dyn_env) printf("KILN_TRAIN_AB %.6f %ld\n", med, families);

@@ -39,6 +39,7 @@
   X(tmpdir, "TMPDIR")                               \
   /* GEMM */                                        \
   X(gemm, "KILN_GEMM")                              \
+  X(gemm_bf16, "KILN_GEMM_BF16")                    \
   X(openblas_coretype, "OPENBLAS_CORETYPE")         \
   /* metrics and debugging */                       \
   X(metrics, "KILN_METRICS")                        \

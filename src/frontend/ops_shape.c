@@ -340,6 +340,21 @@ static kiln_tensor matmul_fold_batch(kiln_frontend *fe, kiln_node *na, kiln_node
 
 /* [M, K] @ [..., K, N] computed as (bᵀ folded into rows) @ aᵀ, transposed
  * back (see kiln_matmul_at for when). a1: a was 1-D (M = 1 is dropped). */
+/* A matmul operand in dtype dt. A transposed operand (a Linear layer's
+ * x @ Wᵀ) is cast before its transpose: cast(permute(W)) is permute(cast(W)),
+ * value for value, but the cast then reads and writes W in its own layout
+ * (contiguous, vectorised; through the permute it read with a stride), the
+ * GEMM reads the transpose for free, and the weight's gradient arrives in
+ * W's layout (autograd.c, send_input_grad), so the update that follows
+ * reads it contiguously too. */
+static kiln_node *operand_cast(kiln_frontend *fe, kiln_node *n, kiln_dtype dt, kiln_loc loc) {
+  if (!n || n->dtype == dt || n->op != KILN_OP_PERMUTE || n->n_iattr < n->rank) return kiln_api_cast(fe, n, dt, loc);
+  int perm[KILN_MAX_RANK];
+  for (int i = 0; i < n->rank; i++) perm[i] = (int)n->iattr[i];
+  kiln_node *c = kiln_api_cast(fe, n->in[0], dt, loc);
+  return c ? permute_node(fe, c, perm, loc) : NULL;
+}
+
 static kiln_tensor matmul_transposed(kiln_frontend *fe, kiln_node *na, kiln_node *nb, kiln_dtype dt, int a1,
                                      kiln_loc loc) {
   int r = nb->rank;
@@ -439,8 +454,8 @@ kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   if (!kiln_dtype_is_float(dt) && dt != KILN_I64) dt = KILN_I32;
   kiln_dtype ac = kiln_api_autocast(fe); /* f32/bf16/f16 operands in the region's dtype */
   if (ac != KILN_F32 && kiln_dtype_is_float(dt) && dt != KILN_F64) dt = ac;
-  na = kiln_api_cast(fe, na, dt, loc);
-  nb = kiln_api_cast(fe, nb, dt, loc);
+  na = operand_cast(fe, na, dt, loc);
+  nb = operand_cast(fe, nb, dt, loc);
   if (!na || !nb) return kiln_fe_tensor(fe, NULL, loc); /* a cast's bytes overflow: recorded */
   int a1 = na->rank == 1, b1 = nb->rank == 1;
   int64_t s[KILN_MAX_RANK];

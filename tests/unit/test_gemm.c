@@ -182,50 +182,74 @@ static double from_bf16(uint16_t h) {
   return f;
 }
 
-static int check_bf16(int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k) {
-  int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ar = ta ? k : m, br = tb ? n : k;
+/* mode 0: kiln_gemm_other (the path KILN_GEMM_BF16 picks), 1: the kernel
+ * into f32 C, 2: the kernel into bf16 C */
+static int check_bf16(int mode, int ta, int tb, int64_t m, int64_t n, int64_t k) {
+  int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ar = ta ? k : m, br = tb ? n : k, ldc = n + 2;
   uint16_t *A = malloc((size_t)(ar * lda + 1) * 2), *B = malloc((size_t)(br * ldb + 1) * 2);
-  float *C = malloc((size_t)(m * n + 1) * 4);
-  uint16_t *Ch = malloc((size_t)(m * n + 1) * 2);
+  float *C = malloc((size_t)(m * ldc + 1) * 4);
+  uint16_t *Ch = malloc((size_t)(m * ldc + 1) * 2);
   for (int64_t i = 0; i < ar * lda; i++) A[i] = to_bf16(next_val());
   for (int64_t i = 0; i < br * ldb; i++) B[i] = to_bf16(next_val());
+  for (int64_t i = 0; i < m * ldc; i++) C[i] = -7, Ch[i] = 0x7777; /* the gaps between rows stay */
   int bad = 0;
-  if (kernel) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, C, n), 0);
-  else kiln_gemm_other(KILN_BF16, ta, tb, m, n, k, A, lda, B, ldb, Ch, n);
-  for (int64_t i = 0; i < m && !bad; i++)
+  if (mode == 1) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, C, ldc, 0), 0);
+  else if (mode == 2) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, Ch, ldc, 1), 0);
+  else kiln_gemm_other(KILN_BF16, ta, tb, m, n, k, A, lda, B, ldb, Ch, ldc);
+  for (int64_t i = 0; i < m && !bad; i++) {
+    for (int64_t j = n; j < ldc && !bad; j++)
+      if (mode == 1 ? C[i * ldc + j] != -7 : Ch[i * ldc + j] != 0x7777) {
+        KT_FAIL("bf16 mode %d %lldx%lldx%lld: wrote C[%lld][%lld], past the row", mode, (long long)m, (long long)n,
+                (long long)k, (long long)i, (long long)j);
+        bad = 1;
+      }
     for (int64_t j = 0; j < n && !bad; j++) {
       double s = 0, mag = 0;
       for (int64_t q = 0; q < k; q++) {
         double p = from_bf16(A[ta ? q * lda + i : i * lda + q]) * from_bf16(B[tb ? j * ldb + q : q * ldb + j]);
         s += p, mag += fabs(p);
       }
-      double got = kernel ? C[i * n + j] : from_bf16(Ch[i * n + j]);
-      double tol = kernel ? 1e-6 * mag + 1e-30 : mag / 256 + 1e-30; /* f32 sums; bf16 output: one rounding */
+      double got = mode == 1 ? C[i * ldc + j] : from_bf16(Ch[i * ldc + j]);
+      /* f32 sums (their error grows with K); bf16 output: one rounding more */
+      double tol = mode == 1 ? 1e-6 * mag * (1.0 + (double)k / 256) + 1e-30 : mag / 256 + 1e-30;
       if (fabs(got - s) > tol) {
-        KT_FAIL("bf16 %s ta=%d tb=%d %lldx%lldx%lld: C[%lld][%lld] = %.9g, want %.9g", kernel ? "kernel" : "gemm",
-                ta, tb, (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, got, s);
+        KT_FAIL("bf16 mode %d ta=%d tb=%d %lldx%lldx%lld: C[%lld][%lld] = %.9g, want %.9g", mode, ta, tb,
+                (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, got, s);
         bad = 1;
       }
     }
+  }
   free(A), free(B), free(C), free(Ch);
   return bad;
 }
 
 static int child_bf16(void) {
-  const int64_t sizes[][3] = {{1, 1, 1}, {13, 37, 15}, {12, 32, 384}, {100, 70, 801}, {130, 1100, 9}, {5, 3, 0}};
+  /* edge tiles, odd K (zero-padded), K = 0, a transposed B of whole 16 x 16
+   * word blocks and a rest (K 130), K past one block (2048) */
+  const int64_t sizes[][3] = {{1, 1, 1},   {13, 37, 15},  {12, 32, 384}, {100, 70, 801}, {130, 1100, 9},
+                              {5, 3, 0},   {40, 96, 130}, {25, 64, 32},  {7, 33, 4101},  {50, 64, 4100}};
+  const int ns = (int)(sizeof sizes / sizeof sizes[0]);
   int have = kiln_gemm_bf16_available();
-  fprintf(stderr, "  bf16 kernel (avx512_bf16): %s\n", have ? "available" : "not on this CPU");
+  fprintf(stderr, "  bf16 kernel (avx512_bf16): %s; preferred here: %s\n", have ? "available" : "not on this CPU",
+          kiln_gemm_bf16_preferred() ? "yes" : "no");
   if (!have) { /* refused, C untouched */
     uint16_t a = 0x3f80;
     float c = 7;
-    KT_EQ_INT(kiln_gemm_bf16(0, 0, 1, 1, 1, &a, 1, &a, 1, &c, 1), -1);
+    KT_EQ_INT(kiln_gemm_bf16(0, 0, 1, 1, 1, &a, 1, &a, 1, &c, 1, 0), -1);
     KT_NEAR(c, 7, 0);
   }
-  for (int s = 0; s < 6; s++)
-    for (int t = 0; t < 4; t++) {
-      if (have) check_bf16(1, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
-      check_bf16(0, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
-    }
+  kiln_config cfg = *kiln_cfg();
+  for (int path = 0; path < 2; path++) { /* kiln_gemm_other by the library, then by the kernel */
+    cfg.gemm_bf16 = path ? "kernel" : "library";
+    kiln_config_set(&cfg);
+    KT_EQ_INT(kiln_gemm_bf16_preferred(), path && have);
+    for (int s = 0; s < ns; s++)
+      for (int t = 0; t < 4; t++) check_bf16(0, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
+  }
+  if (have)
+    for (int s = 0; s < ns; s++)
+      for (int t = 0; t < 4; t++)
+        for (int mode = 1; mode <= 2; mode++) check_bf16(mode, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
   return kt_failed_checks ? 1 : 0;
 }
 

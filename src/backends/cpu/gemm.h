@@ -27,12 +27,18 @@ void kiln_gemm_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, 
  * (accumulated in dt, wrapping). gemm_convert.c. */
 void kiln_gemm_other(int dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                      const void *b, int64_t ldb, void *c, int64_t ldc);
-/* C (f32) = op(A) op(B) for bf16 A and B with f32 accumulation, by kiln's
- * AVX512_BF16 (vdpbf16ps) kernel. Returns 0 when done, -1 when this CPU or
- * compiler has no such kernel or memory for the packed panels ran out (C
- * untouched). gemm_bf16.c; docs/gemm.md says when it is used. */
+/* C = op(A) op(B) for bf16 A and B with f32 accumulation, by kiln's
+ * AVX512_BF16 (vdpbf16ps) kernel: C in f32 (c_bf16 0) or rounded to nearest
+ * even into bf16 (c_bf16 1), leading dimension ldc. Returns 0 when done, -1
+ * when this CPU or compiler has no such kernel or memory for the packed
+ * panels ran out (C untouched). gemm_bf16.c; docs/gemm.md says when it is
+ * used. */
 int kiln_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
-                   const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+                   const uint16_t *b, int64_t ldb, void *c, int64_t ldc, int c_bf16);
 int kiln_gemm_bf16_available(void); /* 1: kiln_gemm_bf16 runs on this CPU */
+/* 1: bf16 GEMMs go to kiln_gemm_bf16 rather than the library's sgemm on
+ * widened copies (this CPU's vdpbf16ps is the faster, or the library is the
+ * naive loops; KILN_GEMM_BF16=kernel|library overrides) */
+int kiln_gemm_bf16_preferred(void);
 
 #endif

@@ -1,11 +1,17 @@
 /* bf16 GEMM with f32 accumulation on CPUs with AVX512_BF16 (vdpbf16ps).
  *
  * Why kiln's own kernel: Debian 12's oneDNN 2.6.3 has dnnl_gemm_bf16bf16f32,
- * but on the Sapphire Rapids machines it measured ~85 GFLOP/s on one core
- * against ~145 for its own sgemm (docs/gemm.md), and Debian's OpenBLAS
- * 0.3.21 is built without sbgemm. vdpbf16ps does 32 multiply-adds per
- * instruction where an f32 FMA does 16, so a plain register-blocked kernel
- * beats the f32 library.
+ * but it measured ~85 GFLOP/s on one core against ~145 for its own sgemm
+ * (docs/gemm.md), and Debian's OpenBLAS 0.3.21 is built without sbgemm.
+ * vdpbf16ps does 32 multiply-adds per instruction where an f32 FMA does 16:
+ * where it issues at the FMA's rate (AMD Zen 4: 232 vs 114 GFLOP/s on one
+ * core, register-only loops) the kernel beats the f32 library; where it
+ * issues at half of it (Intel Sapphire Rapids: 78.5 vs 156.8) it does not.
+ * kiln_gemm_bf16_preferred() says which (docs/gemm.md, "bf16").
+ *
+ * C comes out in f32 or, rounded to nearest even, in bf16: with K in one
+ * block (K <= KC, the common case) the micro-kernel rounds its registers
+ * and stores 16-bit values, so a bf16 GEMM needs no f32 copy of C.
  *
  * Layout (BLIS-style): B is packed per K-block into panels of NR = 32
  * columns, each k-pair (k, k+1) of a column stored adjacent (the VNNI order
@@ -18,14 +24,21 @@
 #include <string.h>
 
 #include "backends/cpu/gemm.h"
+#include "base/config.h"
+#include "ir/scalar.h"          /* kf32_bf16 */
 #include "toolchain/compiler.h" /* kiln_cpu_features */
 
 #if defined(__x86_64__) && defined(__GNUC__) && (__GNUC__ >= 10 || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define KILN_HAVE_BF16_KERNEL 1
 #endif
 
-enum { MR = 12, NR = 32, KC = 384, MC = 96, NC = 1024 }; /* KC even: k-pairs stay inside a block */
+/* KC even: k-pairs stay inside a block. K up to KC is one block: the packed
+ * A block (MC x KC) stays in L2 and one B panel (KC x NR, 128 KiB at most)
+ * is read from L2 by every micro-kernel call of a column panel. */
+enum { MR = 12, NR = 32, KC = 2048, MC = 96, NC = 512 };
+enum { ST_F32, ST_F32_ACC, ST_BF16 }; /* how a micro-kernel stores C */
 
 static inline int64_t at(int t, int64_t i, int64_t j, int64_t ld) { return t ? j * ld + i : i * ld + j; }
 
@@ -35,7 +48,7 @@ int kiln_gemm_bf16_available(void) {
   int v = __atomic_load_n(&avail, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *f = kiln_cpu_features();
-    v = strstr(f, "avx512bf16") && strstr(f, "avx512f") && strstr(f, "avx512bw") ? 1 : 0;
+    v = strstr(f, "avx512bf16") && strstr(f, "avx512f") && strstr(f, "avx512bw") && strstr(f, "avx512vl") ? 1 : 0;
     __atomic_store_n(&avail, v, __ATOMIC_RELAXED);
   }
   return v;
@@ -44,13 +57,56 @@ int kiln_gemm_bf16_available(void) {
 #endif
 }
 
+/* Vendor rule, not a timing: a choice made by measuring at run time could
+ * differ between two runs of one program on a busy machine, and the two
+ * paths sum in different orders (different last bits). Every AMD CPU with
+ * AVX512_BF16 (Zen 4 on) issues vdpbf16ps at the FMA rate; the Intel ones
+ * measured (Sapphire Rapids) at half of it. KILN_GEMM_BF16=kernel|library
+ * overrides. */
+int kiln_gemm_bf16_preferred(void) {
+  if (!kiln_gemm_bf16_available()) return 0;
+  const char *want = kiln_cfg()->gemm_bf16;
+  if (want && !strcmp(want, "kernel")) return 1;
+  if (want && !strcmp(want, "library")) return 0;
+  if (!strcmp(kiln_gemm_library(), "naive")) return 1;
 #ifdef KILN_HAVE_BF16_KERNEL
+  static int amd = -1; /* cpuid traps to the hypervisor in a guest: asked once (a benign race) */
+  int v = __atomic_load_n(&amd, __ATOMIC_RELAXED);
+  if (v < 0) {
+    unsigned a, b, c, d;
+    v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* AuthenticAMD */
+    __atomic_store_n(&amd, v, __ATOMIC_RELAXED);
+  }
+  return v;
+#else
+  return 0;
+#endif
+}
+
+#ifdef KILN_HAVE_BF16_KERNEL
+/* One full MR-row panel of a transposed A (stored [K][M]): rows k and k+1
+ * of the stored matrix interleaved, MR (12) values at a time. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_a_trans(const uint16_t *a, int64_t lda,
+                                                                              int64_t i, int64_t k0, int64_t kp,
+                                                                              uint16_t *p) {
+  for (int64_t q = 0; q < kp; q++, p += 2 * MR) {
+    const uint16_t *r0 = a + (k0 + 2 * q) * lda + i, *r1 = r0 + lda;
+    __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(0x0fff, r0));
+    __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(0x0fff, r1));
+    _mm512_mask_storeu_epi32(p, 0x0fff, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+}
+
 /* rows [i0, i0+mc) x k [k0, k0+kc) of op(A) into MR-row panels of k-pairs */
 static void pack_a(int ta, const uint16_t *a, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                    uint16_t *pa) {
   int64_t kp = (kc + 1) / 2;
   for (int64_t r0 = 0; r0 < mc; r0 += MR) {
     uint16_t *p = pa + r0 * kp * 2;
+    if (ta && r0 + MR <= mc && kc % 2 == 0) {
+      pack_a_trans(a, lda, i0 + r0, k0, kp, p);
+      continue;
+    }
     if (!ta && r0 + MR <= mc && kc % 2 == 0) { /* a (k, k+1) pair is one 32-bit word */
       uint32_t *w = (uint32_t *)(void *)p;
       for (int64_t r = 0; r < MR; r++) {
@@ -72,7 +128,7 @@ static void pack_a(int ta, const uint16_t *a, int64_t lda, int64_t i0, int64_t m
 /* One NR-column panel, k-pairs [0, kp) of a full block (2·kp == kc, all
  * NR columns in range). B not transposed: rows k and k+1 are interleaved
  * 16 columns at a time; transposed: a (k, k+1) pair is one 32-bit word. */
-__attribute__((target("avx512f,avx512bw"))) static void pack_b_full(int tb, const uint16_t *b, int64_t ldb,
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_b_full(int tb, const uint16_t *b, int64_t ldb,
                                                                     int64_t k0, int64_t kp, int64_t j,
                                                                     uint16_t *p) {
   if (!tb) {
@@ -86,10 +142,40 @@ __attribute__((target("avx512f,avx512bw"))) static void pack_b_full(int tb, cons
     }
     return;
   }
+  /* B transposed (stored [N][K]): a (k, k+1) pair is one 32-bit word, and
+   * the panel is the transpose of NR rows of those words, 16 x 16 at a time */
   uint32_t *w = (uint32_t *)(void *)p;
+  int64_t q0 = 0;
+  for (; q0 + 16 <= kp; q0 += 16)
+    for (int c = 0; c < NR; c += 16) {
+      __m512i r[16], t[16];
+      for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(b + (j + c + i) * ldb + k0 + 2 * q0);
+      for (int i = 0; i < 16; i += 2) { /* 2x2 blocks of words */
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 16; i += 4) /* 4x4 */
+        for (int h = 0; h < 2; h++) {
+          r[i + h] = _mm512_unpacklo_epi64(t[i + h], t[i + h + 2]);
+          r[i + h + 2] = _mm512_unpackhi_epi64(t[i + h], t[i + h + 2]);
+        }
+      for (int i = 0; i < 16; i += 8) /* 8x8: 128-bit lanes */
+        for (int h = 0; h < 4; h++) {
+          t[i + h] = _mm512_shuffle_i32x4(r[i + h], r[i + h + 4], 0x88);
+          t[i + h + 4] = _mm512_shuffle_i32x4(r[i + h], r[i + h + 4], 0xdd);
+        }
+      for (int h = 0; h < 8; h++) { /* 16x16 */
+        r[h] = _mm512_shuffle_i32x4(t[h], t[h + 8], 0x88);
+        r[h + 8] = _mm512_shuffle_i32x4(t[h], t[h + 8], 0xdd);
+      }
+      /* r[x] now holds the 16 rows' words of one q: the unpacks leave the
+       * pairs q+1 and q+2 of a 4-group swapped, the lane shuffles keep order */
+      static const int qof[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+      for (int x = 0; x < 16; x++) _mm512_storeu_si512(w + (q0 + qof[x]) * NR + c, r[x]);
+    }
   for (int c = 0; c < NR; c++) {
     const uint16_t *col = b + (j + c) * ldb + k0;
-    for (int64_t q = 0; q < kp; q++) memcpy(&w[q * NR + c], col + 2 * q, 4);
+    for (int64_t q = q0; q < kp; q++) memcpy(&w[q * NR + c], col + 2 * q, 4);
   }
 }
 
@@ -113,10 +199,22 @@ static void pack_b(int tb, const uint16_t *b, int64_t ldb, int64_t k0, int64_t k
   }
 }
 
-/* tile[MR][NR] = sum over kp pairs; acc: add to C (rows mr, cols nr) */
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void micro(int64_t kp, const uint16_t *pa,
-                                                                         const uint16_t *pb, float *c, int64_t ldc,
-                                                                         int mr, int nr, int acc) {
+/* f32 lanes to bf16, nearest even, a NaN to the quiet 0x7fc0: kf32_bf16's
+ * arithmetic, 16 at a time */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m256i round_bf16(__m512 v) {
+  __m512i u = _mm512_castps_si512(v);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+/* tile[MR][NR] = sum over kp pairs, stored into C (rows mr, cols nr) as st
+ * says: f32, added to f32, or rounded to bf16 */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void micro(int64_t kp, const uint16_t *pa,
+                                                                                  const uint16_t *pb, void *cv,
+                                                                                  int64_t ldc, int mr, int nr,
+                                                                                  int st) {
   __m512 s[MR][2];
 #pragma GCC unroll 12
   for (int r = 0; r < MR; r++) s[r][0] = s[r][1] = _mm512_setzero_ps();
@@ -133,8 +231,14 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void micro(int64_t
   }
   if (mr == MR && nr == NR) {
     for (int r = 0; r < MR; r++) {
-      float *cr = c + r * ldc;
-      if (acc) {
+      if (st == ST_BF16) {
+        uint16_t *cr = (uint16_t *)cv + r * ldc;
+        _mm256_storeu_si256((void *)cr, round_bf16(s[r][0]));
+        _mm256_storeu_si256((void *)(cr + 16), round_bf16(s[r][1]));
+        continue;
+      }
+      float *cr = (float *)cv + r * ldc;
+      if (st == ST_F32_ACC) {
         s[r][0] = _mm512_add_ps(s[r][0], _mm512_loadu_ps(cr));
         s[r][1] = _mm512_add_ps(s[r][1], _mm512_loadu_ps(cr + 16));
       }
@@ -149,37 +253,29 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void micro(int64_t
     _mm512_storeu_ps(t[r] + 16, s[r][1]);
   }
   for (int r = 0; r < mr; r++)
-    for (int j = 0; j < nr; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + t[r][j] : t[r][j];
+    for (int j = 0; j < nr; j++) {
+      if (st == ST_BF16) ((uint16_t *)cv)[r * ldc + j] = kf32_bf16(t[r][j]);
+      else if (st == ST_F32_ACC) ((float *)cv)[r * ldc + j] += t[r][j];
+      else ((float *)cv)[r * ldc + j] = t[r][j];
+    }
 }
 
-static void block(int64_t mc, int64_t nc, int64_t kc, const uint16_t *pa, const uint16_t *pb, float *c,
-                  int64_t ldc, int acc) {
+static void block(int64_t mc, int64_t nc, int64_t kc, const uint16_t *pa, const uint16_t *pb, void *c,
+                  int64_t ldc, int st) {
   int64_t kp = (kc + 1) / 2;
+  size_t es = st == ST_BF16 ? 2 : 4;
   for (int64_t j = 0; j < nc; j += NR)
     for (int64_t i = 0; i < mc; i += MR) {
       int mr = (int)(mc - i < MR ? mc - i : MR), nr = (int)(nc - j < NR ? nc - j : NR);
-      micro(kp, pa + i * kp * 2, pb + j * kp * 2, c + i * ldc + j, ldc, mr, nr, acc);
+      micro(kp, pa + i * kp * 2, pb + j * kp * 2, (char *)c + (size_t)(i * ldc + j) * es, ldc, mr, nr, st);
     }
 }
-#endif
 
-int kiln_gemm_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
-                   const uint16_t *b, int64_t ldb, float *c, int64_t ldc) {
-#ifdef KILN_HAVE_BF16_KERNEL
-  if (!kiln_gemm_bf16_available()) return -1;
-  if (m <= 0 || n <= 0) return 0;
-  if (k <= 0) {
-    for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, sizeof *c * (size_t)n);
-    return 0;
-  }
-  int64_t mcap = (m < MC ? m : MC) + MR, ncap = (n < NC ? n : NC) + NR, kcap = (k < KC ? k : KC) + 2;
-  uint16_t *pa = aligned_alloc(64, (size_t)((mcap * kcap * 2 + 63) / 64 * 64));
-  uint16_t *pb = aligned_alloc(64, (size_t)((ncap * kcap * 2 + 63) / 64 * 64));
-  if (!pa || !pb) {
-    free(pa);
-    free(pb);
-    return -1;
-  }
+/* C (f32) = op(A) op(B), K in blocks of KC, the packed panels in pa, pb */
+static void run_blocks(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                       const uint16_t *b, int64_t ldb, void *c, int64_t ldc, int c_bf16, uint16_t *pa,
+                       uint16_t *pb) {
+  size_t es = c_bf16 ? 2 : 4;
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     int64_t nc = n - j0 < NC ? n - j0 : NC;
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
@@ -188,15 +284,45 @@ int kiln_gemm_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16
       for (int64_t i0 = 0; i0 < m; i0 += MC) {
         int64_t mc = m - i0 < MC ? m - i0 : MC;
         pack_a(ta, a, lda, i0, mc, k0, kc, pa);
-        block(mc, nc, kc, pa, pb, c + i0 * ldc + j0, ldc, k0 > 0);
+        block(mc, nc, kc, pa, pb, (char *)c + (size_t)(i0 * ldc + j0) * es, ldc,
+              c_bf16 ? ST_BF16 : k0 > 0 ? ST_F32_ACC : ST_F32);
       }
     }
   }
-  free(pa);
-  free(pb);
+}
+#endif
+
+int kiln_gemm_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                   const uint16_t *b, int64_t ldb, void *c, int64_t ldc, int c_bf16) {
+#ifdef KILN_HAVE_BF16_KERNEL
+  if (!kiln_gemm_bf16_available()) return -1;
+  if (m <= 0 || n <= 0) return 0;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++) memset((char *)c + (size_t)(i * ldc) * (c_bf16 ? 2 : 4), 0, (c_bf16 ? 2 : 4) * (size_t)n);
+    return 0;
+  }
+  /* K past one block: f32 partial sums in C, or in a copy rounded at the end */
+  float *fc = c_bf16 && k > KC ? malloc(sizeof(float) * (size_t)(m * n)) : NULL;
+  if (c_bf16 && k > KC && !fc) return -1;
+  int64_t mcap = (m < MC ? m : MC) + MR, ncap = (n < NC ? n : NC) + NR, kcap = (k < KC ? k : KC) + 2;
+  uint16_t *pa = aligned_alloc(64, (size_t)((mcap * kcap * 2 + 63) / 64 * 64));
+  uint16_t *pb = aligned_alloc(64, (size_t)((ncap * kcap * 2 + 63) / 64 * 64));
+  if (!pa || !pb) {
+    free(pa), free(pb), free(fc);
+    return -1;
+  }
+  if (fc) {
+    run_blocks(ta, tb, m, n, k, a, lda, b, ldb, fc, n, 0, pa, pb);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) ((uint16_t *)c)[i * ldc + j] = kf32_bf16(fc[i * n + j]);
+  } else {
+    run_blocks(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, c_bf16, pa, pb);
+  }
+  free(pa), free(pb), free(fc);
   return 0;
 #else
-  (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+  (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc,
+      (void)c_bf16;
   return -1;
 #endif
 }

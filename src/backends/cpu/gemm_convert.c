@@ -29,6 +29,14 @@ static void half_direct(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k,
     }
 }
 
+/* kf32_bf16 without its branch, so that a row of them vectorizes */
+static inline uint16_t narrow_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);
+}
+
 /* X (r x c as stored, bf16/f16, leading dimension ld) into dense f32 rows;
  * bf16 as a plain shift loop the compiler vectorizes. */
 static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, float *out) {
@@ -44,19 +52,14 @@ static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, f
     for (int64_t j = 0; j < c; j++) out[i * c + j] = kf16_f32(x[i * ld + j]);
 }
 
-/* bf16 on a machine whose GEMM library is the naive loops: kiln's
- * vdpbf16ps kernel (gemm_bf16.c) where the CPU has one. Elsewhere the
- * library's sgemm on widened copies: on the Sapphire Rapids machines
- * vdpbf16ps runs at half the f32 FMA rate (docs/gemm.md), so the f32
- * library is faster there. */
-static int bf16_kernel(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
-                       const uint16_t *b, int64_t ldb, float *fc) {
-  if (strcmp(kiln_gemm_library(), "naive") != 0 || !kiln_gemm_bf16_available()) return -1;
-  return kiln_gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, fc, n);
-}
-
+/* bf16/f16 C = op(A) op(B) in f32 sums. bf16 where kiln's vdpbf16ps kernel
+ * is the faster (gemm_bf16.c, kiln_gemm_bf16_preferred): straight from the
+ * 16-bit operands into 16-bit C. Otherwise the library's sgemm on copies
+ * widened to f32, and C rounded to nearest even. */
 static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
                       const uint16_t *b, int64_t ldb, uint16_t *c, int64_t ldc) {
+  if (dt == KILN_BF16 && kiln_gemm_bf16_preferred() && kiln_gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, 1) == 0)
+    return;
   float *fc = malloc(((size_t)(m * n) + 1) * sizeof(float));
   float *fa = fc ? malloc(((size_t)(m * k + k * n) + 1) * sizeof(float)) : NULL;
   if (!fa) {
@@ -64,16 +67,20 @@ static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, c
     half_direct(dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
     return;
   }
-  if (dt != KILN_BF16 || bf16_kernel(ta, tb, m, n, k, a, lda, b, ldb, fc) != 0) {
-    float *fb = fa + m * k;
-    /* widened as stored; the library applies the transposes */
-    int64_t ac = ta ? m : k, bc = tb ? k : n;
-    widen(dt, ta ? k : m, ac, a, lda, fa);
-    widen(dt, tb ? n : k, bc, b, ldb, fb);
-    kiln_gemm_sgemm(ta, tb, m, n, k, 1.0f, fa, ac, fb, bc, 0.0f, fc, n);
+  float *fb = fa + m * k;
+  /* widened as stored; the library applies the transposes */
+  int64_t ac = ta ? m : k, bc = tb ? k : n;
+  widen(dt, ta ? k : m, ac, a, lda, fa);
+  widen(dt, tb ? n : k, bc, b, ldb, fb);
+  kiln_gemm_sgemm(ta, tb, m, n, k, 1.0f, fa, ac, fb, bc, 0.0f, fc, n);
+  for (int64_t i = 0; i < m; i++) {
+    const float *fr = fc + i * n;
+    uint16_t *cr = c + i * ldc;
+    if (dt == KILN_BF16)
+      for (int64_t j = 0; j < n; j++) cr[j] = narrow_bf16(fr[j]);
+    else
+      for (int64_t j = 0; j < n; j++) cr[j] = kf32_f16(fr[j]);
   }
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) c[i * ldc + j] = dt == KILN_BF16 ? kf32_bf16(fc[i * n + j]) : kf32_f16(fc[i * n + j]);
   free(fa);
   free(fc);
 }

@@ -739,11 +739,13 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, kiln_ke
                    c.n_sites ? "KIDX_FN " : "");
   for (int i = 0; i < c.n_args; i++)
     kiln_text_printf(&src, "%s *restrict a%d KU = (%s *)args[%d];\n", c.arg_ty[i], i, c.arg_ty[i], i);
+  if (c.top.p) kiln_text_append(&src, c.top.p, c.top.len);
   if (body.p) kiln_text_append(&src, body.p, body.len);
   kiln_text_printf(&src, "}\n");
-  if (body.failed || src.failed || c.pre.failed) c.st = KILN_ERR_OUT_OF_MEMORY;
+  if (body.failed || src.failed || c.pre.failed || c.top.failed) c.st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(c.pre.p);
+  free(c.top.p);
   free(c.memo_f);
   free(c.memo_rs);
   kiln_arena_destroy(&c.ar);

@@ -715,7 +715,18 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
         case KILN_OP_RANDOM: {
           ictx sy;
           ctx_other(&sy, NODE(c, in[0]));
-          const char *seed = kiln_cg_conv(c, kiln_cg_ex(c, in[0], &sy), NODE(c, in[0])->dtype, KILN_I64);
+          const char *raw = kiln_cg_ex(c, in[0], &sy);
+          const char *seed = kiln_cg_conv(c, raw, NODE(c, in[0])->dtype, KILN_I64);
+          /* a seed read from its buffer (aN[0]) is read once, before the
+           * loop: read in the loop, gcc's vectorizer must assume a byte
+           * store (a dropout mask) may change it, and a kernel that stores
+           * two masks was left scalar (3x slower) */
+          int ai, used = 0;
+          if (sscanf(raw, "a%d[0]%n", &ai, &used) == 1 && raw[used] == 0) {
+            const char *name = kiln_cg_sf(c, "krs%d", c->n_top++);
+            kiln_text_printf(&c->top, "const int64_t %s KU = %s;\n", name, seed);
+            seed = name;
+          }
           const char *r = kiln_cg_sf(c, "krng_%s((uint64_t)(%s), (uint64_t)(%s))", nd->iattr[0] == 1 ? "normal" : "uniform",
                              seed, lin(c, x));
           return kiln_cg_conv(c, r, KILN_F64, nd->dtype);

@@ -157,6 +157,11 @@ void kiln_sched_gemm_operand(const kiln_graph *g, int32_t in, kiln_sgemm_operand
  *   X = L                                  L a graph input (LEAF)
  *   Y = M | mul(M, s) | mul(s, M)          M a MATMUL read only here,
  *                                          s a constant or a float SCALAR input
+ *   M = cast(M16)                          also: f32 L, Y from a bf16 MATMUL
+ *                                          M16 and its cast read only here
+ *                                          (mixed precision: a weight gradient
+ *                                          in bf16, the weight in f32); the
+ *                                          kernel rounds the product to bf16
  * The matmul and the factors are not materialized; the kernel reads L's
  * buffer (copied first into n's buffer when n cannot live in L's). */
 
@@ -185,13 +190,26 @@ static int leaf_term(const kiln_graph *g, int32_t n, int32_t x, int32_t *leaf) {
   return 1;
 }
 
+/* c = cast(M16) to f32, M16 a bf16 MATMUL of c's shape read only here:
+ * M16, or -1 */
+static int32_t bf16_product(const bld *b, int32_t c) {
+  const kiln_graph *g = b->g;
+  const kiln_gnode *x = N(g, c);
+  if (x->op != KILN_OP_CAST || x->dtype != KILN_F32) return -1;
+  int32_t m = IN(g, c, 0);
+  const kiln_gnode *y = N(g, m);
+  if (y->op != KILN_OP_MATMUL || y->dtype != KILN_BF16 || b->uses[m] != 1) return -1;
+  return same_shape(x->rank, x->shape, y->rank, y->shape) ? m : -1;
+}
+
 /* Y = M | M·s | s·M, with M and the product read only here */
 static int mm_term(const bld *b, int32_t n, int32_t y, int32_t *mm, double *alpha, int32_t *sn) {
   const kiln_graph *g = b->g;
   const kiln_gnode *yn = N(g, y);
   if (!same_node_shape(g, n, y) || b->uses[y] != 1) return 0;
-  if (yn->op == KILN_OP_MATMUL) {
-    *mm = y;
+  int32_t m16 = bf16_product(b, y);
+  if (yn->op == KILN_OP_MATMUL || m16 >= 0) {
+    *mm = m16 >= 0 ? m16 : y;
     *alpha = 1;
     *sn = -1;
     return 1;
@@ -199,7 +217,9 @@ static int mm_term(const bld *b, int32_t n, int32_t y, int32_t *mm, double *alph
   if (yn->op != KILN_OP_MUL) return 0;
   for (int i = 0; i < 2; i++) {
     int32_t m = IN(g, y, i), f = IN(g, y, 1 - i);
-    if (N(g, m)->op == KILN_OP_MATMUL && b->uses[m] == 1 && same_node_shape(g, n, m) && scale_factor(g, f, alpha, sn)) {
+    if (!same_node_shape(g, n, m) || b->uses[m] != 1) continue;
+    if (N(g, m)->op != KILN_OP_MATMUL && (m = bf16_product(b, m)) < 0) continue;
+    if (scale_factor(g, f, alpha, sn)) {
       *mm = m;
       return 1;
     }

@@ -2,6 +2,7 @@
  * the compiled results against plain C computed here. The per-line kernels
  * (sort, scatter, scans) are in test_schedule_lines.c, the DDP bucket's
  * in-place concatenation in test_schedule_bucket.c. */
+#include "base/config.h"
 #include "schedule_harness.h"
 
 /* ───────────── fusion counts + results ───────────── */
@@ -434,6 +435,90 @@ KT_TEST(batched_matmul_with_broadcast_and_transpose) {
   kiln_graph_free(g);
 }
 
+/* An f32 weight's update from a bf16 product (mixed precision: the
+ * gradient's GEMM in bf16, the weight in f32) is one GEMM too, and gives the
+ * unfused kernels' values bit for bit: the product rounded to bf16, times lr,
+ * subtracted in f32. Integer-valued operands make every f32 sum exact in any
+ * order, so the expected values are exact. Both bf16 paths (kiln's kernel
+ * and the library on widened copies), K in one block and past it, in place
+ * and with no factor, out of place. */
+static uint16_t bf16_of_int(int v) {
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16); /* small integers are exact in bf16 */
+}
+static float bf16_round(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+KT_TEST(bf16_gemm_updates_match_unfused_bits) {
+  enum { K = 23, N = 45, MMAX = 2101 }; /* whole 12 x 32 tiles of the kernel and edges */
+  static uint16_t xs[MMAX * K], ds[MMAX * N];
+  static float w0[K * N], ws[K * N], wold[K * N];
+  uint64_t st = 11;
+  for (int i = 0; i < MMAX * K; i++) xs[i] = bf16_of_int((int)(frand(&st) * 16.0f));
+  for (int i = 0; i < MMAX * N; i++) ds[i] = bf16_of_int((int)(frand(&st) * 16.0f));
+  for (int i = 0; i < K * N; i++) w0[i] = frand(&st);
+  double lr = 0.1;
+  kiln_config cfg = *kiln_cfg(), saved = cfg;
+  for (int path = 0; path < 2; path++)
+    for (int big = 0; big < 2; big++)
+      for (int plain = 0; plain < 2; plain++) {
+        cfg.gemm_bf16 = path ? "library" : "kernel";
+        kiln_config_set(&cfg);
+        int64_t M = big ? MMAX : 37;
+        int64_t sx[2] = {M, K}, sxt[2] = {K, M}, sd[2] = {M, N}, sw[2] = {K, N}, perm[2] = {1, 0}, one[2] = {1, 1};
+        gb b = {0};
+        int x = leaf(&b, KILN_BF16, 2, sx), d = leaf(&b, KILN_BF16, 2, sd), w = leaf(&b, KILN_F32, 2, sw);
+        int s = scalar(&b, KILN_F32);
+        int ins[2] = {moveop(&b, KILN_OP_PERMUTE, x, 2, sxt, 2, perm, 0), d};
+        int mm = add(&b, KILN_OP_MATMUL, KILN_BF16, 2, sw, 2, ins, 0, NULL, 0);
+        int g32 = add(&b, KILN_OP_CAST, KILN_F32, 2, sw, 1, &mm, 0, NULL, 0);
+        int lrx = expand(&b, moveop(&b, KILN_OP_RESHAPE, s, 2, one, 0, NULL, 0), 2, sw);
+        /* plain: W + dW, W's old value also an output (not in place) */
+        output(&b, plain ? bin(&b, KILN_OP_ADD, w, g32) : bin(&b, KILN_OP_SUB, w, bin(&b, KILN_OP_MUL, g32, lrx)),
+               plain ? -1 : 2);
+        if (plain) output(&b, w, -1);
+        kiln_graph *g = finish(&b);
+        memcpy(ws, w0, sizeof ws);
+        static float wnew[K * N];
+        void *in[] = {xs, ds, ws, &lr}, *out[] = {plain ? wnew : ws, wold};
+        kiln_exec_info info = run(g, in, out);
+        KT_EQ_INT(info.n_gemm_calls, 1);
+        KT_EQ_INT(info.n_kernels, 0); /* the update is the GEMM's */
+        const float *got = plain ? wnew : ws;
+        int bad = 0;
+        for (int i = 0; i < K && !bad; i++)
+          for (int j = 0; j < N && !bad; j++) {
+            float acc = 0; /* exact: integers, |sum| <= 2101 * 225 < 2^24 */
+            for (int64_t q = 0; q < M; q++) {
+              float xv, dv;
+              uint32_t ux = (uint32_t)xs[q * K + i] << 16, ud = (uint32_t)ds[q * N + j] << 16;
+              memcpy(&xv, &ux, 4), memcpy(&dv, &ud, 4);
+              acc += xv * dv;
+            }
+            float gv = bf16_round(acc), t = gv * (float)lr;
+            float want = plain ? w0[i * N + j] + gv : w0[i * N + j] - t;
+            if (got[i * N + j] != want) {
+              KT_FAIL("bf16 update (%s, M %lld, %s): W[%d][%d] = %.9g, want %.9g", path ? "library" : "kernel",
+                      (long long)M, plain ? "W + dW" : "W - lr dW", i, j, got[i * N + j], want);
+              bad = 1;
+            }
+            if (plain && wold[i * N + j] != w0[i * N + j]) {
+              KT_FAIL("W's old value changed at [%d][%d]", i, j);
+              bad = 1;
+            }
+          }
+        kiln_graph_free(g);
+      }
+  kiln_config_set(&saved);
+}
+
 /* GEMM updates (schedule_fuse.c): W - lr·(Xᵀ·D) with a run-time lr, in place;
  * the same when W cannot be overwritten (its old value is also an output);
  * a batched f64 accumulation acc + 0.5·(A·B) written the other way round;
@@ -679,7 +764,7 @@ KT_MAIN(KT_CASE(chain_of_8_is_one_kernel), KT_CASE(softmax_rows_at_most_two_kern
         KT_CASE(layernorm_at_most_two_kernels), KT_CASE(matmul_bias_relu_is_gemm_plus_one_kernel),
         KT_CASE(move_ops_match_c), KT_CASE(im2col_and_its_backward_match_c), KT_CASE(reductions_any_axes), KT_CASE(integer_and_bool_rules),
         KT_CASE(random_is_bit_exact_and_scalars_work), KT_CASE(aliased_outputs_stay_correct),
-        KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(gemm_updates_match_c), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
+        KT_CASE(batched_matmul_with_broadcast_and_transpose), KT_CASE(gemm_updates_match_c), KT_CASE(bf16_gemm_updates_match_unfused_bits), KT_CASE(shared_kernels_across_graphs), KT_CASE(column_reductions),
         KT_CASE(scratch_is_reused_by_liveness),
         KT_CASE(collective_issued_early_and_its_buffers_kept_in_flight),
         KT_CASE(teardown))

@@ -123,6 +123,7 @@ static void gemm_step(const kiln_sched *s, const kiln_skernel *k, step *st, int6
   st->name = "gemm";
   st->f64 = mm->dtype == KILN_F64;
   st->dt = mm->dtype;
+  st->cdt = g->nodes[k->node].dtype;
   st->m = mm->shape[r - 2];
   st->n = mm->shape[r - 1];
   st->k = a->shape[r - 1];

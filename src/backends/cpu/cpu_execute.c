@@ -68,7 +68,7 @@ typedef struct gemm_job {
 
 static void gemm_part(const gemm_job *j, int64_t item) {
   const step *sp = j->sp;
-  size_t es = kiln_dtype_size((kiln_dtype)sp->dt);
+  size_t es = kiln_dtype_size((kiln_dtype)sp->dt), ces = kiln_dtype_size((kiln_dtype)sp->cdt);
   int64_t bi = item / j->parts, part = item % j->parts;
   int64_t oa = 0, ob = 0, rem = bi;
   for (int d = sp->brank - 1; d >= 0; d--) {
@@ -79,7 +79,7 @@ static void gemm_part(const gemm_job *j, int64_t item) {
   }
   const char *A = (const char *)j->ptr[sp->abuf] + (size_t)oa * es;
   const char *B = (const char *)j->ptr[sp->bbuf] + (size_t)ob * es;
-  size_t c_off = (size_t)(bi * sp->m * sp->n) * es;
+  size_t c_off = (size_t)(bi * sp->m * sp->n) * ces;
   char *c = (char *)j->ptr[sp->cbuf] + c_off;
   const char *c0 = sp->c0buf >= 0 ? (const char *)j->ptr[sp->c0buf] + c_off : NULL;
   int64_t m = sp->m, n = sp->n, total = j->split_rows ? m : n;
@@ -87,29 +87,33 @@ static void gemm_part(const gemm_job *j, int64_t item) {
   if (hi <= lo) return;
   if (j->split_rows) { /* rows lo..hi of C: rows of op(A) */
     A += (size_t)(sp->ta ? lo : lo * sp->lda) * es;
-    c += (size_t)(lo * n) * es;
-    if (c0) c0 += (size_t)(lo * n) * es;
+    c += (size_t)(lo * n) * ces;
+    if (c0) c0 += (size_t)(lo * n) * ces;
     m = hi - lo;
   } else { /* columns lo..hi of C: columns of op(B) */
     B += (size_t)(sp->tb ? lo * sp->ldb : lo) * es;
-    c += (size_t)lo * es;
-    if (c0) c0 += (size_t)lo * es;
+    c += (size_t)lo * ces;
+    if (c0) c0 += (size_t)lo * ces;
     n = hi - lo;
   }
   /* a fused update: C starts as the updated input (this part of it), unless
    * C is that input's own buffer */
-  if (sp->dt != KILN_F32 && sp->dt != KILN_F64) { /* never a fused update (schedule_fuse.c) */
-    kiln_gemm_other(sp->dt, sp->ta, sp->tb, m, n, sp->k, A, sp->lda, B, sp->ldb, c, sp->n);
-    return;
-  }
-  if (c0 && c0 != c)
-    for (int64_t r = 0; r < m; r++) memcpy(c + (size_t)(r * sp->n) * es, c0 + (size_t)(r * sp->n) * es, (size_t)n * es);
   double alpha = sp->alpha, beta = sp->beta; /* beta is 0 without c0 */
   if (sp->alphabuf >= 0) {
     double v;
     memcpy(&v, j->ptr[sp->alphabuf], sizeof v); /* a float SCALAR input is held as a double */
     alpha *= sp->f64 ? v : (double)(float)v;
   }
+  if (sp->dt != KILN_F32 && sp->dt != KILN_F64) {
+    if (sp->cdt == sp->dt) /* a plain product: 16-bit and integer GEMMs are updates only as below */
+      kiln_gemm_other(sp->dt, sp->ta, sp->tb, m, n, sp->k, A, sp->lda, B, sp->ldb, c, sp->n);
+    else /* f32 C = C0 + alpha·bf16(A·B) (schedule_fuse.c), C0 possibly C itself */
+      kiln_gemm_bf16_update(sp->ta, sp->tb, m, n, sp->k, (const uint16_t *)A, sp->lda, (const uint16_t *)B, sp->ldb,
+                            (float *)c, sp->n, (const float *)c0, (float)alpha);
+    return;
+  }
+  if (c0 && c0 != c)
+    for (int64_t r = 0; r < m; r++) memcpy(c + (size_t)(r * sp->n) * es, c0 + (size_t)(r * sp->n) * es, (size_t)n * es);
   if (sp->k == 0) { /* C = beta·C */
     for (int64_t r = 0; r < m; r++) {
       char *cr = c + (size_t)(r * sp->n) * es;

@@ -105,7 +105,8 @@ typedef struct step {
     };
     struct { /* GEMM */
       int f64, ta, tb;
-      int dt; /* the operands' and result's dtype: f32 and f64 go to the library, others to kiln_gemm_other */
+      int dt;  /* the operands' and result's dtype: f32 and f64 go to the library, others to kiln_gemm_other */
+      int cdt; /* C's dtype: dt, or f32 for an f32 update from a bf16 product (schedule_fuse.c) */
       int64_t m, n, k, lda, ldb;
       const int64_t *bshape, *sa, *sb; /* brank each, in exe->gdims */
       int brank;

@@ -27,6 +27,11 @@ void kiln_gemm_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, 
  * (accumulated in dt, wrapping). gemm_convert.c. */
 void kiln_gemm_other(int dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                      const void *b, int64_t ldb, void *c, int64_t ldc);
+/* f32 C = C0 + alpha·bf16(op(A) op(B)) for bf16 A and B, by kiln_gemm_bf16_upd
+ * where preferred, else the library's sgemm on widened copies; C0 may be C */
+void kiln_gemm_bf16_update(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                           int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *c0,
+                           float alpha);
 /* C = op(A) op(B) for bf16 A and B with f32 accumulation, by kiln's
  * AVX512_BF16 (vdpbf16ps) kernel: C in f32 (c_bf16 0) or rounded to nearest
  * even into bf16 (c_bf16 1), leading dimension ldc. Returns 0 when done, -1
@@ -35,6 +40,11 @@ void kiln_gemm_other(int dt, int trans_a, int trans_b, int64_t m, int64_t n, int
  * used. */
 int kiln_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
                    const uint16_t *b, int64_t ldb, void *c, int64_t ldc, int c_bf16);
+/* The same into f32 C = C0 + alpha·bf16(op(A) op(B)): the product rounded to
+ * bf16, then multiplied and added in f32 (an f32 weight's update from a bf16
+ * gradient, fused: schedule_fuse.c). C0 has C's layout and may be C. */
+int kiln_gemm_bf16_upd(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                       const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *c0, float alpha);
 int kiln_gemm_bf16_available(void); /* 1: kiln_gemm_bf16 runs on this CPU */
 /* 1: bf16 GEMMs go to kiln_gemm_bf16 rather than the library's sgemm on
  * widened copies (this CPU's vdpbf16ps is the faster, or the library is the

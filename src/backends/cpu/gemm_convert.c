@@ -17,16 +17,13 @@ static inline float ld_half(int dt, const uint16_t *p, int64_t i) {
   return dt == KILN_BF16 ? kbf16_f32(p[i]) : kf16_f32(p[i]);
 }
 
-/* Without memory for the packed copies: the same f32 products and sums,
- * element by element (a different order than the library's). */
-static void half_direct(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
-                        const uint16_t *b, int64_t ldb, uint16_t *c, int64_t ldc) {
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) {
-      float s = 0.0f;
-      for (int64_t q = 0; q < k; q++) s += ld_half(dt, a, at(ta, i, q, lda)) * ld_half(dt, b, at(tb, q, j, ldb));
-      c[i * ldc + j] = dt == KILN_BF16 ? kf32_bf16(s) : kf32_f16(s);
-    }
+/* Element (i, j) of op(A) op(B) as f32 sums, in order: the fallback
+ * without memory for the widened copies (another order than the library's). */
+static float dot_half(int dt, int ta, int tb, int64_t i, int64_t j, int64_t k, const uint16_t *a, int64_t lda,
+                      const uint16_t *b, int64_t ldb) {
+  float s = 0.0f;
+  for (int64_t q = 0; q < k; q++) s += ld_half(dt, a, at(ta, i, q, lda)) * ld_half(dt, b, at(tb, q, j, ldb));
+  return s;
 }
 
 /* kf32_bf16 without its branch, so that a row of them vectorizes */
@@ -52,6 +49,22 @@ static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, f
     for (int64_t j = 0; j < c; j++) out[i * c + j] = kf16_f32(x[i * ld + j]);
 }
 
+/* fc (m x n, dense) = op(A) op(B) by the library's sgemm on copies widened
+ * to f32. 0, or -1 without memory for the copies. */
+static int products_f32(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                        const uint16_t *b, int64_t ldb, float *fc) {
+  float *fa = malloc(((size_t)(m * k + k * n) + 1) * sizeof(float));
+  if (!fa) return -1;
+  float *fb = fa + m * k;
+  /* widened as stored; the library applies the transposes */
+  int64_t ac = ta ? m : k, bc = tb ? k : n;
+  widen(dt, ta ? k : m, ac, a, lda, fa);
+  widen(dt, tb ? n : k, bc, b, ldb, fb);
+  kiln_gemm_sgemm(ta, tb, m, n, k, 1.0f, fa, ac, fb, bc, 0.0f, fc, n);
+  free(fa);
+  return 0;
+}
+
 /* bf16/f16 C = op(A) op(B) in f32 sums. bf16 where kiln's vdpbf16ps kernel
  * is the faster (gemm_bf16.c, kiln_gemm_bf16_preferred): straight from the
  * 16-bit operands into 16-bit C. Otherwise the library's sgemm on copies
@@ -61,18 +74,15 @@ static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, c
   if (dt == KILN_BF16 && kiln_gemm_bf16_preferred() && kiln_gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, 1) == 0)
     return;
   float *fc = malloc(((size_t)(m * n) + 1) * sizeof(float));
-  float *fa = fc ? malloc(((size_t)(m * k + k * n) + 1) * sizeof(float)) : NULL;
-  if (!fa) {
+  if (!fc || products_f32(dt, ta, tb, m, n, k, a, lda, b, ldb, fc) != 0) {
     free(fc);
-    half_direct(dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        float v = dot_half(dt, ta, tb, i, j, k, a, lda, b, ldb);
+        c[i * ldc + j] = dt == KILN_BF16 ? kf32_bf16(v) : kf32_f16(v);
+      }
     return;
   }
-  float *fb = fa + m * k;
-  /* widened as stored; the library applies the transposes */
-  int64_t ac = ta ? m : k, bc = tb ? k : n;
-  widen(dt, ta ? k : m, ac, a, lda, fa);
-  widen(dt, tb ? n : k, bc, b, ldb, fb);
-  kiln_gemm_sgemm(ta, tb, m, n, k, 1.0f, fa, ac, fb, bc, 0.0f, fc, n);
   for (int64_t i = 0; i < m; i++) {
     const float *fr = fc + i * n;
     uint16_t *cr = c + i * ldc;
@@ -81,7 +91,20 @@ static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, c
     else
       for (int64_t j = 0; j < n; j++) cr[j] = kf32_f16(fr[j]);
   }
-  free(fa);
+  free(fc);
+}
+
+void kiln_gemm_bf16_update(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                           const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *c0, float alpha) {
+  if (kiln_gemm_bf16_preferred() && kiln_gemm_bf16_upd(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, c0, alpha) == 0)
+    return;
+  float *fc = malloc(((size_t)(m * n) + 1) * sizeof(float));
+  int have = fc && products_f32(KILN_BF16, ta, tb, m, n, k, a, lda, b, ldb, fc) == 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float v = have ? fc[i * n + j] : dot_half(KILN_BF16, ta, tb, i, j, k, a, lda, b, ldb);
+      c[i * ldc + j] = c0[i * ldc + j] + kbf16r(v) * alpha; /* the unfused kernels' two roundings */
+    }
   free(fc);
 }
 

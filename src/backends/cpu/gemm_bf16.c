@@ -230,6 +230,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void micr
                                                                                   int64_t ldc, int mr, int nr,
                                                                                   int st, const float *c0,
                                                                                   float alpha) {
+  /* the tile's rows of C (and of C0) are 4 KiB or more apart, a pattern the
+   * hardware prefetchers miss: asked for now, they arrive while the sums
+   * run (the fused update's loads of C0 stalled the kernel twice over) */
+  if (mr == MR && nr == NR)
+    for (int r = 0; r < MR; r++) {
+      const char *row = st == ST_UPD ? (const char *)(c0 + r * ldc) : (const char *)cv + (size_t)(r * ldc) * (st == ST_BF16 ? 2 : 4);
+      for (int v = 0; v < (st == ST_BF16 ? NR * 2 : NR * 4); v += 64) _mm_prefetch(row + v, _MM_HINT_T0);
+    }
   __m512 s[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; r++)

@@ -338,8 +338,6 @@ static kiln_tensor matmul_fold_batch(kiln_frontend *fe, kiln_node *na, kiln_node
   return kiln_fe_tensor(fe, r, loc);
 }
 
-/* [M, K] @ [..., K, N] computed as (bᵀ folded into rows) @ aᵀ, transposed
- * back (see kiln_matmul_at for when). a1: a was 1-D (M = 1 is dropped). */
 /* A matmul operand in dtype dt. A transposed operand (a Linear layer's
  * x @ Wᵀ) is cast before its transpose: cast(permute(W)) is permute(cast(W)),
  * value for value, but the cast then reads and writes W in its own layout
@@ -355,6 +353,8 @@ static kiln_node *operand_cast(kiln_frontend *fe, kiln_node *n, kiln_dtype dt, k
   return c ? permute_node(fe, c, perm, loc) : NULL;
 }
 
+/* [M, K] @ [..., K, N] computed as (bᵀ folded into rows) @ aᵀ, transposed
+ * back (see kiln_matmul_at for when). a1: a was 1-D (M = 1 is dropped). */
 static kiln_tensor matmul_transposed(kiln_frontend *fe, kiln_node *na, kiln_node *nb, kiln_dtype dt, int a1,
                                      kiln_loc loc) {
   int r = nb->rank;

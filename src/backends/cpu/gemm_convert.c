@@ -53,6 +53,10 @@ static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, f
  * to f32. 0, or -1 without memory for the copies. */
 static int products_f32(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
                         const uint16_t *b, int64_t ldb, float *fc) {
+  if (k <= 0) { /* sums of nothing, without asking the library about K = 0 */
+    memset(fc, 0, sizeof *fc * (size_t)(m * n));
+    return 0;
+  }
   float *fa = malloc(((size_t)(m * k + k * n) + 1) * sizeof(float));
   if (!fa) return -1;
   float *fb = fa + m * k;

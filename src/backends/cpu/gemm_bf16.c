@@ -36,10 +36,10 @@
 
 /* KC even: k-pairs stay inside a block. K up to KC is one block: the packed
  * A block (MC x KC) stays in L2 and one B panel (KC x NR, 128 KiB at most)
- * is read from L2 by every micro-kernel call of a column panel. */
-/* MR x NR: 24 accumulators of 16 lanes; 6 x 64 and 14 x 32 measured the
- * same on Zen 4 (~190-200 GFLOP/s on one core, 85% of vdpbf16ps's peak),
- * 8 x 48 slower, and K blocks of 256 or 512 slower than one block. */
+ * is read from L2 by every micro-kernel call of a column panel. MR x NR: 24
+ * accumulators of 16 lanes; 6 x 64 and 14 x 32 measured the same on Zen 4
+ * (190-206 GFLOP/s on one core, 85-89% of vdpbf16ps's peak), 8 x 48 slower,
+ * K blocks of 256 or 512 slower than one block, MC of 144 or 192 slower. */
 enum { MR = 12, NR = 32, NV = NR / 16, KC = 2048, MC = 8 * MR, NC = 512 };
 /* how a micro-kernel stores C: f32, added to f32, rounded to bf16, or as the
  * f32 update C0 + alpha·bf16(sum) */
@@ -65,8 +65,8 @@ int kiln_gemm_bf16_available(void) {
 /* Vendor rule, not a timing: a choice made by measuring at run time could
  * differ between two runs of one program on a busy machine, and the two
  * paths sum in different orders (different last bits). Every AMD CPU with
- * AVX512_BF16 (Zen 4 on) issues vdpbf16ps at the FMA rate; the Intel ones
- * measured (Sapphire Rapids) at half of it. KILN_GEMM_BF16=kernel|library
+ * AVX512_BF16 (Zen 4 on) issues vdpbf16ps at the FMA's rate (twice its
+ * flops); the Intel ones measured (Sapphire Rapids) at a quarter of it. KILN_GEMM_BF16=kernel|library
  * overrides. */
 int kiln_gemm_bf16_preferred(void) {
   if (!kiln_gemm_bf16_available()) return 0;
@@ -134,8 +134,8 @@ static void pack_a(int ta, const uint16_t *a, int64_t lda, int64_t i0, int64_t m
  * NR columns in range). B not transposed: rows k and k+1 are interleaved
  * 16 columns at a time; transposed: a (k, k+1) pair is one 32-bit word. */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_b_full(int tb, const uint16_t *b, int64_t ldb,
-                                                                    int64_t k0, int64_t kp, int64_t j,
-                                                                    uint16_t *p) {
+                                                                             int64_t k0, int64_t kp, int64_t j,
+                                                                             uint16_t *p) {
   if (!tb) {
     for (int64_t q = 0; q < kp; q++, p += 2 * NR) {
       const uint16_t *r0 = b + (k0 + 2 * q) * ldb + j, *r1 = r0 + ldb;
@@ -224,7 +224,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m512 upd_la
 static inline float upd_one(float v, float c0, float alpha) { return c0 + kbf16r(v) * alpha; }
 
 /* tile[MR][NR] = sum over kp pairs, stored into C (rows mr, cols nr) as st
- * says: f32, added to f32, or rounded to bf16 */
+ * says: f32, added to f32, rounded to bf16, or the update c0 + alpha·bf16 */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void micro(int64_t kp, const uint16_t *pa,
                                                                                   const uint16_t *pb, void *cv,
                                                                                   int64_t ldc, int mr, int nr,
@@ -233,10 +233,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void micr
   /* the tile's rows of C (and of C0) are 4 KiB or more apart, a pattern the
    * hardware prefetchers miss: asked for now, they arrive while the sums
    * run (the fused update's loads of C0 stalled the kernel twice over) */
+  size_t es = st == ST_BF16 ? 2 : 4;
   if (mr == MR && nr == NR)
     for (int r = 0; r < MR; r++) {
-      const char *row = st == ST_UPD ? (const char *)(c0 + r * ldc) : (const char *)cv + (size_t)(r * ldc) * (st == ST_BF16 ? 2 : 4);
-      for (int v = 0; v < (st == ST_BF16 ? NR * 2 : NR * 4); v += 64) _mm_prefetch(row + v, _MM_HINT_T0);
+      const char *row = st == ST_UPD ? (const char *)(c0 + r * ldc) : (const char *)cv + (size_t)(r * ldc) * es;
+      for (size_t v = 0; v < NR * es; v += 64) _mm_prefetch(row + v, _MM_HINT_T0);
     }
   __m512 s[MR][NV];
 #pragma GCC unroll 16
@@ -296,7 +297,8 @@ static void block(int64_t mc, int64_t nc, int64_t kc, const uint16_t *pa, const 
 }
 
 /* C = op(A) op(B), K in blocks of KC, the packed panels in pa, pb: f32, or
- * with K in one block, stored as st says (ST_BF16, ST_UPD: c0, alpha) */
+ * stored as st says (ST_BF16, ST_UPD: c0, alpha) only with K in one block
+ * (gemm_bf16 sends a longer K through f32 sums) */
 static void run_blocks(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
                        const uint16_t *b, int64_t ldb, void *c, int64_t ldc, int st, const float *c0,
                        float alpha, uint16_t *pa, uint16_t *pb) {

@@ -216,10 +216,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m256i round
   return _mm512_cvtepi32_epi16(round_bf16_lanes(v));
 }
 /* c0 + alpha·bf16(v) in f32: the unfused kernels' two roundings (a product, a sum) */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m512 upd_lanes(__m512 v, const float *c0,
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m512 upd_lanes(__m512 v, __m512 c0,
                                                                                     __m512 alpha) {
   __m512 g = _mm512_castsi512_ps(_mm512_slli_epi32(round_bf16_lanes(v), 16));
-  return _mm512_add_ps(_mm512_loadu_ps(c0), _mm512_mul_ps(g, alpha));
+  return _mm512_add_ps(c0, _mm512_mul_ps(g, alpha));
 }
 static inline float upd_one(float v, float c0, float alpha) { return c0 + kbf16r(v) * alpha; }
 
@@ -256,32 +256,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void micr
       for (int v = 0; v < NV; v++) s[r][v] = _mm512_dpbf16_ps(s[r][v], av, bv[v]);
     }
   }
-  if (mr == MR && nr == NR) {
-    for (int r = 0; r < MR; r++) {
+  /* the rows and columns in range, 16 lanes at a time (masked at an edge) */
+  for (int r = 0; r < mr; r++) {
+    for (int v = 0; v < NV; v++) {
+      int lanes = nr - 16 * v;
+      if (lanes <= 0) break;
+      __mmask16 k = lanes >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << lanes) - 1);
       if (st == ST_BF16) {
-        uint16_t *cr = (uint16_t *)cv + r * ldc;
-        for (int v = 0; v < NV; v++) _mm256_storeu_si256((void *)(cr + 16 * v), round_bf16(s[r][v]));
+        _mm256_mask_storeu_epi16((uint16_t *)cv + r * ldc + 16 * v, k, round_bf16(s[r][v]));
         continue;
       }
-      float *cr = (float *)cv + r * ldc;
-      for (int v = 0; v < NV; v++) {
-        if (st == ST_F32_ACC) s[r][v] = _mm512_add_ps(s[r][v], _mm512_loadu_ps(cr + 16 * v));
-        if (st == ST_UPD) s[r][v] = upd_lanes(s[r][v], c0 + r * ldc + 16 * v, _mm512_set1_ps(alpha));
-        _mm512_storeu_ps(cr + 16 * v, s[r][v]);
-      }
+      float *cr = (float *)cv + r * ldc + 16 * v;
+      __m512 x = s[r][v];
+      if (st == ST_F32_ACC) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, cr));
+      if (st == ST_UPD) x = upd_lanes(x, _mm512_maskz_loadu_ps(k, c0 + r * ldc + 16 * v), _mm512_set1_ps(alpha));
+      _mm512_mask_storeu_ps(cr, k, x);
     }
-    return;
   }
-  float t[MR][NR];
-  for (int r = 0; r < MR; r++)
-    for (int v = 0; v < NV; v++) _mm512_storeu_ps(t[r] + 16 * v, s[r][v]);
-  for (int r = 0; r < mr; r++)
-    for (int j = 0; j < nr; j++) {
-      if (st == ST_BF16) ((uint16_t *)cv)[r * ldc + j] = kf32_bf16(t[r][j]);
-      else if (st == ST_UPD) ((float *)cv)[r * ldc + j] = upd_one(t[r][j], c0[r * ldc + j], alpha);
-      else if (st == ST_F32_ACC) ((float *)cv)[r * ldc + j] += t[r][j];
-      else ((float *)cv)[r * ldc + j] = t[r][j];
-    }
 }
 
 static void block(int64_t mc, int64_t nc, int64_t kc, const uint16_t *pa, const uint16_t *pb, void *c,

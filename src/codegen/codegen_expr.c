@@ -477,6 +477,19 @@ void kiln_cg_init_ctx(cg *c) {
 /* ───────────── expressions ───────────── */
 
 
+/* The value of elem, a load that is the same at every item (a SCALAR
+ * input, a rank-0 buffer), read once before the kernel's loops: read in a
+ * loop, gcc's vectorizer must assume that a byte store (a mask, a bool)
+ * may change it, and without versioning for aliases (-fvect-cost-model=
+ * cheap) leaves the loop scalar: a kernel storing two dropout masks ran 3x
+ * slower. */
+static const char *hoist(cg *c, const char *ty, const char *elem) {
+  const char *name = kiln_cg_sf(c, "kh%d", c->n_top++);
+  kiln_text_printf(&c->top, "const %s %s KU = %s;\n", ty, name, elem);
+  if (c->top.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
+  return name;
+}
+
 static const char *load(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
   int32_t buf = kiln_sched_read_buf(c->s, n);
@@ -486,11 +499,13 @@ static const char *load(cg *c, int32_t n, const ictx *x) {
   }
   if (nd->op == KILN_OP_SCALAR) {
     int fl = is_float(nd->dtype);
-    int a = kiln_cg_arg_of(c, buf, fl ? "double" : "int64_t");
-    return kiln_cg_conv(c, kiln_cg_sf(c, "a%d[0]", a), fl ? KILN_F64 : KILN_I64, nd->dtype);
+    const char *ty = fl ? "double" : "int64_t";
+    int a = kiln_cg_arg_of(c, buf, ty);
+    return kiln_cg_conv(c, hoist(c, ty, kiln_cg_sf(c, "a%d[0]", a)), fl ? KILN_F64 : KILN_I64, nd->dtype);
   }
   int a = kiln_cg_arg_of(c, buf, sty(nd->dtype));
-  return kiln_cg_ld(c, nd->dtype, kiln_cg_sf(c, "a%d[%s]", a, lin(c, x)));
+  const char *e = kiln_cg_sf(c, "a%d[%s]", a, lin(c, x));
+  return kiln_cg_ld(c, nd->dtype, nd->rank == 0 ? hoist(c, sty(nd->dtype), e) : e);
 }
 
 /* The op table's C expression src with its operands a and b replaced by
@@ -715,18 +730,7 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
         case KILN_OP_RANDOM: {
           ictx sy;
           ctx_other(&sy, NODE(c, in[0]));
-          const char *raw = kiln_cg_ex(c, in[0], &sy);
-          const char *seed = kiln_cg_conv(c, raw, NODE(c, in[0])->dtype, KILN_I64);
-          /* a seed read from its buffer (aN[0]) is read once, before the
-           * loop: read in the loop, gcc's vectorizer must assume a byte
-           * store (a dropout mask) may change it, and a kernel that stores
-           * two masks was left scalar (3x slower) */
-          int ai, used = 0;
-          if (sscanf(raw, "a%d[0]%n", &ai, &used) == 1 && raw[used] == 0) {
-            const char *name = kiln_cg_sf(c, "krs%d", c->n_top++);
-            kiln_text_printf(&c->top, "const int64_t %s KU = %s;\n", name, seed);
-            seed = name;
-          }
+          const char *seed = kiln_cg_conv(c, kiln_cg_ex(c, in[0], &sy), NODE(c, in[0])->dtype, KILN_I64);
           const char *r = kiln_cg_sf(c, "krng_%s((uint64_t)(%s), (uint64_t)(%s))", nd->iattr[0] == 1 ? "normal" : "uniform",
                              seed, lin(c, x));
           return kiln_cg_conv(c, r, KILN_F64, nd->dtype);

@@ -60,7 +60,7 @@ typedef struct cg {
   kiln_arena ar;
   kiln_text *cur; /* statements of the loop body being generated (F context) */
   kiln_text pre;  /* row-scope statements (RS context), flushed before each loop */
-  kiln_text top;  /* statements before every loop: loop-invariant values (a random op's seed) */
+  kiln_text top;  /* statements before every loop: the loads of SCALAR and rank-0 inputs (hoist) */
   int n_top;
   const char **memo_f, **memo_rs;
   int nvar;

@@ -26,14 +26,6 @@ static float dot_half(int dt, int ta, int tb, int64_t i, int64_t j, int64_t k, c
   return s;
 }
 
-/* kf32_bf16 without its branch, so that a row of them vectorizes */
-static inline uint16_t narrow_bf16(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);
-}
-
 /* X (r x c as stored, bf16/f16, leading dimension ld) into dense f32 rows;
  * bf16 as a plain shift loop the compiler vectorizes. */
 static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, float *out) {
@@ -91,7 +83,7 @@ static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, c
     const float *fr = fc + i * n;
     uint16_t *cr = c + i * ldc;
     if (dt == KILN_BF16)
-      for (int64_t j = 0; j < n; j++) cr[j] = narrow_bf16(fr[j]);
+      for (int64_t j = 0; j < n; j++) cr[j] = kf32_bf16(fr[j]);
     else
       for (int64_t j = 0; j < n; j++) cr[j] = kf32_f16(fr[j]);
   }

@@ -76,6 +76,7 @@ static uint64_t now_ns(void) { return kiln_now_ns(); }
 /* Computed once (pthread_once) and immutable afterwards: a documented
  * process-wide constant, not mutable state. */
 static char g_features[512];
+static int g_cpu_amd; /* cpuid's vendor is AuthenticAMD */
 static pthread_once_t g_features_once = PTHREAD_ONCE_INIT;
 
 static void feat_add(size_t *n, const char *name) {
@@ -96,6 +97,7 @@ static void features_init(void) {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   feat_add(&n, "x86");
+  if (__get_cpuid(0, &a, &b, &c, &d)) g_cpu_amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return;
   unsigned c1 = c;
   /* AVX state must also be enabled by the OS (XCR0), not just present. */
@@ -142,6 +144,11 @@ static void features_init(void) {
 const char *kiln_cpu_features(void) {
   pthread_once(&g_features_once, features_init);
   return g_features;
+}
+
+int kiln_cpu_is_amd(void) {
+  pthread_once(&g_features_once, features_init);
+  return g_cpu_amd;
 }
 
 /* ── running a program ──────────────────────────────────────────────── */

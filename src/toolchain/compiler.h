@@ -91,6 +91,9 @@ const char *kiln_cc_cache_dir(const kiln_cc *cc); /* NULL when disabled */
 /* kiln_cpu_features (public, kiln/doctor.h): the CPU feature string (e.g.
  * "x86 sse4.2 ... avx2 avx512f ..."; "generic" off x86), from cpuid and
  * XCR0, computed once. Static storage. */
+/* 1: the CPU's vendor is AMD (cpuid), read with the features; not part of
+ * the feature string, so not of the cache key. */
+int kiln_cpu_is_amd(void);
 
 /* Test hook: force every cache key to this value (0 = off) to provoke
  * collisions. */

@@ -26,10 +26,9 @@
 #include "backends/cpu/gemm.h"
 #include "base/config.h"
 #include "ir/scalar.h"          /* kf32_bf16 */
-#include "toolchain/compiler.h" /* kiln_cpu_features */
+#include "toolchain/compiler.h" /* kiln_cpu_features, kiln_cpu_is_amd */
 
 #if defined(__x86_64__) && defined(__GNUC__) && (__GNUC__ >= 10 || defined(__clang__))
-#include <cpuid.h>
 #include <immintrin.h>
 #define KILN_HAVE_BF16_KERNEL 1
 #endif
@@ -66,26 +65,15 @@ int kiln_gemm_bf16_available(void) {
  * differ between two runs of one program on a busy machine, and the two
  * paths sum in different orders (different last bits). Every AMD CPU with
  * AVX512_BF16 (Zen 4 on) issues vdpbf16ps at the FMA's rate (twice its
- * flops); the Intel ones measured (Sapphire Rapids) at a quarter of it. KILN_GEMM_BF16=kernel|library
- * overrides. */
+ * flops); the Intel ones measured (Sapphire Rapids) at a quarter of it.
+ * KILN_GEMM_BF16=kernel|library overrides. */
 int kiln_gemm_bf16_preferred(void) {
   if (!kiln_gemm_bf16_available()) return 0;
   const char *want = kiln_cfg()->gemm_bf16;
   if (want && !strcmp(want, "kernel")) return 1;
   if (want && !strcmp(want, "library")) return 0;
   if (!strcmp(kiln_gemm_library(), "naive")) return 1;
-#ifdef KILN_HAVE_BF16_KERNEL
-  static int amd = -1; /* cpuid traps to the hypervisor in a guest: asked once (a benign race) */
-  int v = __atomic_load_n(&amd, __ATOMIC_RELAXED);
-  if (v < 0) {
-    unsigned a, b, c, d;
-    v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* AuthenticAMD */
-    __atomic_store_n(&amd, v, __ATOMIC_RELAXED);
-  }
-  return v;
-#else
-  return 0;
-#endif
+  return kiln_cpu_is_amd();
 }
 
 #ifdef KILN_HAVE_BF16_KERNEL

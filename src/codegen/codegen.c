@@ -10,7 +10,7 @@
 
 /* ───────────── kernels ───────────── */
 
-static void flush_pre(cg *c, kiln_text *out) {
+void kiln_cg_flush_pre(cg *c, kiln_text *out) {
   if (c->pre.len) kiln_text_append(out, c->pre.p, c->pre.len), c->pre.p[0] = 0;
   c->pre.len = 0;
 }
@@ -42,17 +42,40 @@ static void inner_index(cg *c, kiln_text *o, int suffix, int64_t L) {
   }
 }
 
-/* The last inner axis with more than one element, when the inner axes are
- * not a contiguous suffix and there are several of them: such a reduction
- * runs as nested loops (outer inner axes from `jo`, the last one as `q`)
- * instead of decomposing a flat j with a division per element. -1 when the
- * flat loop is as good. */
-static int nested_axis(const kiln_skernel *k, int suffix) {
-  if (suffix) return -1;
+/* 1 when text names the index variable i<d> (not i<d><more digits>). */
+static int names_axis(const char *text, int d) {
+  char v[16];
+  int n = snprintf(v, sizeof v, "i%d", d);
+  for (const char *p = text; (p = strstr(p, v)) != NULL; p += n) {
+    char before = p == text ? ' ' : p[-1], after = p[n];
+    int ident = (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z') || before == '_' ||
+                (before >= '0' && before <= '9');
+    if (!ident && !(after >= '0' && after <= '9') && after != '_') return 1;
+  }
+  return 0;
+}
+
+/* The last inner axis with more than one element, when there are several
+ * inner axes and either they are not a contiguous suffix, or they are and
+ * the reduced value (body) reads one of the others' index variables (a
+ * broadcast: a mean over all axes of a layer norm's output reads each
+ * row's scale): such a reduction runs as nested loops (outer inner axes
+ * from `jo`, the last one as `q`) instead of decomposing a flat j with a
+ * division per element, and what depends on the outer axes only is
+ * computed once per run of q (a full reduction of that layer norm's output
+ * took 0.86-0.92 ms flat, docs/codegen.md). -1 when the flat loop is as
+ * good: no such read, a last axis shorter than 16, or a body that is NULL
+ * (the F stores' loops, which stay flat). */
+static int nested_axis(const kiln_skernel *k, int suffix, const char *body) {
   int last = -1, n = 0;
   for (int d = 0; d < k->rank; d++)
     if ((k->mask >> d & 1) && k->shape[d] > 1) last = d, n++;
-  return n >= 2 ? last : -1;
+  if (n < 2) return -1;
+  if (!suffix) return last;
+  if (!body || k->shape[last] < 16) return -1;
+  for (int d = 0; d < last; d++)
+    if ((k->mask >> d & 1) && k->shape[d] > 1 && names_axis(body, d)) return last;
+  return -1;
 }
 
 /* For nested loops: `outer` gets the outer inner-axis variables from jo,
@@ -78,7 +101,7 @@ static void nested_index(cg *c, kiln_text *outer, kiln_text *inner, int dl) {
   kiln_text_printf(inner, "const int64_t f KU = %s;\n", e);
 }
 
-static const char *comb(cg *c, int op, int fl, const char *a, const char *b) {
+const char *kiln_cg_comb(cg *c, int op, int fl, const char *a, const char *b) {
   if (op == KILN_OP_REDUCE_PROD) return fl ? kiln_cg_sf(c, "(%s * %s)", a, b) : kiln_cg_sf(c, "kmul_i(%s, %s)", a, b);
   const char *fn = op == KILN_OP_REDUCE_SUM ? (fl ? NULL : "kadd_i")
                    : op == KILN_OP_REDUCE_MAX ? (fl ? "kmax_f64" : "kmax_i")
@@ -98,7 +121,7 @@ static void loop_j(kiln_text *o, int64_t L, int unroll, const char *text) {
 
 /* The identity of a max/min/sum/prod reduction over the input dtype idt, as in
  * ref (what an empty reduction gives). */
-static const char *reduce_init(int op, int idt) {
+const char *kiln_cg_reduce_init(int op, int idt) {
   int fl = is_float(idt);
   if (op == KILN_OP_REDUCE_MAX)
     return fl ? "(-__builtin_inf())" : idt == KILN_I32 ? "INT32_MIN" : idt == KILN_I64 ? "INT64_MIN"
@@ -257,7 +280,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
   kiln_text body = {0};
   c->cur = &body;
   r.v = kiln_cg_ex(c, in, &c->fctx);
-  flush_pre(c, o);
+  kiln_cg_flush_pre(c, o);
   kiln_text idx = {0};
   inner_index(c, &idx, suffix, L);
   r.ix = idx.p ? idx.p : "";
@@ -267,12 +290,15 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
     gen_argmax(c, o, &r);
   } else {
     r.at = r.fl ? "double" : "int64_t";
-    r.init = reduce_init(r.nd->op, r.idt);
+    r.init = kiln_cg_reduce_init(r.nd->op, r.idt);
     const char *xv = kiln_cg_sf(c, "((%s)x)", r.at);
-    r.cpart = comb(c, r.nd->op, r.fl, "p[u]", xv);
-    r.cacc = comb(c, r.nd->op, r.fl, "acc", "p[u]");
-    r.cfin = comb(c, r.nd->op, r.fl, "acc", xv);
-    int dl = nested_axis(c->k, suffix);
+    r.cpart = kiln_cg_comb(c, r.nd->op, r.fl, "p[u]", xv);
+    r.cacc = kiln_cg_comb(c, r.nd->op, r.fl, "acc", "p[u]");
+    r.cfin = kiln_cg_comb(c, r.nd->op, r.fl, "acc", xv);
+    /* a suffix row nests only where nothing else uses the flat loop's j:
+     * not unrolled, not a softmax's sum, no row cache */
+    int flat_only = unroll || m == c->sm_sum || c->n_rc > 0;
+    int dl = nested_axis(c->k, suffix, flat_only && suffix ? NULL : kiln_cg_sf(c, "%s%s", r.body, r.v));
     if (L < 16) gen_reduce_short(c, o, &r);
     else if (r.fl) gen_reduce_float(c, o, &r, dl);
     else if (dl >= 0) gen_reduce_int_nested(c, o, &r, dl);
@@ -341,7 +367,7 @@ static int rc_feeds(cg *c, int32_t n) { /* n is an input of a kept value first c
 static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
   c->n_rc = c->loop_no = 0;
-  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix) >= 0) return;
+  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix, NULL) >= 0) return;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind != KILN_KIND_REDUCE) continue;
@@ -477,78 +503,6 @@ static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
   c->sc_guard = (kiln_text){0};
 }
 
-/* A lone reduction over leading axes (a column sum such as a bias
- * gradient): each task owns a block of up to 64 outputs and sweeps the
- * reduced rows once, reading memory contiguously, instead of one strided
- * pass per output. Sequential per output, so the order is fixed. */
-static void gen_col(cg *c, kiln_text *o, int64_t rows, int64_t L) {
-  const kiln_skernel *k = c->k;
-  int32_t m = k->members[0], in = INP(c, m, 0);
-  const kiln_gnode *nd = NODE(c, m);
-  int idt = NODE(c, in)->dtype, fl = is_float(idt);
-  const char *at = fl ? "double" : "int64_t";
-  const char *init = reduce_init(nd->op, idt);
-  kiln_text body = {0};
-  c->cur = &body;
-  const char *v = kiln_cg_ex(c, in, &c->fctx);
-  kiln_text_printf(o, "for (int64_t c0 = begin; c0 < end; c0 += 64) {\n");
-  kiln_text_printf(o, "const int64_t c1 = c0 + 64 < end ? c0 + 64 : end;\n%s acc[64];\n", at);
-  kiln_text_printf(o, "for (int64_t q = 0; q < c1 - c0; q++) acc[q] = %s;\n", init);
-  kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n", (long long)L);
-  int64_t so = 1, si = 1;
-  kiln_text idx = {0};
-  for (int d = k->rank - 1; d >= 0; d--) {
-    int inner = k->mask >> d & 1;
-    int64_t *st = inner ? &si : &so;
-    kiln_text_printf(&idx, "const int64_t i%d KU = %s / %lldLL %% %lldLL;\n", d, inner ? "j" : "row", (long long)*st,
-              (long long)k->shape[d]);
-    *st *= k->shape[d];
-  }
-  /* row values (broadcasts of row-shaped inputs) are per output: in the loop */
-  kiln_text_printf(o, "for (int64_t row = c0; row < c1; row++) {\n%sconst int64_t f KU = j * %lldLL + row;\n%s%s",
-            idx.p ? idx.p : "", (long long)rows, c->pre.p ? c->pre.p : "", body.p ? body.p : "");
-  c->pre.len = 0;
-  kiln_text_printf(o, "const %s x = %s;\nacc[row - c0] = %s;\n}\n}\n", cty(idt), v,
-            comb(c, nd->op, fl, "acc[row - c0]", kiln_cg_sf(c, "((%s)x)", at)));
-  /* per output: the reduced value, then the row-shaped members (a mean's
-   * scaling, a variance's epsilon) and the stores */
-  kiln_text_printf(o, "for (int64_t row = c0; row < c1; row++) {\n");
-  so = 1;
-  for (int d = k->rank - 1; d >= 0; d--) {
-    if (k->mask >> d & 1) continue;
-    kiln_text_printf(o, "const int64_t i%d KU = row / %lldLL %% %lldLL;\n", d, (long long)so, (long long)k->shape[d]);
-    so *= k->shape[d];
-  }
-  kiln_text_printf(o, "const %s r%d = %s;\n", cty(nd->dtype), m, kiln_cg_conv(c, "acc[row - c0]", fl ? KILN_F64 : KILN_I64, nd->dtype));
-  memset(c->memo_rs, 0, sizeof *c->memo_rs * (size_t)c->g->n_nodes);
-  kiln_text tail = {0};
-  for (int32_t j = 0; j < k->n_stores; j++) {
-    int32_t st = k->stores[j];
-    const char *sv = kiln_cg_ex(c, st, &c->rsctx);
-    int dt = NODE(c, st)->dtype;
-    kiln_text_printf(&tail, "a%d[row] = %s;\n", kiln_cg_arg_of(c, c->s->buf_of[st], sty(dt)), kiln_cg_st(c, dt, sv));
-  }
-  flush_pre(c, o);
-  if (tail.p) kiln_text_append(o, tail.p, tail.len);
-  kiln_text_printf(o, "}\n}\n");
-  if (body.failed || idx.failed || tail.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
-  free(tail.p);
-  free(body.p);
-  free(idx.p);
-}
-
-/* Column mode (gen_col): the inner axes are a prefix but not a suffix,
- * there are at least 16 rows, and the kernel is one reduction (the seed, not
- * an argmax) plus row-shaped members only. */
-static int col_mode(cg *c, int suffix, int prefix, int64_t rows) {
-  const kiln_skernel *k = c->k;
-  int colok = !suffix && prefix && rows >= 16 && NODE(c, k->members[0])->op != KILN_OP_ARGMAX;
-  for (int32_t j = 1; j < k->n_members && colok; j++)
-    colok = kiln_op_table[NODE(c, k->members[j])->op].kind != KILN_KIND_REDUCE &&
-            !kiln_sched_shape_is(c->g, k, k->members[j], KILN_SCTX_F);
-  return colok;
-}
-
 /* The opening of the loop over rows: the outer-axis variables and `row`.
  * unrolled (dl: the last outer axis with more than one element): blocks of
  * that axis, whose elements the inner `q` loop runs over (two braces to
@@ -600,7 +554,7 @@ static void row_loops(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   kiln_text body = {0};
   int any;
   gen_f_stores(c, &body, &any, NULL);
-  flush_pre(c, o);
+  kiln_cg_flush_pre(c, o);
   if (any) {
     kiln_text idx = {0};
     inner_index(c, &idx, suffix, L);
@@ -621,7 +575,7 @@ static void row_loops(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(dt));
     kiln_text_printf(&tail, "a%d[row] = %s;\n", a, kiln_cg_st(c, dt, v));
   }
-  flush_pre(c, o);
+  kiln_cg_flush_pre(c, o);
   if (tail.p) kiln_text_append(o, tail.p, tail.len);
   if (tail.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(tail.p);
@@ -645,7 +599,7 @@ static void gen_scan(cg *c, kiln_text *o, int suffix, int64_t L) {
   const char *step = fl ? (prod ? "acc * (double)x" : "acc + (double)x")
                         : (prod ? "kmul_i(acc, (int64_t)x)" : "kadd_i(acc, (int64_t)x)");
   row_loop_head(c, o, 0, -1);
-  flush_pre(c, o);
+  kiln_cg_flush_pre(c, o);
   inner_index(c, &idx, suffix, L);
   kiln_text_printf(o, "%s acc = %s;\n", fl ? "double" : "int64_t", prod ? "1" : "0");
   kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\na%d[f] = %s;\n}\n}\n",
@@ -685,9 +639,9 @@ static void gen_row(cg *c, kiln_text *o, int64_t *items, int *col) {
     gen_scan(c, o, suffix, L);
     return;
   }
-  if (col_mode(c, suffix, prefix, rows)) {
+  if (kiln_cg_col_mode(c, suffix, prefix, rows)) {
     *col = 1;
-    gen_col(c, o, rows, L);
+    kiln_cg_gen_col(c, o, rows, L);
     return;
   }
   /* Short reductions (pooling windows, small softmax rows): unroll the
@@ -775,6 +729,7 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, kiln_ke
     for (int d = 0; d < k->rank; d++)
       if (k->mask >> d & 1) per *= k->shape[d];
   out->grain = col ? 64 : per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
+  out->span = col ? KILN_CG_COL_SPAN : 0;
   return KILN_OK;
 }
 

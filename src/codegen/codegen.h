@@ -31,6 +31,8 @@ typedef struct kiln_kernel_src {
   int32_t *args;      /* buffer id of each argument (malloc'd) */
   int64_t items;      /* parallel loop size */
   int64_t grain;      /* minimum items per task */
+  int64_t span;       /* 0, or a column kernel's block of outputs (KILN_CG_COL_SPAN): the items are
+                       * best split evenly over the threads in tasks of at most this many */
   /* Index checks (INDEX_SELECT, GATHER): site k of the kernel is node
    * sites[k] of the schedule's graph. A kernel with sites takes the
    * execution's error word as the argument whose buffer id is
@@ -42,6 +44,9 @@ typedef struct kiln_kernel_src {
                        * text, bound at another size): kiln_kernel_src_clear leaves them */
   const char *family_name; /* borrowed: that kiln_kernel_src's name (it outlives this one), or NULL */
 } kiln_kernel_src;
+
+/* Outputs per sweep of a column kernel (codegen.c, gen_col). */
+#define KILN_CG_COL_SPAN 512
 
 /* The buffer id of the error-word argument (no real buffer has it). */
 #define KILN_CG_ERR_ARG (-1)

@@ -137,6 +137,17 @@ const kiln_ix *kiln_cg_ix_atom(cg *c, const char *s, int64_t lo, int64_t hi);
  * a loop over the lines [begin, end) along the kernel's one inner axis;
  * *items = the number of lines. */
 void kiln_cg_gen_line(cg *c, kiln_text *o, int64_t *items);
+/* Append the pending statements (c->pre) to out and clear them. */
+void kiln_cg_flush_pre(cg *c, kiln_text *out);
+/* a (+) b for reduction op in the accumulator's type (fl: double, else int64) */
+const char *kiln_cg_comb(cg *c, int op, int fl, const char *a, const char *b);
+/* The identity of a max/min/sum/prod reduction over input dtype idt, as in ref. */
+const char *kiln_cg_reduce_init(int op, int idt);
+/* Column kernels (codegen_col.c): whether a row kernel runs as one (the
+ * inner axes a prefix but not a suffix, at least 16 rows, one reduction
+ * plus row-shaped members), and its body. */
+int kiln_cg_col_mode(cg *c, int suffix, int prefix, int64_t rows);
+void kiln_cg_gen_col(cg *c, kiln_text *o, int64_t rows, int64_t L);
 /* The C expression for node n at index x (binding locals in F/RS contexts). */
 const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x);
 

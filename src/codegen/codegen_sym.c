@@ -331,5 +331,6 @@ kiln_status kiln_codegen_family(const kiln_kernel_src *a, const kiln_kernel_src 
   if (at) memcpy(at, out->name, 18);
   out->items = a->items; /* at instance a; the caller evaluates *items */
   out->grain = a->grain == b->grain ? a->grain : 1;
+  out->span = a->span == b->span ? a->span : 0;
   return KILN_OK;
 }

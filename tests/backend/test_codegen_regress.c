@@ -25,7 +25,17 @@
  *    arrays (codegen.c's row_cache): a layer norm of a residual sum with a
  *    dropout-like mask, forward and gradient (its rows keep the masked sum
  *    and x - mean), rows of 16, 300 and 5000 (past the cache's 4096), against
- *    a host layer norm in double and against ref. */
+ *    a host layer norm in double and against ref;
+ *  - column kernels (a reduction over leading axes: bias gradients) sweep
+ *    blocks of up to 512 outputs, split over the threads in whole blocks of
+ *    64 (codegen.c's gen_col, cpu_execute.c's loop_grain): widths around
+ *    those edges, short and long columns, f32, bf16 and i32 sums, a max and
+ *    a mean, bit for bit against ref (both sum each output in order);
+ *  - a reduction over several trailing axes whose value reads a broadcast
+ *    along one of them (a mean of a layer norm's output) runs as nested
+ *    loops (codegen.c's nested_axis): all axes and the last two, with and
+ *    without leading rows, the broadcast along each axis, sums, max, min,
+ *    means and products of f32, bf16 and i32, against ref. */
 #include "backend/backend_compare.h"
 
 /* ── 1. the program, exact ── */
@@ -398,6 +408,93 @@ KT_TEST(row_cache_matches_ref) {
   }
 }
 
+/* ── 7. column kernels in wide sweeps ── */
+
+typedef struct col_case {
+  int64_t rows, cols;
+  kiln_dtype dt;
+  int op; /* 0 sum, 1 max, 2 mean; over axis 0, or axes 0 and 1 of [2, rows/2, cols] when lead2 */
+  int lead2;
+} col_case;
+
+static void prog_col(bc_result *r, const void *arg) {
+  const col_case *cc = arg;
+  int64_t s2[2] = {cc->rows, cc->cols}, s3[3] = {2, cc->rows / 2, cc->cols};
+  kiln_tensor x = cc->lead2 ? bc_input(cc->dt, 3, s3, 404 + (uint64_t)cc->cols, 0)
+                            : bc_input(cc->dt, 2, s2, 404 + (uint64_t)cc->cols, 0);
+  int ax[2] = {0, 1}, n = cc->lead2 ? 2 : 1;
+  kiln_tensor red = cc->op == 0 ? kiln_sum(x, n, ax, 0) : cc->op == 1 ? kiln_max(x, n, ax, 0) : kiln_mean(x, n, ax, 0);
+  bc_emit(r, red, 0, 0, "column reduction");
+}
+
+KT_TEST(column_kernels_match_ref) {
+  static const int64_t cols[] = {1, 63, 65, 511, 513, 1100, 2049};
+  static const int64_t rows[] = {18, 300};
+  static const struct {
+    kiln_dtype dt;
+    int op;
+  } kinds[] = {{KILN_F32, 0}, {KILN_BF16, 0}, {KILN_I32, 0}, {KILN_F32, 1}, {KILN_F32, 2}};
+  for (int ci = 0; ci < 7; ci++)
+    for (int ri = 0; ri < 2; ri++)
+      for (int ki = 0; ki < 5; ki++) {
+        col_case cc = {rows[ri], cols[ci], kinds[ki].dt, kinds[ki].op, (ci + ki) % 3 == 0};
+        char what[96];
+        snprintf(what, sizeof what, "op %d of %s [%lld, %lld]%s", cc.op, kiln_dtype_name(cc.dt), (long long)cc.rows,
+                 (long long)cc.cols, cc.lead2 ? " as [2, rows/2, cols]" : "");
+        KT_CHECK_MSG(bc_check(what, prog_col, &cc, NULL) == 0, "%s differs from ref", what);
+      }
+}
+
+/* ── 8. suffix reductions reading a broadcast ── */
+
+typedef struct bcast_case {
+  int64_t shape[3];
+  int n_axes; /* the last n_axes axes reduced */
+  int along;  /* the broadcast operand varies along this axis only */
+  int op;     /* 0 sum, 1 max, 2 min, 3 mean, 4 prod */
+  kiln_dtype dt;
+} bcast_case;
+
+static void prog_bcast(bc_result *r, const void *arg) {
+  const bcast_case *bc = arg;
+  int64_t bs[3] = {1, 1, 1};
+  bs[bc->along] = bc->shape[bc->along];
+  kiln_tensor x = bc_input(bc->dt, 3, bc->shape, 808 + (uint64_t)bc->op, 0);
+  kiln_tensor s = bc_input(bc->dt, 3, bs, 909 + (uint64_t)bc->along, 0);
+  /* x * s + s: the broadcast read in the reduced value's expression */
+  kiln_tensor v = bc->op == 4 ? kiln_add_c(kiln_mul_c(kiln_mul(x, s), 0.01), 1.0) : kiln_add(kiln_mul(x, s), s);
+  int ax[3], n = bc->n_axes;
+  for (int i = 0; i < n; i++) ax[i] = 3 - n + i;
+  kiln_tensor red = bc->op == 0   ? kiln_sum(v, n, ax, 0)
+                    : bc->op == 1 ? kiln_max(v, n, ax, 0)
+                    : bc->op == 2 ? kiln_min(v, n, ax, 0)
+                    : bc->op == 3 ? kiln_mean(v, n, ax, 0)
+                                  : kiln_prod(v, n, ax, 0);
+  double tol = bc->dt == KILN_F32 ? 1e-5 : bc->dt == KILN_BF16 ? 1e-2 : 0;
+  bc_emit(r, red, tol, tol, "reduction of a broadcast");
+}
+
+KT_TEST(suffix_reductions_of_broadcasts_match_ref) {
+  static const int64_t shapes[][3] = {{1, 24, 40}, {3, 17, 33}, {6, 5, 300}};
+  static const struct {
+    kiln_dtype dt;
+    int op;
+  } kinds[] = {{KILN_F32, 0}, {KILN_F32, 1}, {KILN_F32, 2}, {KILN_F32, 3}, {KILN_F32, 4},
+               {KILN_BF16, 0}, {KILN_BF16, 1}, {KILN_I32, 0}, {KILN_I32, 1}};
+  for (int si = 0; si < 3; si++)
+    for (int n = 2; n <= 3; n++)
+      for (int along = 0; along < 3; along++)
+        for (int ki = 0; ki < 9; ki++) {
+          bcast_case bc = {{shapes[si][0], shapes[si][1], shapes[si][2]}, n, along, kinds[ki].op, kinds[ki].dt};
+          char what[112];
+          snprintf(what, sizeof what, "op %d of %s [%lld,%lld,%lld] over the last %d axes, broadcast along %d",
+                   bc.op, kiln_dtype_name(bc.dt), (long long)bc.shape[0], (long long)bc.shape[1],
+                   (long long)bc.shape[2], n, along);
+          KT_CHECK_MSG(bc_check(what, prog_bcast, &bc, NULL) == 0, "%s differs from ref", what);
+        }
+}
+
 KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
         KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref),
-        KT_CASE(softmax_rows_in_two_passes), KT_CASE(row_cache_matches_ref))
+        KT_CASE(softmax_rows_in_two_passes), KT_CASE(row_cache_matches_ref),
+        KT_CASE(column_kernels_match_ref), KT_CASE(suffix_reductions_of_broadcasts_match_ref))

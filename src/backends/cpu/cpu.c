@@ -370,6 +370,7 @@ static void bind_loop_step(compile_job *j, int32_t i, step *sp, int32_t *argp, i
   sp->fn = ke->fn;
   sp->items = src->items;
   sp->grain = src->grain;
+  sp->span = src->span;
   sp->n_args = src->n_args;
   if (src->borrowed) { /* a family's kernel: its argument list is the family's */
     sp->args = src->args;

@@ -151,6 +151,17 @@ static void run_gemm(cpu_backend *b, const step *sp, void *const *ptr) {
   kiln_pool_parallel_for_tagged(b->pool, gemm_range, &j, items, (T == 1 || flops < 1e6) ? items : 1, &sp->tag);
 }
 
+/* The grain a loop step runs with: a column kernel's (span > 0) outputs in
+ * one task per thread, each as wide as the kernel's sweep at most (a
+ * narrower task sweeps the rows more often; codegen.c, gen_col), in whole
+ * blocks of its grain; any other kernel's own grain. */
+static int64_t loop_grain(const step *sp, int threads) {
+  if (sp->span <= 0 || threads < 1) return sp->grain;
+  int64_t per = (sp->items + threads - 1) / threads, g = sp->grain > 0 ? sp->grain : 1;
+  per = (per + g - 1) / g * g;
+  return per > sp->span ? (sp->span > g ? sp->span : g) : per;
+}
+
 /* The error of the first failing kernel, sp, from its error word errw
  * (codegen.h): an index out of range at one of its sites, or site -2: a
  * line kernel could not allocate its scratch (codegen_line.c). */
@@ -315,7 +326,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
           args[a] = id == KILN_CG_ERR_ARG ? (void *)errw : id == KILN_CG_SYM_ARG ? (void *)e->symvals : ptr[id];
         }
         loop_ctx l = {sp->fn, args};
-        kiln_pool_parallel_for_tagged(b->pool, run_loop, &l, sp->items, sp->grain, &sp->tag);
+        kiln_pool_parallel_for_tagged(b->pool, run_loop, &l, sp->items, loop_grain(sp, b->num_threads), &sp->tag);
         /* the first failing kernel is the one to report; later ones cannot
          * overwrite the word. The run goes on (indices were clamped), so
          * every output is written and nothing is left half-done. */

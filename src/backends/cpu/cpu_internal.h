@@ -97,7 +97,7 @@ typedef struct step {
   union {
     struct { /* LOOP */
       kernel_fn fn;
-      int64_t items, grain;
+      int64_t items, grain, span; /* span: kiln_kernel_src's */
       const int32_t *args; /* buffer ids (KILN_CG_ERR_ARG: the error word, KILN_CG_SYM_ARG: exe->symvals): in
                             * exe->arg_bufs, or a dynamic family's kernel's own (they live as long as the backend) */
       int32_t n_args;

@@ -106,7 +106,7 @@ const char *kiln_cg_ld(cg *c, int dt, const char *elem) {
 }
 
 const char *kiln_cg_st(cg *c, int dt, const char *v) {
-  if (dt == KILN_BF16) return kiln_cg_sf(c, "kf32_bf16(%s)", v);
+  if (dt == KILN_BF16) return kiln_cg_sf(c, "kbf16_bits(%s)", v); /* v is a bf16 value: exact */
   if (dt == KILN_F16) return kiln_cg_sf(c, "kf32_f16(%s)", v);
   return v;
 }

@@ -10,7 +10,10 @@
  *    docs/codegen.md. NaN, infinities and the sign of zero must be exact.
  * 2. The cpu backend's compiled (vectorized) kernels give the same bits as
  *    the ref backend, which evaluates the same C scalar by scalar, for each
- *    op built on these functions. */
+ *    op built on these functions.
+ * 3. kbf16_bits, the generated kernels' bf16 store, is kf32_bf16 on every
+ *    value a bf16 node can hold (all 65536 bf16 values, NaNs of every
+ *    payload and sign included, and kbf16r of f32 values across the range). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -278,7 +281,28 @@ KT_TEST(sin_cos_in_row_loops_match_ref_bitwise) {
   }
 }
 
+KT_TEST(bf16_store_is_the_rounding_on_bf16_values) {
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float x = kbf16_f32((uint16_t)h);
+    if (kbf16_bits(x) != kf32_bf16(x) && bad++ < 3)
+      KT_FAIL("bf16 %04x: kbf16_bits %04x, kf32_bf16 %04x", (unsigned)h, (unsigned)kbf16_bits(x),
+              (unsigned)kf32_bf16(x));
+  }
+  for (uint64_t u = 0; u < 0x100000000ull; u += 2039) { /* f32 patterns, rounded as a bf16 node's value is */
+    uint32_t b = (uint32_t)u;
+    float f;
+    memcpy(&f, &b, 4);
+    float x = kbf16r(f);
+    if (kbf16_bits(x) != kf32_bf16(f) && bad++ < 3)
+      KT_FAIL("f32 %08x: kbf16_bits(kbf16r) %04x, kf32_bf16 %04x", (unsigned)b, (unsigned)kbf16_bits(x),
+              (unsigned)kf32_bf16(f));
+  }
+  KT_CHECK(bad == 0);
+}
+
 KT_MAIN(KT_CASE(exp_within_2_ulp), KT_CASE(log_within_1_ulp), KT_CASE(tanh_within_2_ulp),
         KT_CASE(erf_within_2_ulp), KT_CASE(sin_within_1_ulp), KT_CASE(cos_within_1_ulp),
         KT_CASE(small_reduction_same_bits_below_120), KT_CASE(gelu_close_to_double),
-        KT_CASE(compiled_kernels_match_ref_bitwise), KT_CASE(sin_cos_in_row_loops_match_ref_bitwise))
+        KT_CASE(compiled_kernels_match_ref_bitwise), KT_CASE(sin_cos_in_row_loops_match_ref_bitwise),
+        KT_CASE(bf16_store_is_the_rounding_on_bf16_values))

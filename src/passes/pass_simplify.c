@@ -7,6 +7,8 @@
  *   expand(expand x)                        -> expand x;   expand to x's shape -> x
  *   cast to x's dtype, whole-axis slice, zero pad, concat of one input -> x
  *   where(const c, a, b) -> a or b;  where(c, a, a) -> a
+ *   pad(a) + pad(b), zero fills along one axis, a and b adjacent there
+ *                                           -> pad(concat(a, b)) (x + 0 -> x)
  * Deliberately not done: x*0 -> 0 (NaN/Inf times 0 is NaN) and x-x -> 0
  * (Inf - Inf is NaN).
  *
@@ -149,6 +151,64 @@ static int32_t collapse_chain(kiln_pass_walk *w, const kiln_gnode *n, const int3
   return r;
 }
 
+/* add(pad(a), pad(b)), both filled with zeros, padded along one axis ax
+ * only, b starting along ax where a ends (or the other way round):
+ * pad(concat(a, b)), or concat(a, b) when the two cover the axis. Every
+ * element is one operand plus a zero, so this is x + 0 -> x (the -0
+ * exception above). It is the gradient of slicing a tensor into parts (a
+ * fused projection's q, k and v: three pads summed), which otherwise
+ * computes two additions, and for 16-bit floats two roundings, per element
+ * of a copy. A concat along ax among a's or b's replacement is flattened, so
+ * a chain of such sums becomes one concat. */
+enum { PAD_CONCAT_MAX = 64 };
+static int32_t pad_concat(kiln_pass_walk *w, const kiln_gnode *n, const int32_t *in) {
+  if (n->op != KILN_OP_ADD || n->n_in != 2) return -1;
+  int R = n->rank, ax = -1;
+  int64_t lo[2], hi[2], len[2];
+  for (int k = 0; k < 2; k++) {
+    const kiln_gnode *p = dnode(w, in[k]);
+    kiln_cval v;
+    if (p->op != KILN_OP_PAD || p->dtype != n->dtype || !kiln_pass_same_shape(p, n) || p->n_iattr < 2 * R ||
+        !kiln_cval_from_fattr(n->dtype, p->fattr, &v) || !kiln_cval_is_zero(n->dtype, v))
+      return -1;
+    for (int d = 0; d < R; d++)
+      if (p->iattr[d] || p->iattr[R + d]) {
+        if (ax >= 0 && ax != d) return -1;
+        ax = d;
+      }
+  }
+  if (ax < 0) return -1;
+  for (int k = 0; k < 2; k++) {
+    const kiln_gnode *p = dnode(w, in[k]);
+    lo[k] = p->iattr[ax], hi[k] = p->iattr[R + ax], len[k] = dnode(w, din(w, in[k], 0))->shape[ax];
+  }
+  int f = lo[0] <= lo[1] ? 0 : 1, s = 1 - f;
+  if (lo[f] + len[f] != lo[s] || len[f] == 0 || len[s] == 0) return -1;
+  int32_t parts[PAD_CONCAT_MAX];
+  int np = 0;
+  for (int k = 0; k < 2; k++) {
+    int32_t x = din(w, in[k == 0 ? f : s], 0);
+    const kiln_gnode *xn = dnode(w, x);
+    int flat = xn->op == KILN_OP_CONCAT && xn->n_iattr >= 1 && xn->iattr[0] == ax;
+    int cnt = flat ? xn->n_in : 1;
+    if (np + cnt > PAD_CONCAT_MAX) return -1;
+    for (int q = 0; q < cnt; q++) parts[np++] = flat ? din(w, x, q) : x;
+  }
+  kiln_gnode c = kiln_pass_node_like(n, KILN_OP_CONCAT);
+  c.shape[ax] = len[f] + len[s];
+  c.n_in = np;
+  c.n_iattr = 1;
+  c.iattr[0] = ax;
+  kiln_gnode pd = kiln_pass_node_like(n, KILN_OP_PAD);
+  pd.n_in = 1;
+  pd.n_iattr = 2 * R;
+  pd.iattr[ax] = lo[f];
+  pd.iattr[R + ax] = hi[s];
+  int32_t cc = kiln_pass_emit(w, &c, parts);
+  if (cc < 0 || (lo[f] == 0 && hi[s] == 0)) return cc;
+  return kiln_pass_emit(w, &pd, &cc);
+}
+
 static int32_t simplify_rule(kiln_pass_walk *w, int32_t i, const kiln_gnode *n, const int32_t *in) {
   (void)i;
   int32_t x = identity_operand(w, n, in);
@@ -156,6 +216,7 @@ static int32_t simplify_rule(kiln_pass_walk *w, int32_t i, const kiln_gnode *n, 
   if (r < 0 && w->status == KILN_OK &&
       (n->op == KILN_OP_RESHAPE || n->op == KILN_OP_PERMUTE || n->op == KILN_OP_EXPAND))
     r = collapse_chain(w, n, in);
+  if (r < 0 && w->status == KILN_OK && n->op == KILN_OP_ADD) r = pad_concat(w, n, in);
   if (w->status != KILN_OK) return -1;
   if (r < 0) return kiln_pass_keep(w, n, in);
   w->changes++;

@@ -301,6 +301,55 @@ KT_TEST(test_simplify_identities) {
   free(b);
 }
 
+/* pad(a) + pad(b) with zero fills, along one axis, a and b adjacent there:
+ * pad(concat(a, b)); a chain of three (the gradient of slicing a tensor into
+ * three) is one concat. Gaps, overlaps, other fills and pads along two axes
+ * stay sums. Values against ref, before and after. */
+KT_TEST(test_simplify_pad_sums_become_concat) {
+  for (int dt = 0; dt < 2; dt++) {
+    int ty = dt ? KILN_I32 : KILN_F32;
+    tb *b = tb_new();
+    const int64_t s24[2] = {2, 4}, s64[2] = {6, 4};
+    int x = tb_leaf(b, ty, 2, s64);
+    int part[3], pd[3];
+    for (int k = 0; k < 3; k++) {
+      part[k] = tb_slice(b, x, (const int64_t[]){2 * k, 0, 1, 1}, s24);
+      pd[k] = tb_pad(b, part[k], (const int64_t[]){2 * k, 0, 4 - 2 * k, 0}, 0.0);
+    }
+    int o_all = tb_bin(b, KILN_OP_ADD, tb_bin(b, KILN_OP_ADD, pd[1], pd[0]), pd[2]); /* -> concat of 3 */
+    int o_two = tb_bin(b, KILN_OP_ADD, pd[2], pd[1]);                              /* -> pad(concat) */
+    int o_gap = tb_bin(b, KILN_OP_ADD, pd[0], pd[2]);                              /* a gap: a sum */
+    int o_same = tb_bin(b, KILN_OP_ADD, pd[1], pd[1]);                             /* overlap: a sum */
+    int o_fill = tb_bin(b, KILN_OP_ADD, pd[0], tb_pad(b, part[1], (const int64_t[]){2, 0, 2, 0}, 1.0));
+    int two_axes = tb_pad(b, tb_slice(b, x, (const int64_t[]){2, 0, 1, 1}, (const int64_t[]){2, 3}),
+                          (const int64_t[]){2, 0, 2, 1}, 0.0);
+    int o_axes = tb_bin(b, KILN_OP_ADD, pd[0], two_axes);
+    int outs[6] = {o_all, o_two, o_gap, o_same, o_fill, o_axes};
+    for (int k = 0; k < 6; k++) tb_out(b, outs[k], -1);
+    kiln_graph *g = tb_graph(b);
+    kiln_pass_stats st;
+    kiln_graph *o = opt(g, &st);
+    KT_CHECK(o != NULL);
+    if (o) {
+      const kiln_gnode *c = out_node(o, 0);
+      KT_CHECK_MSG(c->op == KILN_OP_CONCAT && c->n_in == 3 && c->iattr[0] == 0, "three pads summed: %s of %d",
+                   kiln_op_name(c->op), c->n_in);
+      KT_EQ_INT(c->loc.line, ENUM_LINE(g, o_all));
+      const kiln_gnode *p = out_node(o, 1);
+      KT_CHECK_MSG(p->op == KILN_OP_PAD && p->iattr[0] == 2 && p->iattr[2] == 0 &&
+                       o->nodes[kiln_gnode_inputs(o, p)[0]].op == KILN_OP_CONCAT,
+                   "two adjacent pads: %s", kiln_op_name(p->op));
+      for (int k = 2; k < 6; k++)
+        KT_CHECK_MSG(out_node(o, k)->op == KILN_OP_ADD, "output %d must stay a sum, is %s", k,
+                     kiln_op_name(out_node(o, k)->op));
+      check_same_results(g, o, 3);
+    }
+    kiln_graph_free(o);
+    kiln_graph_free(g);
+    free(b);
+  }
+}
+
 /* x*0 -> 0 and x-x -> 0 are wrong for Inf/NaN; 0-x and 1/x are not identities. */
 KT_TEST(test_simplify_refuses_unsafe) {
   tb *b = tb_new();
@@ -709,5 +758,6 @@ KT_TEST(test_large_graph) {
 KT_MAIN(KT_CASE(test_dce_removes_dead_keeps_inputs), KT_CASE(test_cse_merges_identical_nodes),
         KT_CASE(test_fold_elementwise), KT_CASE(test_fold_move_and_reduce), KT_CASE(test_simplify_identities),
         KT_CASE(test_simplify_refuses_unsafe), KT_CASE(test_simplify_keeps_output_shape),
+        KT_CASE(test_simplify_pad_sums_become_concat),
         KT_CASE(test_outputs_aliases_and_order), KT_CASE(test_errors), KT_CASE(test_verify_env),
         KT_CASE(test_random_graphs), KT_CASE(test_large_graph))

@@ -35,7 +35,13 @@
  *    along one of them (a mean of a layer norm's output) runs as nested
  *    loops (codegen.c's nested_axis): all axes and the last two, with and
  *    without leading rows, the broadcast along each axis, sums, max, min,
- *    means and products of f32, bf16 and i32, against ref. */
+ *    means and products of f32, bf16 and i32, against ref;
+ *  - values a kernel knows bf16 holds (a bf16 value widened, selected,
+ *    relu'd, compared with a bf16-exact constant) are not rounded again
+ *    when cast back (codegen_expr.c, exact_bf16, kbf16q), nor the results
+ *    of bf16 neg/abs/relu/max/min/floor/sign; f32 values, products and
+ *    constants bf16 does not hold are: bit for bit against ref, NaNs,
+ *    infinities, -0 and huge values included. */
 #include "backend/backend_compare.h"
 
 /* ── 1. the program, exact ── */
@@ -494,7 +500,58 @@ KT_TEST(suffix_reductions_of_broadcasts_match_ref) {
         }
 }
 
+/* ── 9. bf16 casts of values bf16 already holds ── */
+
+static void prog_exact(bc_result *r, const void *arg) {
+  (void)arg;
+  int64_t s[2] = {37, 29};
+  kiln_tensor xb = bc_input(KILN_BF16, 2, s, 5150, 2), xf = bc_input(KILN_F32, 2, s, 5151, 2);
+  kiln_tensor wide = kiln_cast(xb, KILN_F32), mask = kiln_gt_c(xf, 0.0);
+  kiln_tensor zero = kiln_full(KILN_F32, 2, s, 0.0);
+  kiln_tensor cat[2] = {wide, xf};
+  kiln_tensor outs[] = {
+      kiln_where(mask, wide, zero),                     /* exact */
+      kiln_relu(wide),                                  /* exact */
+      kiln_maximum_c(wide, 0.5),                        /* exact */
+      kiln_neg(kiln_abs(wide)),                         /* exact */
+      kiln_cast(mask, KILN_F32),                        /* exact */
+      kiln_maximum_c(wide, 0.1),                        /* 0.1: rounded */
+      kiln_where(mask, xf, zero),                       /* f32 values: rounded */
+      kiln_mul_c(wide, 3.0),                            /* a product: rounded */
+      kiln_concat(2, cat, 0),                           /* half f32: rounded */
+  };
+  for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) bc_emit(r, kiln_cast(outs[k], KILN_BF16), 0, 0, "cast %zu", k);
+  bc_emit(r, kiln_relu(xb), 0, 0, "bf16 relu");
+  bc_emit(r, kiln_neg(xb), 0, 0, "bf16 neg");
+  bc_emit(r, kiln_abs(xb), 0, 0, "bf16 abs");
+  bc_emit(r, kiln_floor(xb), 0, 0, "bf16 floor");
+  bc_emit(r, kiln_sign(xb), 0, 0, "bf16 sign");
+  bc_emit(r, kiln_maximum(xb, kiln_neg(xb)), 0, 0, "bf16 max");
+  bc_emit(r, kiln_minimum_c(xb, 0.75), 0, 0, "bf16 min");
+}
+
+KT_TEST(exact_bf16_values_are_not_rounded_again) {
+  static bc_result ref, got;
+  bc_run("ref", prog_exact, NULL, &ref);
+  bc_run(bc_backend_under_test(), prog_exact, NULL, &got);
+  KT_CHECK(ref.status == KILN_OK && got.status == KILN_OK && ref.n == got.n && ref.n == 16);
+  for (int k = 0; k < ref.n && k < got.n; k++) {
+    const bc_out *a = &ref.o[k], *b = &got.o[k];
+    KT_CHECK(a->dt == KILN_BF16 && b->dt == KILN_BF16 && a->numel == b->numel);
+    if (a->numel != b->numel) continue;
+    const uint16_t *x = a->data, *y = b->data;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < a->numel; i++)
+      if (x[i] != y[i] && bad++ < 2)
+        KT_FAIL("%s element %lld: %s %04x, ref %04x", a->name, (long long)i, got.backend, (unsigned)y[i],
+                (unsigned)x[i]);
+  }
+  bc_result_free(&ref);
+  bc_result_free(&got);
+}
+
 KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
         KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref),
         KT_CASE(softmax_rows_in_two_passes), KT_CASE(row_cache_matches_ref),
-        KT_CASE(column_kernels_match_ref), KT_CASE(suffix_reductions_of_broadcasts_match_ref))
+        KT_CASE(column_kernels_match_ref), KT_CASE(suffix_reductions_of_broadcasts_match_ref),
+        KT_CASE(exact_bf16_values_are_not_rounded_again))

@@ -312,17 +312,19 @@ KT_TEST(test_simplify_pad_sums_become_concat) {
     const int64_t s24[2] = {2, 4}, s64[2] = {6, 4};
     int x = tb_leaf(b, ty, 2, s64);
     int part[3], pd[3];
+    static const int64_t at[3][4] = {{0, 0, 1, 1}, {2, 0, 1, 1}, {4, 0, 1, 1}};
+    static const int64_t pads[3][4] = {{0, 0, 4, 0}, {2, 0, 2, 0}, {4, 0, 0, 0}};
     for (int k = 0; k < 3; k++) {
-      part[k] = tb_slice(b, x, (const int64_t[]){2 * k, 0, 1, 1}, s24);
-      pd[k] = tb_pad(b, part[k], (const int64_t[]){2 * k, 0, 4 - 2 * k, 0}, 0.0);
+      part[k] = tb_slice(b, x, at[k], s24);
+      pd[k] = tb_pad(b, part[k], pads[k], 0.0);
     }
     int o_all = tb_bin(b, KILN_OP_ADD, tb_bin(b, KILN_OP_ADD, pd[1], pd[0]), pd[2]); /* -> concat of 3 */
     int o_two = tb_bin(b, KILN_OP_ADD, pd[2], pd[1]);                              /* -> pad(concat) */
     int o_gap = tb_bin(b, KILN_OP_ADD, pd[0], pd[2]);                              /* a gap: a sum */
     int o_same = tb_bin(b, KILN_OP_ADD, pd[1], pd[1]);                             /* overlap: a sum */
-    int o_fill = tb_bin(b, KILN_OP_ADD, pd[0], tb_pad(b, part[1], (const int64_t[]){2, 0, 2, 0}, 1.0));
-    int two_axes = tb_pad(b, tb_slice(b, x, (const int64_t[]){2, 0, 1, 1}, (const int64_t[]){2, 3}),
-                          (const int64_t[]){2, 0, 2, 1}, 0.0);
+    static const int64_t s23[2] = {2, 3}, pad2[4] = {2, 0, 2, 1};
+    int o_fill = tb_bin(b, KILN_OP_ADD, pd[0], tb_pad(b, part[1], pads[1], 1.0));
+    int two_axes = tb_pad(b, tb_slice(b, x, at[1], s23), pad2, 0.0);
     int o_axes = tb_bin(b, KILN_OP_ADD, pd[0], two_axes);
     int outs[6] = {o_all, o_two, o_gap, o_same, o_fill, o_axes};
     for (int k = 0; k < 6; k++) tb_out(b, outs[k], -1);

@@ -11,7 +11,8 @@
  * 2. The cpu backend's compiled (vectorized) kernels give the same bits as
  *    the ref backend, which evaluates the same C scalar by scalar, for each
  *    op built on these functions.
- * 3. kbf16_bits, the generated kernels' bf16 store, is kf32_bf16 on every
+ * 3. kbf16_bits, the generated kernels' bf16 store, is kf32_bf16, and
+ *    kbf16q, their rounding of values known exact, is kbf16r, on every
  *    value a bf16 node can hold (all 65536 bf16 values, NaNs of every
  *    payload and sign included, and kbf16r of f32 values across the range). */
 #include <math.h>
@@ -288,6 +289,8 @@ KT_TEST(bf16_store_is_the_rounding_on_bf16_values) {
     if (kbf16_bits(x) != kf32_bf16(x) && bad++ < 3)
       KT_FAIL("bf16 %04x: kbf16_bits %04x, kf32_bf16 %04x", (unsigned)h, (unsigned)kbf16_bits(x),
               (unsigned)kf32_bf16(x));
+    float q = kbf16q(x), r = kbf16r(x);
+    if (memcmp(&q, &r, 4) && bad++ < 3) KT_FAIL("bf16 %04x: kbf16q %a, kbf16r %a", (unsigned)h, (double)q, (double)r);
   }
   for (uint64_t u = 0; u < 0x100000000ull; u += 2039) { /* f32 patterns, rounded as a bf16 node's value is */
     uint32_t b = (uint32_t)u;

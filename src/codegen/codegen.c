@@ -494,8 +494,19 @@ static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
               (long long)n, (long long)n);
     const char *idx =
         kiln_cg_sf(c, "const int64_t i%d KU = j;\nconst int64_t f KU = r * %lldLL + j;\n", last, (long long)n);
+    /* a whole piece (every one but a task's first and last) runs a loop of
+     * constant length: with the bounds jb..je gcc vectorizes each short
+     * piece with a prologue and a tail, which for pieces of 32 (a head
+     * split's permute, [32,128,384] f32 -> [32,12,128,32]) cost 4.6 ms on
+     * one core against 1.4 ms this way */
+    int whole = n <= 256 && !c->sc_guard.p;
+    if (whole) {
+      kiln_text_printf(o, "if (jb == 0 && je == %lldLL) {\n", (long long)n);
+      loop_f(c, o, "j", "0", kiln_cg_sf(c, "%lldLL", (long long)n), idx, b, values_len);
+      kiln_text_printf(o, "} else {\n");
+    }
     loop_f(c, o, "j", "jb", "je", idx, b, values_len);
-    kiln_text_printf(o, "}\n");
+    kiln_text_printf(o, whole ? "}\n}\n" : "}\n");
   }
   if (body.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);

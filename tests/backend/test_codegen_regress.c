@@ -41,7 +41,12 @@
  *    when cast back (codegen_expr.c, exact_bf16, kbf16q), nor the results
  *    of bf16 neg/abs/relu/max/min/floor/sign; f32 values, products and
  *    constants bf16 does not hold are: bit for bit against ref, NaNs,
- *    infinities, -0 and huge values included. */
+ *    infinities, -0 and huge values included;
+ *  - elementwise kernels run whole pieces of their last axis (up to 256)
+ *    as constant-length loops and a task's partial first and last pieces
+ *    with bounds (codegen.c, gen_elementwise): permutes with a broadcast
+ *    add large enough to be split mid-piece, pieces of 1 to 257, f32 and
+ *    bf16, bit for bit against ref. */
 #include "backend/backend_compare.h"
 
 /* ── 1. the program, exact ── */
@@ -550,8 +555,45 @@ KT_TEST(exact_bf16_values_are_not_rounded_again) {
   bc_result_free(&got);
 }
 
+/* ── 10. elementwise pieces, whole and partial ── */
+
+typedef struct piece_case {
+  int64_t shape[3]; /* permuted to [s0, s2, s1]: the output's last axis is shape[1] */
+  kiln_dtype dt;
+} piece_case;
+
+static void prog_piece(bc_result *r, const void *arg) {
+  const piece_case *pc = arg;
+  int64_t bs[3] = {1, pc->shape[1], pc->shape[2]};
+  kiln_tensor x = bc_input(pc->dt, 3, pc->shape, 6100 + (uint64_t)pc->shape[1], 0);
+  kiln_tensor b = bc_input(pc->dt, 3, bs, 6200 + (uint64_t)pc->shape[2], 0);
+  static const int perm[3] = {0, 2, 1};
+  kiln_tensor y = kiln_permute(kiln_add(x, b), perm);
+  bc_emit(r, kiln_mul_c(y, 2.0), 0, 0, "permuted sum");
+}
+
+KT_TEST(elementwise_pieces_match_ref) {
+  static const int64_t shapes[][3] = {{40, 1, 513}, {37, 41, 45}, {3, 256, 100}, {3, 257, 99}, {9, 32, 130}};
+  for (int si = 0; si < 5; si++)
+    for (int d = 0; d < 2; d++) {
+      piece_case pc = {{shapes[si][0], shapes[si][1], shapes[si][2]}, d ? KILN_BF16 : KILN_F32};
+      static bc_result ref, got;
+      bc_run("ref", prog_piece, &pc, &ref);
+      bc_run(bc_backend_under_test(), prog_piece, &pc, &got);
+      KT_CHECK(ref.status == KILN_OK && got.status == KILN_OK && ref.n == 1 && got.n == 1);
+      if (ref.n == 1 && got.n == 1 && ref.o[0].numel == got.o[0].numel) {
+        size_t bytes = (size_t)ref.o[0].numel * kiln_dtype_size(ref.o[0].dt);
+        KT_CHECK_MSG(memcmp(ref.o[0].data, got.o[0].data, bytes) == 0, "[%lld,%lld,%lld] %s: cpu differs from ref",
+                     (long long)pc.shape[0], (long long)pc.shape[1], (long long)pc.shape[2],
+                     kiln_dtype_name(pc.dt));
+      }
+      bc_result_free(&ref);
+      bc_result_free(&got);
+    }
+}
+
 KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
         KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref),
         KT_CASE(softmax_rows_in_two_passes), KT_CASE(row_cache_matches_ref),
         KT_CASE(column_kernels_match_ref), KT_CASE(suffix_reductions_of_broadcasts_match_ref),
-        KT_CASE(exact_bf16_values_are_not_rounded_again))
+        KT_CASE(exact_bf16_values_are_not_rounded_again), KT_CASE(elementwise_pieces_match_ref))

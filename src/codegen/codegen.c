@@ -64,15 +64,16 @@ static int names_axis(const char *text, int d) {
  * division per element, and what depends on the outer axes only is
  * computed once per run of q (a full reduction of that layer norm's output
  * took 0.86-0.92 ms flat, docs/codegen.md). -1 when the flat loop is as
- * good: no such read, a last axis shorter than 16, or a body that is NULL
- * (the F stores' loops, which stay flat). */
-static int nested_axis(const kiln_skernel *k, int suffix, const char *body) {
+ * good: no such read, a last axis shorter than 16 (not asked of a family's
+ * instance, sym: its sizes are primes, and the choice must not depend on
+ * them), or a body that is NULL (the F stores' loops, which stay flat). */
+static int nested_axis(const kiln_skernel *k, int suffix, const char *body, int sym) {
   int last = -1, n = 0;
   for (int d = 0; d < k->rank; d++)
     if ((k->mask >> d & 1) && k->shape[d] > 1) last = d, n++;
   if (n < 2) return -1;
   if (!suffix) return last;
-  if (!body || k->shape[last] < 16) return -1;
+  if (!body || (k->shape[last] < 16 && !sym)) return -1;
   for (int d = 0; d < last; d++)
     if ((k->mask >> d & 1) && k->shape[d] > 1 && names_axis(body, d)) return last;
   return -1;
@@ -298,7 +299,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
     /* a suffix row nests only where nothing else uses the flat loop's j:
      * not unrolled, not a softmax's sum, no row cache */
     int flat_only = unroll || m == c->sm_sum || c->n_rc > 0;
-    int dl = nested_axis(c->k, suffix, flat_only && suffix ? NULL : kiln_cg_sf(c, "%s%s", r.body, r.v));
+    int dl = nested_axis(c->k, suffix, flat_only && suffix ? NULL : kiln_cg_sf(c, "%s%s", r.body, r.v), c->sym);
     if (L < 16) gen_reduce_short(c, o, &r);
     else if (r.fl) gen_reduce_float(c, o, &r, dl);
     else if (dl >= 0) gen_reduce_int_nested(c, o, &r, dl);
@@ -367,7 +368,7 @@ static int rc_feeds(cg *c, int32_t n) { /* n is an input of a kept value first c
 static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
   c->n_rc = c->loop_no = 0;
-  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix, NULL) >= 0) return;
+  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix, NULL, c->sym) >= 0) return;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind != KILN_KIND_REDUCE) continue;
@@ -498,8 +499,9 @@ static void gen_elementwise(cg *c, kiln_text *o, int64_t *items) {
      * constant length: with the bounds jb..je gcc vectorizes each short
      * piece with a prologue and a tail, which for pieces of 32 (a head
      * split's permute, [32,128,384] f32 -> [32,12,128,32]) cost 4.6 ms on
-     * one core against 1.4 ms this way */
-    int whole = n <= 256 && !c->sc_guard.p;
+     * one core against 1.4 ms this way (a family's instance, sym, always:
+     * its sizes are primes, and the choice must not depend on them) */
+    int whole = (n <= 256 || c->sym) && !c->sc_guard.p;
     if (whole) {
       kiln_text_printf(o, "if (jb == 0 && je == %lldLL) {\n", (long long)n);
       loop_f(c, o, "j", "0", kiln_cg_sf(c, "%lldLL", (long long)n), idx, b, values_len);
@@ -680,7 +682,8 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
 
 static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, kiln_kernel_src *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
-  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1};
+  cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1,
+         .sym = sym};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);

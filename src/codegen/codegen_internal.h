@@ -92,6 +92,9 @@ typedef struct cg {
    * check "kb |= ksincos_large(arg);" appended to sc_guard */
   int sc_split;
   kiln_text sc_guard;
+  /* generating an instance of a family (codegen_sym.c): a choice made on a
+   * size must not differ between the instances, whose sizes are primes */
+  int sym;
 } cg;
 
 /* "i0".."i7": the canonical axis variables of a kernel's loops. */

@@ -45,7 +45,7 @@ typedef struct kiln_kernel_src {
   const char *family_name; /* borrowed: that kiln_kernel_src's name (it outlives this one), or NULL */
 } kiln_kernel_src;
 
-/* Outputs per sweep of a column kernel (codegen.c, gen_col). */
+/* Outputs per sweep of a column kernel (codegen_col.c, kiln_cg_gen_col). */
 #define KILN_CG_COL_SPAN 512
 
 /* The buffer id of the error-word argument (no real buffer has it). */

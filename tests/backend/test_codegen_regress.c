@@ -28,7 +28,7 @@
  *    a host layer norm in double and against ref;
  *  - column kernels (a reduction over leading axes: bias gradients) sweep
  *    blocks of up to 512 outputs, split over the threads in whole blocks of
- *    64 (codegen.c's gen_col, cpu_execute.c's loop_grain): widths around
+ *    64 (codegen_col.c, cpu_execute.c's loop_grain): widths around
  *    those edges, short and long columns, f32, bf16 and i32 sums, a max and
  *    a mean, bit for bit against ref (both sum each output in order);
  *  - a reduction over several trailing axes whose value reads a broadcast

@@ -153,7 +153,7 @@ static void run_gemm(cpu_backend *b, const step *sp, void *const *ptr) {
 
 /* The grain a loop step runs with: a column kernel's (span > 0) outputs in
  * one task per thread, each as wide as the kernel's sweep at most (a
- * narrower task sweeps the rows more often; codegen.c, gen_col), in whole
+ * narrower task sweeps the rows more often; codegen_col.c), in whole
  * blocks of its grain; any other kernel's own grain. */
 static int64_t loop_grain(const step *sp, int threads) {
   if (sp->span <= 0 || threads < 1) return sp->grain;

@@ -42,40 +42,27 @@ static void inner_index(cg *c, kiln_text *o, int suffix, int64_t L) {
   }
 }
 
-/* 1 when text names the index variable i<d> (not i<d><more digits>). */
-static int names_axis(const char *text, int d) {
-  char v[16];
-  int n = snprintf(v, sizeof v, "i%d", d);
-  for (const char *p = text; (p = strstr(p, v)) != NULL; p += n) {
-    char before = p == text ? ' ' : p[-1], after = p[n];
-    int ident = (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z') || before == '_' ||
-                (before >= '0' && before <= '9');
-    if (!ident && !(after >= '0' && after <= '9') && after != '_') return 1;
-  }
-  return 0;
-}
-
 /* The last inner axis with more than one element, when there are several
  * inner axes and either they are not a contiguous suffix, or they are and
- * the reduced value (body) reads one of the others' index variables (a
- * broadcast: a mean over all axes of a layer norm's output reads each
- * row's scale): such a reduction runs as nested loops (outer inner axes
- * from `jo`, the last one as `q`) instead of decomposing a flat j with a
- * division per element, and what depends on the outer axes only is
- * computed once per run of q (a full reduction of that layer norm's output
- * took 0.86-0.92 ms flat, docs/codegen.md). -1 when the flat loop is as
- * good: no such read, a last axis shorter than 16 (not asked of a family's
- * instance, sym: its sizes are primes, and the choice must not depend on
- * them), or a body that is NULL (the F stores' loops, which stay flat). */
-static int nested_axis(const kiln_skernel *k, int suffix, const char *body, int sym) {
+ * the reduced value reads one of the others' index variables (reads: the
+ * axes whose variables it uses, c->used_axes; a broadcast: a mean over all
+ * axes of a layer norm's output reads each row's scale): such a reduction
+ * runs as nested loops (outer inner axes from `jo`, the last one as `q`)
+ * instead of decomposing a flat j with a division per element, and what
+ * depends on the outer axes only is computed once per run of q (a full
+ * reduction of that layer norm's output took 0.86-0.92 ms flat,
+ * docs/codegen.md). -1 when the flat loop is as good: no such read, a last
+ * axis shorter than 16 (not asked of a family's instance, sym: its sizes
+ * are primes, and the choice must not depend on them). */
+static int nested_axis(const kiln_skernel *k, int suffix, uint32_t reads, int sym) {
   int last = -1, n = 0;
   for (int d = 0; d < k->rank; d++)
     if ((k->mask >> d & 1) && k->shape[d] > 1) last = d, n++;
   if (n < 2) return -1;
   if (!suffix) return last;
-  if (!body || (k->shape[last] < 16 && !sym)) return -1;
+  if (k->shape[last] < 16 && !sym) return -1;
   for (int d = 0; d < last; d++)
-    if ((k->mask >> d & 1) && k->shape[d] > 1 && names_axis(body, d)) return last;
+    if ((k->mask >> d & 1) && k->shape[d] > 1 && (reads >> d & 1)) return last;
   return -1;
 }
 
@@ -280,7 +267,11 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
   rc_seed(c);
   kiln_text body = {0};
   c->cur = &body;
+  uint32_t outer = c->used_axes;
+  c->used_axes = 0;
   r.v = kiln_cg_ex(c, in, &c->fctx);
+  uint32_t reads = c->used_axes; /* the axis variables the reduced value uses */
+  c->used_axes |= outer;
   kiln_cg_flush_pre(c, o);
   kiln_text idx = {0};
   inner_index(c, &idx, suffix, L);
@@ -299,7 +290,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
     /* a suffix row nests only where nothing else uses the flat loop's j:
      * not unrolled, not a softmax's sum, no row cache */
     int flat_only = unroll || m == c->sm_sum || c->n_rc > 0;
-    int dl = nested_axis(c->k, suffix, flat_only && suffix ? NULL : kiln_cg_sf(c, "%s%s", r.body, r.v), c->sym);
+    int dl = nested_axis(c->k, suffix, flat_only ? 0 : reads, c->sym);
     if (L < 16) gen_reduce_short(c, o, &r);
     else if (r.fl) gen_reduce_float(c, o, &r, dl);
     else if (dl >= 0) gen_reduce_int_nested(c, o, &r, dl);
@@ -368,7 +359,7 @@ static int rc_feeds(cg *c, int32_t n) { /* n is an input of a kept value first c
 static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
   c->n_rc = c->loop_no = 0;
-  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix, NULL, c->sym) >= 0) return;
+  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix, 0, c->sym) >= 0) return;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind != KILN_KIND_REDUCE) continue;

@@ -132,6 +132,12 @@ const char *kiln_cg_ld(cg *c, int dt, const char *elem);
 const char *kiln_cg_st(cg *c, int dt, const char *v);
 /* Expression e of dtype `from` converted to `to` by the CAST rules. */
 const char *kiln_cg_conv(cg *c, const char *e, int from, int to);
+/* 1 when op's f32 result on values bf16 holds is one bf16 holds (neg, abs,
+ * relu, max, min, floor, ceil, round, trunc, sign). */
+int kiln_cg_keeps_bf16(int op);
+/* 1 when every value of node n inside a kernel is one bf16 holds, or a NaN
+ * (0 when unsure): its rounding to bf16 is then kbf16q. codegen_dtype.c. */
+int kiln_cg_exact_bf16(cg *c, int32_t n);
 /* Set up c->fctx and c->rsctx (the kernel's canonical indices). */
 void kiln_cg_init_ctx(cg *c);
 /* An index atom: the C text s (an int64_t variable) with values in [lo, hi]. */

@@ -38,7 +38,7 @@
  *    means and products of f32, bf16 and i32, against ref;
  *  - values a kernel knows bf16 holds (a bf16 value widened, selected,
  *    relu'd, compared with a bf16-exact constant) are not rounded again
- *    when cast back (codegen_expr.c, exact_bf16, kbf16q), nor the results
+ *    when cast back (codegen_dtype.c, kbf16q), nor the results
  *    of bf16 neg/abs/relu/max/min/floor/sign; f32 values, products and
  *    constants bf16 does not hold are: bit for bit against ref, NaNs,
  *    infinities, -0 and huge values included;

@@ -225,9 +225,12 @@ static int check_bf16(int mode, int ta, int tb, int64_t m, int64_t n, int64_t k)
 
 static int child_bf16(void) {
   /* edge tiles, odd K (zero-padded), K = 0, a transposed B of whole 16 x 16
-   * word blocks and a rest (K 130), K past one block (2048) */
-  const int64_t sizes[][3] = {{1, 1, 1},   {13, 37, 15},  {12, 32, 384}, {100, 70, 801}, {130, 1100, 9},
-                              {5, 3, 0},   {40, 96, 130}, {25, 64, 32},  {7, 33, 4101},  {50, 64, 4100}};
+   * word blocks and a rest (K 130), K past one block (2048), full panels of
+   * A and B packed 16 k-pairs at a time with a rest (K 70, 66) in several
+   * column blocks (N past 512) */
+  const int64_t sizes[][3] = {{1, 1, 1},    {13, 37, 15},  {12, 32, 384}, {100, 70, 801},
+                              {130, 1100, 9}, {5, 3, 0},   {40, 96, 130}, {25, 64, 32},
+                              {7, 33, 4101}, {50, 64, 4100}, {37, 1060, 70}, {24, 544, 66}};
   const int ns = (int)(sizeof sizes / sizeof sizes[0]);
   int have = kiln_gemm_bf16_available();
   fprintf(stderr, "  bf16 kernel (avx512_bf16): %s; preferred here: %s\n", have ? "available" : "not on this CPU",

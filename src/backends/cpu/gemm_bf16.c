@@ -20,6 +20,7 @@
  * broadcast to all lanes. An odd K is padded with a zero. Products of two
  * bf16 values are exact in f32; only the order of the f32 sums differs from
  * the f32 GEMM of the same (rounded) inputs. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,65 @@ int kiln_gemm_bf16_preferred(void) {
 }
 
 #ifdef KILN_HAVE_BF16_KERNEL
+/* 16 x 16 32-bit words: r[i] holds 16 words of row i in, r[x] of the
+ * output holds word x of the 16 rows; the unpacks leave the words q+1 and
+ * q+2 of a 4-group swapped and the lane shuffles keep order, so output x
+ * is word qof[x] (transpose16_word) */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline void transpose16(__m512i *r) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) { /* 2x2 blocks of words */
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) /* 4x4 */
+    for (int h = 0; h < 2; h++) {
+      r[i + h] = _mm512_unpacklo_epi64(t[i + h], t[i + h + 2]);
+      r[i + h + 2] = _mm512_unpackhi_epi64(t[i + h], t[i + h + 2]);
+    }
+  for (int i = 0; i < 16; i += 8) /* 8x8: 128-bit lanes */
+    for (int h = 0; h < 4; h++) {
+      t[i + h] = _mm512_shuffle_i32x4(r[i + h], r[i + h + 4], 0x88);
+      t[i + h + 4] = _mm512_shuffle_i32x4(r[i + h], r[i + h + 4], 0xdd);
+    }
+  for (int h = 0; h < 8; h++) { /* 16x16 */
+    r[h] = _mm512_shuffle_i32x4(t[h], t[h + 8], 0x88);
+    r[h + 8] = _mm512_shuffle_i32x4(t[h], t[h + 8], 0xdd);
+  }
+}
+static const int transpose16_word[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+
+/* Source lines asked for this far ahead (64-byte lines): the packs walk
+ * rows a line at a time, rows 2 KiB or more apart, which the hardware
+ * prefetchers follow poorly (a pack ran at ~5 GB/s) */
+enum { PF_LINES = 4 };
+
+/* Full MR-row panels of A stored [M][K] (not transposed), k-pairs [0, kp)
+ * from k0, rows i..i+rows (a multiple of MR): a (k, k+1) pair is one
+ * 32-bit word, the panel the transpose of the rows' words, 16 at a time
+ * (the 16 x 16 transpose with MR of its rows) */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_a_rows(const uint16_t *a, int64_t lda,
+                                                                             int64_t i, int64_t rows, int64_t k0,
+                                                                             int64_t kp, uint16_t *p) {
+  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+    uint32_t *w = (uint32_t *)(void *)(p + r0 * kp * 2);
+    const uint16_t *base = a + (i + r0) * lda + k0;
+    int64_t q0 = 0;
+    for (; q0 + 16 <= kp; q0 += 16) {
+      __m512i r[16];
+      for (int x = 0; x < MR; x++) {
+        const uint16_t *row = base + x * lda + 2 * q0;
+        _mm_prefetch((const char *)(row + 32 * PF_LINES), _MM_HINT_T0);
+        r[x] = _mm512_loadu_si512(row);
+      }
+      for (int x = MR; x < 16; x++) r[x] = _mm512_setzero_si512();
+      transpose16(r);
+      for (int x = 0; x < 16; x++) _mm512_mask_storeu_epi32(w + (q0 + transpose16_word[x]) * MR, (1u << MR) - 1, r[x]);
+    }
+    for (int64_t x = 0; x < MR; x++)
+      for (int64_t q = q0; q < kp; q++) memcpy(&w[q * MR + x], base + x * lda + 2 * q, 4);
+  }
+}
+
 /* One full MR-row panel of a transposed A (stored [K][M]): rows k and k+1
  * of the stored matrix interleaved, MR (12) values at a time. */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_a_trans(const uint16_t *a, int64_t lda,
@@ -93,19 +153,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_a_trans(co
 /* rows [i0, i0+mc) x k [k0, k0+kc) of op(A) into MR-row panels of k-pairs */
 static void pack_a(int ta, const uint16_t *a, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                    uint16_t *pa) {
-  int64_t kp = (kc + 1) / 2;
-  for (int64_t r0 = 0; r0 < mc; r0 += MR) {
+  int64_t kp = (kc + 1) / 2, full = kc % 2 == 0 ? mc / MR * MR : 0;
+  if (!ta && full) pack_a_rows(a, lda, i0, full, k0, kp, pa);
+  for (int64_t r0 = ta ? 0 : full; r0 < mc; r0 += MR) {
     uint16_t *p = pa + r0 * kp * 2;
-    if (ta && r0 + MR <= mc && kc % 2 == 0) {
+    if (ta && r0 + MR <= full) {
       pack_a_trans(a, lda, i0 + r0, k0, kp, p);
-      continue;
-    }
-    if (!ta && r0 + MR <= mc && kc % 2 == 0) { /* a (k, k+1) pair is one 32-bit word */
-      uint32_t *w = (uint32_t *)(void *)p;
-      for (int64_t r = 0; r < MR; r++) {
-        const uint16_t *row = a + (i0 + r0 + r) * lda + k0;
-        for (int64_t q = 0; q < kp; q++) memcpy(&w[q * MR + r], row + 2 * q, 4);
-      }
       continue;
     }
     for (int64_t q = 0; q < kp; q++)
@@ -118,70 +171,56 @@ static void pack_a(int ta, const uint16_t *a, int64_t lda, int64_t i0, int64_t m
   }
 }
 
-/* One NR-column panel, k-pairs [0, kp) of a full block (2·kp == kc, all
- * NR columns in range). B not transposed: rows k and k+1 are interleaved
- * 16 columns at a time; transposed: a (k, k+1) pair is one 32-bit word. */
+/* NR-column panels [j, j+cols) (cols a multiple of NR), k-pairs [0, kp)
+ * of a full block (2·kp == kc). B not transposed: rows k and k+1 are
+ * interleaved 16 columns at a time, a pair of rows into every panel before
+ * the next pair (the rows are read in order); transposed: a (k, k+1) pair
+ * is one 32-bit word, a panel the transpose of NR rows of those words. */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_b_full(int tb, const uint16_t *b, int64_t ldb,
                                                                              int64_t k0, int64_t kp, int64_t j,
-                                                                             uint16_t *p) {
+                                                                             int64_t cols, uint16_t *p) {
   if (!tb) {
-    for (int64_t q = 0; q < kp; q++, p += 2 * NR) {
+    for (int64_t q = 0; q < kp; q++) {
       const uint16_t *r0 = b + (k0 + 2 * q) * ldb + j, *r1 = r0 + ldb;
-      for (int h = 0; h < NR; h += 16) {
-        __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(r0 + h)));
-        __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(r1 + h)));
-        _mm512_storeu_si512(p + 2 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      for (int64_t c0 = 0; c0 < cols; c0 += NR) {
+        uint16_t *o = p + c0 * kp * 2 + q * 2 * NR;
+        for (int h = 0; h < NR; h += 16) {
+          __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(r0 + c0 + h)));
+          __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(r1 + c0 + h)));
+          _mm512_storeu_si512(o + 2 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
       }
     }
     return;
   }
-  /* B transposed (stored [N][K]): a (k, k+1) pair is one 32-bit word, and
-   * the panel is the transpose of NR rows of those words, 16 x 16 at a time */
-  uint32_t *w = (uint32_t *)(void *)p;
-  int64_t q0 = 0;
-  for (; q0 + 16 <= kp; q0 += 16)
-    for (int c = 0; c < NR; c += 16) {
-      __m512i r[16], t[16];
-      for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(b + (j + c + i) * ldb + k0 + 2 * q0);
-      for (int i = 0; i < 16; i += 2) { /* 2x2 blocks of words */
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-      }
-      for (int i = 0; i < 16; i += 4) /* 4x4 */
-        for (int h = 0; h < 2; h++) {
-          r[i + h] = _mm512_unpacklo_epi64(t[i + h], t[i + h + 2]);
-          r[i + h + 2] = _mm512_unpackhi_epi64(t[i + h], t[i + h + 2]);
+  for (int64_t c0 = 0; c0 < cols; c0 += NR) {
+    uint32_t *w = (uint32_t *)(void *)(p + c0 * kp * 2);
+    int64_t q0 = 0;
+    for (int c = 0; c < NR; c += 16)
+      for (q0 = 0; q0 + 16 <= kp; q0 += 16) {
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) {
+          const uint16_t *row = b + (j + c0 + c + i) * ldb + k0 + 2 * q0;
+          _mm_prefetch((const char *)(row + 32 * PF_LINES), _MM_HINT_T0);
+          r[i] = _mm512_loadu_si512(row);
         }
-      for (int i = 0; i < 16; i += 8) /* 8x8: 128-bit lanes */
-        for (int h = 0; h < 4; h++) {
-          t[i + h] = _mm512_shuffle_i32x4(r[i + h], r[i + h + 4], 0x88);
-          t[i + h + 4] = _mm512_shuffle_i32x4(r[i + h], r[i + h + 4], 0xdd);
-        }
-      for (int h = 0; h < 8; h++) { /* 16x16 */
-        r[h] = _mm512_shuffle_i32x4(t[h], t[h + 8], 0x88);
-        r[h + 8] = _mm512_shuffle_i32x4(t[h], t[h + 8], 0xdd);
+        transpose16(r);
+        for (int x = 0; x < 16; x++) _mm512_storeu_si512(w + (q0 + transpose16_word[x]) * NR + c, r[x]);
       }
-      /* r[x] now holds the 16 rows' words of one q: the unpacks leave the
-       * pairs q+1 and q+2 of a 4-group swapped, the lane shuffles keep order */
-      static const int qof[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
-      for (int x = 0; x < 16; x++) _mm512_storeu_si512(w + (q0 + qof[x]) * NR + c, r[x]);
+    for (int c = 0; c < NR; c++) {
+      const uint16_t *col = b + (j + c0 + c) * ldb + k0;
+      for (int64_t q = q0; q < kp; q++) memcpy(&w[q * NR + c], col + 2 * q, 4);
     }
-  for (int c = 0; c < NR; c++) {
-    const uint16_t *col = b + (j + c) * ldb + k0;
-    for (int64_t q = q0; q < kp; q++) memcpy(&w[q * NR + c], col + 2 * q, 4);
   }
 }
 
 /* k [k0, k0+kc) x columns [j0, j0+nc) of op(B) into NR-column panels */
 static void pack_b(int tb, const uint16_t *b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                    uint16_t *pb) {
-  int64_t kp = (kc + 1) / 2;
-  for (int64_t c0 = 0; c0 < nc; c0 += NR) {
+  int64_t kp = (kc + 1) / 2, full = kc % 2 == 0 ? nc / NR * NR : 0;
+  if (full) pack_b_full(tb, b, ldb, k0, kp, j0, full, pb);
+  for (int64_t c0 = full; c0 < nc; c0 += NR) {
     uint16_t *p = pb + c0 * kp * 2;
-    if (c0 + NR <= nc && kc % 2 == 0) {
-      pack_b_full(tb, b, ldb, k0, kp, j0 + c0, p);
-      continue;
-    }
     for (int64_t q = 0; q < kp; q++)
       for (int64_t c = 0; c < NR; c++, p += 2) {
         int64_t j = j0 + c0 + c, k = k0 + 2 * q;
@@ -267,8 +306,8 @@ static void block(int64_t mc, int64_t nc, int64_t kc, const uint16_t *pa, const 
                   int64_t ldc, int st, const float *c0, float alpha) {
   int64_t kp = (kc + 1) / 2;
   size_t es = st == ST_BF16 ? 2 : 4;
-  for (int64_t j = 0; j < nc; j += NR)
-    for (int64_t i = 0; i < mc; i += MR) {
+  for (int64_t i = 0; i < mc; i += MR)
+    for (int64_t j = 0; j < nc; j += NR) {
       int mr = (int)(mc - i < MR ? mc - i : MR), nr = (int)(nc - j < NR ? nc - j : NR);
       micro(kp, pa + i * kp * 2, pb + j * kp * 2, (char *)c + (size_t)(i * ldc + j) * es, ldc, mr, nr, st,
             c0 ? c0 + i * ldc + j : NULL, alpha);
@@ -298,6 +337,45 @@ static void run_blocks(int ta, int tb, int64_t m, int64_t n, int64_t k, const ui
 }
 #endif
 
+#ifdef KILN_HAVE_BF16_KERNEL
+/* The packed panels, kept per thread between calls: a fresh aligned_alloc
+ * of ~2 MiB per call was returned to the system and faulted in again page
+ * by page (~7% of a [128 x 1024 x 1024] GEMM). At most (MC+MR)·(KC+2) +
+ * (NC+NR)·(KC+2) 16-bit values (~2.7 MiB) a thread that ran a bf16 GEMM;
+ * freed when the thread ends (the key's destructor). */
+typedef struct pack_scratch {
+  uint16_t *p[2];
+  size_t cap[2];
+  int keyed;
+} pack_scratch;
+static __thread pack_scratch tl_pack;
+static pthread_key_t g_pack_key;
+static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
+static int g_pack_key_ok;
+
+static void pack_scratch_free(void *v) {
+  pack_scratch *s = v;
+  for (int i = 0; i < 2; i++) free(s->p[i]), s->p[i] = NULL, s->cap[i] = 0;
+}
+static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, pack_scratch_free) == 0; }
+
+/* this thread's buffer i of at least bytes (64-aligned), NULL when out of memory */
+static uint16_t *pack_buffer(int i, size_t bytes) {
+  pack_scratch *s = &tl_pack;
+  if (!s->keyed) {
+    pthread_once(&g_pack_once, pack_key_make);
+    if (g_pack_key_ok && pthread_setspecific(g_pack_key, s) == 0) s->keyed = 1;
+  }
+  if (s->cap[i] >= bytes) return s->p[i];
+  bytes = (bytes + 63) / 64 * 64;
+  uint16_t *p = aligned_alloc(64, bytes);
+  if (!p) return NULL;
+  free(s->p[i]);
+  s->p[i] = p, s->cap[i] = bytes;
+  return p;
+}
+#endif
+
 /* The driver: C (ldc) stored as st says; past one K block through an f32
  * copy of the sums, finished element by element */
 static int gemm_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
@@ -312,15 +390,13 @@ static int gemm_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint
     memset(fc, 0, sizeof(float) * (size_t)(m * n));
   } else {
     int64_t mcap = (m < MC ? m : MC) + MR, ncap = (n < NC ? n : NC) + NR, kcap = (k < KC ? k : KC) + 2;
-    uint16_t *pa = aligned_alloc(64, (size_t)((mcap * kcap * 2 + 63) / 64 * 64));
-    uint16_t *pb = aligned_alloc(64, (size_t)((ncap * kcap * 2 + 63) / 64 * 64));
+    uint16_t *pa = pack_buffer(0, (size_t)(mcap * kcap * 2)), *pb = pa ? pack_buffer(1, (size_t)(ncap * kcap * 2)) : NULL;
     if (!pa || !pb) {
-      free(pa), free(pb), free(fc);
+      free(fc);
       return -1;
     }
     if (fc) run_blocks(ta, tb, m, n, k, a, lda, b, ldb, fc, n, ST_F32, NULL, 0, pa, pb);
     else run_blocks(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, st, c0, alpha, pa, pb);
-    free(pa), free(pb);
   }
   if (fc) {
     for (int64_t i = 0; i < m; i++)

@@ -137,16 +137,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_a_rows(con
   }
 }
 
-/* One full MR-row panel of a transposed A (stored [K][M]): rows k and k+1
- * of the stored matrix interleaved, MR (12) values at a time. */
+/* Full MR-row panels [i, i+rows) (rows a multiple of MR) of a transposed
+ * A (stored [K][M]): rows k and k+1 of the stored matrix interleaved, MR
+ * (12) values at a time, a pair of rows into every panel before the next
+ * pair (the rows are read in order, not a 24-byte column down K) */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_a_trans(const uint16_t *a, int64_t lda,
-                                                                              int64_t i, int64_t k0, int64_t kp,
-                                                                              uint16_t *p) {
-  for (int64_t q = 0; q < kp; q++, p += 2 * MR) {
+                                                                              int64_t i, int64_t rows, int64_t k0,
+                                                                              int64_t kp, uint16_t *p) {
+  for (int64_t q = 0; q < kp; q++) {
     const uint16_t *r0 = a + (k0 + 2 * q) * lda + i, *r1 = r0 + lda;
-    __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((1u << MR) - 1, r0));
-    __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((1u << MR) - 1, r1));
-    _mm512_mask_storeu_epi32(p, (1u << MR) - 1, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    for (int64_t x = 0; x < rows; x += MR) {
+      __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((1u << MR) - 1, r0 + x));
+      __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((1u << MR) - 1, r1 + x));
+      _mm512_mask_storeu_epi32(p + x * kp * 2 + q * 2 * MR, (1u << MR) - 1,
+                               _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
   }
 }
 
@@ -154,13 +159,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_a_trans(co
 static void pack_a(int ta, const uint16_t *a, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                    uint16_t *pa) {
   int64_t kp = (kc + 1) / 2, full = kc % 2 == 0 ? mc / MR * MR : 0;
-  if (!ta && full) pack_a_rows(a, lda, i0, full, k0, kp, pa);
-  for (int64_t r0 = ta ? 0 : full; r0 < mc; r0 += MR) {
+  if (full) (ta ? pack_a_trans : pack_a_rows)(a, lda, i0, full, k0, kp, pa);
+  for (int64_t r0 = full; r0 < mc; r0 += MR) {
     uint16_t *p = pa + r0 * kp * 2;
-    if (ta && r0 + MR <= full) {
-      pack_a_trans(a, lda, i0 + r0, k0, kp, p);
-      continue;
-    }
     for (int64_t q = 0; q < kp; q++)
       for (int64_t r = 0; r < MR; r++, p += 2) {
         int64_t i = i0 + r0 + r, k = k0 + 2 * q;

@@ -5,6 +5,53 @@
 
 #include "codegen/codegen_internal.h"
 
+/* Rows ahead a sweep asks for its input: see col_prefetch */
+enum { COL_AHEAD = 16, COL_MAX_WALK = 64, COL_MAX_PF = 8 };
+
+/* The buffers the reduced value n loads at the kernel's own index f (the
+ * loads reached from it through elementwise ops, of the kernel's shape),
+ * as arguments: args[i] of element size sizes[i]. */
+static void col_loads(cg *c, int32_t n, int32_t *walked, int *nw, int *args, int *sizes, int *na) {
+  const kiln_skernel *k = c->k;
+  for (int i = 0; i < *nw; i++)
+    if (walked[i] == n) return;
+  if (*nw >= COL_MAX_WALK || *na >= COL_MAX_PF) return;
+  walked[(*nw)++] = n;
+  const kiln_gnode *nd = NODE(c, n);
+  int member = c->s->owner[n] == c->kid;
+  if (!member && (nd->op == KILN_OP_LEAF || c->s->mat[n])) { /* loaded, as kiln_cg_ex does */
+    int same = nd->rank == k->rank;
+    for (int d = 0; d < k->rank && same; d++) same = nd->shape[d] == k->shape[d];
+    int32_t buf = kiln_sched_read_buf(c->s, n);
+    if (!same || buf < 0) return;
+    int a = kiln_cg_arg_of(c, buf, sty(nd->dtype));
+    for (int i = 0; i < *na; i++)
+      if (args[i] == a) return;
+    args[*na] = a, sizes[(*na)++] = (int)kiln_dtype_size((kiln_dtype)nd->dtype);
+    return;
+  }
+  if (member || !kiln_op_is_elementwise(nd->op)) return;
+  const int32_t *in = kiln_gnode_inputs(c->g, nd);
+  for (int i = 0; i < nd->n_in; i++) col_loads(c, in[i], walked, nw, args, sizes, na);
+}
+
+/* Each row's block of every input the sweep loads, asked for COL_AHEAD
+ * rows ahead (into L2): the rows are a whole row apart, and the hardware
+ * prefetchers do not follow that across pages. A [2048, 1024] bf16 sum out
+ * of cache: 1.6 -> 0.5-0.7 ms on one core, 0.62 -> 0.30-0.35 on two; the
+ * same in cache. */
+static void col_prefetch(cg *c, kiln_text *o, int32_t in, int64_t rows, int64_t L) {
+  int32_t walked[COL_MAX_WALK];
+  int args[COL_MAX_PF], sizes[COL_MAX_PF], nw = 0, na = 0;
+  col_loads(c, in, walked, &nw, args, sizes, &na);
+  if (!na) return;
+  kiln_text_printf(o, "if (j + %d < %lldLL) {\n", COL_AHEAD, (long long)L);
+  for (int i = 0; i < na; i++)
+    kiln_text_printf(o, "for (int64_t l = c0; l < c1; l += %d) __builtin_prefetch(&a%d[(j + %d) * %lldLL + l], 0, 2);\n",
+                     64 / sizes[i], args[i], COL_AHEAD, (long long)rows);
+  kiln_text_printf(o, "}\n");
+}
+
 /* A lone reduction over leading axes (a column sum such as a bias
  * gradient): each task owns blocks of up to KILN_CG_COL_SPAN outputs and
  * sweeps the reduced rows once per block, reading each row's block
@@ -39,6 +86,7 @@ void kiln_cg_gen_col(cg *c, kiln_text *o, int64_t rows, int64_t L) {
               (long long)k->shape[d]);
     *st *= k->shape[d];
   }
+  col_prefetch(c, o, in, rows, L);
   /* row values (broadcasts of row-shaped inputs) are per output: in the loop */
   kiln_text_printf(o, "for (int64_t row = c0; row < c1; row++) {\n%sconst int64_t f KU = j * %lldLL + row;\n%s%s",
             idx.p ? idx.p : "", (long long)rows, c->pre.p ? c->pre.p : "", body.p ? body.p : "");

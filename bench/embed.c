@@ -1,10 +1,14 @@
 /* Sentence embeddings with all-MiniLM-L6-v2 (issue: real models): the
  * sentences of KILN_BENCH_SENTENCES (bench/embed_sentences.py: 256 of mixed
  * length) with the model folder KILN_BENCH_MODEL, sorted by length, batches
- * of KILN_BENCH_BATCH (32), each padded to a multiple of 8 as `kiln embed`
- * does. Timed: tokenised ids to embeddings on the host (tokenising excluded,
- * as for the PyTorch and ONNX Runtime baselines), best of 3 after a first
- * pass that compiles; the first pass and the compile count are reported.
+ * of KILN_BENCH_BATCH (32), run ragged as `kiln embed` does
+ * (kiln_bert_embed_ragged: the per-token layers on the real tokens, attention
+ * on the sentences padded to a multiple of 8; KILN_BENCH_EMBED_PADDED=1: the
+ * padded batch through kiln_bert_embed, for comparison). Timed: tokenised
+ * ids to embeddings on the host (tokenising excluded, as for the PyTorch and
+ * ONNX Runtime baselines, which run the padded batches), best of 3 after a
+ * first pass that compiles; the first pass and the compile count are
+ * reported.
  *
  * Baselines (environment, from bench/run.sh, bench/embed_ref.py in the same
  * run): KILN_BENCH_TORCH_EMBED_MS (transformers in PyTorch eager,
@@ -44,11 +48,22 @@ static double env_num(const char *k) {
 
 /* one pass over every batch; returns seconds */
 static double pass(kiln_bert *m, sent *s, const int *order, int n, int batch) {
-  static int64_t ids[64 * MAXT], mask[64 * MAXT];
+  static int64_t ids[64 * MAXT], mask[64 * MAXT], lens[64];
   static float out[64 * 384];
   double t0 = kb_now_s();
   for (int i = 0; i < n; i += batch) {
     int B = n - i < batch ? n - i : batch;
+    if (!getenv("KILN_BENCH_EMBED_PADDED")) { /* the sentences back to back (kiln_bert_embed_ragged) */
+      int64_t N = 0;
+      for (int b = 0; b < B; b++) {
+        const sent *x = &s[order[i + b]];
+        memcpy(ids + N, x->ids, sizeof(int64_t) * (size_t)x->n);
+        lens[b] = x->n, N += x->n;
+      }
+      KB_CHECK(kiln_to_host(kiln_bert_embed_ragged(m, ids, lens, B), out, sizeof(float) * (size_t)B * 384));
+      kiln_mark_step();
+      continue;
+    }
     int64_t T = (s[order[i + B - 1]].n + 7) / 8 * 8;
     if (T > MAXT) T = MAXT;
     for (int b = 0; b < B; b++)

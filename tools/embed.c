@@ -6,11 +6,14 @@
  * DIR is a model folder as published (config.json, vocab.txt,
  * model.safetensors; sentence_bert_config.json's max_seq_length, if there,
  * is the default --max-length, else 256). Sentences are sorted by length
- * and batched (--batch, default 32) so that padding is small; a batch's
- * length is rounded up to a multiple of 8 (at most the maximum), which
- * bounds the number of distinct shapes, hence compiles. Padding is masked:
- * it does not change any embedding. --stats prints the batches, the tokens,
- * the padding and the compiles to standard error. */
+ * and batched (--batch, default 32) so that padding is small. A batch runs
+ * ragged (kiln_bert_embed_ragged): the per-token layers on its tokens alone,
+ * attention on the sentences padded to the longest, rounded up to a
+ * multiple of 8 (at most the maximum), which bounds the number of distinct
+ * shapes, hence compiles (the token count is a dynamic dimension). Padding
+ * is masked: it does not change any embedding. --stats prints the batches,
+ * the tokens, the attention's padded positions and the compiles to standard
+ * error. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -134,23 +137,20 @@ static int by_length(const void *a, const void *b) {
   return x < y ? -1 : x > y ? 1 : (*(const int64_t *)a > *(const int64_t *)b) - (*(const int64_t *)a < *(const int64_t *)b);
 }
 
-/* Embed sentences order[0..count) as one batch padded to T. */
-static int run_batch(const kiln_bert *m, sentence *s, const int64_t *order, int64_t count, int64_t T, int64_t pad_id,
-                     int H) {
-  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(count * T)), *mask = calloc((size_t)(count * T), sizeof(int64_t));
+/* Embed sentences order[0..count) as one ragged batch (kiln_bert_embed_ragged:
+ * the per-token layers on the tokens alone, attention padded to T). */
+static int run_batch(const kiln_bert *m, sentence *s, const int64_t *order, int64_t count, int64_t T, int H) {
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(count * T)), *lens = malloc(sizeof(int64_t) * (size_t)count);
   float *out = malloc(sizeof(float) * (size_t)(count * H));
   int rc = -1;
-  if (ids && mask && out) {
+  if (ids && lens && out) {
+    int64_t k = 0;
     for (int64_t b = 0; b < count; b++) {
       const sentence *x = &s[order[b]];
-      for (int64_t t = 0; t < T; t++) {
-        ids[b * T + t] = t < x->n ? x->ids[t] : pad_id;
-        mask[b * T + t] = t < x->n;
-      }
+      memcpy(ids + k, x->ids, sizeof(int64_t) * (size_t)x->n);
+      lens[b] = x->n, k += x->n;
     }
-    const int64_t shape[2] = {count, T};
-    kiln_tensor e = kiln_bert_embed_at(m, kiln_from_host_at(ids, KILN_I64, 2, shape, KILN_CLI_NO_LOC),
-                                       kiln_from_host_at(mask, KILN_I64, 2, shape, KILN_CLI_NO_LOC), KILN_CLI_NO_LOC);
+    kiln_tensor e = kiln_bert_embed_ragged_at(m, ids, lens, count, KILN_CLI_NO_LOC);
     if (kiln_to_host(e, out, sizeof(float) * (size_t)(count * H)) == KILN_OK) {
       rc = 0;
       for (int64_t b = 0; b < count; b++) {
@@ -166,19 +166,18 @@ static int run_batch(const kiln_bert *m, sentence *s, const int64_t *order, int6
     kiln_mark_step();
   }
   free(ids);
-  free(mask);
+  free(lens);
   free(out);
   return rc;
 }
 
-static int embed_all(const embed_opts *o, const kiln_tokenizer *tok, sentence *s, int64_t n) {
+static int embed_all(const embed_opts *o, sentence *s, int64_t n) {
   kiln_bert *m = NULL;
   if (kiln_bert_load_at(o->dir, &m, KILN_CLI_NO_LOC) != KILN_OK) {
     fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());
     return 1;
   }
   int H = kiln_bert_get_config(m)->hidden_size;
-  int64_t pad = kiln_tokenizer_token_id(tok, "[PAD]");
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
   if (!order) {
     kiln_bert_destroy(m);
@@ -196,7 +195,7 @@ static int embed_all(const embed_opts *o, const kiln_tokenizer *tok, sentence *s
     for (int64_t b = 0; b < count; b++) tokens += s[order[i + b]].n;
     padded += count * T;
     batches++;
-    if (run_batch(m, s, order + i, count, T, pad < 0 ? 0 : pad, H)) {
+    if (run_batch(m, s, order + i, count, T, H)) {
       fprintf(stderr, "kiln embed: %s\n", kiln_last_status() ? kiln_cli_error_message() : "out of memory");
       rc = 1;
     }
@@ -236,7 +235,7 @@ int kiln_cli_embed(int argc, char **argv) {
       putchar('\n');
     }
   } else if (!rc) {
-    rc = embed_all(&o, tok, s, n);
+    rc = embed_all(&o, s, n);
   }
   if (fflush(stdout) || ferror(stdout)) {
     fprintf(stderr, "kiln embed: writing the output: %s\n", strerror(errno));

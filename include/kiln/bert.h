@@ -61,6 +61,18 @@ kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tenso
  * mask's tokens, divided by their L2 norm (at least 1e-12). */
 #define kiln_bert_embed(m, ids, mask) kiln_bert_embed_at((m), (ids), (mask), KILN_HERE)
 kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc);
+/* Sentence embeddings [B, hidden] of a ragged batch, given on the host: B
+ * sentences' token ids back to back (ids, lens[b] of sentence b, each 1 to
+ * max_position_embeddings). The same values as kiln_bert_embed on the
+ * padded batch, without computing the padding: the per-token layers run on
+ * the real tokens alone and only attention sees the sentences side by side
+ * (padded to the longest, rounded up to 8). The token count is a dynamic
+ * dimension (docs/dynamic-shapes.md): batches of one padded length share a
+ * compile. Errors: a length outside 1..max_position_embeddings, an id
+ * outside the vocabulary. */
+#define kiln_bert_embed_ragged(m, ids, lens, B) kiln_bert_embed_ragged_at((m), (ids), (lens), (B), KILN_HERE)
+kiln_tensor kiln_bert_embed_ragged_at(const kiln_bert *m, const int64_t *ids, const int64_t *lens, int64_t B,
+                                      kiln_loc loc);
 /* Mean pooling and L2 normalisation alone, of hidden states [B, T, H]. */
 #define kiln_mean_pool_normalize(h, mask) kiln_mean_pool_normalize_at((h), (mask), KILN_HERE)
 kiln_tensor kiln_mean_pool_normalize_at(kiln_tensor hidden, kiln_tensor mask, kiln_loc loc);

@@ -113,7 +113,8 @@ static void compare(int i, const float *got, const char *how) {
 }
 
 /* The library: batches of 5 sentences in file order (mixed lengths, padded
- * to the batch's longest, masked). */
+ * to the batch's longest, masked), and the same batches ragged
+ * (kiln_bert_embed_ragged). */
 KT_TEST(library_embeddings_match_sentence_transformers) {
   if (load_reference()) return;
   KT_CHECK(kiln_init(NULL) == KILN_OK);
@@ -145,6 +146,14 @@ KT_TEST(library_embeddings_match_sentence_transformers) {
     kiln_tensor e = kiln_bert_embed(m, kiln_from_host(flat, KILN_I64, 2, s), kiln_from_host(fmask, KILN_I64, 2, s));
     KT_CHECK_MSG(kiln_to_host(e, out, sizeof(float) * (size_t)(B * DIM)) == KILN_OK, "%s", kiln_last_error());
     for (int b = 0; b < B; b++) compare(i0 + b, out + b * DIM, "library");
+    kiln_mark_step();
+    /* the same batch ragged: the sentences' ids back to back, no padding */
+    static int64_t packed[5 * 256];
+    int64_t k = 0;
+    for (int b = 0; b < B; b++) memcpy(packed + k, ids[b], sizeof(int64_t) * (size_t)n[b]), k += n[b];
+    e = kiln_bert_embed_ragged(m, packed, n, B);
+    KT_CHECK_MSG(kiln_to_host(e, out, sizeof(float) * (size_t)(B * DIM)) == KILN_OK, "%s", kiln_last_error());
+    for (int b = 0; b < B; b++) compare(i0 + b, out + b * DIM, "library, ragged");
     kiln_mark_step();
   }
 out:

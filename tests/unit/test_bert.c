@@ -103,6 +103,47 @@ KT_TEST(padding_is_invisible_and_pooling_is_the_masked_mean) {
   kiln_shutdown();
 }
 
+/* kiln_bert_embed_ragged: the embeddings of the padded batch, for batches
+ * whose longest sentence rounds past the positions (9 -> 16, capped at 12)
+ * and whose token count is not a multiple of the ragged rows; bad input
+ * named with the caller's line. */
+KT_TEST(ragged_batches_embed_as_padded_ones) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  kiln_bert *m = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 9, &m) == KILN_OK);
+  static const int64_t lens[3] = {9, 3, 1};
+  static const int64_t packed[13] = {1, 7, 9, 22, 4, 17, 33, 5, 2, 1, 30, 2, 1};
+  int64_t ids[3][9] = {{0}}, mask[3][9] = {{0}};
+  for (int b = 0, k = 0; b < 3; b++)
+    for (int t = 0; t < lens[b]; t++, k++) ids[b][t] = packed[k], mask[b][t] = 1;
+  const int64_t s[2] = {3, 9};
+  float pad[48], rag[48];
+  KT_CHECK(kiln_to_host(kiln_bert_embed(m, kiln_from_host(ids, KILN_I64, 2, s), kiln_from_host(mask, KILN_I64, 2, s)),
+                        pad, sizeof pad) == KILN_OK);
+  kiln_mark_step();
+  KT_CHECK(kiln_to_host(kiln_bert_embed_ragged(m, packed, lens, 3), rag, sizeof rag) == KILN_OK);
+  kiln_mark_step();
+  for (int i = 0; i < 48; i++) KT_NEAR(rag[i], pad[i], 1e-6);
+  /* two sentences of the same batch alone: the same rows */
+  KT_CHECK(kiln_to_host(kiln_bert_embed_ragged(m, packed + 9, lens + 1, 2), rag, sizeof(float) * 32) == KILN_OK);
+  kiln_mark_step();
+  for (int i = 0; i < 32; i++) KT_NEAR(rag[i], pad[16 + i], 1e-6);
+  static const int64_t bad_id[2] = {1, 50}, two[1] = {2}, zero[2] = {2, 0}, long13[1] = {13};
+  static const int64_t ids13[13] = {0};
+  (void)kiln_bert_embed_ragged(m, bad_id, two, 1);
+  KT_STR_CONTAINS(kiln_last_error(), "token id 50 at 1 is not in the vocabulary (50)");
+  KT_STR_CONTAINS(kiln_last_error(), "test_bert.c");
+  kiln_clear_error();
+  (void)kiln_bert_embed_ragged(m, packed, zero, 2);
+  KT_STR_CONTAINS(kiln_last_error(), "sentence 1 has 0 tokens (1 to 12)");
+  kiln_clear_error();
+  (void)kiln_bert_embed_ragged(m, ids13, long13, 1);
+  KT_STR_CONTAINS(kiln_last_error(), "sentence 0 has 13 tokens (1 to 12)");
+  kiln_clear_error();
+  kiln_bert_destroy(m);
+  kiln_shutdown();
+}
+
 /* sentence-transformers' CosineSimilarityLoss: MSE between cos(eA, eB)
  * and the label; a few AdamW steps must reduce it. */
 KT_TEST(fine_tuning_reduces_the_loss) {
@@ -234,4 +275,5 @@ KT_TEST(a_bf16_checkpoint_loads_as_f32) {
 }
 
 KT_MAIN(KT_CASE(save_and_load_round_trip), KT_CASE(a_bf16_checkpoint_loads_as_f32), KT_CASE(padding_is_invisible_and_pooling_is_the_masked_mean),
-        KT_CASE(fine_tuning_reduces_the_loss), KT_CASE(bad_folders_name_the_file_and_tensor))
+        KT_CASE(fine_tuning_reduces_the_loss), KT_CASE(bad_folders_name_the_file_and_tensor),
+        KT_CASE(ragged_batches_embed_as_padded_ones))

@@ -47,8 +47,8 @@ static void col_prefetch(cg *c, kiln_text *o, int32_t in, int64_t rows, int64_t 
   if (!na) return;
   kiln_text_printf(o, "if (j + %d < %lldLL) {\n", COL_AHEAD, (long long)L);
   for (int i = 0; i < na; i++)
-    kiln_text_printf(o, "for (int64_t l = c0; l < c1; l += %d) __builtin_prefetch(&a%d[(j + %d) * %lldLL + l], 0, 2);\n",
-                     64 / sizes[i], args[i], COL_AHEAD, (long long)rows);
+    kiln_text_printf(o, "for (int64_t l = c0; l < c1; l += %d) __builtin_prefetch(&a%d[(j + %d) * %lldLL + l], 0, 2);"
+                     "\n", 64 / sizes[i], args[i], COL_AHEAD, (long long)rows);
   kiln_text_printf(o, "}\n");
 }
 

@@ -391,7 +391,8 @@ static int gemm_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint
     memset(fc, 0, sizeof(float) * (size_t)(m * n));
   } else {
     int64_t mcap = (m < MC ? m : MC) + MR, ncap = (n < NC ? n : NC) + NR, kcap = (k < KC ? k : KC) + 2;
-    uint16_t *pa = pack_buffer(0, (size_t)(mcap * kcap * 2)), *pb = pa ? pack_buffer(1, (size_t)(ncap * kcap * 2)) : NULL;
+    uint16_t *pa = pack_buffer(0, (size_t)(mcap * kcap * 2));
+    uint16_t *pb = pa ? pack_buffer(1, (size_t)(ncap * kcap * 2)) : NULL;
     if (!pa || !pb) {
       free(fc);
       return -1;

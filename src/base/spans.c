@@ -203,6 +203,15 @@ static void record_ev(kiln_prof_event x, int depth) {
      * KILN_PROF_BEFORE_CAPTURE, regions opened earlier) is clipped to its
      * start: the viewers and the summary see the capture window only. */
     uint64_t start = __atomic_load_n(&g.start_ns, __ATOMIC_RELAXED), b = x.begin_ns, e = x.end_ns;
+    /* Work that ended before the capture began, whose end was recorded
+     * just after (the end time read, then the capture started, then the
+     * generation checked): not in the window at all. Clipped, it showed as
+     * a zero-length copy at the start beside the region open there (a
+     * stepping thread had two steps at the start). */
+    if (b < start && e < start) {
+      __atomic_fetch_sub(&g.inflight, 1, __ATOMIC_RELEASE);
+      return;
+    }
     if (b < start) {
       /* the work done inside the window: its share of a known span, else
        * unknown (0) rather than all of it in a shorter time */

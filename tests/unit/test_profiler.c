@@ -180,6 +180,26 @@ KT_TEST(full_buffers_drop_and_count) {
   kiln_prof_threads_free(th, n);
 }
 
+/* An end recorded after the capture began for work that ended before it
+ * (a thread read the time, then the capture started) is not in the
+ * capture; work that ended inside is, clipped to the start. */
+KT_TEST(work_that_ended_before_the_capture_is_not_in_it) {
+  uint64_t t0, t1, dt;
+  KT_CHECK(kiln_prof_session_begin(64, &t0) == KILN_OK);
+  kiln_prof_record(KILN_PROF_USER, "ended before", t0 - 2000, t0 - 1000, -1, 0, 0);
+  kiln_prof_record(KILN_PROF_STEP, "ended inside", t0 - 1000, t0 + 1000, 7, 0, 0);
+  kiln_prof_thread_events *th;
+  int n;
+  KT_CHECK(kiln_prof_session_end(&th, &n, &dt, &t1) == KILN_OK);
+  kiln_prof_thread_events *me = my_events(th, n);
+  KT_CHECK(me && me->n == 1);
+  if (me && me->n == 1) {
+    KT_CHECK(!strcmp(me->ev[0].name, "ended inside"));
+    KT_CHECK(me->ev[0].begin_ns == t0 && me->ev[0].arg == 7);
+  }
+  kiln_prof_threads_free(th, n);
+}
+
 /* ───── a minimal JSON validator (RFC 8259 grammar, no semantics) ───── */
 static const char *js_ws(const char *p) {
   while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
@@ -636,6 +656,7 @@ KT_TEST(timed_capture_with_null_err_reports_through_the_sticky_status) {
 }
 
 KT_MAIN(KT_CASE(annotations_nest_with_parent_child_timing), KT_CASE(step_trace_marks_steps_and_closes_inner_regions),
+        KT_CASE(work_that_ended_before_the_capture_is_not_in_it),
         KT_CASE(two_threads_annotate_during_a_capture), KT_CASE(full_buffers_drop_and_count),
         KT_CASE(capture_writes_xplane_and_chrome_trace_with_named_kernels), KT_CASE(scopes_do_not_change_graph_caching),
         KT_CASE(timed_capture_rejects_bad_arguments_and_concurrent_runs),

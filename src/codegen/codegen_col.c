@@ -18,8 +18,7 @@ static void col_loads(cg *c, int32_t n, int32_t *walked, int *nw, int *args, int
   if (*nw >= COL_MAX_WALK || *na >= COL_MAX_PF) return;
   walked[(*nw)++] = n;
   const kiln_gnode *nd = NODE(c, n);
-  int member = c->s->owner[n] == c->kid;
-  if (!member && (nd->op == KILN_OP_LEAF || c->s->mat[n])) { /* loaded, as kiln_cg_ex does */
+  if (kiln_cg_loads(c, n)) {
     int same = nd->rank == k->rank;
     for (int d = 0; d < k->rank && same; d++) same = nd->shape[d] == k->shape[d];
     int32_t buf = kiln_sched_read_buf(c->s, n);
@@ -30,7 +29,7 @@ static void col_loads(cg *c, int32_t n, int32_t *walked, int *nw, int *args, int
     args[*na] = a, sizes[(*na)++] = (int)kiln_dtype_size((kiln_dtype)nd->dtype);
     return;
   }
-  if (member || !kiln_op_is_elementwise(nd->op)) return;
+  if (c->s->owner[n] == c->kid || !kiln_op_is_elementwise(nd->op)) return;
   const int32_t *in = kiln_gnode_inputs(c->g, nd);
   for (int i = 0; i < nd->n_in; i++) col_loads(c, in[i], walked, nw, args, sizes, na);
 }

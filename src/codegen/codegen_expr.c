@@ -724,6 +724,11 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
   return "0";
 }
 
+int kiln_cg_loads(cg *c, int32_t n) {
+  int op = NODE(c, n)->op;
+  return c->s->owner[n] != c->kid && (op == KILN_OP_LEAF || op == KILN_OP_SCALAR || c->s->mat[n]);
+}
+
 const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
   if (c->st != KILN_OK) return "0";
@@ -732,7 +737,7 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   if (memo && memo[n]) return memo[n];
   if (member && kiln_op_table[nd->op].kind == KILN_KIND_REDUCE) return kiln_cg_sf(c, "r%d", n);
   const char *e;
-  if (!member && (nd->op == KILN_OP_LEAF || nd->op == KILN_OP_SCALAR || c->s->mat[n]))
+  if (kiln_cg_loads(c, n))
     e = load(c, n, x);
   else
     e = compute(c, n, x);

@@ -159,5 +159,8 @@ int kiln_cg_col_mode(cg *c, int suffix, int prefix, int64_t rows);
 void kiln_cg_gen_col(cg *c, kiln_text *o, int64_t rows, int64_t L);
 /* The C expression for node n at index x (binding locals in F/RS contexts). */
 const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x);
+/* 1: kiln_cg_ex reads n from its buffer (a LEAF, SCALAR or materialized
+ * node of another kernel) rather than computing it */
+int kiln_cg_loads(cg *c, int32_t n);
 
 #endif

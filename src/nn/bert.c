@@ -314,24 +314,46 @@ static kiln_tensor heads(kiln_tensor x, int64_t B, int64_t T, int h, int64_t dh,
   return kiln_permute_at(kiln_reshape_at(x, 4, s, loc), perm, loc);
 }
 
+/* A ragged batch (kiln_bert_embed_ragged, below): its tokens back to back,
+ * and the gathers between that and the padded [B, L] attention sees. */
+typedef struct ragged {
+  kiln_tensor to_pad;  /* i64 [B·L]: the packed row of (b, t), or 0 past a sentence */
+  kiln_tensor to_pack; /* i64 [N]: b·L + t of each packed token */
+} ragged;
+
+/* x [B, T, H] (r NULL), or [N, H] gathered into it -> [B, heads, T, H/heads] */
+static kiln_tensor heads_of(const ragged *r, kiln_tensor x, int64_t B, int64_t T, int h, int64_t dh, kiln_loc loc) {
+  return heads(r ? kiln_index_select_at(x, 0, r->to_pad, loc) : x, B, T, h, dh, loc);
+}
+
+/* One post-norm layer on x [B, T, H], or with r on the packed tokens [N, H]
+ * (attention alone on the padded [B, T]) */
 static kiln_tensor encoder_layer(const kiln_bert *m, int l, kiln_tensor x, kiln_tensor mask4, int64_t B, int64_t T,
-                                 kiln_loc loc) {
+                                 const ragged *r, kiln_loc loc) {
   const kiln_tensor *p = m->t + N_EMB + N_PER_LAYER * l;
   int h = m->cfg.num_attention_heads;
   int64_t H = m->cfg.hidden_size, dh = H / h;
   double eps = m->cfg.layer_norm_eps;
-  kiln_tensor q = heads(kiln_linear_apply_at(x, p[L_Q_W], p[L_Q_B], loc), B, T, h, dh, loc);
-  kiln_tensor k = heads(kiln_linear_apply_at(x, p[L_K_W], p[L_K_B], loc), B, T, h, dh, loc);
-  kiln_tensor v = heads(kiln_linear_apply_at(x, p[L_V_W], p[L_V_B], loc), B, T, h, dh, loc);
+  kiln_tensor q = heads_of(r, kiln_linear_apply_at(x, p[L_Q_W], p[L_Q_B], loc), B, T, h, dh, loc);
+  kiln_tensor k = heads_of(r, kiln_linear_apply_at(x, p[L_K_W], p[L_K_B], loc), B, T, h, dh, loc);
+  kiln_tensor v = heads_of(r, kiln_linear_apply_at(x, p[L_V_W], p[L_V_B], loc), B, T, h, dh, loc);
   kiln_tensor ctx = kiln_sdpa_at(q, k, v, mask4, 0.0, false, 0, loc);
   static const int perm[4] = {0, 2, 1, 3};
-  const int64_t s3[3] = {B, T, H};
-  ctx = kiln_reshape_at(kiln_permute_at(ctx, perm, loc), 3, s3, loc);
+  const int64_t s3[3] = {B, T, H}, s2[2] = {B * T, H};
+  ctx = kiln_permute_at(ctx, perm, loc);
+  ctx = r ? kiln_index_select_at(kiln_reshape_at(ctx, 2, s2, loc), 0, r->to_pack, loc)
+          : kiln_reshape_at(ctx, 3, s3, loc);
   kiln_tensor a = kiln_linear_apply_at(ctx, p[L_AO_W], p[L_AO_B], loc);
   x = layer_norm(kiln_add_at(a, x, loc), p[L_ALN_W], p[L_ALN_B], eps, loc);
   kiln_tensor f = kiln_gelu_at(kiln_linear_apply_at(x, p[L_I_W], p[L_I_B], loc), loc);
   f = kiln_linear_apply_at(f, p[L_O_W], p[L_O_B], loc);
   return layer_norm(kiln_add_at(f, x, loc), p[L_OLN_W], p[L_OLN_B], eps, loc);
+}
+
+/* The embeddings' layer norm of word + position + token type 0 */
+static kiln_tensor embeddings(const kiln_bert *m, kiln_tensor word, kiln_tensor pos, kiln_loc loc) {
+  kiln_tensor x = kiln_add_at(kiln_add_at(word, pos, loc), kiln_slice_at(m->t[E_TYPE], 0, 0, 1, 1, loc), loc);
+  return layer_norm(x, m->t[E_LN_W], m->t[E_LN_B], m->cfg.layer_norm_eps, loc);
 }
 
 kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc) {
@@ -347,16 +369,14 @@ kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tenso
                         m->cfg.max_position_embeddings);
   if (!is_null(mask) && (kiln_shape(mask, ms) != 2 || ms[0] != B || ms[1] != T))
     return kiln_nn_fail(loc, "bert: the mask must be [%lld, %lld] like the ids", (long long)B, (long long)T);
-  kiln_tensor pos = kiln_slice_at(m->t[E_POS], 0, 0, T, 1, loc);
-  kiln_tensor x = kiln_add_at(kiln_index_select_at(m->t[E_WORD], 0, ids, loc), pos, loc);
-  x = kiln_add_at(x, kiln_slice_at(m->t[E_TYPE], 0, 0, 1, 1, loc), loc);
-  x = layer_norm(x, m->t[E_LN_W], m->t[E_LN_B], m->cfg.layer_norm_eps, loc);
+  kiln_tensor x = embeddings(m, kiln_index_select_at(m->t[E_WORD], 0, ids, loc),
+                             kiln_slice_at(m->t[E_POS], 0, 0, T, 1, loc), loc);
   kiln_tensor mask4 = {0, 0};
   if (!is_null(mask)) {
     const int64_t s4[4] = {B, 1, 1, T};
     mask4 = kiln_reshape_at(kiln_cast_at(mask, KILN_BOOL, loc), 4, s4, loc);
   }
-  for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer(m, l, x, mask4, B, T, loc);
+  for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer(m, l, x, mask4, B, T, NULL, loc);
   return x;
 }
 
@@ -398,39 +418,7 @@ kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor 
  * path's. The token count is rounded up to RAGGED_ROWS (rows past the
  * tokens compute token 0 and are never read) and marked dynamic, so a new
  * count is a plan, not a compile. */
-#ifndef RAGGED_ROWS
-#define RAGGED_ROWS 64
-#endif
-typedef struct ragged {
-  int64_t B, L;
-  kiln_tensor to_pad;  /* i64 [B·L]: the packed row of (b, t), or 0 past a sentence */
-  kiln_tensor to_pack; /* i64 [N]: b·L + t of each packed token */
-  kiln_tensor mask4;   /* bool [B, 1, 1, L] */
-} ragged;
-
-/* x [N, H] -> [B, heads, L, H/heads] */
-static kiln_tensor heads_ragged(const ragged *r, kiln_tensor x, int h, int64_t dh, kiln_loc loc) {
-  return heads(kiln_index_select_at(x, 0, r->to_pad, loc), r->B, r->L, h, dh, loc);
-}
-
-static kiln_tensor encoder_layer_ragged(const kiln_bert *m, int l, kiln_tensor x, const ragged *r, kiln_loc loc) {
-  const kiln_tensor *p = m->t + N_EMB + N_PER_LAYER * l;
-  int h = m->cfg.num_attention_heads;
-  int64_t H = m->cfg.hidden_size, dh = H / h;
-  double eps = m->cfg.layer_norm_eps;
-  kiln_tensor q = heads_ragged(r, kiln_linear_apply_at(x, p[L_Q_W], p[L_Q_B], loc), h, dh, loc);
-  kiln_tensor k = heads_ragged(r, kiln_linear_apply_at(x, p[L_K_W], p[L_K_B], loc), h, dh, loc);
-  kiln_tensor v = heads_ragged(r, kiln_linear_apply_at(x, p[L_V_W], p[L_V_B], loc), h, dh, loc);
-  kiln_tensor ctx = kiln_sdpa_at(q, k, v, r->mask4, 0.0, false, 0, loc);
-  static const int perm[4] = {0, 2, 1, 3};
-  const int64_t s2[2] = {r->B * r->L, H};
-  ctx = kiln_index_select_at(kiln_reshape_at(kiln_permute_at(ctx, perm, loc), 2, s2, loc), 0, r->to_pack, loc);
-  kiln_tensor a = kiln_linear_apply_at(ctx, p[L_AO_W], p[L_AO_B], loc);
-  x = layer_norm(kiln_add_at(a, x, loc), p[L_ALN_W], p[L_ALN_B], eps, loc);
-  kiln_tensor f = kiln_gelu_at(kiln_linear_apply_at(x, p[L_I_W], p[L_I_B], loc), loc);
-  f = kiln_linear_apply_at(f, p[L_O_W], p[L_O_B], loc);
-  return layer_norm(kiln_add_at(f, x, loc), p[L_OLN_W], p[L_OLN_B], eps, loc);
-}
+enum { RAGGED_ROWS = 64 };
 
 kiln_tensor kiln_bert_embed_ragged_at(const kiln_bert *m, const int64_t *ids, const int64_t *lens, int64_t B,
                                       kiln_loc loc) {
@@ -465,19 +453,16 @@ kiln_tensor kiln_bert_embed_ragged_at(const kiln_bert *m, const int64_t *ids, co
       pos[i] = t, to_pack[i] = b * L + t, to_pad[b * L + t] = i, mask[b * L + t] = 1;
     }
   const int64_t sn[1] = {N}, sp[1] = {B * L}, sm[2] = {B, L}, s4[4] = {B, 1, 1, L};
-  ragged r = {B, L, kiln_from_host_at(to_pad, KILN_I64, 1, sp, loc),
-              kiln_from_host_at(to_pack, KILN_I64, 1, sn, loc), {0, 0}};
+  ragged r = {kiln_from_host_at(to_pad, KILN_I64, 1, sp, loc), kiln_from_host_at(to_pack, KILN_I64, 1, sn, loc)};
   kiln_tensor maskt = kiln_from_host_at(mask, KILN_I64, 2, sm, loc);
-  r.mask4 = kiln_reshape_at(kiln_cast_at(maskt, KILN_BOOL, loc), 4, s4, loc);
+  kiln_tensor mask4 = kiln_reshape_at(kiln_cast_at(maskt, KILN_BOOL, loc), 4, s4, loc);
   kiln_tensor idt = kiln_from_host_at(idp, KILN_I64, 1, sn, loc), post = kiln_from_host_at(pos, KILN_I64, 1, sn, loc);
   free(pos), free(to_pack), free(to_pad), free(mask), free(idp);
   /* the token count varies from batch to batch: one compile per padded length L */
   kiln_dynamic_at(idt, 0, loc), kiln_dynamic_at(post, 0, loc), kiln_dynamic_at(r.to_pack, 0, loc);
-  kiln_tensor x = kiln_add_at(kiln_index_select_at(m->t[E_WORD], 0, idt, loc),
-                              kiln_index_select_at(m->t[E_POS], 0, post, loc), loc);
-  x = kiln_add_at(x, kiln_slice_at(m->t[E_TYPE], 0, 0, 1, 1, loc), loc);
-  x = layer_norm(x, m->t[E_LN_W], m->t[E_LN_B], m->cfg.layer_norm_eps, loc);
-  for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer_ragged(m, l, x, &r, loc);
+  kiln_tensor x = embeddings(m, kiln_index_select_at(m->t[E_WORD], 0, idt, loc),
+                             kiln_index_select_at(m->t[E_POS], 0, post, loc), loc);
+  for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer(m, l, x, mask4, B, L, &r, loc);
   const int64_t s3[3] = {B, L, m->cfg.hidden_size};
   kiln_tensor hidden = kiln_reshape_at(kiln_index_select_at(x, 0, r.to_pad, loc), 3, s3, loc);
   return kiln_mean_pool_normalize_at(hidden, maskt, loc);

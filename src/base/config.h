@@ -40,6 +40,7 @@
   /* GEMM */                                        \
   X(gemm, "KILN_GEMM")                              \
   X(gemm_bf16, "KILN_GEMM_BF16")                    \
+  X(tile_attention, "KILN_TILE_ATTENTION")          \
   X(openblas_coretype, "OPENBLAS_CORETYPE")         \
   /* metrics and debugging */                       \
   X(metrics, "KILN_METRICS")                        \

@@ -325,7 +325,7 @@ int kiln_sched_same_structure(const kiln_sched *a, const kiln_sched *b) {
     if (x->kind != y->kind || x->row != y->row || x->line != y->line || x->rank != y->rank || x->mask != y->mask ||
         x->seed != y->seed || x->n_members != y->n_members || x->n_stores != y->n_stores || x->node != y->node ||
         x->mm != y->mm || x->a.node != y->a.node || x->a.trans != y->a.trans || x->b.node != y->b.node ||
-        x->b.trans != y->b.trans || x->c_node != y->c_node || x->alpha_node != y->alpha_node ||
+        x->b.trans != y->b.trans || x->c_node != y->c_node || x->alpha_node != y->alpha_node || x->tile != y->tile ||
         x->src_buf != y->src_buf || x->dst_buf != y->dst_buf || !same_list(x->n_members, x->members, y->members) ||
         !same_list(x->n_stores, x->stores, y->stores))
       return 0;

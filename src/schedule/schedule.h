@@ -88,6 +88,13 @@ typedef struct kiln_skernel {
   kiln_sgemm_operand a, b;
   int32_t c_node, alpha_node;
   double alpha_c, beta;
+  /* GEMM: 1 when this kernel, the row kernel after it and the GEMM after
+   * that compute softmax-like rows of a batched product and their product
+   * with another operand (attention's S = Q·Kᵀ, P = rows(S), O = P·V), each
+   * of S and P read by the next kernel alone: a backend may run the three
+   * one batch entry at a time, S and P of an entry staying in its cache
+   * (schedule_fuse.c, "Attention tiles"). The plan is the three kernels'. */
+  int tile;
   int32_t wait_at; /* COLL: see KILN_SK_COLL */
   /* COPY: buffer src_buf -> buffer dst_buf, `bytes` bytes (node: the output copied) */
   int32_t src_buf, dst_buf;

@@ -403,6 +403,146 @@ static void hoist_collectives(bld *b) {
   }
 }
 
+/* ───────────── Attention tiles ─────────────
+ *
+ * S = Q·Kᵀ (a batched GEMM), P = rows(S) (a row kernel over S's last axis:
+ * attention's scaled, masked softmax), O = P·V (a batched GEMM). Run kernel
+ * after kernel, S and P make a round trip through memory ([B, heads, L, L]
+ * each, 22 MB for 32 sentences of 120 tokens) and the second GEMM reads P
+ * cold. When S is read by that row kernel alone, at the kernel's own index,
+ * and P by that GEMM alone, as its left operand laid out batch entry after
+ * batch entry like S, entry b of O needs entry b of S and P only: the three
+ * kernels are moved next to each other (the kernels between them read
+ * neither, so they go first) and the first is marked (kiln_skernel.tile); a
+ * backend may then run them one batch entry at a time. The plan (buffers,
+ * lifetimes) is the three kernels', so running them one after the other
+ * stays correct. */
+
+/* rd[n]: the kernel reading node n (-1: none, -2: several or an output);
+ * other[n]: some loop kernel reads it at another index than its own. 0, or
+ * -1 when a walk failed (out of memory): then nothing is tiled. */
+static void note_reader(int32_t *rd, uint8_t *other, int32_t n, int32_t p, int not_own) {
+  if (n < 0) return;
+  rd[n] = rd[n] == -1 || rd[n] == p ? p : -2;
+  other[n] |= (uint8_t)not_own;
+}
+static int kernel_readers(bld *b, int32_t *rd, uint8_t *other) {
+  kiln_sched *s = b->s;
+  const kiln_graph *g = b->g;
+  for (int32_t n = 0; n < g->n_nodes; n++) rd[n] = -1, other[n] = 0;
+  for (int32_t o = 0; o < g->n_outputs; o++) rd[g->output_node[o]] = -2;
+  for (int32_t p = 0; p < s->n_kernels; p++) {
+    const kiln_skernel *k = &s->kernels[p];
+    if (k->kind == KILN_SK_GEMM) {
+      int32_t rs[4] = {k->a.node, k->b.node, k->c_node, k->alpha_node};
+      for (int i = 0; i < 4; i++) note_reader(rd, other, rs[i], p, 1);
+      continue;
+    }
+    if (k->kind == KILN_SK_COLL) {
+      note_reader(rd, other, IN(g, k->node, 0), p, 1);
+      continue;
+    }
+    ivec loads = {0};
+    b->kid = p;
+    b->seed = k->seed;
+    b->loads = &loads;
+    b->ok = 1;
+    for (int32_t j = 0; j < k->n_members; j++) kiln_sched_walk_member(b, k->members[j]);
+    b->loads = NULL;
+    for (int32_t j = 0; j + 1 < loads.n; j += 2) note_reader(rd, other, loads.v[j], p, loads.v[j + 1] != KILN_SCTX_F);
+    free(loads.v);
+    if (!b->ok) return -1;
+  }
+  return 0;
+}
+
+/* A plain GEMM kernel (no update fused in) of rank >= 3 in f32 or f64 */
+static int plain_batched_gemm(const kiln_graph *g, const kiln_skernel *k) {
+  const kiln_gnode *x = N(g, k->mm);
+  return k->kind == KILN_SK_GEMM && k->node == k->mm && k->c_node < 0 && k->alpha_node < 0 && x->rank >= 3 &&
+         (x->dtype == KILN_F32 || x->dtype == KILN_F64);
+}
+
+/* GEMM kernel p2 is O = P·V of a tile: its row kernel *pr and the GEMM *p1
+ * computing S (see above). 1 when it is. */
+static int tile_at(bld *b, const int32_t *rd, const uint8_t *other, int32_t p2, int32_t *p1, int32_t *pr) {
+  const kiln_sched *s = b->s;
+  const kiln_graph *g = b->g;
+  const kiln_skernel *k2 = &s->kernels[p2];
+  if (!plain_batched_gemm(g, k2) || k2->a.trans) return 0;
+  const kiln_gnode *o = N(g, k2->mm), *pn = N(g, k2->a.node);
+  int32_t r = o->rank, q = s->owner[k2->a.node];
+  if (q < 0 || q >= p2 || rd[k2->a.node] != p2) return 0;
+  const kiln_skernel *kr = &s->kernels[q];
+  if (kr->kind != KILN_SK_LOOP || !kr->row || kr->line || kr->rank != r || kr->mask != 1u << (r - 1) ||
+      !same_shape(pn->rank, pn->shape, kr->rank, kr->shape) || pn->dtype != o->dtype || o->shape[r - 2] != pn->shape[r - 2])
+    return 0;
+  /* O's batch is P's, read entry after entry */
+  int64_t st = pn->shape[r - 2] * pn->shape[r - 1], nb = 1;
+  for (int d = r - 3; d >= 0; d--) {
+    if (o->shape[d] != pn->shape[d] || (pn->shape[d] != 1 && k2->a.batch_stride[d] != st)) return 0;
+    st *= pn->shape[d];
+    nb *= pn->shape[d];
+  }
+  if (nb < 2) return 0;
+  /* S: the one plain batched GEMM output the row kernel reads, at its own index */
+  int32_t sn = -1;
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    if (rd[n] != q || s->owner[n] < 0 || s->kernels[s->owner[n]].kind != KILN_SK_GEMM) continue;
+    if (sn >= 0) return 0;
+    sn = n;
+  }
+  if (sn < 0 || other[sn]) return 0;
+  const kiln_skernel *k1 = &s->kernels[s->owner[sn]];
+  const kiln_gnode *sx = N(g, sn);
+  if (!plain_batched_gemm(g, k1) || k1->node != sn || s->owner[sn] >= q || sx->dtype != o->dtype ||
+      !same_shape(sx->rank, sx->shape, kr->rank, kr->shape))
+    return 0;
+  /* nothing between the three reads what the first two compute; no collective moves */
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    int32_t w = s->owner[n];
+    if ((w == s->owner[sn] || w == q) && n != sn && n != k2->a.node && rd[n] != -1 &&
+        (rd[n] < 0 || (rd[n] > s->owner[sn] && rd[n] < p2)))
+      return 0;
+  }
+  for (int32_t x = s->owner[sn] + 1; x < p2; x++)
+    if (s->kernels[x].kind == KILN_SK_COLL) return 0;
+  /* S's GEMM ends an earlier tile: tiles do not overlap */
+  if (s->owner[sn] >= 2 && s->kernels[s->owner[sn] - 2].tile) return 0;
+  *p1 = s->owner[sn];
+  *pr = q;
+  return 1;
+}
+
+static kiln_status tile_attention(bld *b) {
+  kiln_sched *s = b->s;
+  const kiln_graph *g = b->g;
+  int32_t *rd = malloc(sizeof *rd * ((size_t)g->n_nodes + 1));
+  uint8_t *other = malloc((size_t)g->n_nodes + 1);
+  int fresh = 0;
+  kiln_status st = KILN_OK;
+  if (!rd || !other) st = kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+  for (int32_t p2 = 0; p2 < s->n_kernels && st == KILN_OK; p2++) {
+    if (s->kernels[p2].kind != KILN_SK_GEMM) continue;
+    if (!fresh && kernel_readers(b, rd, other)) break; /* untiled: the kernels as they are */
+    fresh = 1;
+    int32_t p1, pr;
+    if (!tile_at(b, rd, other, p2, &p1, &pr)) continue;
+    /* each kernel between them (in order) to just before the first */
+    for (int32_t x = p1 + 1; x < p2; x++) {
+      if (x == pr) continue;
+      move_kernel(s, g, x, p1);
+      if (pr < x) pr++;
+      p1++;
+    }
+    s->kernels[p1].tile = 1; /* p1 = p2 - 2, pr = p2 - 1 */
+    fresh = 0; /* positions moved */
+  }
+  free(rd);
+  free(other);
+  return st;
+}
+
 kiln_status kiln_sched_fuse(bld *b) {
   const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
@@ -430,5 +570,5 @@ kiln_status kiln_sched_fuse(bld *b) {
     if (st != KILN_OK) return st;
   }
   hoist_collectives(b);
-  return KILN_OK;
+  return tile_attention(b);
 }

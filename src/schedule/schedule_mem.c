@@ -132,9 +132,12 @@ static kiln_status collect_loads(bld *b) {
   return st;
 }
 
+static void tile_span(const kiln_sched *s, int32_t p, int32_t *w, int32_t *r);
+
 /* Output o's node is safe to compute in place in input i's buffer: nothing
  * reads input i after its kernel writes, and inside that kernel every read
- * of input i is at the index being written. */
+ * of input i is at the index being written; in an attention tile (whose
+ * kernels may run interleaved), no kernel of the tile reads input i. */
 static int alias_safe(bld *b, int32_t n, int32_t i) {
   const kiln_graph *g = b->g;
   kiln_sched *s = b->s;
@@ -150,11 +153,14 @@ static int alias_safe(bld *b, int32_t n, int32_t i) {
   kiln_sctx want = kw->kind == KILN_SK_LOOP && kiln_sched_shape_is(g, kw, n, KILN_SCTX_F) ? KILN_SCTX_F : KILN_SCTX_RS;
   for (int32_t o = 0; o < g->n_outputs; o++)
     if (g->output_node[o] == leaf) return 0; /* an end copy reads it */
+  int32_t tw, tr;
+  tile_span(s, w, &tw, &tr);
   for (int32_t p = 0; p < s->n_kernels; p++) {
     const kiln_skernel *k = &s->kernels[p];
+    int tiled = tr > tw && p >= tw && p <= tr; /* in the writer's tile */
     if (k->kind == KILN_SK_GEMM) {
-      if ((k->a.node == leaf || k->b.node == leaf) && p >= w) return 0;
-      if (k->c_node == leaf && p > w) return 0;
+      if ((k->a.node == leaf || k->b.node == leaf) && (p >= w || tiled)) return 0;
+      if (k->c_node == leaf && (p > w || tiled)) return 0;
       continue;
     }
     if (k->kind == KILN_SK_COLL) { /* it may still be in flight at any later kernel */
@@ -163,7 +169,7 @@ static int alias_safe(bld *b, int32_t n, int32_t i) {
     }
     for (int32_t j = 0; j < loads[p].n; j += 2) {
       if (loads[p].v[j] != leaf) continue;
-      if (p > w || (p == w && (kiln_sctx)loads[p].v[j + 1] != want)) return 0;
+      if (p > w || tiled || (p == w && (kiln_sctx)loads[p].v[j + 1] != want)) return 0;
     }
   }
   return 1;
@@ -310,10 +316,25 @@ static void last_read(kiln_sbuf *bf, int32_t p) {
   if (p > bf->last) bf->last = p;
 }
 
+/* Where kernel p writes (*w) and reads (*r) for the lifetimes: p, or for
+ * the three kernels of an attention tile (kiln_skernel.tile), which a
+ * backend may run interleaved, batch entry by batch entry, the tile's first
+ * and last: every buffer the tile reads stays live until its end, none it
+ * writes shares bytes with one it reads. */
+static void tile_span(const kiln_sched *s, int32_t p, int32_t *w, int32_t *r) {
+  int32_t t = p;
+  for (int32_t q = p; q >= 0 && q >= p - 2; q--)
+    if (s->kernels[q].kind == KILN_SK_GEMM && s->kernels[q].tile && q + 2 >= p) t = q;
+  *w = t;
+  *r = t == p && !s->kernels[p].tile ? p : t + 2;
+}
+
 /* Loop kernel p: its stores (members with a buffer) and its buffers' lifetimes. */
 static kiln_status loop_liveness(bld *b, int32_t p) {
   kiln_sched *s = b->s;
   kiln_skernel *k = &s->kernels[p];
+  int32_t wp, rp;
+  tile_span(s, p, &wp, &rp);
   k->stores = malloc(sizeof *k->stores * (size_t)k->n_members);
   if (!k->stores) return oom(b);
   for (int32_t j = 0; j < k->n_members && !view_kernel(b, k); j++) {
@@ -321,22 +342,24 @@ static kiln_status loop_liveness(bld *b, int32_t p) {
     if (s->buf_of[m] < 0) continue;
     KILN_ASSERT(s->buf_of[m] < s->n_bufs);
     k->stores[k->n_stores++] = m;
-    first_write(&s->bufs[s->buf_of[m]], p);
+    first_write(&s->bufs[s->buf_of[m]], wp);
   }
   if (k->n_stores) s->n_loop_kernels++;
   const ivec *ld = &b->loads_of[p];
   for (int32_t j = 0; j < ld->n; j += 2) {
     int32_t id = kiln_sched_read_buf(s, ld->v[j]);
     KILN_ASSERT(id >= 0 && id < s->n_bufs); /* every node read has a buffer (collect_loads sets need) */
-    last_read(&s->bufs[id], p);
+    last_read(&s->bufs[id], rp);
   }
   return KILN_OK;
 }
 
 static void gemm_liveness(kiln_sched *s, int32_t p) {
   const kiln_skernel *k = &s->kernels[p];
+  int32_t wp, rp;
+  tile_span(s, p, &wp, &rp);
   KILN_ASSERT(s->buf_of[k->node] >= 0); /* a GEMM's result is always needed */
-  first_write(&s->bufs[s->buf_of[k->node]], p);
+  first_write(&s->bufs[s->buf_of[k->node]], wp);
   /* The operands are read from their own buffers (cpu's gemm_step): a
    * float SCALAR operand is materialized into a buffer of its dtype,
    * which must live until here, not only its input's double. Only the
@@ -346,7 +369,7 @@ static void gemm_liveness(kiln_sched *s, int32_t p) {
     if (rd[i] < 0) continue;
     int32_t id = i == 3 ? kiln_sched_read_buf(s, rd[i]) : s->buf_of[rd[i]];
     KILN_ASSERT(id >= 0 && id < s->n_bufs); /* collect_loads needs every operand */
-    last_read(&s->bufs[id], p);
+    last_read(&s->bufs[id], rp);
   }
 }
 

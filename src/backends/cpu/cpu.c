@@ -109,6 +109,8 @@ static void exe_free(kiln_backend *kb, kiln_executable *e) {
   if (!e->arena_adopted) free(e->arena);
   free(e->timings);
   free(e->sites);
+  if (e->tile_buf) kiln_cpu_scratch_event(kb, e->tile_buf, -(int64_t)e->tile_cap);
+  free(e->tile_buf);
   pthread_mutex_destroy(&e->mu);
   free(e);
 }
@@ -434,6 +436,7 @@ static kiln_status bind_steps(compile_job *j) {
       bind_loop_step(j, i, sp, &argp, &sitep);
     } else if (k->kind == KILN_SK_GEMM) {
       gemm_step(s, k, sp, &gdims);
+      sp->tile = k->tile;
     } else if (k->kind == KILN_SK_COLL) {
       sp->kind = ST_COLL;
       sp->coll = malloc(sizeof *sp->coll);
@@ -468,6 +471,68 @@ static kiln_status bind_steps(compile_job *j) {
     e->n_steps++;
   }
   return KILN_OK;
+}
+
+/* ───────────── attention tiles ───────────── */
+
+/* Largest S (and P) of one batch entry a tile keeps in its scratch: past
+ * it the scores no longer stay in L2, and the three steps run as planned */
+enum { TILE_MAX_BYTES = 2 << 20 };
+
+/* Can the GEMM step g1 (marked by the schedule, kiln_skernel.tile) and the
+ * two after it run as an attention tile (cpu_execute.c, run_tile)? What
+ * the schedule checked on the graph, checked again on the steps, and what
+ * only the backend knows: the threads (one library call per entry, as
+ * run_gemm makes them), the scratch size, KILN_TILE_ATTENTION=0. */
+static int tile_ok(const cpu_backend *b, const kiln_executable *e, int32_t i) {
+  const char *v = kiln_cfg()->tile_attention;
+  if ((v && !strcmp(v, "0")) || i + 2 >= e->n_steps) return 0;
+  const step *g1 = &e->steps[i], *r = g1 + 1, *g2 = g1 + 2;
+  if (r->kind != ST_LOOP || g2->kind != ST_GEMM || r->kpos != g1->kpos + 1 || g2->kpos != g1->kpos + 2 ||
+      r->span > 0)
+    return 0;
+  for (int q = 0; q < 2; q++) {
+    const step *g = q ? g2 : g1;
+    if (g->c0buf >= 0 || g->alphabuf >= 0 || g->cdt != g->dt || (g->dt != KILN_F32 && g->dt != KILN_F64) ||
+        g->k <= 0 || g->brank != g1->brank)
+      return 0;
+  }
+  if (g2->ta || g2->m != g1->m || g2->k != g1->n || g2->lda != g2->k || g1->cbuf == g2->abuf) return 0;
+  int64_t nb = 1, st = g1->m * g1->n;
+  for (int d = g1->brank - 1; d >= 0; d--) {
+    if (g2->bshape[d] != g1->bshape[d] || (g1->bshape[d] != 1 && g2->sa[d] != st)) return 0;
+    st *= g1->bshape[d];
+    nb *= g1->bshape[d];
+  }
+  size_t ent = (size_t)(g1->m * g1->n) * kiln_dtype_size((kiln_dtype)g1->dt);
+  if (nb < 2 || nb < b->num_threads || r->items != nb * g1->m || ent > TILE_MAX_BYTES) return 0;
+  int reads_s = 0, writes_p = 0;
+  for (int32_t a = 0; a < r->n_args; a++) {
+    reads_s |= r->args[a] == g1->cbuf;
+    writes_p |= r->args[a] == g2->abuf;
+  }
+  return reads_s && writes_p;
+}
+
+/* Keep the tiles that can run; the first step of each carries the flops of
+ * the three (its timing is theirs). */
+static void check_tiles(compile_job *j) {
+  kiln_executable *e = j->e;
+  for (int32_t i = 0; i < e->n_steps; i++) {
+    step *sp = &e->steps[i];
+    if (sp->kind != ST_GEMM || !sp->tile) continue;
+    if (!tile_ok(j->b, e, i)) {
+      sp->tile = 0;
+      continue;
+    }
+    for (int q = 1; q <= 2; q++) {
+      sp->flops += sp[q].flops, sp->mem_bytes += sp[q].mem_bytes;
+      sp[q].flops = sp[q].mem_bytes = 0;
+      sp[q].tag.flops = sp[q].tag.bytes = 0;
+    }
+    sp->tag.flops = sp->flops, sp->tag.bytes = sp->mem_bytes;
+    i += 2;
+  }
 }
 
 /* The schedule's buffers and the numbers of kiln_exec_info. */
@@ -593,6 +658,7 @@ static kiln_status compile_with(kiln_backend *kb, const kiln_graph *g, const kil
   if (st == KILN_OK) st = load_new_kernels(&j);
   if (st == KILN_OK) st = alloc_plan(&j);
   if (st == KILN_OK) st = bind_steps(&j);
+  if (st == KILN_OK) check_tiles(&j);
   pthread_mutex_unlock(&b->mu);
   uint64_t t2 = kiln_now_ns();
   if (st == KILN_OK) fill_info(&j, g, t0, t1, t2);

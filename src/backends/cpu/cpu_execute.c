@@ -66,17 +66,24 @@ typedef struct gemm_job {
   int split_rows;  /* 1: split M, 0: split N */
 } gemm_job;
 
+/* The element offsets of batch entry bi's A and B in GEMM step sp */
+static void entry_offsets(const step *sp, int64_t bi, int64_t *oa, int64_t *ob) {
+  int64_t rem = bi;
+  *oa = *ob = 0;
+  for (int d = sp->brank - 1; d >= 0; d--) {
+    int64_t ix = rem % sp->bshape[d];
+    rem /= sp->bshape[d];
+    *oa += ix * sp->sa[d];
+    *ob += ix * sp->sb[d];
+  }
+}
+
 static void gemm_part(const gemm_job *j, int64_t item) {
   const step *sp = j->sp;
   size_t es = kiln_dtype_size((kiln_dtype)sp->dt), ces = kiln_dtype_size((kiln_dtype)sp->cdt);
   int64_t bi = item / j->parts, part = item % j->parts;
-  int64_t oa = 0, ob = 0, rem = bi;
-  for (int d = sp->brank - 1; d >= 0; d--) {
-    int64_t ix = rem % sp->bshape[d];
-    rem /= sp->bshape[d];
-    oa += ix * sp->sa[d];
-    ob += ix * sp->sb[d];
-  }
+  int64_t oa, ob;
+  entry_offsets(sp, bi, &oa, &ob);
   const char *A = (const char *)j->ptr[sp->abuf] + (size_t)oa * es;
   const char *B = (const char *)j->ptr[sp->bbuf] + (size_t)ob * es;
   size_t c_off = (size_t)(bi * sp->m * sp->n) * ces;
@@ -149,6 +156,93 @@ static void run_gemm(cpu_backend *b, const step *sp, void *const *ptr) {
   int64_t items = nb * j.parts;
   /* a grain of all items runs inline, as the direct call did */
   kiln_pool_parallel_for_tagged(b->pool, gemm_range, &j, items, (T == 1 || flops < 1e6) ? items : 1, &sp->tag);
+}
+
+/* ───────────── attention tiles ─────────────
+ *
+ * Steps g1, r, g2 = g1 + 1, g1 + 2 that the schedule marked and cpu.c
+ * checked (tile_ok): S = Q·Kᵀ, a row kernel P = rows(S), O = P·V.
+ * Run one batch entry at a time, S and P of the entry in a scratch of its
+ * chunk of entries (Lq × Lk each, sized for L2) instead of their arena
+ * buffers: the scores never go to memory and the second GEMM reads P from
+ * cache. Each entry's GEMMs are the library calls the batched steps make for
+ * it (one call per entry: tiles run only with at least as many entries as
+ * threads, where run_gemm splits by entry), and the row kernel runs on the
+ * entry's rows with S and P where it expects them: the same values. */
+typedef struct tile_job {
+  const step *g1, *r, *g2;
+  void *const *ptr;
+  void *errw, *symvals;
+  char *scratch;
+  size_t ent, per; /* bytes of S (and of P) of one entry; of a chunk's scratch */
+  int64_t nb, chunks;
+} tile_job;
+
+/* C = op(A)·op(B) of entry bi of plain GEMM step sp (f32 or f64, k > 0):
+ * A read from a when set (its lda), C written to c when set (ldc n) */
+static void gemm_entry(const step *sp, void *const *ptr, int64_t bi, const void *a, void *c) {
+  size_t es = kiln_dtype_size((kiln_dtype)sp->dt);
+  int64_t oa, ob;
+  entry_offsets(sp, bi, &oa, &ob);
+  const char *A = a ? (const char *)a : (const char *)ptr[sp->abuf] + (size_t)oa * es;
+  const char *B = (const char *)ptr[sp->bbuf] + (size_t)ob * es;
+  char *C = c ? (char *)c : (char *)ptr[sp->cbuf] + (size_t)(bi * sp->m * sp->n) * es;
+  if (sp->f64)
+    kiln_gemm_dgemm(sp->ta, sp->tb, sp->m, sp->n, sp->k, sp->alpha, (const double *)A, sp->lda, (const double *)B,
+                    sp->ldb, 0.0, (double *)C, sp->n);
+  else
+    kiln_gemm_sgemm(sp->ta, sp->tb, sp->m, sp->n, sp->k, (float)sp->alpha, (const float *)A, sp->lda,
+                    (const float *)B, sp->ldb, 0.0f, (float *)C, sp->n);
+}
+
+static void tile_chunks(void *ctx, int64_t begin, int64_t end) {
+  const tile_job *j = ctx;
+  const step *g1 = j->g1, *r = j->r, *g2 = j->g2;
+  int64_t lq = g1->m;
+  for (int64_t c = begin; c < end; c++) {
+    char *S = j->scratch + (size_t)c * j->per, *P = S + j->ent;
+    void **args = (void **)(void *)(P + j->ent);
+    for (int64_t bi = j->nb * c / j->chunks; bi < j->nb * (c + 1) / j->chunks; bi++) {
+      gemm_entry(g1, j->ptr, bi, NULL, S);
+      /* the row kernel indexes S and P by the row: their bases as if the
+       * scratch held this entry's rows of the whole buffers */
+      uintptr_t off = (uintptr_t)bi * (uintptr_t)j->ent;
+      for (int32_t a = 0; a < r->n_args; a++) {
+        int32_t id = r->args[a];
+        args[a] = id == KILN_CG_ERR_ARG   ? j->errw
+                  : id == KILN_CG_SYM_ARG ? j->symvals
+                  : id == g1->cbuf        ? (void *)((uintptr_t)S - off)
+                  : id == g2->abuf        ? (void *)((uintptr_t)P - off)
+                                          : j->ptr[id];
+      }
+      r->fn(args, bi * lq, (bi + 1) * lq);
+      gemm_entry(g2, j->ptr, bi, P, NULL);
+    }
+  }
+}
+
+/* Run the tile at steps sp, sp + 1, sp + 2; 0 when its scratch could not be
+ * had (the caller runs the three steps one after the other). Under e->mu. */
+static int run_tile(cpu_backend *b, kiln_executable *e, const step *sp, void *const *ptr, void *errw) {
+  const step *r = sp + 1;
+  int64_t nb = 1;
+  for (int d = 0; d < sp->brank; d++) nb *= sp->bshape[d];
+  size_t ent = (size_t)(sp->m * sp->n) * kiln_dtype_size((kiln_dtype)sp->dt);
+  size_t per = (2 * ent + sizeof(void *) * (size_t)r->n_args + 63) / 64 * 64;
+  int64_t chunks = b->num_threads < nb ? b->num_threads : nb;
+  size_t need = per * (size_t)chunks;
+  if (e->tile_cap < need) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, need)) return 0;
+    if (e->tile_buf) kiln_cpu_scratch_event(&b->base, e->tile_buf, -(int64_t)e->tile_cap);
+    free(e->tile_buf);
+    e->tile_buf = p;
+    e->tile_cap = need;
+    kiln_cpu_scratch_event(&b->base, p, (int64_t)need); /* in memory profiles with the arenas */
+  }
+  tile_job j = {sp, r, sp + 2, ptr, errw, e->symvals, e->tile_buf, ent, per, nb, chunks};
+  kiln_pool_parallel_for_tagged(b->pool, tile_chunks, &j, chunks, 1, &sp->tag);
+  return 1;
 }
 
 /* The grain a loop step runs with: a column kernel's (span > 0) outputs in
@@ -317,6 +411,7 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
   for (int32_t i = 0; i < e->n_steps; i++) {
     const step *sp = &e->steps[i];
     kiln_kernel_timing *t = &e->timings[i];
+    int tiled = 0; /* steps after this one it ran (an attention tile) */
     if (fl.n) flights_wait(&fl, sp->kpos);
     t->begin_ns = kiln_now_ns();
     switch (sp->kind) {
@@ -333,7 +428,14 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
         if (sp->n_sites && fault_step < 0 && errw[0]) fault_step = i;
         break;
       }
-      case ST_GEMM: run_gemm(b, sp, ptr); break;
+      case ST_GEMM:
+        if (sp->tile && run_tile(b, e, sp, ptr, errw)) {
+          tiled = 2;
+          if (sp[1].n_sites && fault_step < 0 && errw[0]) fault_step = i + 1;
+        } else {
+          run_gemm(b, sp, ptr);
+        }
+        break;
       case ST_COLL: { /* started here, waited for at its wait point */
         uint64_t c0 = kiln_prof_span_begin();
         flights_start(&fl, sp, ptr);
@@ -355,6 +457,11 @@ kiln_status kiln_cpu_execute(kiln_backend *kb, kiln_executable *e, void *const *
     t->name = __atomic_load_n(&sp->tag.name, __ATOMIC_ACQUIRE); /* "fusion.6 (reduce_max,reduce_sum,div)", "gemm 128x256x64" once named */
     t->flops = sp->flops;
     t->bytes = sp->mem_bytes;
+    for (; tiled > 0; tiled--) { /* the tile's other two steps: run inside it, their time in its */
+      kiln_kernel_timing *u = &e->timings[++i];
+      *u = (kiln_kernel_timing){.begin_ns = t->end_ns, .end_ns = t->end_ns};
+      u->name = __atomic_load_n(&e->steps[i].tag.name, __ATOMIC_ACQUIRE);
+    }
   }
   flights_wait(&fl, INT32_MAX);
   if (ptr != small) free(ptr);

@@ -113,6 +113,8 @@ typedef struct step {
       int32_t abuf, bbuf, cbuf;
       int32_t c0buf, alphabuf; /* a fused update: C's initial value (times beta) and alpha's SCALAR, or -1 */
       double alpha, beta;
+      int tile; /* this GEMM, the loop step after it and the GEMM after that run one batch entry at a
+                 * time (kiln_skernel.tile; cpu_execute.c, run_tile) */
     };
     struct { /* COPY (and COLL: src the input's buffer, dst the output's) */
       int32_t src, dst;
@@ -164,6 +166,8 @@ struct kiln_executable {
   int64_t symvals[KILN_SYM_MAX]; /* a family's graph: its symbol values (its kernels' argument 0) */
   kiln_cpu_arena *shared;        /* a family's graph: the family's arena (borrowed), instead of arena */
   int named; /* the steps' profile names are made (kiln_cpu_name_steps) */
+  void *tile_buf; /* the attention tiles' per-thread scratch (run_tile), grown as needed; under mu */
+  size_t tile_cap;
 };
 
 /* Give every step of e its profile name and source line (interned), once:

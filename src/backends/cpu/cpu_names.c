@@ -61,7 +61,12 @@ static const char *step_name(const step *sp) {
   int n = snprintf(buf, sizeof buf, "%s%s", scope, scope[0] ? "/" : "");
   if (n < 0 || n >= (int)sizeof buf) n = 0;
   size_t cap = sizeof buf - (size_t)n;
-  if (sp->kind == ST_GEMM) {
+  if (sp->kind == ST_GEMM && sp->tile) { /* S = Q·Kᵀ, its rows, O = P·V (cpu_execute.c, run_tile) */
+    double nb = 1;
+    for (int d = 0; d < sp->brank; d++) nb *= (double)sp->bshape[d];
+    snprintf(buf + n, cap, "attention tile %.0fx(%lldx%lldx%lld, rows, %lldx%lldx%lld)", nb, (long long)sp->m,
+             (long long)sp->n, (long long)sp->k, (long long)sp[2].m, (long long)sp[2].n, (long long)sp[2].k);
+  } else if (sp->kind == ST_GEMM) {
     if (sp->brank > 0) {
       double nb = 1;
       for (int d = 0; d < sp->brank; d++) nb *= (double)sp->bshape[d];

@@ -48,25 +48,32 @@ typedef struct acase {
   int kt;                /* 1: K comes as Kᵀ [.., d, Lk], computed in the graph (the GEMM reads it as is) */
   int also_p;            /* 1: P is an output too (P has another reader: no tile) */
   int tiles;             /* tiles expected */
+  kiln_dtype dt;         /* 0: f32 */
+  int k_batch1;          /* 1: K has batch 1, broadcast over B (a batch stride 0) */
+  int dynamic;           /* 1: Lq and Lk marked dynamic (a family's planned sizes) */
 } acase;
 
 static const acase kCases[] = {
-    {"heads", 4, 3, 4, 16, 16, 8, 8, 0, 0, 0, 1},
-    {"key_padding", 4, 4, 2, 24, 24, 16, 16, 1, 0, 0, 1},
-    {"causal_float_mask", 4, 2, 3, 20, 20, 8, 12, 2, 0, 0, 1},
-    {"cross_lengths_kt", 4, 2, 2, 9, 37, 8, 5, 0, 1, 0, 1},
-    {"batch_only_3d", 3, 5, 1, 33, 17, 12, 7, 1, 0, 0, 1},
-    {"long_rows", 4, 2, 2, 8, 130, 16, 16, 1, 1, 0, 1},
-    {"p_is_an_output", 4, 2, 2, 16, 16, 8, 8, 1, 0, 1, 0},
+    {"heads", 4, 3, 4, 16, 16, 8, 8, 0, 0, 0, 1, 0, 0, 0},
+    {"key_padding", 4, 4, 2, 24, 24, 16, 16, 1, 0, 0, 1, 0, 0, 0},
+    {"causal_float_mask", 4, 2, 3, 20, 20, 8, 12, 2, 0, 0, 1, 0, 0, 0},
+    {"cross_lengths_kt", 4, 2, 2, 9, 37, 8, 5, 0, 1, 0, 1, 0, 0, 0},
+    {"batch_only_3d", 3, 5, 1, 33, 17, 12, 7, 1, 0, 0, 1, 0, 0, 0},
+    {"long_rows", 4, 2, 2, 8, 130, 16, 16, 1, 1, 0, 1, 0, 0, 0},
+    {"p_is_an_output", 4, 2, 2, 16, 16, 8, 8, 1, 0, 1, 0, 0, 0, 0},
+    {"f64", 4, 2, 3, 12, 20, 8, 4, 1, 0, 0, 1, KILN_F64, 0, 0},
+    {"k_broadcast_over_batch", 4, 3, 2, 10, 14, 8, 8, 0, 0, 0, 1, 0, 1, 0},
 };
 
+static kiln_dtype g_dt = KILN_F32;
 static kiln_tensor in(int rank, const int64_t *s, uint64_t seed, double scale) {
-  return kiln_mul_c(bc_input(KILN_F32, rank, s, seed, 0), scale);
+  return kiln_mul_c(bc_input(g_dt, rank, s, seed, 0), scale);
 }
 
 static void prog(bc_result *r, const void *arg) {
   const acase *c = arg;
   spy_install();
+  g_dt = c->dt ? c->dt : KILN_F32;
   int R = c->rank;
   int64_t q_s[4], k_s[4], v_s[4];
   int64_t lead[2] = {c->B, c->H};
@@ -83,7 +90,13 @@ static void prog(bc_result *r, const void *arg) {
     kiln_tensor kt = kiln_add_c(in(R, kt_s, 12, 0.5), 0.25);
     k = kiln_transpose(kt, R - 2, R - 1);
   } else {
+    if (c->k_batch1) k_s[0] = 1;
     k = in(R, k_s, 12, 0.5);
+  }
+  if (c->dynamic) { /* the lengths vary from step to step: the graph's family, planned at each */
+    kiln_dynamic(q, R - 2);
+    kiln_dynamic(k, R - 2);
+    kiln_dynamic(v, R - 2);
   }
   kiln_tensor mask = {0, 0};
   if (c->mask == 1) {
@@ -99,7 +112,7 @@ static void prog(bc_result *r, const void *arg) {
     float *m = malloc(sizeof *m * (size_t)(c->Lq * c->Lk));
     for (int64_t i = 0; i < c->Lq; i++)
       for (int64_t j = 0; j < c->Lk; j++) m[i * c->Lk + j] = j <= i ? 0.1f * (float)(j % 3) : -INFINITY;
-    mask = kiln_from_host(m, KILN_F32, 2, ms);
+    mask = kiln_cast(kiln_from_host(m, KILN_F32, 2, ms), g_dt);
     free(m);
   }
   kiln_tensor o;
@@ -113,6 +126,12 @@ static void prog(bc_result *r, const void *arg) {
     o = kiln_sdpa(q, k, v, mask, 0.0, false, 0);
   }
   bc_emit(r, kiln_add_c(o, 1.0), 0, 0, "%s: O", c->name);
+}
+
+static int run_all(const char *backend, const acase *c, int n, bc_result *r) {
+  const void *args[4];
+  for (int k = 0; k < n; k++) args[k] = &c[k];
+  return bc_run_steps(backend, prog, args, n, r);
 }
 
 /* bit for bit: NaN where NaN */
@@ -159,4 +178,31 @@ KT_TEST(tiles_match_the_untiled_kernels_and_ref) {
   }
 }
 
-KT_MAIN(KT_CASE(tiles_match_the_untiled_kernels_and_ref))
+/* A family (the lengths marked dynamic): its first size compiles it, the
+ * later ones are planned; each runs its tile */
+KT_TEST(tiles_in_a_dynamic_family) {
+  static const acase sizes[3] = {
+      {"dyn_24", 4, 2, 2, 24, 24, 8, 8, 1, 0, 0, 1, 0, 0, 1},
+      {"dyn_40", 4, 2, 2, 40, 40, 8, 8, 1, 0, 0, 1, 0, 0, 1},
+      {"dyn_17", 4, 2, 2, 17, 17, 8, 8, 1, 0, 0, 1, 0, 0, 1},
+  };
+  static bc_result ref[3], tiled[3], untiled[3];
+  setenv("KILN_NUM_THREADS", "2", 1);
+  run_all("ref", sizes, 3, ref);
+  g_tiles = 0;
+  unsetenv("KILN_TILE_ATTENTION");
+  run_all("cpu", sizes, 3, tiled);
+  KT_CHECK_MSG(g_tiles >= 3, "%d attention tiles ran over 3 sizes", g_tiles);
+  setenv("KILN_TILE_ATTENTION", "0", 1);
+  run_all("cpu", sizes, 3, untiled);
+  unsetenv("KILN_TILE_ATTENTION");
+  for (int k = 0; k < 3; k++) {
+    same_bits(sizes[k].name, &tiled[k], &untiled[k]);
+    KT_CHECK(bc_compare(sizes[k].name, &ref[k], &tiled[k]) == 0);
+    bc_result_free(&ref[k]);
+    bc_result_free(&tiled[k]);
+    bc_result_free(&untiled[k]);
+  }
+}
+
+KT_MAIN(KT_CASE(tiles_match_the_untiled_kernels_and_ref), KT_CASE(tiles_in_a_dynamic_family))

@@ -497,7 +497,9 @@ static int tile_ok(const cpu_backend *b, const kiln_executable *e, int32_t i) {
         g->k <= 0 || g->brank != g1->brank)
       return 0;
   }
-  if (g2->ta || g2->m != g1->m || g2->k != g1->n || g2->lda != g2->k || g1->cbuf == g2->abuf) return 0;
+  if (g1->m <= 0 || g1->n <= 0 || g2->n <= 0 || g2->ta || g2->m != g1->m || g2->k != g1->n || g2->lda != g2->k ||
+      g1->cbuf == g2->abuf)
+    return 0;
   int64_t nb = 1, st = g1->m * g1->n;
   for (int d = g1->brank - 1; d >= 0; d--) {
     if (g2->bshape[d] != g1->bshape[d] || (g1->bshape[d] != 1 && g2->sa[d] != st)) return 0;

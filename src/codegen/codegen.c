@@ -214,8 +214,9 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
      * half speed); the values first at 16 lanes into a row array, then the
      * same vector sum over it (the same order: a [32,12,120,120] softmax
      * gave the same bits, 1.41 -> 1.04 ns an element on one core) */
-    kiln_text_printf(o, "float xs[%lld];\n#pragma omp simd\nfor (int64_t j = 0; j < %lldLL; j++) {\n%s%sconst float x = %s;\n"
-                     "%sxs[j] = x;\n}\n", (long long)n, (long long)n, ix, r->body, r->v, keep);
+    kiln_text_printf(o, "float xs[%lld];\n#pragma omp simd\nfor (int64_t j = 0; j < %lldLL; j++) {\n", (long long)n,
+                     (long long)n);
+    kiln_text_printf(o, "%s%sconst float x = %s;\n%sxs[j] = x;\n}\n", ix, r->body, r->v, keep);
     kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t j = 0; j < %lldLL; j++) {\nconst double x = xs[j];\n%s}\n",
                      clause, (long long)n, step);
   } else {

@@ -93,7 +93,9 @@ typedef struct kiln_skernel {
    * with another operand (attention's S = Q·Kᵀ, P = rows(S), O = P·V), each
    * of S and P read by the next kernel alone: a backend may run the three
    * one batch entry at a time, S and P of an entry staying in its cache
-   * (schedule_fuse.c, "Attention tiles"). The plan is the three kernels'. */
+   * (schedule_fuse.c, "Attention tiles"). The memory plan takes the three
+   * as one: what they read lives until the last, what they write from the
+   * first (schedule_mem.c, tile_span). */
   int tile;
   int32_t wait_at; /* COLL: see KILN_SK_COLL */
   /* COPY: buffer src_buf -> buffer dst_buf, `bytes` bytes (node: the output copied) */

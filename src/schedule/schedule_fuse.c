@@ -414,9 +414,10 @@ static void hoist_collectives(bld *b) {
  * batch entry like S, entry b of O needs entry b of S and P only: the three
  * kernels are moved next to each other (the kernels between them read
  * neither, so they go first) and the first is marked (kiln_skernel.tile); a
- * backend may then run them one batch entry at a time. The plan (buffers,
- * lifetimes) is the three kernels', so running them one after the other
- * stays correct. */
+ * backend may then run them one batch entry at a time. The memory plan takes
+ * the three as one (schedule_mem.c, tile_span): what they read lives through
+ * all three, what they write from the first, so either way of running them
+ * is correct. */
 
 /* rd[n]: the kernel reading node n (-1: none, -2: several or an output);
  * other[n]: some loop kernel reads it at another index than its own. 0, or
@@ -475,7 +476,8 @@ static int tile_at(bld *b, const int32_t *rd, const uint8_t *other, int32_t p2, 
   if (q < 0 || q >= p2 || rd[k2->a.node] != p2) return 0;
   const kiln_skernel *kr = &s->kernels[q];
   if (kr->kind != KILN_SK_LOOP || !kr->row || kr->line || kr->rank != r || kr->mask != 1u << (r - 1) ||
-      !same_shape(pn->rank, pn->shape, kr->rank, kr->shape) || pn->dtype != o->dtype || o->shape[r - 2] != pn->shape[r - 2])
+      !same_shape(pn->rank, pn->shape, kr->rank, kr->shape) || pn->dtype != o->dtype ||
+      o->shape[r - 2] != pn->shape[r - 2])
     return 0;
   /* O's batch is P's, read entry after entry */
   int64_t st = pn->shape[r - 2] * pn->shape[r - 1], nb = 1;

@@ -357,19 +357,26 @@ static void move_kernel(kiln_sched *s, const kiln_graph *g, int32_t from, int32_
   }
 }
 
+/* What loop kernel kid reads, as (node, kiln_sctx) pairs into *loads (the
+ * caller frees loads->v); 0 when a walk failed (out of memory). */
+static int kernel_loads(bld *b, int32_t kid, ivec *loads) {
+  const kiln_skernel *k = &b->s->kernels[kid];
+  b->kid = kid;
+  b->seed = k->seed;
+  b->loads = loads;
+  b->ok = 1;
+  for (int32_t j = 0; j < k->n_members; j++) kiln_sched_walk_member(b, k->members[j]);
+  b->loads = NULL;
+  return b->ok;
+}
+
 /* The earliest position loop kernel kid could take: after the kernels
  * computing every value it reads (its readers all come after it already).
  * -1 when out of memory (it then stays where it is). */
 static int32_t earliest_position(bld *b, int32_t kid) {
   kiln_sched *s = b->s;
-  const kiln_skernel *k = &s->kernels[kid];
   ivec loads = {0};
-  b->kid = kid;
-  b->seed = k->seed;
-  b->loads = &loads;
-  b->ok = 1;
-  for (int32_t j = 0; j < k->n_members; j++) kiln_sched_walk_member(b, k->members[j]);
-  b->loads = NULL;
+  kernel_loads(b, kid, &loads);
   int32_t at = 0;
   for (int32_t j = 0; j < loads.n; j += 2)
     if (s->owner[loads.v[j]] >= at) at = s->owner[loads.v[j]] + 1;
@@ -444,15 +451,10 @@ static int kernel_readers(bld *b, int32_t *rd, uint8_t *other) {
       continue;
     }
     ivec loads = {0};
-    b->kid = p;
-    b->seed = k->seed;
-    b->loads = &loads;
-    b->ok = 1;
-    for (int32_t j = 0; j < k->n_members; j++) kiln_sched_walk_member(b, k->members[j]);
-    b->loads = NULL;
+    int ok = kernel_loads(b, p, &loads);
     for (int32_t j = 0; j + 1 < loads.n; j += 2) note_reader(rd, other, loads.v[j], p, loads.v[j + 1] != KILN_SCTX_F);
     free(loads.v);
-    if (!b->ok) return -1;
+    if (!ok) return -1;
   }
   return 0;
 }

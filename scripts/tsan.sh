@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `make tsan`: the threaded parts (thread pool, executor, queue, metrics,
 # profiler event buffers, debug analysis, data loader, the compiler driver's
-# parallel parts) under ThreadSanitizer, in build-tsan/. Only the matching test programs are
-# built. Select others with TSAN_TESTS (an extended regex on test names).
+# parallel parts, the attention tiles' chunks) under ThreadSanitizer, in
+# build-tsan/. Only the matching test programs are built. Select others with
+# TSAN_TESTS (an extended regex on test names).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 b=${BUILD:-build}-tsan
-regex=${TSAN_TESTS:-pool|executor|queue|async|metrics|thread|profiler$|debug|data|cache_cap|cc_parts}
+regex=${TSAN_TESTS:-pool|executor|queue|async|metrics|thread|profiler$|debug|data|cache_cap|cc_parts|attention_tile}
 tests=()
 for f in tests/unit/*.c tests/backend/*.c tests/e2e/*.c; do
   [ -e "$f" ] || continue

@@ -466,29 +466,40 @@ static int plain_batched_gemm(const kiln_graph *g, const kiln_skernel *k) {
          (x->dtype == KILN_F32 || x->dtype == KILN_F64);
 }
 
-/* GEMM kernel p2 is O = P·V of a tile: its row kernel *pr and the GEMM *p1
- * computing S (see above). 1 when it is. */
-static int tile_at(bld *b, const int32_t *rd, const uint8_t *other, int32_t p2, int32_t *p1, int32_t *pr) {
+/* What GEMM kernel p2's own shapes say: it may be O = P·V of a tile, P
+ * computed by the row kernel it returns (else -1). Cheap: the readers'
+ * walk (kernel_readers) is made only for such a kernel. */
+static int32_t tile_row_kernel(const bld *b, int32_t p2) {
   const kiln_sched *s = b->s;
   const kiln_graph *g = b->g;
   const kiln_skernel *k2 = &s->kernels[p2];
-  if (!plain_batched_gemm(g, k2) || k2->a.trans) return 0;
+  if (k2->kind != KILN_SK_GEMM || !plain_batched_gemm(g, k2) || k2->a.trans) return -1;
   const kiln_gnode *o = N(g, k2->mm), *pn = N(g, k2->a.node);
   int32_t r = o->rank, q = s->owner[k2->a.node];
-  if (q < 0 || q >= p2 || rd[k2->a.node] != p2) return 0;
+  if (q < 0 || q >= p2) return -1;
   const kiln_skernel *kr = &s->kernels[q];
   if (kr->kind != KILN_SK_LOOP || !kr->row || kr->line || kr->rank != r || kr->mask != 1u << (r - 1) ||
       !same_shape(pn->rank, pn->shape, kr->rank, kr->shape) || pn->dtype != o->dtype ||
       o->shape[r - 2] != pn->shape[r - 2])
-    return 0;
+    return -1;
   /* O's batch is P's, read entry after entry */
   int64_t st = pn->shape[r - 2] * pn->shape[r - 1], nb = 1;
   for (int d = r - 3; d >= 0; d--) {
-    if (o->shape[d] != pn->shape[d] || (pn->shape[d] != 1 && k2->a.batch_stride[d] != st)) return 0;
+    if (o->shape[d] != pn->shape[d] || (pn->shape[d] != 1 && k2->a.batch_stride[d] != st)) return -1;
     st *= pn->shape[d];
     nb *= pn->shape[d];
   }
-  if (nb < 2) return 0;
+  return nb < 2 ? -1 : q;
+}
+
+/* GEMM kernel p2, with row kernel q (tile_row_kernel), is O = P·V of a
+ * tile: the GEMM *p1 computing S (see above). 1 when it is. */
+static int tile_at(bld *b, const int32_t *rd, const uint8_t *other, int32_t p2, int32_t q, int32_t *p1) {
+  const kiln_sched *s = b->s;
+  const kiln_graph *g = b->g;
+  const kiln_skernel *k2 = &s->kernels[p2], *kr = &s->kernels[q];
+  const kiln_gnode *o = N(g, k2->mm);
+  if (rd[k2->a.node] != p2) return 0;
   /* S: the one plain batched GEMM output the row kernel reads, at its own index */
   int32_t sn = -1;
   for (int32_t n = 0; n < g->n_nodes; n++) {
@@ -514,24 +525,30 @@ static int tile_at(bld *b, const int32_t *rd, const uint8_t *other, int32_t p2, 
   /* S's GEMM ends an earlier tile: tiles do not overlap */
   if (s->owner[sn] >= 2 && s->kernels[s->owner[sn] - 2].tile) return 0;
   *p1 = s->owner[sn];
-  *pr = q;
   return 1;
 }
 
 static kiln_status tile_attention(bld *b) {
   kiln_sched *s = b->s;
   const kiln_graph *g = b->g;
-  int32_t *rd = malloc(sizeof *rd * ((size_t)g->n_nodes + 1));
-  uint8_t *other = malloc((size_t)g->n_nodes + 1);
+  int32_t *rd = NULL;
+  uint8_t *other = NULL;
   int fresh = 0;
   kiln_status st = KILN_OK;
-  if (!rd || !other) st = kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
   for (int32_t p2 = 0; p2 < s->n_kernels && st == KILN_OK; p2++) {
-    if (s->kernels[p2].kind != KILN_SK_GEMM) continue;
+    int32_t pr = tile_row_kernel(b, p2), p1;
+    if (pr < 0) continue;
+    if (!rd) { /* the first candidate */
+      rd = malloc(sizeof *rd * ((size_t)g->n_nodes + 1));
+      other = malloc((size_t)g->n_nodes + 1);
+      if (!rd || !other) {
+        st = kiln_err_set(b->err, KILN_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+        break;
+      }
+    }
     if (!fresh && kernel_readers(b, rd, other)) break; /* untiled: the kernels as they are */
     fresh = 1;
-    int32_t p1, pr;
-    if (!tile_at(b, rd, other, p2, &p1, &pr)) continue;
+    if (!tile_at(b, rd, other, p2, pr, &p1)) continue;
     /* each kernel between them (in order) to just before the first */
     for (int32_t x = p1 + 1; x < p2; x++) {
       if (x == pr) continue;

@@ -178,6 +178,15 @@ static void rc_end_loop(cg *c) {
   if (c->loop_no < 32000) c->loop_no++;
 }
 
+/* The longest row whose values a reduction keeps whole in a local array
+ * (xs[], rc<i>[]); longer rows go in blocks of it, or are not kept. */
+enum { ROW_BLOCK = 4096 };
+
+/* n is a constant of the kernel, not possibly a size that varies at run time
+ * (a family's instance: c->sym_floor, kiln_codegen_kernel_sym): a local
+ * array may have it as its length. */
+static int fixed_len(const cg *c, int64_t n) { return !c->sym || n < c->sym_floor; }
+
 static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
   int prod = r->nd->op == KILN_OP_REDUCE_PROD, sum = r->nd->op == KILN_OP_REDUCE_SUM || prod;
   int mx = r->nd->op == KILN_OP_REDUCE_MAX;
@@ -208,7 +217,7 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
   for (int i = 0; i < c->n_rc && dl < 0; i++)
     if (c->rc_first[i] == c->loop_no && c->memo_f[c->rc_node[i]])
       keep = kiln_cg_sf(c, "%src%d[j] = %s;\n", keep, i, c->memo_f[c->rc_node[i]]);
-  if (sum && r->idt == KILN_F32 && dl < 0 && n <= 4096 && (keep[0] || r->body[0])) {
+  if (sum && r->idt == KILN_F32 && dl < 0 && n <= ROW_BLOCK && fixed_len(c, n) && (keep[0] || r->body[0])) {
     /* f32 values into a double sum: in one loop gcc vectorizes at the
      * double's 8 lanes, the values' arithmetic too (a softmax row's exp at
      * half speed); the values first at 16 lanes into a row array, then the
@@ -219,6 +228,19 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
     kiln_text_printf(o, "%s%sconst float x = %s;\n%sxs[j] = x;\n}\n", ix, r->body, r->v, keep);
     kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t j = 0; j < %lldLL; j++) {\nconst double x = xs[j];\n%s}\n",
                      clause, (long long)n, step);
+  } else if (sum && r->idt == KILN_F32 && dl < 0 && (keep[0] || r->body[0])) {
+    /* a longer row, or one whose length may be a symbol's (any size at run
+     * time): the same two loops over blocks of ROW_BLOCK elements, the
+     * array of a block on the stack; the lanes' sums meet at each block's
+     * end (another order than one loop: within a sum's tolerance) */
+    kiln_text_printf(o, "float xs[%d];\nfor (int64_t jb = 0; jb < %lldLL; jb += %d) {\n", ROW_BLOCK, (long long)n,
+                     ROW_BLOCK);
+    kiln_text_printf(o, "const int64_t je = jb + %d < %lldLL ? jb + %d : %lldLL;\n", ROW_BLOCK, (long long)n, ROW_BLOCK,
+                     (long long)n);
+    kiln_text_printf(o, "#pragma omp simd\nfor (int64_t j = jb; j < je; j++) {\n%s%sconst float x = %s;\n%sxs[j - jb] = x;\n}\n",
+                     ix, r->body, r->v, keep);
+    kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t j = jb; j < je; j++) {\nconst double x = xs[j - jb];\n%s}\n}\n",
+                     clause, step);
   } else {
     kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s%s}\n",
                      clause, var, var, (long long)n, var, ix, r->body, ft, r->v, keep, step);
@@ -372,7 +394,7 @@ static int rc_feeds(cg *c, int32_t n) { /* n is an input of a kept value first c
 static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
   const kiln_skernel *k = c->k;
   c->n_rc = c->loop_no = 0;
-  if (unroll || L < 16 || L > 4096 || nested_axis(k, suffix, 0, c->sym) >= 0) return;
+  if (unroll || L < 16 || L > 4096 || !fixed_len(c, L) || nested_axis(k, suffix, 0, c->sym) >= 0) return;
   for (int32_t j = 0; j < k->n_members; j++) {
     int32_t m = k->members[j];
     if (kiln_op_table[NODE(c, m)->op].kind != KILN_KIND_REDUCE) continue;
@@ -684,10 +706,11 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
   memset(k, 0, sizeof *k);
 }
 
-static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, kiln_kernel_src *out, kiln_err *err) {
+static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t sym_floor, kiln_kernel_src *out,
+                              kiln_err *err) {
   memset(out, 0, sizeof *out);
   cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1,
-         .sym = sym};
+         .sym = sym, .sym_floor = sym_floor};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);
@@ -752,9 +775,10 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, kiln_ke
 }
 
 kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
-  return gen_kernel(s, kid, 0, out, err);
+  return gen_kernel(s, kid, 0, 0, out, err);
 }
 
-kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
-  return gen_kernel(s, kid, 1, out, err);
+kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, int64_t sym_floor, kiln_kernel_src *out,
+                                    kiln_err *err) {
+  return gen_kernel(s, kid, 1, sym_floor, out, err);
 }

@@ -73,8 +73,13 @@ void kiln_kernel_src_clear(kiln_kernel_src *k);
  * is renamed by its hash, and *items is the loop size as a monomial
  * (exponents 0: a constant). Anything else fails with KILN_ERR_UNSUPPORTED (the
  * caller compiles the concrete graph instead): a family kernel is only made
- * when both instances say the same thing about every size. */
-kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err);
+ * when both instances say the same thing about every size.
+ * sym_floor: the same for every instance of the family, the smallest size
+ * a symbolic dimension takes at any of them (above every constant size): a
+ * length at or above it may vary, so the kernel sizes no local array by it
+ * (a row of any length must not overflow a thread's stack). */
+kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, int64_t sym_floor, kiln_kernel_src *out,
+                                    kiln_err *err);
 /* How far a size may be from a product of symbols for kiln_codegen_family
  * to read it back (the instances' primes must be above every constant size
  * plus twice this). */

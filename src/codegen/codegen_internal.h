@@ -95,6 +95,10 @@ typedef struct cg {
   /* generating an instance of a family (codegen_sym.c): a choice made on a
    * size must not differ between the instances, whose sizes are primes */
   int sym;
+  /* with sym: a size below it is a constant of the family; one at or above
+   * it may be a symbol's (any size at run time): no local array has it as
+   * its length (kiln_codegen_kernel_sym) */
+  int64_t sym_floor;
 } cg;
 
 /* "i0".."i7": the canonical axis variables of a kernel's loops. */

@@ -110,6 +110,58 @@ KT_TEST(marked_dimensions_compile_once) {
   same_weights(on, off, "marked");
 }
 
+/* A family's kernels run at any size: rows reduced over a dynamic axis of
+ * 5M elements (20 MB of f32, more than a thread's stack) from a family made
+ * at small sizes, a sum of computed values (exp(x) x: its row of values is
+ * kept in blocks) and a layer norm's row over that axis (values kept for its
+ * later loops only where the length is a constant), against double sums on
+ * the host. Before, the kernels kept such rows in arrays of the row's length
+ * on the stack and crashed. */
+KT_TEST(a_family_reduces_rows_longer_than_a_stack) {
+  start(KILN_SWITCH_ON);
+  static const int64_t Ts[] = {300, 1000, 5000000};
+  int64_t c0 = kiln_counter_value("UncachedCompile"), first = 0;
+  for (int s = 0; s < 3; s++) {
+    int64_t T = Ts[s], sh[2] = {2, T};
+    float *x = malloc(sizeof(float) * 2 * (size_t)T), *y = malloc(sizeof(float) * 2 * (size_t)T);
+    KT_CHECK(x && y);
+    if (!x || !y) return free(x), free(y);
+    for (int64_t i = 0; i < 2 * T; i++) x[i] = (float)(i % 7) - 3.0f + (i >= T ? 0.5f : 0.0f);
+    kiln_tensor tx = kiln_dynamic(kiln_from_host(x, KILN_F32, 2, sh), 1);
+    int ax[1] = {1};
+    kiln_tensor m = kiln_mean(kiln_mul(kiln_exp(tx), tx), 1, ax, false);
+    kiln_tensor d = kiln_sub(tx, kiln_mean(tx, 1, ax, true));
+    kiln_tensor ln = kiln_mul(d, kiln_rsqrt(kiln_add_c(kiln_mean(kiln_mul(d, d), 1, ax, true), 1e-5)));
+    float mv[2];
+    KT_CHECK_MSG(kiln_to_host(m, mv, sizeof mv) == KILN_OK, "%s", kiln_last_error());
+    KT_CHECK_MSG(kiln_to_host(ln, y, sizeof(float) * 2 * (size_t)T) == KILN_OK, "%s", kiln_last_error());
+    for (int r = 0; r < 2; r++) {
+      double se = 0, sx = 0, sv = 0;
+      for (int64_t j = 0; j < T; j++) {
+        double v = x[r * T + j];
+        se += exp(v) * v, sx += v;
+      }
+      double mu = sx / (double)T;
+      for (int64_t j = 0; j < T; j++) sv += (x[r * T + j] - mu) * (x[r * T + j] - mu);
+      double inv = 1.0 / sqrt(sv / (double)T + 1e-5), worst = 0;
+      KT_CHECK_MSG(fabs(mv[r] - se / (double)T) <= 1e-5 * fabs(se / (double)T), "T %lld row %d: mean %.9g vs %.9g",
+                   (long long)T, r, mv[r], se / (double)T);
+      for (int64_t j = 0; j < T; j++) {
+        double e = fabs(y[r * T + j] - (x[r * T + j] - mu) * inv);
+        worst = e > worst ? e : worst;
+      }
+      KT_CHECK_MSG(worst <= 1e-5, "T %lld row %d: layer norm off by %.3g", (long long)T, r, worst);
+    }
+    kiln_mark_step();
+    free(x);
+    free(y);
+    if (s == 0) first = kiln_counter_value("UncachedCompile") - c0;
+  }
+  KT_CHECK(first >= 1);
+  KT_EQ_INT(kiln_counter_value("UncachedCompile") - c0, first); /* the later sizes planned, not compiled */
+  kiln_shutdown();
+}
+
 /* A bounded mark: sizes up to the bound are one family (one compile, the
  * values right); a size above it is an error naming the op, the shape and
  * the line, and nothing runs for it; a bound below 2 is an error too. */
@@ -470,6 +522,7 @@ KT_TEST(a_planned_size_is_verified_against_its_family) {
 }
 
 KT_MAIN(KT_CASE(a_batch_size_that_changes_compiles_twice), KT_CASE(marked_dimensions_compile_once),
+        KT_CASE(a_family_reduces_rows_longer_than_a_stack),
         KT_CASE(a_bounded_dimension_refuses_sizes_above_its_bound),
         KT_CASE(sizes_zero_and_one_are_their_own_graphs), KT_CASE(rank_or_dtype_changes_compile_per_variant),
         KT_CASE(gradients_of_one_family_at_two_sizes), KT_CASE(an_encoder_layer_trains_the_same_with_a_varying_length),

@@ -44,6 +44,7 @@ struct kiln_cpu_family {
   kiln_graph *tg;
   kiln_sched *ts;
   int failed;
+  int64_t sym_floor; /* kiln_codegen_kernel_sym: below it, a size is a constant at every instance */
   char why[200];
   /* the intermediate buffers of every size of the family: one arena, grown
    * to the largest size run so far, instead of one per size (a new length
@@ -152,7 +153,7 @@ static kiln_status read_kernel(const fam *m, const kiln_kernel_src *ka, const ki
                                const int64_t *pa, const int64_t *px, const fam_polys *fp, kiln_kernel_src *out,
                                kiln_sym_mono *items, kiln_err *e) {
   kiln_kernel_src kx;
-  kiln_status st = kiln_codegen_kernel_sym(sx, i, &kx, e);
+  kiln_status st = kiln_codegen_kernel_sym(sx, i, m->sym_floor, &kx, e);
   if (st != KILN_OK) return st;
   st = kiln_codegen_family(ka, &kx, m->s0.n_syms, pa, px, fp->v, fp->n, out, items, e);
   kiln_kernel_src_clear(&kx);
@@ -179,7 +180,7 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
     kiln_kernel_src ka, t3 = {0};
     kiln_sym_mono it3;
     kiln_err e = {0};
-    kiln_status st = kiln_codegen_kernel_sym(sa, i, &ka, &e);
+    kiln_status st = kiln_codegen_kernel_sym(sa, i, m->sym_floor, &ka, &e);
     if (st == KILN_OK) st = read_kernel(m, &ka, sb, i, pa, pb, fp, &m->tmpl[i], &m->items[i], &e);
     if (st == KILN_OK && sc) { /* the third reading */
       st = read_kernel(m, &ka, sc, i, pa, pc, fp, &t3, &it3, &e);
@@ -206,6 +207,20 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
   }
 }
 
+/* The smallest size a symbolic dimension of g takes at the instances gi:
+ * above every constant size (the primes are), and at most any size that
+ * varies at every instance, so the kernels of both instances make the same
+ * choice about a length (kiln_codegen_kernel_sym). */
+static int64_t sym_floor(const kiln_graph *g, const kiln_symshape *s, const kiln_graph *const *gi, int n) {
+  int64_t lo = INT64_MAX;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int d = 0; d < g->nodes[i].rank; d++)
+      if (kiln_symshape_dim(s, i, d)->mask)
+        for (int k = 0; k < n; k++)
+          if (gi[k]->nodes[i].shape[d] < lo) lo = gi[k]->nodes[i].shape[d];
+  return lo;
+}
+
 /* A new family from g: its symbols, two instances, their schedules, its
  * kernels. m->failed says whether it can serve. */
 static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_origin *dyn) {
@@ -223,6 +238,7 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
   kiln_graph *ga = m->g0 ? kiln_symshape_instance(g, &m->s0, pa) : NULL;
   kiln_graph *gb = ga ? kiln_symshape_instance(g, &m->s0, pb) : NULL;
   kiln_graph *gc = gb && third ? kiln_symshape_instance(g, &m->s0, pc) : NULL;
+  if (gb && (!third || gc)) m->sym_floor = sym_floor(g, &m->s0, (const kiln_graph *const[]){ga, gb, gc}, third ? 3 : 2);
   kiln_sched *sa = NULL, *sb = NULL, *sc = NULL;
   char why[160];
   if (!gb || (third && !gc)) fail(m, "the instances' sizes overflow", NULL);

@@ -577,17 +577,33 @@ static double recip_numerator(double v, int64_t cnt, int f32) {
   return kiln_recip_close(v, k, cnt, f32) ? k : 0;
 }
 
+/* v as k / c for a fixed count c some sum of the graph reduces (a mean over
+ * a fixed axis: layer norm's 1/384), k = +-1 or +-2 */
+static int fixed_recip(double v, const int64_t *fixed, int nf, int f32) {
+  for (int k = 0; k < nf; k++)
+    if (recip_numerator(v, fixed[k], f32) != 0) return 1;
+  return 0;
+}
+
 /* CONST nodes whose value is k / a symbolic count (k a small integer): a
- * mean's factor 1/n over a varying axis, and what folding made of it. */
+ * mean's factor 1/n over a varying axis, and what folding made of it. A
+ * constant that is also k / the fixed count of one of the graph's sums stays
+ * a constant: a mean over a fixed axis makes exactly that value, and taking
+ * it for a symbolic size that happens to match here (1/384 as 2 / (32·s0) at
+ * s0 = 24) would make a family that no other size binds to. */
 static void find_recips(const kiln_graph *g, kiln_symshape *s) {
   kiln_symdim cand[64], v;
-  int nc = 0;
+  int64_t fixed[64];
+  int nc = 0, nf = 0;
   /* the counts a mean divides by: a reduction's reduced sizes, a node's
    * element count, a single size */
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kiln_gnode *n = &g->nodes[i];
-    if (n->op == KILN_OP_REDUCE_SUM && size_product(g, s, kiln_gnode_inputs(g, n)[0], (uint64_t)n->iattr[0], &v))
-      add_cand(cand, &nc, v);
+    if (n->op == KILN_OP_REDUCE_SUM) {
+      v = (kiln_symdim){0, 0, 0, 0, 0};
+      if (size_product(g, s, kiln_gnode_inputs(g, n)[0], (uint64_t)n->iattr[0], &v)) add_cand(cand, &nc, v);
+      else if (!v.mask && v.coeff >= 2 && nf < 64) fixed[nf++] = v.coeff;
+    }
     if (size_product(g, s, i, (1ULL << n->rank) - 1, &v)) add_cand(cand, &nc, v);
     for (int d = 0; d < n->rank; d++)
       if (size_product(g, s, i, 1ULL << d, &v)) add_cand(cand, &nc, v);
@@ -597,6 +613,7 @@ static void find_recips(const kiln_graph *g, kiln_symshape *s) {
     if (n->op != KILN_OP_CONST || (n->dtype != KILN_F32 && n->dtype != KILN_F64) || n->fattr == 0 ||
         !(fabs(n->fattr) < 1))
       continue;
+    if (fixed_recip(n->fattr, fixed, nf, n->dtype == KILN_F32)) continue;
     for (int k = 0; k < nc; k++) {
       int64_t cnt = eval(s, cand[k]);
       /* small counts are not taken: a program's own 0.25 or 0.1 is 1/4 or

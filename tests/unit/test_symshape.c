@@ -402,6 +402,40 @@ KT_TEST(guesses_cost_a_miss) {
   kiln_graph_free(g[1]);
 }
 
+/* A mean over a fixed axis beside a varying size: layer norm's 1/384 next to
+ * 32·T rows. At T = 24, 1/384 is also 2 / (32·T); taken for that, the family
+ * would bind no other T (a compile per size, the embedding's batches). It
+ * stays a constant, and T = 48 binds. */
+KT_TEST(a_mean_over_a_fixed_axis_stays_a_constant) {
+  kiln_graph *g[2];
+  int64_t Ts[2] = {24, 48};
+  int c = 0;
+  for (int k = 0; k < 2; k++) {
+    gb b = gb_new();
+    int x = leaf(&b, KILN_F32, SH(32, Ts[k]));
+    int flat = nd(&b, KILN_OP_RESHAPE, KILN_F32, SH(32 * Ts[k]), IN(x), AT0, 0);
+    int y = leaf(&b, KILN_F32, SH(4, 384));
+    int red = nd(&b, KILN_OP_REDUCE_SUM, KILN_F32, SH(4, 1), IN(y), AT(2), 0);
+    c = nd(&b, KILN_OP_CONST, KILN_F32, SH(4, 1), IN0, AT0, (double)(float)(1.0 / 384));
+    out(&b, nd(&b, KILN_OP_EXP, KILN_F32, SH(32 * Ts[k]), IN(flat), AT0, 0), -1);
+    out(&b, nd(&b, KILN_OP_MUL, KILN_F32, SH(4, 1), IN(red, c), AT0, 0), -1);
+    g[k] = b.g;
+    char why[256];
+    KT_EQ_INT(kiln_graph_verify(g[k], why, sizeof why), 0);
+  }
+  kiln_symshape s;
+  kiln_err e;
+  KT_EQ_INT(kiln_symshape_infer(g[0], 1, &(kiln_sym_origin){0, 1}, &s, &e), KILN_OK);
+  KT_EQ_INT(kiln_symshape_dim(&s, 1, 0)->mask, 1); /* the rows follow T */
+  KT_EQ_INT(s.recip[c].mask, 0);
+  int64_t v[KILN_SYM_MAX];
+  KT_EQ_INT(kiln_symshape_bind(g[0], &s, g[1], v, NULL), 1);
+  KT_EQ_INT(v[0], 48);
+  kiln_symshape_clear(&s);
+  kiln_graph_free(g[0]);
+  kiln_graph_free(g[1]);
+}
+
 /* ───────────── traced programs ───────────── */
 
 static kiln_graph *g_captured;
@@ -568,6 +602,7 @@ KT_TEST(an_encoder_layer_is_one_family_over_sequence_lengths) {
 KT_MAIN(KT_CASE(inference_gives_each_dimension_its_monomial), KT_CASE(a_family_hashes_alike_and_binds_at_its_sizes),
         KT_CASE(sizes_held_as_values_follow_their_symbol), KT_CASE(sums_of_two_symbols_are_sizes),
         KT_CASE(two_symbols_multiply_through_a_flatten), KT_CASE(random_programs_bind_across_sizes), KT_CASE(guesses_cost_a_miss),
+        KT_CASE(a_mean_over_a_fixed_axis_stays_a_constant),
         KT_CASE(a_traced_training_step_is_one_family_over_batch_sizes),
         KT_CASE(a_mean_over_the_batch_follows_the_batch_size),
         KT_CASE(an_encoder_layer_is_one_family_over_sequence_lengths))

@@ -369,8 +369,12 @@ kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tenso
                         m->cfg.max_position_embeddings);
   if (!is_null(mask) && (kiln_shape(mask, ms) != 2 || ms[0] != B || ms[1] != T))
     return kiln_nn_fail(loc, "bert: the mask must be [%lld, %lld] like the ids", (long long)B, (long long)T);
+  /* positions 0..T-1 gathered, not sliced, from the table: a slice of a
+   * fixed table by a length that varies is no family (its instances' sizes
+   * overrun the table), a gather by an iota is */
+  kiln_tensor pos = kiln_arange_at(KILN_I64, 0, (double)T, 1, loc);
   kiln_tensor x = embeddings(m, kiln_index_select_at(m->t[E_WORD], 0, ids, loc),
-                             kiln_slice_at(m->t[E_POS], 0, 0, T, 1, loc), loc);
+                             kiln_index_select_at(m->t[E_POS], 0, pos, loc), loc);
   kiln_tensor mask4 = {0, 0};
   if (!is_null(mask)) {
     const int64_t s4[4] = {B, 1, 1, T};
@@ -416,8 +420,9 @@ kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor 
  * padding (17% of the GEMMs' rows for the bench's 256 sentences in batches
  * of 32) is not computed. Each real token's arithmetic is the padded
  * path's. The token count is rounded up to RAGGED_ROWS (rows past the
- * tokens compute token 0 and are never read) and marked dynamic, so a new
- * count is a plan, not a compile. */
+ * tokens compute token 0 and are never read); it and the padded length are
+ * marked dynamic, so a new count or length is a plan, not a compile: every
+ * batch of B sentences is one compiled family. */
 enum { RAGGED_ROWS = 64 };
 
 kiln_tensor kiln_bert_embed_ragged_at(const kiln_bert *m, const int64_t *ids, const int64_t *lens, int64_t B,
@@ -453,13 +458,17 @@ kiln_tensor kiln_bert_embed_ragged_at(const kiln_bert *m, const int64_t *ids, co
       pos[i] = t, to_pack[i] = b * L + t, to_pad[b * L + t] = i, mask[b * L + t] = 1;
     }
   const int64_t sn[1] = {N}, sp[1] = {B * L}, sm[2] = {B, L}, s4[4] = {B, 1, 1, L};
-  ragged r = {kiln_from_host_at(to_pad, KILN_I64, 1, sp, loc), kiln_from_host_at(to_pack, KILN_I64, 1, sn, loc)};
+  kiln_tensor pad2 = kiln_from_host_at(to_pad, KILN_I64, 2, sm, loc);
   kiln_tensor maskt = kiln_from_host_at(mask, KILN_I64, 2, sm, loc);
-  kiln_tensor mask4 = kiln_reshape_at(kiln_cast_at(maskt, KILN_BOOL, loc), 4, s4, loc);
   kiln_tensor idt = kiln_from_host_at(idp, KILN_I64, 1, sn, loc), post = kiln_from_host_at(pos, KILN_I64, 1, sn, loc);
+  ragged r = {{0, 0}, kiln_from_host_at(to_pack, KILN_I64, 1, sn, loc)};
   free(pos), free(to_pack), free(to_pad), free(mask), free(idp);
-  /* the token count varies from batch to batch: one compile per padded length L */
+  /* the token count and the padded length vary from batch to batch: one
+   * compile for every batch of B sentences */
   kiln_dynamic_at(idt, 0, loc), kiln_dynamic_at(post, 0, loc), kiln_dynamic_at(r.to_pack, 0, loc);
+  kiln_dynamic_at(pad2, 1, loc), kiln_dynamic_at(maskt, 1, loc);
+  r.to_pad = kiln_reshape_at(pad2, 1, sp, loc);
+  kiln_tensor mask4 = kiln_reshape_at(kiln_cast_at(maskt, KILN_BOOL, loc), 4, s4, loc);
   kiln_tensor x = embeddings(m, kiln_index_select_at(m->t[E_WORD], 0, idt, loc),
                              kiln_index_select_at(m->t[E_POS], 0, post, loc), loc);
   for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer(m, l, x, mask4, B, L, &r, loc);

@@ -125,6 +125,7 @@ KT_TEST(library_embeddings_match_sentence_transformers) {
   KT_CHECK_MSG(kiln_tokenizer_create(path, NULL, &tok) == KILN_OK, "%s", kiln_last_error());
   KT_CHECK_MSG(kiln_bert_load(g_dir, &m) == KILN_OK, "%s", kiln_last_error());
   if (!tok || !m) goto out;
+  int64_t ragged_compiles = 0, padded_compiles = 0;
   for (int i0 = 0; i0 < g_ref.n; i0 += 5) {
     int B = g_ref.n - i0 < 5 ? g_ref.n - i0 : 5;
     static int64_t ids[5][256];
@@ -143,19 +144,29 @@ KT_TEST(library_embeddings_match_sentence_transformers) {
       }
     const int64_t s[2] = {B, T};
     static float out[5 * DIM];
+    int64_t p0 = kiln_counter_value("UncachedCompile");
     kiln_tensor e = kiln_bert_embed(m, kiln_from_host(flat, KILN_I64, 2, s), kiln_from_host(fmask, KILN_I64, 2, s));
     KT_CHECK_MSG(kiln_to_host(e, out, sizeof(float) * (size_t)(B * DIM)) == KILN_OK, "%s", kiln_last_error());
+    padded_compiles += kiln_counter_value("UncachedCompile") - p0;
     for (int b = 0; b < B; b++) compare(i0 + b, out + b * DIM, "library");
     kiln_mark_step();
     /* the same batch ragged: the sentences' ids back to back, no padding */
     static int64_t packed[5 * 256];
     int64_t k = 0;
     for (int b = 0; b < B; b++) memcpy(packed + k, ids[b], sizeof(int64_t) * (size_t)n[b]), k += n[b];
+    int64_t c0 = kiln_counter_value("UncachedCompile");
     e = kiln_bert_embed_ragged(m, packed, n, B);
     KT_CHECK_MSG(kiln_to_host(e, out, sizeof(float) * (size_t)(B * DIM)) == KILN_OK, "%s", kiln_last_error());
+    ragged_compiles += kiln_counter_value("UncachedCompile") - c0;
     for (int b = 0; b < B; b++) compare(i0 + b, out + b * DIM, "library, ragged");
     kiln_mark_step();
   }
+  /* the ragged batches' token counts and padded lengths vary (32 to 80 here):
+   * one compile for the batches of 5, one for the last of 1 */
+  KT_CHECK_MSG(ragged_compiles <= 2, "ragged batches compiled %lld times", (long long)ragged_compiles);
+  /* padded, the automatic rule: the first [5, T], then once for any T; the
+   * last batch of 1 on its own */
+  KT_CHECK_MSG(padded_compiles <= 3, "padded batches compiled %lld times", (long long)padded_compiles);
 out:
   kiln_bert_destroy(m);
   kiln_tokenizer_destroy(tok);

@@ -40,7 +40,7 @@ typedef struct kiln_exec_info {
    * kernels compiled once for every size), 2 planned from a known family
    * (no code generated) */
   int family;
-  char family_why[200]; /* compile_dynamic with family 0: why not */
+  char family_why[400]; /* compile_dynamic with family 0: why not */
   const void *family_id; /* family 1 or 2: the backend's family (opaque), for kiln_family_hint */
 } kiln_exec_info;
 

@@ -45,7 +45,7 @@ struct kiln_cpu_family {
   kiln_sched *ts;
   int failed;
   int64_t sym_floor; /* kiln_codegen_kernel_sym: below it, a size is a constant at every instance */
-  char why[200];
+  char why[400];
   /* the intermediate buffers of every size of the family: one arena, grown
    * to the largest size run so far, instead of one per size (a new length
    * of a variable-length workload would otherwise map and touch its own) */
@@ -247,6 +247,9 @@ static void make_family(fam *m, const kiln_graph *g, int n_dyn, const kiln_sym_o
     kiln_err ve = {.code = KILN_ERR_INVALID_ARGUMENT};
     kiln_text w = kiln_text_on(ve.msg, sizeof ve.msg);
     kiln_text_printf(&w, "%s", why);
+    if (strstr(why, "(slice ") && strstr(why, "overrun")) /* x[:T] of a fixed tensor: its instances overrun it */
+      kiln_text_printf(&w, " (a slice of a fixed tensor by a varying length: take its rows with "
+                           "kiln_index_select by kiln_arange(0, T) for one family)");
     fail(m, "an instance is not a valid graph", &ve); /* a size that does not follow its symbol */
   }
   else if (kiln_sched_build(ga, &sa, &e) != KILN_OK || kiln_sched_build(gb, &sb, &e) != KILN_OK ||

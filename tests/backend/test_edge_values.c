@@ -1,0 +1,134 @@
+/* Edge-case values on the ref backend and the backend under test, each op
+ * alone and with its input and output fused into elementwise kernels
+ * (where(true, x, 0) around it): 16-bit float scans, the dtypes of scans of
+ * 8-bit integers, argmin of u8, and the other corners the edge audit found.
+ * The expected values are literals; the comment above each case names the
+ * PyTorch 1.13 expression that produced them (or the documented rule of
+ * docs/semantics.md where kiln differs). */
+#include <kiln/kiln.h>
+
+#include "backend/backend_compare.h"
+
+/* A case builds its output from inputs made by in(); fused: the inputs and
+ * the output pass through an elementwise select, so the op is computed in
+ * a kernel with them (or next to them) instead of alone. */
+static int g_fused;
+
+static kiln_tensor in(const void *data, kiln_dtype dt, int rank, const int64_t *shape) {
+  kiln_tensor x = kiln_from_host(data, dt, rank, shape);
+  if (!g_fused) return x;
+  return kiln_where(kiln_ne_c(kiln_zeros(KILN_I32, rank, shape), 1.0), x, kiln_zeros(dt, rank, shape));
+}
+static kiln_tensor out(kiln_tensor y) {
+  if (!g_fused) return y;
+  int64_t s[KILN_MAX_RANK];
+  int r = kiln_shape(y, s);
+  kiln_dtype dt = kiln_dtype_of(y);
+  return kiln_where(kiln_ne_c(kiln_zeros(KILN_I32, r, s), 1.0), y, kiln_zeros(dt, r, s));
+}
+
+/* Element i of host data of dtype dt as a double (16-bit floats decoded from
+ * their bits by bc_half_bits) and as an int64. */
+static double host_f(const void *p, kiln_dtype dt, int64_t i) {
+  bc_out o = {.dt = dt, .data = (void *)p};
+  return bc_get_f(&o, i);
+}
+static int64_t host_i(const void *p, kiln_dtype dt, int64_t i) {
+  bc_out o = {.dt = dt, .data = (void *)p};
+  return bc_get_i(&o, i);
+}
+
+typedef kiln_tensor (*case_fn)(void);
+
+/* Run f on ref and on the backend under test, alone and fused, and check the
+ * dtype, the element count and every value: floats exactly (NaN matches
+ * NaN; -0 and +0 differ), integers exactly (wi when given, else w). */
+static void check_case(const char *what, case_fn f, kiln_dtype want_dt, int64_t n, const double *w,
+                       const int64_t *wi) {
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++)
+    for (int fused = 0; fused < 2; fused++) {
+      g_fused = fused;
+      kiln_clear_error();
+      if (kiln_init(&(kiln_options){.backend = backends[b]}) != KILN_OK) {
+        KT_FAIL("%s: kiln_init(%s): %s", what, backends[b], kiln_last_error());
+        continue;
+      }
+      kiln_tensor y = out(f());
+      kiln_dtype dt = kiln_dtype_of(y);
+      void *got = calloc((size_t)(n > 0 ? n : 1), 8);
+      if (!kiln_is_valid(y) || kiln_numel(y) != n) {
+        KT_FAIL("%s on %s%s: %s (%lld elements)", what, backends[b], fused ? " fused" : "", kiln_last_error(),
+                (long long)kiln_numel(y));
+      } else if (dt != want_dt) {
+        KT_FAIL("%s on %s%s: dtype %s, want %s", what, backends[b], fused ? " fused" : "", kiln_dtype_name(dt),
+                kiln_dtype_name(want_dt));
+      } else if (kiln_to_host(y, got, (size_t)n * kiln_dtype_size(dt)) != KILN_OK) {
+        KT_FAIL("%s on %s%s: %s", what, backends[b], fused ? " fused" : "", kiln_last_error());
+      } else {
+        for (int64_t i = 0; i < n; i++) {
+          int ok;
+          if (bc_is_float(dt)) {
+            double g = host_f(got, dt, i);
+            ok = isnan(w[i]) ? isnan(g) : g == w[i] && signbit(g) == signbit(w[i]);
+          } else {
+            ok = host_i(got, dt, i) == (wi ? wi[i] : (int64_t)w[i]);
+          }
+          if (!ok) {
+            KT_FAIL("%s on %s%s: element %lld is %.17g, want %.17g", what, backends[b], fused ? " fused" : "",
+                    (long long)i, host_f(got, dt, i), wi ? (double)wi[i] : w[i]);
+            break;
+          }
+        }
+      }
+      free(got);
+      kiln_shutdown();
+    }
+}
+#define CHECK(f, dt, ...)                                                  \
+  do {                                                                     \
+    static const double w_[] = {__VA_ARGS__};                              \
+    check_case(#f, f, dt, (int64_t)(sizeof w_ / sizeof w_[0]), w_, NULL);  \
+  } while (0)
+#define CHECK_I(f, dt, ...)                                                \
+  do {                                                                     \
+    static const int64_t w_[] = {__VA_ARGS__};                             \
+    check_case(#f, f, dt, (int64_t)(sizeof w_ / sizeof w_[0]), NULL, w_);  \
+  } while (0)
+
+static const int64_t S24[2] = {2, 4};
+static const float kF[8] = {NAN, 1.0f, -INFINITY, 3.0f, -0.0f, 0.0f, 3.0f, INFINITY};
+static const float kG[8] = {1.5f, -2.0f, 0.25f, 3.0f, 0.0f, 65504.0f, 32.0f, -1.0f};
+static const uint8_t kU8[8] = {200, 100, 255, 0, 1, 128, 3, 255};
+static const int8_t kI8[8] = {127, -128, 100, -1, 0, 127, -128, 50};
+
+/* ───────────── scans ───────────── */
+
+/* cumsum / cumprod of bf16 and f16 on a compiled backend stored f32 values
+ * into the 16-bit output (every other element garbage, the rest past its
+ * end). */
+static kiln_tensor bf(const float *v) { return kiln_cast(in(v, KILN_F32, 2, S24), KILN_BF16); }
+static kiln_tensor hf(const float *v) { return kiln_cast(in(v, KILN_F32, 2, S24), KILN_F16); }
+static kiln_tensor cumsum_bf16(void) { return kiln_cumsum(bf(kG), 1); }
+static kiln_tensor cumprod_bf16(void) { return kiln_cumprod(bf(kG), 1); }
+static kiln_tensor cumsum_f16(void) { return kiln_cumsum(hf(kG), 1); }
+static kiln_tensor cumprod_f16(void) { return kiln_cumprod(hf(kG), 0); }
+static kiln_tensor cumsum_bf16_specials(void) { return kiln_cumsum(bf(kF), 1); }
+static kiln_tensor cumprod_f16_specials(void) { return kiln_cumprod(hf(kF), 1); }
+
+KT_TEST(scans_of_16_bit_floats) {
+  /* torch.tensor(kG).reshape(2, 4).bfloat16().cumsum(1) */
+  CHECK(cumsum_bf16, KILN_BF16, 1.5, -0.5, -0.25, 2.75, 0.0, 65536.0, 65536.0, 65536.0);
+  /* .bfloat16().cumprod(1) */
+  CHECK(cumprod_bf16, KILN_BF16, 1.5, -3.0, -0.75, -2.25, 0.0, 0.0, 0.0, -0.0);
+  /* .half().cumsum(1): 65504 + 32 rounds to inf in f16 */
+  CHECK(cumsum_f16, KILN_F16, 1.5, -0.5, -0.25, 2.75, 0.0, 65504.0, INFINITY, INFINITY);
+  /* .half().cumprod(0) */
+  CHECK(cumprod_f16, KILN_F16, 1.5, -2.0, 0.25, 3.0, 0.0, -INFINITY, 8.0, -3.0);
+  /* torch.tensor(kF).reshape(2, 4).bfloat16().cumsum(1) */
+  CHECK(cumsum_bf16_specials, KILN_BF16, NAN, NAN, NAN, NAN, 0.0, 0.0, 3.0, INFINITY);
+  /* .half().cumprod(1) */
+  CHECK(cumprod_f16_specials, KILN_F16, NAN, NAN, NAN, NAN, -0.0, -0.0, -0.0, NAN);
+}
+
+KT_MAIN(KT_CASE(scans_of_16_bit_floats))

@@ -131,4 +131,22 @@ KT_TEST(scans_of_16_bit_floats) {
   CHECK(cumprod_f16_specials, KILN_F16, NAN, NAN, NAN, NAN, -0.0, -0.0, -0.0, NAN);
 }
 
-KT_MAIN(KT_CASE(scans_of_16_bit_floats))
+/* cumsum / cumprod of u8 and i8 kept the 8-bit dtype and wrapped (200 + 100
+ * gave 44); PyTorch gives i64 for every integer dtype, as kiln's sum/prod. */
+static kiln_tensor cumsum_u8(void) { return kiln_cumsum(in(kU8, KILN_U8, 2, S24), 1); }
+static kiln_tensor cumprod_u8(void) { return kiln_cumprod(in(kU8, KILN_U8, 2, S24), 1); }
+static kiln_tensor cumsum_i8(void) { return kiln_cumsum(in(kI8, KILN_I8, 2, S24), 0); }
+static kiln_tensor cumprod_i8(void) { return kiln_cumprod(in(kI8, KILN_I8, 2, S24), 1); }
+
+KT_TEST(scans_of_8_bit_integers_are_i64) {
+  /* torch.tensor(kU8, dtype=torch.uint8).reshape(2, 4).cumsum(1) */
+  CHECK_I(cumsum_u8, KILN_I64, 200, 300, 555, 555, 1, 129, 132, 387);
+  /* .cumprod(1) */
+  CHECK_I(cumprod_u8, KILN_I64, 200, 20000, 5100000, 0, 1, 128, 384, 97920);
+  /* torch.tensor(kI8, dtype=torch.int8).reshape(2, 4).cumsum(0) */
+  CHECK_I(cumsum_i8, KILN_I64, 127, -128, 100, -1, 127, -1, -28, 49);
+  /* .cumprod(1) */
+  CHECK_I(cumprod_i8, KILN_I64, 127, -16256, -1625600, 1625600, 0, 0, 0, 0);
+}
+
+KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64))

@@ -149,4 +149,20 @@ KT_TEST(scans_of_8_bit_integers_are_i64) {
   CHECK_I(cumprod_i8, KILN_I64, 127, -16256, -1625600, 1625600, 0, 0, 0, 0);
 }
 
-KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64))
+/* ───────────── argmin ───────────── */
+
+/* argmin of u8 failed: it built -1 - x, and -1 is no u8 */
+static kiln_tensor argmin_u8_1(void) { return kiln_argmin(in(kU8, KILN_U8, 2, S24), 1, false); }
+static kiln_tensor argmin_u8_0(void) { return kiln_argmin(in(kU8, KILN_U8, 2, S24), 0, false); }
+static kiln_tensor argmin_i8_1(void) { return kiln_argmin(in(kI8, KILN_I8, 2, S24), 1, false); }
+
+KT_TEST(argmin_of_8_bit_integers) {
+  /* torch.tensor(kU8, dtype=torch.uint8).reshape(2, 4).argmin(1) */
+  CHECK_I(argmin_u8_1, KILN_I64, 3, 0);
+  /* .argmin(0) */
+  CHECK_I(argmin_u8_0, KILN_I64, 1, 0, 1, 0);
+  /* torch.tensor(kI8, dtype=torch.int8).reshape(2, 4).argmin(1) */
+  CHECK_I(argmin_i8_1, KILN_I64, 1, 2);
+}
+
+KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers))

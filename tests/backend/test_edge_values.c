@@ -165,4 +165,37 @@ KT_TEST(argmin_of_8_bit_integers) {
   CHECK_I(argmin_i8_1, KILN_I64, 1, 2);
 }
 
-KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers))
+/* ───────────── arange ───────────── */
+
+/* float aranges were computed in their own dtype: i * f32(step) + start,
+ * rounded twice (0.900000036 for 0.899999976); now start + i * step in
+ * PyTorch's accumulation type (double; float for bf16/f16), rounded once */
+static kiln_tensor arange_f32_a(void) { return kiln_arange(KILN_F32, 0, 1, 0.3); }
+static kiln_tensor arange_f32_b(void) { return kiln_arange(KILN_F32, -3, 1.9, 0.7); }
+static kiln_tensor arange_bf16(void) { return kiln_arange(KILN_BF16, 1, 2, 0.1); }
+static kiln_tensor arange_f16(void) { return kiln_arange(KILN_F16, 1, 2, 0.1); }
+/* an integer arange with a fractional step gave zeros: now an error */
+static kiln_tensor arange_i64_frac(void) { return kiln_arange(KILN_I64, 0, 2.5, 0.5); }
+
+KT_TEST(arange_rounds_once) {
+  /* torch.arange(0, 1, 0.3) */
+  CHECK(arange_f32_a, KILN_F32, 0.0, 0.300000012f, 0.600000024f, 0.899999976f);
+  /* torch.arange(-3, 1.9, 0.7) (8 elements: 4.9 / 0.7 is above 7 in double) */
+  CHECK(arange_f32_b, KILN_F32, -3.0, -2.29999995f, -1.60000002f, -0.899999976f, -0.200000003f, 0.5, 1.20000005f,
+        1.89999998f);
+  /* torch.arange(1, 2, 0.1, dtype=torch.bfloat16) */
+  CHECK(arange_bf16, KILN_BF16, 1.0, 1.1015625, 1.203125, 1.296875, 1.3984375, 1.5, 1.6015625, 1.703125, 1.796875,
+        1.8984375);
+  /* torch.arange(1, 2, 0.1, dtype=torch.float16) */
+  CHECK(arange_f16, KILN_F16, 1.0, 1.099609375, 1.2001953125, 1.2998046875, 1.400390625, 1.5, 1.599609375,
+        1.7001953125, 1.7998046875, 1.900390625);
+  kiln_init(NULL);
+  kiln_tensor t = arange_i64_frac();
+  KT_CHECK_MSG(!kiln_is_valid(t) && strstr(kiln_last_error(), "arange"), "arange(i64, 0, 2.5, 0.5): %s",
+               kiln_last_error());
+  kiln_clear_error();
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
+        KT_CASE(arange_rounds_once))

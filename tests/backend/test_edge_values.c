@@ -197,5 +197,34 @@ KT_TEST(arange_rounds_once) {
   kiln_shutdown();
 }
 
+/* ───────────── constants ───────────── */
+
+/* a compiled kernel wrote the constant -0.0 as the C literal (-0), the int
+ * 0: x / -0.0 was x / +0.0, x * -0.0 lost its sign, and a -0.0 pad was +0 */
+static const float kS[4] = {1.0f, -1.0f, INFINITY, 0.0f};
+static const int64_t S4[1] = {4}, P1[1] = {1};
+static kiln_tensor div_c_neg0(void) { return kiln_div_c(in(kS, KILN_F32, 1, S4), -0.0); }
+static kiln_tensor mul_c_neg0(void) { return kiln_mul_c(in(kS, KILN_F32, 1, S4), -0.0); }
+static kiln_tensor add_c_neg0_f64(void) {
+  return kiln_add_c(kiln_neg(kiln_cast(in(kS, KILN_F32, 1, S4), KILN_F64)), -0.0);
+}
+static kiln_tensor pad_neg0(void) { return kiln_pad(in(kS, KILN_F32, 1, S4), P1, P1, -0.0); }
+static kiln_tensor full_neg0_bf16(void) {
+  return kiln_add(kiln_full(KILN_BF16, 1, S4, -0.0), kiln_mul_c(kiln_cast(in(kS, KILN_F32, 1, S4), KILN_BF16), 0.0));
+}
+
+KT_TEST(negative_zero_constants) {
+  /* torch.tensor(kS) / -0.0 */
+  CHECK(div_c_neg0, KILN_F32, -INFINITY, INFINITY, -INFINITY, NAN);
+  /* torch.tensor(kS) * -0.0 */
+  CHECK(mul_c_neg0, KILN_F32, -0.0, 0.0, NAN, -0.0);
+  /* -torch.tensor(kS).double() + -0.0 */
+  CHECK(add_c_neg0_f64, KILN_F64, -1.0, 1.0, -INFINITY, -0.0);
+  /* F.pad(torch.tensor(kS), (1, 1), value=-0.0) */
+  CHECK(pad_neg0, KILN_F32, -0.0, 1.0, -1.0, INFINITY, 0.0, -0.0);
+  /* torch.full((4,), -0.0, dtype=torch.bfloat16) + torch.tensor(kS).bfloat16() * 0.0 */
+  CHECK(full_neg0_bf16, KILN_BF16, 0.0, -0.0, NAN, 0.0);
+}
+
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
-        KT_CASE(arange_rounds_once))
+        KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants))

@@ -147,6 +147,9 @@ static kiln_tensor triangle(kiln_tensor x, int64_t k, int upper, const char *op,
   kiln_tensor r = kiln_reshape_at(kiln_arange_at(KILN_I64, 0, (double)rows, 1, loc), 2, rs, loc);
   kiln_tensor c = kiln_reshape_at(kiln_arange_at(KILN_I64, 0, (double)cols, 1, loc), 2, cs, loc);
   kiln_tensor d = kiln_sub_at(c, r, loc);
+  /* col - row is in [1 - rows, cols - 1]: a k past it keeps all or nothing
+   * (k = INT64_MAX was an error, as a constant beyond what a double holds) */
+  k = k < -rows ? -rows : k > cols ? cols : k;
   kiln_tensor keep = upper ? kiln_ge_c_at(d, (double)k, loc) : kiln_le_c_at(d, (double)k, loc);
   kiln_tensor zero = kiln_constant_at((kiln_dtype)n->dtype, 0.0, loc);
   return kiln_where_at(keep, x, zero, loc);

@@ -226,5 +226,28 @@ KT_TEST(negative_zero_constants) {
   CHECK(full_neg0_bf16, KILN_BF16, 0.0, -0.0, NAN, 0.0);
 }
 
+/* ───────────── tril / triu ───────────── */
+
+/* a diagonal beyond a double's integers (INT64_MAX) was an error ("le: value
+ * 9.22337e+18 is not representable as i64"); it keeps everything or nothing */
+static const float kM[6] = {1, 2, 3, 4, 5, 6};
+static const int64_t S23[2] = {2, 3};
+static kiln_tensor tril_max(void) { return kiln_tril(in(kM, KILN_F32, 2, S23), INT64_MAX); }
+static kiln_tensor triu_min(void) { return kiln_triu(in(kM, KILN_F32, 2, S23), INT64_MIN); }
+static kiln_tensor tril_min(void) { return kiln_tril(in(kM, KILN_F32, 2, S23), INT64_MIN); }
+static kiln_tensor triu_big(void) { return kiln_triu(in(kM, KILN_F32, 2, S23), 1LL << 62); }
+
+KT_TEST(tril_triu_far_diagonals) {
+  /* numpy.tril(m, 2**63 - 1) (PyTorch 1.13 overflows: zeros) */
+  CHECK(tril_max, KILN_F32, 1, 2, 3, 4, 5, 6);
+  /* numpy.triu(m, -2**63) */
+  CHECK(triu_min, KILN_F32, 1, 2, 3, 4, 5, 6);
+  /* torch.tril(m, -2**63) */
+  CHECK(tril_min, KILN_F32, 0, 0, 0, 0, 0, 0);
+  /* torch.triu(m, 2**62) */
+  CHECK(triu_big, KILN_F32, 0, 0, 0, 0, 0, 0);
+}
+
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
-        KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants))
+        KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
+        KT_CASE(tril_triu_far_diagonals))

@@ -248,6 +248,30 @@ KT_TEST(tril_triu_far_diagonals) {
   CHECK(triu_big, KILN_F32, 0, 0, 0, 0, 0, 0);
 }
 
+/* ───────────── item ───────────── */
+
+/* kiln_item_i64 (and kiln_item_f64, which computed it too) converted f32 and
+ * f64 with a C cast: undefined for NaN and out of range (UBSan's
+ * float-cast-overflow); now the cast rule of docs/semantics.md */
+KT_TEST(item_of_special_floats) {
+  static const float fv[4] = {NAN, 1e30f, -2.75f, -INFINITY};
+  static const double dv[3] = {NAN, 9.3e18, -9.3e18};
+  static const int64_t want_f[4] = {INT64_MIN, INT64_MIN, -2, INT64_MIN}, want_d[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++) {
+    KT_CHECK(kiln_init(&(kiln_options){.backend = backends[b]}) == KILN_OK);
+    for (int i = 0; i < 4; i++) {
+      kiln_tensor t = kiln_from_host(&fv[i], KILN_F32, 0, NULL);
+      KT_EQ_INT(kiln_item_i64(t), want_f[i]);
+      double f = kiln_item_f64(t);
+      KT_CHECK(isnan(fv[i]) ? isnan(f) : f == fv[i]);
+    }
+    for (int i = 0; i < 3; i++) KT_EQ_INT(kiln_item_i64(kiln_from_host(&dv[i], KILN_F64, 0, NULL)), want_d[i]);
+    KT_CHECK(kiln_last_status() == KILN_OK);
+    kiln_shutdown();
+  }
+}
+
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
         KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
-        KT_CASE(tril_triu_far_diagonals))
+        KT_CASE(tril_triu_far_diagonals), KT_CASE(item_of_special_floats))

@@ -1,7 +1,9 @@
 /* Edge-case values on the ref backend and the backend under test, each op
  * alone and with its input and output fused into elementwise kernels
- * (where(true, x, 0) around it): 16-bit float scans, the dtypes of scans of
- * 8-bit integers, argmin of u8, and the other corners the edge audit found.
+ * (where(true, x, 0) around it), for the corners an edge-value audit found
+ * wrong: 16-bit float scans, the dtypes of scans of 8-bit integers, argmin of
+ * u8, float aranges, -0.0 constants in compiled kernels, tril/triu with far
+ * diagonals, and kiln_item_i64 of NaN and out-of-range floats.
  * The expected values are literals; the comment above each case names the
  * PyTorch 1.13 expression that produced them (or the documented rule of
  * docs/semantics.md where kiln differs). */

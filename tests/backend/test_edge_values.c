@@ -3,11 +3,14 @@
  * (where(true, x, 0) around it), for the corners an edge-value audit found
  * wrong: 16-bit float scans, the dtypes of scans of 8-bit integers, argmin of
  * u8, float aranges, -0.0 constants in compiled kernels, tril/triu with far
- * diagonals, and kiln_item_i64 of NaN and out-of-range floats.
+ * diagonals, kiln_item_i64 of NaN and out-of-range floats, and
+ * cross_entropy's ignored rows with infinite losses.
  * The expected values are literals; the comment above each case names the
  * PyTorch 1.13 expression that produced them (or the documented rule of
  * docs/semantics.md where kiln differs). */
+#include <kiln/autograd.h>
 #include <kiln/kiln.h>
+#include <kiln/nn.h>
 
 #include "backend/backend_compare.h"
 
@@ -274,6 +277,41 @@ KT_TEST(item_of_special_floats) {
   }
 }
 
+/* ───────────── cross_entropy ───────────── */
+
+/* ignored targets were masked by multiplying their loss by 0: an ignored
+ * row whose logit at class 0 is -inf has an infinite loss, and inf * 0 made
+ * the whole loss NaN; now they are selected away */
+KT_TEST(cross_entropy_ignored_rows_with_inf_logits) {
+  static const float lg[6] = {1000, 0, -1000, -INFINITY, 0, -INFINITY};
+  static const int64_t tg[2] = {2, -100}, S2[1] = {2};
+  /* F.cross_entropy(lg, tg, label_smoothing=ls) and lg.grad, for ls = 0 and 0.1 */
+  static const double want_loss[2] = {2000.0, 1900.0};
+  static const double want_grad[2][6] = {{1, 0, -1, 0, 0, 0},
+                                         {0.9666666388511658, -0.03333333507180214, -0.9333333373069763, 0, 0, 0}};
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++)
+    for (int k = 0; k < 2; k++) {
+      KT_CHECK(kiln_init(&(kiln_options){.backend = backends[b]}) == KILN_OK);
+      kiln_tensor x = kiln_keep(kiln_from_host(lg, KILN_F32, 2, S23));
+      kiln_requires_grad(x);
+      kiln_tensor loss = kiln_cross_entropy(x, kiln_from_host(tg, KILN_I64, 1, S2), -100, k ? 0.1 : 0.0);
+      KT_CHECK(kiln_backward(loss) == KILN_OK);
+      float g[6] = {0};
+      double l = kiln_item_f64(loss);
+      KT_CHECK_MSG(fabs(l - want_loss[k]) <= 1e-3, "cross_entropy on %s, ls %d: %g, want %g", backends[b], k, l,
+                   want_loss[k]);
+      KT_CHECK(kiln_to_host(kiln_grad(x), g, sizeof g) == KILN_OK);
+      for (int i = 0; i < 6; i++)
+        KT_CHECK_MSG(fabs(g[i] - want_grad[k][i]) <= 1e-6, "cross_entropy grad on %s, ls %d, [%d]: %g, want %g",
+                     backends[b], k, i, g[i], want_grad[k][i]);
+      KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s", kiln_last_error());
+      kiln_clear_error();
+      kiln_shutdown();
+    }
+}
+
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
         KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
-        KT_CASE(tril_triu_far_diagonals), KT_CASE(item_of_special_floats))
+        KT_CASE(tril_triu_far_diagonals), KT_CASE(item_of_special_floats),
+        KT_CASE(cross_entropy_ignored_rows_with_inf_logits))

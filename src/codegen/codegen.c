@@ -634,7 +634,7 @@ static void gen_scan(cg *c, kiln_text *o, int suffix, int64_t L) {
   c->cur = &body;
   const char *v = kiln_cg_ex(c, in, &c->fctx);
   KILN_ASSERT(c->s->buf_of[m] >= 0); /* a scan is stored (schedule_mem.c) */
-  int a = kiln_cg_arg_of(c, c->s->buf_of[m], cty(nd->dtype));
+  int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(nd->dtype)); /* bf16/f16 stored as their bits */
   const char *step = fl ? (prod ? "acc * (double)x" : "acc + (double)x")
                         : (prod ? "kmul_i(acc, (int64_t)x)" : "kadd_i(acc, (int64_t)x)");
   row_loop_head(c, o, 0, -1);
@@ -643,7 +643,7 @@ static void gen_scan(cg *c, kiln_text *o, int suffix, int64_t L) {
   kiln_text_printf(o, "%s acc = %s;\n", fl ? "double" : "int64_t", prod ? "1" : "0");
   kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) {\n%s%sconst %s x = %s;\nacc = %s;\na%d[f] = %s;\n}\n}\n",
                    (long long)L, idx.p ? idx.p : "", body.p ? body.p : "", cty(idt), v, step, a,
-                   kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype));
+                   kiln_cg_st(c, nd->dtype, kiln_cg_conv(c, "acc", fl ? KILN_F64 : KILN_I64, nd->dtype)));
   if (body.failed || idx.failed) c->st = KILN_ERR_OUT_OF_MEMORY;
   free(body.p);
   free(idx.p);

@@ -102,6 +102,8 @@ static const char *with_check(cg *c, const char *v, const char *text) {
 static const char *f64_lit(cg *c, double v) {
   if (isnan(v)) return "(__builtin_nan(\"\"))";
   if (isinf(v)) return v > 0 ? "(__builtin_inf())" : "(-__builtin_inf())";
+  /* "%.17g" prints -0.0 as the int literal -0, which is +0 */
+  if (v == 0) return signbit(v) ? "(-0.0)" : "(0.0)";
   return kiln_cg_sf(c, "(%.17g)", v);
 }
 

@@ -318,8 +318,10 @@ static int read_item(kiln_tensor t, const char *op, const char *api, kiln_loc lo
   } v;
   if (read_value(t, &v, sizeof v, op, api, loc, NULL) != KILN_OK) return -1;
   switch (s->dtype) {
-    case KILN_F32: *f = v.f32, *i = (int64_t)v.f32; break;
-    case KILN_F64: *f = v.f64, *i = (int64_t)v.f64; break;
+    /* kf2i64, the cast rule (NaN, out of range: INT64_MIN): a C cast of
+     * those is undefined, and ran even for kiln_item_f64 */
+    case KILN_F32: *f = v.f32, *i = kf2i64(v.f32); break;
+    case KILN_F64: *f = v.f64, *i = kf2i64(v.f64); break;
     case KILN_I32: *f = v.i32, *i = v.i32; break;
     case KILN_I64: *f = (double)v.i64, *i = v.i64; break;
     case KILN_BF16: *f = kbf16_f32(v.h), *i = kf2i64(*f); break;

@@ -45,7 +45,8 @@ kiln_tensor kiln_clamp_at(kiln_tensor x, double lo, double hi, kiln_loc loc) {
 }
 
 /* argmin(x) = argmax of an order-reversing map: -x on floats (NaN stays the
- * pick, as torch.argmin), -1 - x on integers (no overflow at the minimum). */
+ * pick, as torch.argmin), -1 - x on signed integers (no overflow at the
+ * minimum), 255 - x on u8. */
 kiln_tensor kiln_argmin_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc) {
   FE_OR_NULL(fe);
   kiln_node *n = input(fe, x, "argmin", loc);
@@ -57,7 +58,9 @@ kiln_tensor kiln_argmin_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc) 
     r = kiln_neg_at(x, loc);
   } else {
     kiln_tensor xi = dt == KILN_BOOL ? kiln_cast_at(x, KILN_I32, loc) : x;
-    r = kiln_sub_at(kiln_constant_at(dt == KILN_BOOL ? KILN_I32 : dt, -1.0, loc), xi, loc);
+    /* u8 has no -1: 255 - x reverses its order as -1 - x does the signed ones' */
+    double top = dt == KILN_U8 ? 255.0 : -1.0;
+    r = kiln_sub_at(kiln_constant_at(dt == KILN_BOOL ? KILN_I32 : dt, top, loc), xi, loc);
   }
   return kiln_argmax_at(r, axis, keepdim, loc);
 }
@@ -144,6 +147,9 @@ static kiln_tensor triangle(kiln_tensor x, int64_t k, int upper, const char *op,
   kiln_tensor r = kiln_reshape_at(kiln_arange_at(KILN_I64, 0, (double)rows, 1, loc), 2, rs, loc);
   kiln_tensor c = kiln_reshape_at(kiln_arange_at(KILN_I64, 0, (double)cols, 1, loc), 2, cs, loc);
   kiln_tensor d = kiln_sub_at(c, r, loc);
+  /* col - row is in [1 - rows, cols - 1]: a k past it keeps all or nothing
+   * (k = INT64_MAX was an error, as a constant beyond what a double holds) */
+  k = k < -rows ? -rows : k > cols ? cols : k;
   kiln_tensor keep = upper ? kiln_ge_c_at(d, (double)k, loc) : kiln_le_c_at(d, (double)k, loc);
   kiln_tensor zero = kiln_constant_at((kiln_dtype)n->dtype, 0.0, loc);
   return kiln_where_at(keep, x, zero, loc);

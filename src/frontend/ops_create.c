@@ -62,17 +62,27 @@ kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step
   double len = ceil((stop - start) / step);
   if (len < 0) len = 0;
   if (len > 1e12) return kiln_api_fail(fe, loc, "arange: %g elements is too many", len);
+  /* integers: the step's fraction would be dropped (a step of 0.5 gave
+   * zeros; PyTorch: an error or a different length) */
+  if (!kiln_dtype_is_float(dt) && step != trunc(step))
+    return kiln_api_fail(fe, loc, "arange: the step %g of an integer arange (%s) is not an integer", step,
+                         kiln_dtype_name(dt));
+  /* floats: start + i * step computed in PyTorch's accumulation type and
+   * rounded once to dt: double for f32 and f64, float for bf16 and f16
+   * (computed in f32, arange(0, 1, 0.3) gave 0.900000036 for 0.899999976) */
+  kiln_dtype cdt = dt == KILN_F32 ? KILN_F64 : kiln_dt_is_half(dt) ? KILN_F32 : dt;
   int64_t n = (int64_t)len, axis = 0;
-  kiln_node *io = kiln_fe_node(fe, KILN_OP_IOTA, dt, 1, &n, 0, NULL, 1, &axis, 0.0, loc);
+  kiln_node *io = kiln_fe_node(fe, KILN_OP_IOTA, cdt, 1, &n, 0, NULL, 1, &axis, 0.0, loc);
   kiln_node *r = io;
   if (r && step != 1) {
-    kiln_node *in[2] = {r, kiln_api_const(fe, dt, 1, &n, step, loc)};
-    r = in[1] ? kiln_fe_node(fe, KILN_OP_MUL, dt, 1, &n, 2, in, 0, NULL, 0.0, loc) : NULL;
+    kiln_node *in[2] = {r, kiln_api_const(fe, cdt, 1, &n, step, loc)};
+    r = in[1] ? kiln_fe_node(fe, KILN_OP_MUL, cdt, 1, &n, 2, in, 0, NULL, 0.0, loc) : NULL;
   }
   if (r && start != 0) {
-    kiln_node *in[2] = {r, kiln_api_const(fe, dt, 1, &n, start, loc)};
-    r = in[1] ? kiln_fe_node(fe, KILN_OP_ADD, dt, 1, &n, 2, in, 0, NULL, 0.0, loc) : NULL;
+    kiln_node *in[2] = {r, kiln_api_const(fe, cdt, 1, &n, start, loc)};
+    r = in[1] ? kiln_fe_node(fe, KILN_OP_ADD, cdt, 1, &n, 2, in, 0, NULL, 0.0, loc) : NULL;
   }
+  if (r && cdt != dt) r = kiln_api_cast(fe, r, dt, loc);
   return kiln_fe_tensor(fe, r, loc);
 }
 

@@ -106,8 +106,8 @@ kiln_tensor kiln_argmax_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc) 
   return reduce(KILN_OP_ARGMAX, "argmax", x, 1, &axis, keepdim, 0, loc);
 }
 
-/* cumsum / cumprod: one SCAN node of x's shape (bool and int32 first
- * widened to i64, as torch.cumsum). */
+/* cumsum / cumprod: one SCAN node of x's shape (bool and every integer
+ * dtype but i64 first widened to i64, as torch.cumsum: u8/i8 do not wrap). */
 static kiln_tensor scan(int op, const char *name, kiln_tensor x, int axis, kiln_loc loc) {
   kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
@@ -118,7 +118,7 @@ static kiln_tensor scan(int op, const char *name, kiln_tensor x, int axis, kiln_
   if (a < 0)
     return kiln_api_fail(fe, loc, "%s: axis %d is out of range for shape %s", name, axis,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
-  if (n->dtype == KILN_BOOL || n->dtype == KILN_I32) n = kiln_api_cast(fe, n, KILN_I64, loc);
+  if (!kiln_dtype_is_float((kiln_dtype)n->dtype) && n->dtype != KILN_I64) n = kiln_api_cast(fe, n, KILN_I64, loc);
   if (!n || n->rank == 0) return kiln_fe_tensor(fe, n, loc); /* a 0-d scan is the value (torch) */
   int64_t attr = a;
   return kiln_fe_tensor(fe, kiln_fe_node(fe, op, (kiln_dtype)n->dtype, n->rank, n->shape, 1, &n, 1, &attr, 0.0, loc),

@@ -32,7 +32,9 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
                       loc);
   }
   kiln_tensor vf = kiln_cast_at(valid, dt, loc);
-  kiln_tensor total = kiln_sum_at(kiln_mul_at(per, vf, loc), 0, NULL, 0, loc);
+  /* where, not per * vf: an ignored row's loss may be inf (a -inf logit at
+   * the class 0 it gathers), and inf * 0 made the whole loss NaN */
+  kiln_tensor total = kiln_sum_at(kiln_where_at(valid, per, kiln_constant_at(dt, 0, loc), loc), 0, NULL, 0, loc);
   /* max(count, 1): all-ignored batches give 0, not 0/0 */
   kiln_tensor count = kiln_maximum_c_at(kiln_sum_at(vf, 0, NULL, 0, loc), 1.0, loc);
   return kiln_div_at(total, count, loc);

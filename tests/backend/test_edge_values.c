@@ -1,0 +1,317 @@
+/* Edge-case values on the ref backend and the backend under test, each op
+ * alone and with its input and output fused into elementwise kernels
+ * (where(true, x, 0) around it), for the corners an edge-value audit found
+ * wrong: 16-bit float scans, the dtypes of scans of 8-bit integers, argmin of
+ * u8, float aranges, -0.0 constants in compiled kernels, tril/triu with far
+ * diagonals, kiln_item_i64 of NaN and out-of-range floats, and
+ * cross_entropy's ignored rows with infinite losses.
+ * The expected values are literals; the comment above each case names the
+ * PyTorch 1.13 expression that produced them (or the documented rule of
+ * docs/semantics.md where kiln differs). */
+#include <kiln/autograd.h>
+#include <kiln/kiln.h>
+#include <kiln/nn.h>
+
+#include "backend/backend_compare.h"
+
+/* A case builds its output from inputs made by in(); fused: the inputs and
+ * the output pass through an elementwise select, so the op is computed in
+ * a kernel with them (or next to them) instead of alone. */
+static int g_fused;
+
+static kiln_tensor in(const void *data, kiln_dtype dt, int rank, const int64_t *shape) {
+  kiln_tensor x = kiln_from_host(data, dt, rank, shape);
+  if (!g_fused) return x;
+  return kiln_where(kiln_ne_c(kiln_zeros(KILN_I32, rank, shape), 1.0), x, kiln_zeros(dt, rank, shape));
+}
+static kiln_tensor out(kiln_tensor y) {
+  if (!g_fused) return y;
+  int64_t s[KILN_MAX_RANK];
+  int r = kiln_shape(y, s);
+  kiln_dtype dt = kiln_dtype_of(y);
+  return kiln_where(kiln_ne_c(kiln_zeros(KILN_I32, r, s), 1.0), y, kiln_zeros(dt, r, s));
+}
+
+/* Element i of host data of dtype dt as a double (16-bit floats decoded from
+ * their bits by bc_half_bits) and as an int64. */
+static double host_f(const void *p, kiln_dtype dt, int64_t i) {
+  bc_out o = {.dt = dt, .data = (void *)p};
+  return bc_get_f(&o, i);
+}
+static int64_t host_i(const void *p, kiln_dtype dt, int64_t i) {
+  bc_out o = {.dt = dt, .data = (void *)p};
+  return bc_get_i(&o, i);
+}
+
+typedef kiln_tensor (*case_fn)(void);
+
+/* Run f on ref and on the backend under test, alone and fused, and check the
+ * dtype, the element count and every value: floats exactly (NaN matches
+ * NaN; -0 and +0 differ), integers exactly (wi when given, else w). */
+static void check_case(const char *what, case_fn f, kiln_dtype want_dt, int64_t n, const double *w,
+                       const int64_t *wi) {
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++)
+    for (int fused = 0; fused < 2; fused++) {
+      g_fused = fused;
+      kiln_clear_error();
+      if (kiln_init(&(kiln_options){.backend = backends[b]}) != KILN_OK) {
+        KT_FAIL("%s: kiln_init(%s): %s", what, backends[b], kiln_last_error());
+        continue;
+      }
+      kiln_tensor y = out(f());
+      kiln_dtype dt = kiln_dtype_of(y);
+      void *got = calloc((size_t)(n > 0 ? n : 1), 8);
+      if (!kiln_is_valid(y) || kiln_numel(y) != n) {
+        KT_FAIL("%s on %s%s: %s (%lld elements)", what, backends[b], fused ? " fused" : "", kiln_last_error(),
+                (long long)kiln_numel(y));
+      } else if (dt != want_dt) {
+        KT_FAIL("%s on %s%s: dtype %s, want %s", what, backends[b], fused ? " fused" : "", kiln_dtype_name(dt),
+                kiln_dtype_name(want_dt));
+      } else if (kiln_to_host(y, got, (size_t)n * kiln_dtype_size(dt)) != KILN_OK) {
+        KT_FAIL("%s on %s%s: %s", what, backends[b], fused ? " fused" : "", kiln_last_error());
+      } else {
+        for (int64_t i = 0; i < n; i++) {
+          int ok;
+          if (bc_is_float(dt)) {
+            double g = host_f(got, dt, i);
+            ok = isnan(w[i]) ? isnan(g) : g == w[i] && signbit(g) == signbit(w[i]);
+          } else {
+            ok = host_i(got, dt, i) == (wi ? wi[i] : (int64_t)w[i]);
+          }
+          if (!ok) {
+            KT_FAIL("%s on %s%s: element %lld is %.17g, want %.17g", what, backends[b], fused ? " fused" : "",
+                    (long long)i, host_f(got, dt, i), wi ? (double)wi[i] : w[i]);
+            break;
+          }
+        }
+      }
+      free(got);
+      kiln_shutdown();
+    }
+}
+#define CHECK(f, dt, ...)                                                  \
+  do {                                                                     \
+    static const double w_[] = {__VA_ARGS__};                              \
+    check_case(#f, f, dt, (int64_t)(sizeof w_ / sizeof w_[0]), w_, NULL);  \
+  } while (0)
+#define CHECK_I(f, dt, ...)                                                \
+  do {                                                                     \
+    static const int64_t w_[] = {__VA_ARGS__};                             \
+    check_case(#f, f, dt, (int64_t)(sizeof w_ / sizeof w_[0]), NULL, w_);  \
+  } while (0)
+
+static const int64_t S24[2] = {2, 4};
+static const float kF[8] = {NAN, 1.0f, -INFINITY, 3.0f, -0.0f, 0.0f, 3.0f, INFINITY};
+static const float kG[8] = {1.5f, -2.0f, 0.25f, 3.0f, 0.0f, 65504.0f, 32.0f, -1.0f};
+static const uint8_t kU8[8] = {200, 100, 255, 0, 1, 128, 3, 255};
+static const int8_t kI8[8] = {127, -128, 100, -1, 0, 127, -128, 50};
+
+/* ───────────── scans ───────────── */
+
+/* cumsum / cumprod of bf16 and f16 on a compiled backend stored f32 values
+ * into the 16-bit output (every other element garbage, the rest past its
+ * end). */
+static kiln_tensor bf(const float *v) { return kiln_cast(in(v, KILN_F32, 2, S24), KILN_BF16); }
+static kiln_tensor hf(const float *v) { return kiln_cast(in(v, KILN_F32, 2, S24), KILN_F16); }
+static kiln_tensor cumsum_bf16(void) { return kiln_cumsum(bf(kG), 1); }
+static kiln_tensor cumprod_bf16(void) { return kiln_cumprod(bf(kG), 1); }
+static kiln_tensor cumsum_f16(void) { return kiln_cumsum(hf(kG), 1); }
+static kiln_tensor cumprod_f16(void) { return kiln_cumprod(hf(kG), 0); }
+static kiln_tensor cumsum_bf16_specials(void) { return kiln_cumsum(bf(kF), 1); }
+static kiln_tensor cumprod_f16_specials(void) { return kiln_cumprod(hf(kF), 1); }
+
+KT_TEST(scans_of_16_bit_floats) {
+  /* torch.tensor(kG).reshape(2, 4).bfloat16().cumsum(1) */
+  CHECK(cumsum_bf16, KILN_BF16, 1.5, -0.5, -0.25, 2.75, 0.0, 65536.0, 65536.0, 65536.0);
+  /* .bfloat16().cumprod(1) */
+  CHECK(cumprod_bf16, KILN_BF16, 1.5, -3.0, -0.75, -2.25, 0.0, 0.0, 0.0, -0.0);
+  /* .half().cumsum(1): 65504 + 32 rounds to inf in f16 */
+  CHECK(cumsum_f16, KILN_F16, 1.5, -0.5, -0.25, 2.75, 0.0, 65504.0, INFINITY, INFINITY);
+  /* .half().cumprod(0) */
+  CHECK(cumprod_f16, KILN_F16, 1.5, -2.0, 0.25, 3.0, 0.0, -INFINITY, 8.0, -3.0);
+  /* torch.tensor(kF).reshape(2, 4).bfloat16().cumsum(1) */
+  CHECK(cumsum_bf16_specials, KILN_BF16, NAN, NAN, NAN, NAN, 0.0, 0.0, 3.0, INFINITY);
+  /* .half().cumprod(1) */
+  CHECK(cumprod_f16_specials, KILN_F16, NAN, NAN, NAN, NAN, -0.0, -0.0, -0.0, NAN);
+}
+
+/* cumsum / cumprod of u8 and i8 kept the 8-bit dtype and wrapped (200 + 100
+ * gave 44); PyTorch gives i64 for every integer dtype, as kiln's sum/prod. */
+static kiln_tensor cumsum_u8(void) { return kiln_cumsum(in(kU8, KILN_U8, 2, S24), 1); }
+static kiln_tensor cumprod_u8(void) { return kiln_cumprod(in(kU8, KILN_U8, 2, S24), 1); }
+static kiln_tensor cumsum_i8(void) { return kiln_cumsum(in(kI8, KILN_I8, 2, S24), 0); }
+static kiln_tensor cumprod_i8(void) { return kiln_cumprod(in(kI8, KILN_I8, 2, S24), 1); }
+
+KT_TEST(scans_of_8_bit_integers_are_i64) {
+  /* torch.tensor(kU8, dtype=torch.uint8).reshape(2, 4).cumsum(1) */
+  CHECK_I(cumsum_u8, KILN_I64, 200, 300, 555, 555, 1, 129, 132, 387);
+  /* .cumprod(1) */
+  CHECK_I(cumprod_u8, KILN_I64, 200, 20000, 5100000, 0, 1, 128, 384, 97920);
+  /* torch.tensor(kI8, dtype=torch.int8).reshape(2, 4).cumsum(0) */
+  CHECK_I(cumsum_i8, KILN_I64, 127, -128, 100, -1, 127, -1, -28, 49);
+  /* .cumprod(1) */
+  CHECK_I(cumprod_i8, KILN_I64, 127, -16256, -1625600, 1625600, 0, 0, 0, 0);
+}
+
+/* ───────────── argmin ───────────── */
+
+/* argmin of u8 failed: it built -1 - x, and -1 is no u8 */
+static kiln_tensor argmin_u8_1(void) { return kiln_argmin(in(kU8, KILN_U8, 2, S24), 1, false); }
+static kiln_tensor argmin_u8_0(void) { return kiln_argmin(in(kU8, KILN_U8, 2, S24), 0, false); }
+static kiln_tensor argmin_i8_1(void) { return kiln_argmin(in(kI8, KILN_I8, 2, S24), 1, false); }
+
+KT_TEST(argmin_of_8_bit_integers) {
+  /* torch.tensor(kU8, dtype=torch.uint8).reshape(2, 4).argmin(1) */
+  CHECK_I(argmin_u8_1, KILN_I64, 3, 0);
+  /* .argmin(0) */
+  CHECK_I(argmin_u8_0, KILN_I64, 1, 0, 1, 0);
+  /* torch.tensor(kI8, dtype=torch.int8).reshape(2, 4).argmin(1) */
+  CHECK_I(argmin_i8_1, KILN_I64, 1, 2);
+}
+
+/* ───────────── arange ───────────── */
+
+/* float aranges were computed in their own dtype: i * f32(step) + start,
+ * rounded twice (0.900000036 for 0.899999976); now start + i * step in
+ * PyTorch's accumulation type (double; float for bf16/f16), rounded once */
+static kiln_tensor arange_f32_a(void) { return kiln_arange(KILN_F32, 0, 1, 0.3); }
+static kiln_tensor arange_f32_b(void) { return kiln_arange(KILN_F32, -3, 1.9, 0.7); }
+static kiln_tensor arange_bf16(void) { return kiln_arange(KILN_BF16, 1, 2, 0.1); }
+static kiln_tensor arange_f16(void) { return kiln_arange(KILN_F16, 1, 2, 0.1); }
+/* an integer arange with a fractional step gave zeros: now an error */
+static kiln_tensor arange_i64_frac(void) { return kiln_arange(KILN_I64, 0, 2.5, 0.5); }
+
+KT_TEST(arange_rounds_once) {
+  /* torch.arange(0, 1, 0.3) */
+  CHECK(arange_f32_a, KILN_F32, 0.0, 0.300000012f, 0.600000024f, 0.899999976f);
+  /* torch.arange(-3, 1.9, 0.7) (8 elements: 4.9 / 0.7 is above 7 in double) */
+  CHECK(arange_f32_b, KILN_F32, -3.0, -2.29999995f, -1.60000002f, -0.899999976f, -0.200000003f, 0.5, 1.20000005f,
+        1.89999998f);
+  /* torch.arange(1, 2, 0.1, dtype=torch.bfloat16) */
+  CHECK(arange_bf16, KILN_BF16, 1.0, 1.1015625, 1.203125, 1.296875, 1.3984375, 1.5, 1.6015625, 1.703125, 1.796875,
+        1.8984375);
+  /* torch.arange(1, 2, 0.1, dtype=torch.float16) */
+  CHECK(arange_f16, KILN_F16, 1.0, 1.099609375, 1.2001953125, 1.2998046875, 1.400390625, 1.5, 1.599609375,
+        1.7001953125, 1.7998046875, 1.900390625);
+  kiln_init(NULL);
+  kiln_tensor t = arange_i64_frac();
+  KT_CHECK_MSG(!kiln_is_valid(t) && strstr(kiln_last_error(), "arange"), "arange(i64, 0, 2.5, 0.5): %s",
+               kiln_last_error());
+  kiln_clear_error();
+  kiln_shutdown();
+}
+
+/* ───────────── constants ───────────── */
+
+/* a compiled kernel wrote the constant -0.0 as the C literal (-0), the int
+ * 0: x / -0.0 was x / +0.0, x * -0.0 lost its sign, and a -0.0 pad was +0 */
+static const float kS[4] = {1.0f, -1.0f, INFINITY, 0.0f};
+static const int64_t S4[1] = {4}, P1[1] = {1};
+static kiln_tensor div_c_neg0(void) { return kiln_div_c(in(kS, KILN_F32, 1, S4), -0.0); }
+static kiln_tensor mul_c_neg0(void) { return kiln_mul_c(in(kS, KILN_F32, 1, S4), -0.0); }
+static kiln_tensor add_c_neg0_f64(void) {
+  return kiln_add_c(kiln_neg(kiln_cast(in(kS, KILN_F32, 1, S4), KILN_F64)), -0.0);
+}
+static kiln_tensor pad_neg0(void) { return kiln_pad(in(kS, KILN_F32, 1, S4), P1, P1, -0.0); }
+static kiln_tensor full_neg0_bf16(void) {
+  return kiln_add(kiln_full(KILN_BF16, 1, S4, -0.0), kiln_mul_c(kiln_cast(in(kS, KILN_F32, 1, S4), KILN_BF16), 0.0));
+}
+
+KT_TEST(negative_zero_constants) {
+  /* torch.tensor(kS) / -0.0 */
+  CHECK(div_c_neg0, KILN_F32, -INFINITY, INFINITY, -INFINITY, NAN);
+  /* torch.tensor(kS) * -0.0 */
+  CHECK(mul_c_neg0, KILN_F32, -0.0, 0.0, NAN, -0.0);
+  /* -torch.tensor(kS).double() + -0.0 */
+  CHECK(add_c_neg0_f64, KILN_F64, -1.0, 1.0, -INFINITY, -0.0);
+  /* F.pad(torch.tensor(kS), (1, 1), value=-0.0) */
+  CHECK(pad_neg0, KILN_F32, -0.0, 1.0, -1.0, INFINITY, 0.0, -0.0);
+  /* torch.full((4,), -0.0, dtype=torch.bfloat16) + torch.tensor(kS).bfloat16() * 0.0 */
+  CHECK(full_neg0_bf16, KILN_BF16, 0.0, -0.0, NAN, 0.0);
+}
+
+/* ───────────── tril / triu ───────────── */
+
+/* a diagonal beyond a double's integers (INT64_MAX) was an error ("le: value
+ * 9.22337e+18 is not representable as i64"); it keeps everything or nothing */
+static const float kM[6] = {1, 2, 3, 4, 5, 6};
+static const int64_t S23[2] = {2, 3};
+static kiln_tensor tril_max(void) { return kiln_tril(in(kM, KILN_F32, 2, S23), INT64_MAX); }
+static kiln_tensor triu_min(void) { return kiln_triu(in(kM, KILN_F32, 2, S23), INT64_MIN); }
+static kiln_tensor tril_min(void) { return kiln_tril(in(kM, KILN_F32, 2, S23), INT64_MIN); }
+static kiln_tensor triu_big(void) { return kiln_triu(in(kM, KILN_F32, 2, S23), 1LL << 62); }
+
+KT_TEST(tril_triu_far_diagonals) {
+  /* numpy.tril(m, 2**63 - 1) (PyTorch 1.13 overflows: zeros) */
+  CHECK(tril_max, KILN_F32, 1, 2, 3, 4, 5, 6);
+  /* numpy.triu(m, -2**63) */
+  CHECK(triu_min, KILN_F32, 1, 2, 3, 4, 5, 6);
+  /* torch.tril(m, -2**63) */
+  CHECK(tril_min, KILN_F32, 0, 0, 0, 0, 0, 0);
+  /* torch.triu(m, 2**62) */
+  CHECK(triu_big, KILN_F32, 0, 0, 0, 0, 0, 0);
+}
+
+/* ───────────── item ───────────── */
+
+/* kiln_item_i64 (and kiln_item_f64, which computed it too) converted f32 and
+ * f64 with a C cast: undefined for NaN and out of range (UBSan's
+ * float-cast-overflow); now the cast rule of docs/semantics.md */
+KT_TEST(item_of_special_floats) {
+  static const float fv[4] = {NAN, 1e30f, -2.75f, -INFINITY};
+  static const double dv[3] = {NAN, 9.3e18, -9.3e18};
+  static const int64_t want_f[4] = {INT64_MIN, INT64_MIN, -2, INT64_MIN}, want_d[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++) {
+    KT_CHECK(kiln_init(&(kiln_options){.backend = backends[b]}) == KILN_OK);
+    for (int i = 0; i < 4; i++) {
+      kiln_tensor t = kiln_from_host(&fv[i], KILN_F32, 0, NULL);
+      KT_EQ_INT(kiln_item_i64(t), want_f[i]);
+      double f = kiln_item_f64(t);
+      KT_CHECK(isnan(fv[i]) ? isnan(f) : f == fv[i]);
+    }
+    for (int i = 0; i < 3; i++) KT_EQ_INT(kiln_item_i64(kiln_from_host(&dv[i], KILN_F64, 0, NULL)), want_d[i]);
+    KT_CHECK(kiln_last_status() == KILN_OK);
+    kiln_shutdown();
+  }
+}
+
+/* ───────────── cross_entropy ───────────── */
+
+/* ignored targets were masked by multiplying their loss by 0: an ignored
+ * row whose logit at class 0 is -inf has an infinite loss, and inf * 0 made
+ * the whole loss NaN; now they are selected away */
+KT_TEST(cross_entropy_ignored_rows_with_inf_logits) {
+  static const float lg[6] = {1000, 0, -1000, -INFINITY, 0, -INFINITY};
+  static const int64_t tg[2] = {2, -100}, S2[1] = {2};
+  /* F.cross_entropy(lg, tg, label_smoothing=ls) and lg.grad, for ls = 0 and 0.1 */
+  static const double want_loss[2] = {2000.0, 1900.0};
+  static const double want_grad[2][6] = {{1, 0, -1, 0, 0, 0},
+                                         {0.9666666388511658, -0.03333333507180214, -0.9333333373069763, 0, 0, 0}};
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++)
+    for (int k = 0; k < 2; k++) {
+      KT_CHECK(kiln_init(&(kiln_options){.backend = backends[b]}) == KILN_OK);
+      kiln_tensor x = kiln_keep(kiln_from_host(lg, KILN_F32, 2, S23));
+      kiln_requires_grad(x);
+      kiln_tensor loss = kiln_cross_entropy(x, kiln_from_host(tg, KILN_I64, 1, S2), -100, k ? 0.1 : 0.0);
+      KT_CHECK(kiln_backward(loss) == KILN_OK);
+      float g[6] = {0};
+      double l = kiln_item_f64(loss);
+      KT_CHECK_MSG(fabs(l - want_loss[k]) <= 1e-3, "cross_entropy on %s, ls %d: %g, want %g", backends[b], k, l,
+                   want_loss[k]);
+      KT_CHECK(kiln_to_host(kiln_grad(x), g, sizeof g) == KILN_OK);
+      for (int i = 0; i < 6; i++)
+        KT_CHECK_MSG(fabs(g[i] - want_grad[k][i]) <= 1e-6, "cross_entropy grad on %s, ls %d, [%d]: %g, want %g",
+                     backends[b], k, i, g[i], want_grad[k][i]);
+      KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s", kiln_last_error());
+      kiln_clear_error();
+      kiln_shutdown();
+    }
+}
+
+KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
+        KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
+        KT_CASE(tril_triu_far_diagonals), KT_CASE(item_of_special_floats),
+        KT_CASE(cross_entropy_ignored_rows_with_inf_logits))

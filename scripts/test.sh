@@ -41,7 +41,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if [ -f "$root/scripts/lsan.supp" ]; then
   export LSAN_OPTIONS=suppressions=$root/scripts/lsan.supp:print_suppressions=0
 fi
-run_suite asan "$b-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined
+run_suite asan "$b-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined,float-cast-overflow
 sum_asan=$last_summary
 
 n1=$(count "$sum_normal"); n2=$(count "$sum_asan")

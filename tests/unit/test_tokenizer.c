@@ -357,6 +357,61 @@ KT_TEST(minilm_parity_with_huggingface) {
   kiln_tokenizer_destroy(t);
 }
 
+/* tests/data/tokenizer_reference.txt: "case i <hex of the UTF-8 bytes, or -> n id..." from
+ * BertTokenizerFast (tests/data/tokenizer_reference.py): every boundary of the character
+ * classes, random strings from many scripts and classes, hand-written cases. */
+static int check_case(const kiln_tokenizer *t, int i, const char *line) {
+  int ri, used;
+  char hex[8192];
+  if (sscanf(line, "case %d %8191s %n", &ri, hex, &used) != 2 || ri != i) {
+    KT_FAIL("reference case %d is malformed: %.60s", i, line);
+    return 0;
+  }
+  size_t len = strcmp(hex, "-") ? strlen(hex) / 2 : 0;
+  char s[4096];
+  for (size_t j = 0; j < len && j < sizeof s; j++) {
+    unsigned b;
+    sscanf(hex + 2 * j, "%2x", &b);
+    s[j] = (char)b;
+  }
+  char ref[8192 + 64];
+  const char *eol = strchr(line + used, '\n');
+  size_t rl = eol ? (size_t)(eol - line - used) : strlen(line + used);
+  if (rl >= sizeof ref - 8) rl = sizeof ref - 8;
+  snprintf(ref, sizeof ref, "ids %d %.*s", i, (int)rl, line + used);
+  return check_sentence(t, i, s, len < sizeof s ? len : sizeof s, ref);
+}
+
+KT_TEST(character_classes_and_random_strings_match_huggingface) {
+  const char *dir = getenv("KILN_MINILM_DIR");
+  const char *data = getenv("KILN_TEST_DATA");
+  if (!dir || !data) {
+    KT_FAIL("KILN_MINILM_DIR and KILN_TEST_DATA must be set");
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/vocab.txt", dir);
+  kiln_tokenizer *t = NULL;
+  if (kiln_tokenizer_create(path, NULL, &t) != KILN_OK) {
+    KT_FAIL("%s", kiln_last_error());
+    return;
+  }
+  size_t nr = 0;
+  snprintf(path, sizeof path, "%s/tokenizer_reference.txt", data);
+  char *ref = slurp(path, &nr);
+  KT_CHECK_MSG(ref != NULL, "cannot read %s", path);
+  int total = -1, count = 0, ok = 0;
+  const char *r = ref ? strstr(ref, "\ncases ") : NULL;
+  if (r) sscanf(r, "\ncases %d", &total);
+  for (const char *l = r ? strstr(r + 1, "\ncase ") : NULL; l; l = strstr(l + 1, "\ncase "), count++)
+    ok += check_case(t, count, l + 1);
+  KT_EQ_INT(count, total);
+  KT_CHECK(count >= 500);
+  KT_EQ_INT(ok, count);
+  free(ref);
+  kiln_tokenizer_destroy(t);
+}
+
 static void cleanup(void) {
   if (!g_dir[0]) return;
   const char *names[] = {"vocab.txt", "empty.txt", "nocls.txt", "nul.txt", "big.txt", "nonl.txt"};
@@ -370,4 +425,5 @@ static void cleanup(void) {
 
 KT_MAIN(KT_CASE(accents_case_and_punctuation), KT_CASE(wordpiece_and_unknown), KT_CASE(cjk_whitespace_and_controls),
         KT_CASE(options), KT_CASE(truncation_and_capacity), KT_CASE(vocabulary_lookups),
-        KT_CASE(invalid_utf8_and_arguments), KT_CASE(vocabulary_errors), KT_CASE(minilm_parity_with_huggingface))
+        KT_CASE(invalid_utf8_and_arguments), KT_CASE(vocabulary_errors), KT_CASE(minilm_parity_with_huggingface),
+        KT_CASE(character_classes_and_random_strings_match_huggingface))

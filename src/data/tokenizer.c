@@ -310,8 +310,19 @@ static bool normalize(const kiln_tokenizer *t, const uint8_t *s, size_t len, cpv
   } else {
     *out = a;
   }
-  if (t->opts.lowercase)
-    for (size_t i = 0; i < out->n; i++) out->v[i] = utf8proc_tolower(out->v[i]);
+  if (!t->opts.lowercase) return true;
+  /* Rust's char::to_lowercase, which `tokenizers` runs, is the full mapping:
+   * the simple one but for U+0130, whose lower case is i + U+0307 (with
+   * strip_accents, NFD has already made it I, and the mark is gone) */
+  size_t dots = 0;
+  for (size_t i = 0; i < out->n; i++) dots += out->v[i] == 0x130;
+  for (size_t i = 0; i < dots; i++)
+    if (!cp_push(out, 0)) return false;
+  for (size_t r = out->n - dots, w = out->n; r-- > 0;) {
+    int32_t c = out->v[r];
+    if (c == 0x130) out->v[--w] = 0x307;
+    out->v[--w] = utf8proc_tolower(c);
+  }
   return true;
 }
 

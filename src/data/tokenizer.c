@@ -394,6 +394,23 @@ static void split_words(const kiln_tokenizer *t, const cpvec *s, sink *k) {
   }
 }
 
+/* Where the segment of valid UTF-8 s[at..len) that starts at `at` ends: the
+ * first code point, SEGMENT_BYTES or more past `at`, that is whitespace,
+ * punctuation or a CJK ideograph, else len. Such a code point starts a word
+ * whatever precedes it (no control joins across it, it is a starter, so
+ * canonical ordering does not cross it, and its decomposition, if any, is
+ * of the same class), so the segments normalize and split as the whole. */
+enum { SEGMENT_BYTES = 4096 };
+static size_t segment_end(const uint8_t *s, size_t len, size_t at) {
+  for (size_t i = at; i < len;) {
+    int32_t c;
+    utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
+    if (i - at >= SEGMENT_BYTES && (kiln_bert_char_class(c) & (BC_SPACE | BC_PUNCT | BC_CJK))) return i;
+    i += (size_t)(k > 0 ? k : 1);
+  }
+  return len;
+}
+
 /* The offset of the first invalid UTF-8 sequence in s[0..len), or len. */
 static size_t utf8_invalid_at(const uint8_t *s, size_t len, const char **why) {
   for (size_t i = 0; i < len;) {
@@ -427,16 +444,23 @@ kiln_status kiln_tokenizer_encode_err(const kiln_tokenizer *t, const char *utf8,
   if (bad < len)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
                         "%s: invalid UTF-8 at byte offset %zu of %zu (byte 0x%02x): %s", op, bad, len, s[bad], why);
-  cpvec norm = {0};
-  if (!normalize(t, s, len, &norm)) {
-    free(norm.v);
-    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory normalizing %zu bytes", op, len);
-  }
   sink k = {.ids = ids, .cap = cap, .n = 0, .pieces_left = max_len - 2};
   emit(&k, t->cls);
-  split_words(t, &norm, &k);
+  /* Normalize and split the text a segment at a time, and stop once
+   * truncation has all its pieces: a long line costs memory for one
+   * segment (not ~9 bytes per byte of the line) and time for what is kept. */
+  for (size_t at = 0; at < len && k.pieces_left > 0;) {
+    size_t end = segment_end(s, len, at);
+    cpvec norm = {0};
+    if (!normalize(t, s + at, end - at, &norm)) {
+      free(norm.v);
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory normalizing %zu bytes", op, end - at);
+    }
+    split_words(t, &norm, &k);
+    free(norm.v);
+    at = end;
+  }
   emit(&k, t->sep);
-  free(norm.v);
   *n_out = k.n;
   return KILN_OK;
 }

@@ -154,6 +154,9 @@ HAND = [
     "\U0001F600\U0001F44D\U0001F3FD", "$5+3<4=>^`|~", "a\u00a0b\u2003c\u3000d\u202fe", "a\u200bb\u200dc\u2060d",
     "a\x00b", "a\ufffdb", "a\u2e43b a\u2e5db a\u061db", "x" * 100, "x" * 101, "\u00e9" * 100 + "\u0301",
     "\u0130 \u0130stanbul x\u0130x \u0049\u0307 \u0130\u0301",
+    # longer than kiln's 4096-byte segments before truncation: words far apart
+    ("\u200b" * 300 + "word ") * 40, ("e" + "\u0301" * 200 + " ") * 50, ("\u4e2d\u0301" * 300 + "x\x01y,") * 30,
+    ("caf\u00e9" * 30 + "\u3000") * 60, ("a\u0308" * 700 + ".") * 20,
 ]
 
 

@@ -125,7 +125,16 @@ static const struct {
   {0xE0100, 0xE01EF, BC_MN}, {0xF0000, 0xFFFFD, BC_CONTROL}, {0x100000, 0x10FFFD, BC_CONTROL},
 };
 
+/* the same for ASCII, looked up directly */
+static const uint8_t k_ascii[128] = {
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  2, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4,
+  4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4,
+  4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 1,
+};
+
 int kiln_bert_char_class(int32_t c) {
+  if (c >= 0 && c < 128) return k_ascii[c];
   size_t lo = 0, hi = sizeof k_ranges / sizeof k_ranges[0];
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;

@@ -103,7 +103,16 @@ def write_table(path, ranges, version):
                 line = " "
             line += " " + it + ","
         f.write(line + "\n};\n\n")
+        ascii = [0] * 128
+        for lo, hi, k in ranges:
+            for c in range(lo, min(hi, 127) + 1):
+                ascii[c] = k
+        f.write("/* the same for ASCII, looked up directly */\nstatic const uint8_t k_ascii[128] = {\n")
+        for i in range(0, 128, 32):
+            f.write("  " + ", ".join(str(x) for x in ascii[i:i + 32]) + ",\n")
+        f.write("};\n\n")
         f.write("int kiln_bert_char_class(int32_t c) {\n"
+                "  if (c >= 0 && c < 128) return k_ascii[c];\n"
                 "  size_t lo = 0, hi = sizeof k_ranges / sizeof k_ranges[0];\n"
                 "  while (lo < hi) {\n"
                 "    size_t mid = (lo + hi) / 2;\n"

@@ -4,9 +4,14 @@
  * space-separated decimals (%.9g), or with --ids the token ids.
  *
  * DIR is a model folder as published (config.json, vocab.txt,
- * model.safetensors; sentence_bert_config.json's max_seq_length, if there,
- * is the default --max-length, else 256). Sentences are sorted by length
- * and batched (--batch, default 32) so that padding is small. A batch runs
+ * model.safetensors; the default --max-length and the tokenizer's
+ * lower-casing and accent stripping are sentence-transformers': from
+ * sentence_bert_config.json, tokenizer_config.json, config.json). Input is
+ * read 64 batches at a time (memory bounded by that, not by the input), and
+ * in each such chunk sentences are sorted by length and batched (--batch,
+ * default 32) so that padding is small. An error (invalid UTF-8, a line
+ * longer than the model's positions) stops the run with status 1 after the
+ * output of the chunks before. A batch runs
  * ragged (kiln_bert_embed_ragged): the per-token layers on its tokens alone,
  * attention on the sentences padded to the longest, rounded up to a
  * multiple of 8 (at most the maximum), which bounds the number of distinct
@@ -75,36 +80,120 @@ static int parse_args(int argc, char **argv, embed_opts *o) {
   return 0;
 }
 
-/* max_seq_length from DIR/sentence_bert_config.json, or 256. */
-static long long default_max_len(const char *dir) {
-  char path[4096], buf[4096];
-  snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
-  FILE *f = fopen(path, "r");
-  if (!f) return 256;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
+/* DIR/name's text (at most 1 MiB, NUL-terminated; free it), or NULL. */
+static char *read_json(const char *dir, const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = malloc((1 << 20) + 1);
+  size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
   fclose(f);
-  buf[n] = 0;
-  const char *p = strstr(buf, "\"max_seq_length\"");
-  if (p && (p = strchr(p, ':'))) {
-    long long v = strtoll(p + 1, NULL, 10);
-    if (v >= 2 && v <= (1 << 20)) return v;
-  }
-  return 256;
+  if (buf) buf[n] = 0;
+  return buf;
 }
 
-/* Read stdin's lines and tokenise them. Returns the count, -1 on error. */
-static int64_t read_sentences(const kiln_tokenizer *tok, long long max_len, sentence **out) {
-  size_t cap = 64, n = 0, lcap = 0;
+static const char *skip_ws(const char *q) {
+  while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+  return q;
+}
+
+/* The value of the top-level "key" of json (the last one if repeated, as
+ * Python's json), or NULL; json may be NULL. */
+static const char *json_top(const char *json, const char *key) {
+  const char *found = NULL;
+  size_t kl = strlen(key);
+  int depth = 0;
+  for (const char *q = json; q && *q;) {
+    if (*q == '"') {
+      const char *e = q + 1;
+      while (*e && *e != '"') e += e[0] == '\\' && e[1] ? 2 : 1;
+      if (*e) e++;
+      const char *after = skip_ws(e);
+      if (depth == 1 && *after == ':' && (size_t)(e - q) == kl + 2 && !strncmp(q + 1, key, kl))
+        found = skip_ws(after + 1);
+      q = e;
+    } else {
+      depth += (*q == '{' || *q == '[') - (*q == '}' || *q == ']');
+      q++;
+    }
+  }
+  return found;
+}
+
+/* 1 true, 0 false, -1 null or absent */
+static int json_bool(const char *json, const char *key) {
+  const char *v = json_top(json, key);
+  return v && !strncmp(v, "true", 4) ? 1 : v && !strncmp(v, "false", 5) ? 0 : -1;
+}
+
+static long long json_int(const char *json, const char *key, long long lo, long long hi) {
+  const char *v = json_top(json, key);
+  char *end;
+  long long x = v ? strtoll(v, &end, 10) : 0;
+  return v && end != v && x >= lo && x <= hi ? x : 0;
+}
+
+/* What sentence-transformers would use: max_seq_length of
+ * sentence_bert_config.json, else min(max_position_embeddings of
+ * config.json, model_max_length of tokenizer_config.json), else 256. */
+static long long default_max_len(const char *dir) {
+  char *st = read_json(dir, "sentence_bert_config.json"), *cfg = read_json(dir, "config.json");
+  char *tc = read_json(dir, "tokenizer_config.json");
+  long long v = json_int(st, "max_seq_length", 2, 1 << 20);
+  if (!v) {
+    long long pos = json_int(cfg, "max_position_embeddings", 2, 1 << 20), tm = json_int(tc, "model_max_length", 2,
+                                                                                        1 << 20);
+    v = pos && tm ? (pos < tm ? pos : tm) : pos ? pos : tm ? tm : 256;
+  }
+  free(st), free(cfg), free(tc);
+  return v;
+}
+
+/* The normalization of the folder's tokenizer, as BertTokenizerFast takes it
+ * from tokenizer_config.json (do_lower_case, default true; strip_accents,
+ * null: as do_lower_case), lower-cased first when sentence_bert_config.json
+ * says do_lower_case (sentence-transformers lower-cases the text). A
+ * cased model must not be lower-cased. Returns 0, or 1 (message printed)
+ * for tokenize_chinese_chars false, which kiln does not do. */
+static int tokenizer_options(const char *dir, kiln_tokenizer_options *o) {
+  char *tc = read_json(dir, "tokenizer_config.json"), *st = read_json(dir, "sentence_bert_config.json");
+  int lower = json_bool(tc, "do_lower_case"), strip = json_bool(tc, "strip_accents");
+  int cjk = json_bool(tc, "tokenize_chinese_chars");
+  o->lowercase = lower != 0 || json_bool(st, "do_lower_case") == 1;
+  o->strip_accents = strip < 0 ? lower != 0 : strip == 1;
+  free(tc), free(st);
+  if (cjk == 0) {
+    fprintf(stderr, "kiln embed: %s/tokenizer_config.json: tokenize_chinese_chars false is not supported\n", dir);
+    return 1;
+  }
+  return 0;
+}
+
+/* stdin, read a chunk of lines at a time */
+typedef struct reader {
+  char *line;
+  size_t lcap;
+  int64_t lineno; /* lines read so far */
+  int eof;
+} reader;
+
+/* Read and tokenise up to `limit` lines of stdin. Returns the count, -1 on
+ * error (the message printed). */
+static int64_t read_sentences(reader *rd, const kiln_tokenizer *tok, long long max_len, int64_t limit,
+                              sentence **out) {
+  size_t cap = 64, n = 0;
   sentence *s = malloc(cap * sizeof *s);
-  char *line = NULL;
   ssize_t len;
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)max_len);
   if (!s || !ids) goto oom;
-  while ((len = getline(&line, &lcap, stdin)) >= 0) {
+  while ((int64_t)n < limit && (len = getline(&rd->line, &rd->lcap, stdin)) >= 0) {
+    rd->lineno++;
+    char *line = rd->line;
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
     int64_t k = 0;
     if (kiln_tokenizer_encode(tok, line, (size_t)len, max_len, ids, max_len, &k) != KILN_OK) {
-      fprintf(stderr, "kiln embed: line %zu: %s\n", n + 1, kiln_cli_error_message());
+      fprintf(stderr, "kiln embed: line %lld: %s\n", (long long)rd->lineno, kiln_cli_error_message());
       goto fail;
     }
     if (n == cap) {
@@ -117,7 +206,7 @@ static int64_t read_sentences(const kiln_tokenizer *tok, long long max_len, sent
     memcpy(s[n].ids, ids, sizeof(int64_t) * (size_t)k);
     n++;
   }
-  free(line);
+  rd->eof = (int64_t)n < limit;
   free(ids);
   *out = s;
   return (int64_t)n;
@@ -126,7 +215,6 @@ oom:
 fail:
   for (size_t i = 0; s && i < n; i++) free(s[i].ids);
   free(s);
-  free(line);
   free(ids);
   return -1;
 }
@@ -171,47 +259,53 @@ static int run_batch(const kiln_bert *m, sentence *s, const int64_t *order, int6
   return rc;
 }
 
-static int embed_all(const embed_opts *o, sentence *s, int64_t n) {
-  kiln_bert *m = NULL;
-  if (kiln_bert_load_at(o->dir, &m, KILN_CLI_NO_LOC) != KILN_OK) {
-    fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());
-    return 1;
-  }
-  int H = kiln_bert_get_config(m)->hidden_size;
+typedef struct embed_stats {
+  int64_t sentences, tokens, padded, batches;
+} embed_stats;
+
+/* Embed and print the chunk s[0..n) (lines first_line + 1 ...), sorted by
+ * length into batches. */
+static int embed_chunk(const embed_opts *o, const kiln_bert *m, sentence *s, int64_t n, int64_t first_line,
+                       embed_stats *st) {
+  int H = kiln_bert_get_config(m)->hidden_size, P = kiln_bert_get_config(m)->max_position_embeddings;
+  for (int64_t i = 0; i < n; i++)
+    if (s[i].n > P) {
+      fprintf(stderr, "kiln embed: line %lld has %lld tokens, more than the model's %d positions (--max-length %d)\n",
+              (long long)(first_line + i + 1), (long long)s[i].n, P, P);
+      return 1;
+    }
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-  if (!order) {
-    kiln_bert_destroy(m);
-    return 1;
-  }
+  if (!order) return 1;
   for (int64_t i = 0; i < n; i++) order[i] = i;
   g_sort_base = s;
   qsort(order, (size_t)n, sizeof *order, by_length);
-  int64_t compiles0 = kiln_counter_value("UncachedCompile"), tokens = 0, padded = 0, batches = 0;
   int rc = 0;
   for (int64_t i = 0; i < n && !rc; i += o->batch) {
     int64_t count = n - i < o->batch ? n - i : o->batch, T = s[order[i + count - 1]].n;
     T = (T + 7) / 8 * 8;
     if (T > o->max_len) T = o->max_len;
-    for (int64_t b = 0; b < count; b++) tokens += s[order[i + b]].n;
-    padded += count * T;
-    batches++;
+    for (int64_t b = 0; b < count; b++) st->tokens += s[order[i + b]].n;
+    st->padded += count * T;
+    st->batches++;
     if (run_batch(m, s, order + i, count, T, H)) {
       fprintf(stderr, "kiln embed: %s\n", kiln_last_status() ? kiln_cli_error_message() : "out of memory");
       rc = 1;
     }
   }
-  if (o->stats && !rc)
-    fprintf(stderr, "kiln embed: %lld sentences, %lld batches, %lld tokens, %lld with padding, %lld compiles\n",
-            (long long)n, (long long)batches, (long long)tokens, (long long)padded,
-            (long long)(kiln_counter_value("UncachedCompile") - compiles0));
+  st->sentences += n;
   for (int64_t i = 0; i < n && !rc; i++) {
     for (int j = 0; j < H; j++) printf(j ? " %.9g" : "%.9g", (double)s[i].emb[j]);
     putchar('\n');
   }
   free(order);
-  kiln_bert_destroy(m);
   return rc;
 }
+
+/* Lines are read, embedded and printed CHUNK_BATCHES batches at a time:
+ * memory is bounded by the chunk, not by the input (a sentence's ids and
+ * embedding take ~3.5 KB for MiniLM: 10 million lines would be 35 GB). The
+ * embeddings do not depend on the batching. */
+enum { CHUNK_BATCHES = 64 };
 
 int kiln_cli_embed(int argc, char **argv) {
   embed_opts o = {.batch = 32};
@@ -221,31 +315,55 @@ int kiln_cli_embed(int argc, char **argv) {
   char vocab[4096];
   snprintf(vocab, sizeof vocab, "%s/vocab.txt", o.dir);
   kiln_tokenizer *tok = NULL;
-  if (kiln_init(NULL) != KILN_OK || kiln_tokenizer_create(vocab, NULL, &tok) != KILN_OK) {
+  kiln_tokenizer_options topt;
+  if (tokenizer_options(o.dir, &topt)) return 1;
+  if (kiln_init(NULL) != KILN_OK || kiln_tokenizer_create(vocab, &topt, &tok) != KILN_OK) {
     fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());
     kiln_shutdown();
     return 1;
   }
-  sentence *s = NULL;
-  int64_t n = read_sentences(tok, o.max_len, &s);
-  int rc = n < 0 ? 1 : 0;
-  if (!rc && o.ids_only) {
-    for (int64_t i = 0; i < n; i++) {
-      for (int64_t j = 0; j < s[i].n; j++) printf(j ? " %lld" : "%lld", (long long)s[i].ids[j]);
-      putchar('\n');
-    }
-  } else if (!rc) {
-    rc = embed_all(&o, s, n);
+  kiln_bert *m = NULL;
+  if (!o.ids_only && kiln_bert_load_at(o.dir, &m, KILN_CLI_NO_LOC) != KILN_OK) {
+    fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());
+    kiln_tokenizer_destroy(tok);
+    kiln_shutdown();
+    return 1;
   }
+  reader rd = {0};
+  embed_stats st = {0};
+  int64_t compiles0 = kiln_counter_value("UncachedCompile");
+  int rc = 0;
+  while (!rc && !rd.eof) {
+    sentence *s = NULL;
+    int64_t first = rd.lineno, n = read_sentences(&rd, tok, o.max_len, o.batch * CHUNK_BATCHES, &s);
+    if (n < 0) {
+      rc = 1;
+      break;
+    }
+    if (o.ids_only) {
+      for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = 0; j < s[i].n; j++) printf(j ? " %lld" : "%lld", (long long)s[i].ids[j]);
+        putchar('\n');
+      }
+    } else {
+      rc = embed_chunk(&o, m, s, n, first, &st);
+    }
+    for (int64_t i = 0; i < n; i++) {
+      free(s[i].ids);
+      free(s[i].emb);
+    }
+    free(s);
+  }
+  free(rd.line);
+  if (o.stats && !rc && !o.ids_only)
+    fprintf(stderr, "kiln embed: %lld sentences, %lld batches, %lld tokens, %lld with padding, %lld compiles\n",
+            (long long)st.sentences, (long long)st.batches, (long long)st.tokens, (long long)st.padded,
+            (long long)(kiln_counter_value("UncachedCompile") - compiles0));
   if (fflush(stdout) || ferror(stdout)) {
     fprintf(stderr, "kiln embed: writing the output: %s\n", strerror(errno));
     rc = 1;
   }
-  for (int64_t i = 0; i < (n > 0 ? n : 0); i++) {
-    free(s[i].ids);
-    free(s[i].emb);
-  }
-  free(s);
+  kiln_bert_destroy(m);
   kiln_tokenizer_destroy(tok);
   kiln_shutdown();
   return rc;

@@ -8,8 +8,9 @@
  * Encoding follows Hugging Face `tokenizers` (BertNormalizer, BertPreTokenizer,
  * WordPiece), which is what sentence-transformers runs: normalize the whole
  * text into code points (clean, CJK spacing, NFD + drop Mn, lower-case), then
- * split it into words and each word into pieces. The Unicode data (categories,
- * canonical decompositions, case mappings) comes from libutf8proc. */
+ * split it into words and each word into pieces. The character classes are
+ * `tokenizers`' own (src/data/tokenizer_unicode.c, generated from the
+ * library); canonical decompositions and case mappings come from libutf8proc. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -215,38 +216,30 @@ static bool cp_push(cpvec *a, int32_t c) {
   return true;
 }
 
-/* Control characters as the `tokenizers` BertNormalizer sees them: Cc, Cf,
- * Cs, Co, except tab, newline and carriage return, which are whitespace.
- * Unassigned code points (Cn) stay: transformers' slow BertTokenizer drops
- * them too, but sentence-transformers runs the fast one (docs/text.md). */
-static bool is_control(int32_t c) {
-  if (c == '\t' || c == '\n' || c == '\r') return false;
-  return utf8proc_category(c) >= UTF8PROC_CATEGORY_CC;
-}
+/* The character classes (control, whitespace, punctuation, nonspacing mark,
+ * CJK ideograph) are `tokenizers`' own, read from the library by
+ * tests/data/tokenizer_reference.py into src/data/tokenizer_unicode.c:
+ * `tokenizers` compiles in older Unicode tables than utf8proc's (e.g.
+ * U+2E43-U+2E5D are letters-like to it, not punctuation; U+07FD is no mark)
+ * and its own CJK blocks (from 0x2B920, not 0x2B820), and any of those
+ * differences changes ids (docs/text.md).
+ *
+ * Control: Cc, Cf, Co (Unicode 8-ish), U+0000 and U+FFFD, dropped; tab,
+ * newline and carriage return are whitespace. Unassigned code points stay. */
+static bool is_control(int32_t c) { return kiln_bert_char_class(c) & BC_CONTROL; }
 
-/* Whitespace: the ASCII four and the separators Zs, Zl, Zp (Rust's
- * char::is_whitespace, which the `tokenizers` normalizer uses, minus the
- * controls that cleaning already dropped; Python's str.split agrees). */
-static bool is_space(int32_t c) {
-  if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
-  utf8proc_category_t k = utf8proc_category(c);
-  return k == UTF8PROC_CATEGORY_ZS || k == UTF8PROC_CATEGORY_ZL || k == UTF8PROC_CATEGORY_ZP;
-}
+/* Whitespace: the ASCII four and Rust's char::is_whitespace, less the
+ * controls that cleaning drops first. */
+static bool is_space(int32_t c) { return kiln_bert_char_class(c) & BC_SPACE; }
 
 /* BERT's punctuation: every non-alphanumeric ASCII symbol, and Unicode P*. */
-static bool is_punct(int32_t c) {
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126))
-    return true;
-  utf8proc_category_t k = utf8proc_category(c);
-  return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
-}
+static bool is_punct(int32_t c) { return kiln_bert_char_class(c) & BC_PUNCT; }
 
 /* The CJK Unified Ideographs blocks BERT spaces out (not Hangul, kana). */
-static bool is_cjk(int32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
+static bool is_cjk(int32_t c) { return kiln_bert_char_class(c) & BC_CJK; }
+
+/* A nonspacing mark (Mn) that strip_accents drops after decomposition. */
+static bool is_mn(int32_t c) { return kiln_bert_char_class(c) & BC_MN; }
 
 /* Steps 1-2: decode (the input was validated), clean, space out CJK. */
 static bool clean(const uint8_t *s, size_t len, cpvec *out) {
@@ -254,7 +247,7 @@ static bool clean(const uint8_t *s, size_t len, cpvec *out) {
     int32_t c = -1;
     utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
     i += (size_t)k;
-    if (c == 0 || c == 0xFFFD || is_control(c)) continue;
+    if (is_control(c)) continue; /* U+0000 and U+FFFD too */
     bool ok;
     if (is_space(c))
       ok = cp_push(out, ' ');
@@ -298,7 +291,7 @@ static bool strip_accents(const cpvec *in, cpvec *out) {
   }
   size_t w = 0;
   for (size_t i = 0; i < out->n; i++)
-    if (utf8proc_category(out->v[i]) != UTF8PROC_CATEGORY_MN) out->v[w++] = out->v[i];
+    if (!is_mn(out->v[i])) out->v[w++] = out->v[i];
   out->n = w;
   return true;
 }
@@ -317,8 +310,19 @@ static bool normalize(const kiln_tokenizer *t, const uint8_t *s, size_t len, cpv
   } else {
     *out = a;
   }
-  if (t->opts.lowercase)
-    for (size_t i = 0; i < out->n; i++) out->v[i] = utf8proc_tolower(out->v[i]);
+  if (!t->opts.lowercase) return true;
+  /* Rust's char::to_lowercase, which `tokenizers` runs, is the full mapping:
+   * the simple one but for U+0130, whose lower case is i + U+0307 (with
+   * strip_accents, NFD has already made it I, and the mark is gone) */
+  size_t dots = 0;
+  for (size_t i = 0; i < out->n; i++) dots += out->v[i] == 0x130;
+  for (size_t i = 0; i < dots; i++)
+    if (!cp_push(out, 0)) return false;
+  for (size_t r = out->n - dots, w = out->n; r-- > 0;) {
+    int32_t c = out->v[r];
+    if (c == 0x130) out->v[--w] = 0x307;
+    out->v[--w] = utf8proc_tolower(c);
+  }
   return true;
 }
 
@@ -390,6 +394,23 @@ static void split_words(const kiln_tokenizer *t, const cpvec *s, sink *k) {
   }
 }
 
+/* Where the segment of valid UTF-8 s[at..len) that starts at `at` ends: the
+ * first code point, SEGMENT_BYTES or more past `at`, that is whitespace,
+ * punctuation or a CJK ideograph, else len. Such a code point starts a word
+ * whatever precedes it (no control joins across it, it is a starter, so
+ * canonical ordering does not cross it, and its decomposition, if any, is
+ * of the same class), so the segments normalize and split as the whole. */
+enum { SEGMENT_BYTES = 4096 };
+static size_t segment_end(const uint8_t *s, size_t len, size_t at) {
+  for (size_t i = at; i < len;) {
+    int32_t c;
+    utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
+    if (i - at >= SEGMENT_BYTES && (kiln_bert_char_class(c) & (BC_SPACE | BC_PUNCT | BC_CJK))) return i;
+    i += (size_t)(k > 0 ? k : 1);
+  }
+  return len;
+}
+
 /* The offset of the first invalid UTF-8 sequence in s[0..len), or len. */
 static size_t utf8_invalid_at(const uint8_t *s, size_t len, const char **why) {
   for (size_t i = 0; i < len;) {
@@ -423,16 +444,23 @@ kiln_status kiln_tokenizer_encode_err(const kiln_tokenizer *t, const char *utf8,
   if (bad < len)
     return kiln_err_set(err, KILN_ERR_INVALID_ARGUMENT,
                         "%s: invalid UTF-8 at byte offset %zu of %zu (byte 0x%02x): %s", op, bad, len, s[bad], why);
-  cpvec norm = {0};
-  if (!normalize(t, s, len, &norm)) {
-    free(norm.v);
-    return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory normalizing %zu bytes", op, len);
-  }
   sink k = {.ids = ids, .cap = cap, .n = 0, .pieces_left = max_len - 2};
   emit(&k, t->cls);
-  split_words(t, &norm, &k);
+  /* Normalize and split the text a segment at a time, and stop once
+   * truncation has all its pieces: a long line costs memory for one
+   * segment (not ~9 bytes per byte of the line) and time for what is kept. */
+  for (size_t at = 0; at < len && k.pieces_left > 0;) {
+    size_t end = segment_end(s, len, at);
+    cpvec norm = {0};
+    if (!normalize(t, s + at, end - at, &norm)) {
+      free(norm.v);
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory normalizing %zu bytes", op, end - at);
+    }
+    split_words(t, &norm, &k);
+    free(norm.v);
+    at = end;
+  }
   emit(&k, t->sep);
-  free(norm.v);
   *n_out = k.n;
   return KILN_OK;
 }

@@ -126,19 +126,55 @@ kiln_status kiln_bert_create_at(const kiln_bert_config *cfg, uint64_t seed, kiln
 
 /* ── config.json: the numbers kiln needs, found by key ── */
 
-/* The value after "key": in json (NUL-terminated), or NULL. */
+static const char *json_ws(const char *q) {
+  while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+  return q;
+}
+
+/* The end of the string that starts at q (q[0] == '"'): past its closing quote. */
+static const char *json_string_end(const char *q) {
+  for (q++; *q && *q != '"'; q++)
+    if (*q == '\\' && q[1]) q++;
+  return *q ? q + 1 : q;
+}
+
+/* The value of the top-level "key" of the object json (NUL-terminated), or
+ * NULL. Keys of nested objects ("text_config": {...}, "id2label") are not
+ * the model's; a key given twice takes its last value, as Python's json. */
 static const char *json_value(const char *json, const char *key) {
-  char pat[80];
-  snprintf(pat, sizeof pat, "\"%s\"", key);
-  for (const char *p = strstr(json, pat); p; p = strstr(p + 1, pat)) {
-    const char *q = p + strlen(pat);
-    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
-    if (*q != ':') continue;
-    q++;
-    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
-    return q;
+  const char *found = NULL, *q = json_ws(json);
+  size_t kl = strlen(key);
+  int depth = 0;
+  while (*q) {
+    if (*q == '"') {
+      const char *e = json_string_end(q), *after = json_ws(e);
+      if (depth == 1 && *after == ':' && (size_t)(e - q) == kl + 2 && !strncmp(q + 1, key, kl))
+        found = json_ws(after + 1);
+      q = e;
+    } else {
+      if (*q == '{' || *q == '[') depth++;
+      else if (*q == '}' || *q == ']') depth--;
+      q++;
+    }
   }
-  return NULL;
+  return found;
+}
+
+/* Whether the top-level "key" is absent or the string want. */
+static int json_string_is(const char *json, const char *key, const char *want) {
+  const char *q = json_value(json, key);
+  size_t n = strlen(want);
+  return !q || (q[0] == '"' && !strncmp(q + 1, want, n) && q[n + 1] == '"');
+}
+
+/* The string value of "key" (at most 40 characters, for a message) into buf. */
+static const char *json_show(const char *json, const char *key, char *buf, size_t cap) {
+  const char *q = json_value(json, key);
+  size_t n = q ? (size_t)(json_string_end(q) - q) : 0;
+  if (q && *q != '"') n = strcspn(q, ",}\n");
+  if (n > 40) n = 40;
+  snprintf(buf, cap, "%.*s", (int)n, q ? q : "");
+  return buf;
 }
 
 static int json_number(const char *json, const char *key, double *v) {
@@ -182,10 +218,17 @@ static kiln_status read_config(const char *path, kiln_bert_config *c, kiln_loc l
     else if (i < 7) *ints[i] = (int)v;
     else c->layer_norm_eps = v;
   }
-  const char *act = json_value(json, "hidden_act");
-  if (!st && act && strncmp(act, "\"gelu\"", 6))
-    st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: hidden_act %.20s is not supported (\"gelu\" is)", path,
-                    act);
+  /* HF's defaults when absent: gelu, absolute positions, bert. Anything else
+   * is another computation (relative position terms, RoBERTa's position
+   * offset, ...): loading it as BERT would give wrong embeddings. */
+  static const char *const str_keys[3][2] = {
+      {"hidden_act", "gelu"}, {"position_embedding_type", "absolute"}, {"model_type", "bert"}};
+  for (int i = 0; i < 3 && !st; i++) {
+    char shown[48];
+    if (!json_string_is(json, str_keys[i][0], str_keys[i][1]))
+      st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: %s %s is not supported (\"%s\" is)", path,
+                      str_keys[i][0], json_show(json, str_keys[i][0], shown, sizeof shown), str_keys[i][1]);
+  }
   free(json);
   return st ? st : check_config(c, path, loc);
 }
@@ -208,6 +251,12 @@ static kiln_status load_param(kiln_bert *m, kiln_st_file *f, int i, const char *
                       "bert: %s: tensor %s has rank %d shape [%lld, %lld], config.json says [%lld, %lld]", path,
                       name, gr, (long long)got[0], (long long)(gr > 1 ? got[1] : 0), (long long)want[0],
                       (long long)(r > 1 ? want[1] : 0));
+  /* an integer or boolean tensor under a weight's name would be cast to
+   * numbers that mean nothing: refuse it */
+  const char *dts = kiln_st_dtype_str(f, kiln_st_find(f, name));
+  if (!dts || (strcmp(dts, "F32") && strcmp(dts, "F16") && strcmp(dts, "BF16") && strcmp(dts, "F64")))
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: %s: tensor %s is %s, not a floating-point type", path,
+                      name, dts ? dts : "?");
   kiln_tensor t = kiln_st_tensor_at(f, name, loc);
   if (kiln_dtype_of(t) != KILN_F32) t = kiln_cast_at(t, KILN_F32, loc);
   m->t[i] = kiln_keep(t);

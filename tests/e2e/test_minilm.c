@@ -173,8 +173,8 @@ out:
   kiln_shutdown();
 }
 
-/* `kiln embed` (length-sorted batches of 4) and `kiln embed --ids`, output
- * in input order */
+/* `kiln embed` (length-sorted batches of 4, and of 1: chunks of 64 lines) and
+ * `kiln embed --ids` on three copies of the sentences, output in input order */
 static void run_cli(const char *flags, const char *out_path) {
   char self[4096], cmd[16384];
   ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -183,8 +183,9 @@ static void run_cli(const char *flags, const char *out_path) {
     char *s = strrchr(self, '/');
     if (s) *s = 0;
   }
-  snprintf(cmd, sizeof cmd, "'%s/kiln' embed --model '%s' %s < '%s/minilm_sentences.txt' > '%s'", self, g_dir, flags,
-           g_data, out_path);
+  /* three copies of the sentences: with --batch 1 the input is read in chunks of 64 lines */
+  snprintf(cmd, sizeof cmd, "cat '%s/minilm_sentences.txt' '%s/minilm_sentences.txt' '%s/minilm_sentences.txt' | "
+           "'%s/kiln' embed --model '%s' %s > '%s'", g_data, g_data, g_data, self, g_dir, flags, out_path);
   KT_CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
 }
 
@@ -195,34 +196,99 @@ KT_TEST(kiln_embed_prints_the_same) {
   KT_CHECK(fd >= 0);
   if (fd < 0) return;
   close(fd);
-  run_cli("--batch 4", out);
-  FILE *f = fopen(out, "r");
-  static float got[DIM];
-  int line = 0;
-  for (; f && line < g_ref.n; line++) {
-    int j = 0;
-    while (j < DIM && fscanf(f, "%f", &got[j]) == 1) j++;
-    KT_CHECK_MSG(j == DIM, "kiln embed: line %d has %d numbers", line + 1, j);
-    compare(line, got, "kiln embed");
+  static const char *const batches[2] = {"--batch 4", "--batch 1"};
+  for (int run = 0; run < 2; run++) {
+    run_cli(batches[run], out);
+    FILE *f = fopen(out, "r");
+    static float got[DIM];
+    int line = 0;
+    for (; f && line < 3 * g_ref.n; line++) {
+      int j = 0;
+      while (j < DIM && fscanf(f, "%f", &got[j]) == 1) j++;
+      KT_CHECK_MSG(j == DIM, "kiln embed %s: line %d has %d numbers", batches[run], line + 1, j);
+      compare(line % g_ref.n, got, batches[run]);
+    }
+    KT_EQ_INT(line, 3 * g_ref.n);
+    if (f) fclose(f);
   }
-  KT_EQ_INT(line, g_ref.n);
-  if (f) fclose(f);
+  FILE *f;
+  int line;
   run_cli("--ids", out);
   f = fopen(out, "r");
   char buf[8192];
   for (line = 0; f && fgets(buf, sizeof buf, f); line++) {
     char *p = buf;
     int j = 0, same = 1;
-    for (long long v; line < g_ref.n && sscanf(p, "%lld", &v) == 1; j++) {
-      same &= j < g_ref.nid[line] && v == g_ref.ids[line][j];
+    int r = line % (g_ref.n ? g_ref.n : 1);
+    for (long long v; line < 3 * g_ref.n && sscanf(p, "%lld", &v) == 1; j++) {
+      same &= j < g_ref.nid[r] && v == g_ref.ids[r][j];
       while (*p == ' ') p++;
       while (*p && *p != ' ' && *p != '\n') p++;
     }
-    KT_CHECK_MSG(same && j == g_ref.nid[line], "kiln embed --ids: line %d differs", line + 1);
+    KT_CHECK_MSG(same && j == g_ref.nid[r], "kiln embed --ids: line %d differs", line + 1);
   }
-  KT_EQ_INT(line, g_ref.n);
+  KT_EQ_INT(line, 3 * g_ref.n);
   if (f) fclose(f);
   unlink(out);
 }
 
-KT_MAIN(KT_CASE(library_embeddings_match_sentence_transformers), KT_CASE(kiln_embed_prints_the_same))
+/* `kiln embed` takes the tokenizer's normalization and the default length
+ * from the folder as sentence-transformers does: a folder of the same files
+ * but tokenizer_config.json's do_lower_case false and model_max_length 16,
+ * and no sentence_bert_config.json. Expected ids from transformers 4.45:
+ * BertTokenizerFast.from_pretrained(DIR, do_lower_case=False)("Hello WORLD Café")
+ * and (..., model_max_length=16)(" ".join(["word"] * 40), truncation=True). */
+static int run_embed_in(const char *dir, const char *input, const char *flags, char *out, size_t cap) {
+  char self[4096], cmd[12288];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[k > 0 ? k : 0] = 0;
+  for (int i = 0; i < 2; i++) {
+    char *s = strrchr(self, '/');
+    if (s) *s = 0;
+  }
+  snprintf(cmd, sizeof cmd, "printf '%s\\n' | '%s/kiln' embed --model '%s' %s 2>&1", input, self, dir, flags);
+  FILE *p = popen(cmd, "r");
+  size_t n = p ? fread(out, 1, cap - 1, p) : 0;
+  out[n] = 0;
+  return p ? pclose(p) : -1;
+}
+
+KT_TEST(kiln_embed_reads_the_folders_tokenizer_config) {
+  char dir[] = "/tmp/kiln-test-minilm-dir-XXXXXX", p[4200], q[4200], out[8192];
+  KT_CHECK(mkdtemp(dir) != NULL);
+  static const char *const links[] = {"vocab.txt", "config.json", "model.safetensors"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", g_dir, links[i]);
+    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
+    KT_CHECK(symlink(p, q) == 0);
+  }
+  snprintf(q, sizeof q, "%s/tokenizer_config.json", dir);
+  FILE *f = fopen(q, "w");
+  KT_CHECK(f != NULL);
+  if (f) fputs("{\"do_lower_case\": false, \"strip_accents\": null, \"model_max_length\": 16}\n", f), fclose(f);
+  KT_EQ_INT(run_embed_in(dir, "Hello WORLD Café", "--ids", out, sizeof out), 0);
+  KT_STR_CONTAINS(out, "101 100 100 100 102\n");
+  KT_EQ_INT(run_embed_in(dir, "word word word word word word word word word word word word word word word word word",
+                         "--ids", out, sizeof out), 0);
+  KT_STR_CONTAINS(out, "101 2773 2773 2773 2773 2773 2773 2773 2773 2773 2773 2773 2773 2773 2773 102\n");
+  /* more tokens than the model's positions: an error naming the line, not a crash or a batch index */
+  char longer[4200] = "x\n";
+  for (int i = 0; i < 600; i++) strcat(longer, "a ");
+  KT_CHECK(run_embed_in(dir, longer, "--max-length 1000", out, sizeof out) != 0);
+  KT_STR_CONTAINS(out, "line 2 has 602 tokens, more than the model's 512 positions");
+  if (f) {
+    f = fopen(q, "w");
+    if (f) fputs("{\"tokenize_chinese_chars\": false}", f), fclose(f);
+  }
+  KT_CHECK(run_embed_in(dir, "hi", "--ids", out, sizeof out) != 0);
+  KT_STR_CONTAINS(out, "tokenize_chinese_chars false is not supported");
+  unlink(q);
+  for (int i = 0; i < 3; i++) {
+    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
+    unlink(q);
+  }
+  rmdir(dir);
+}
+
+KT_MAIN(KT_CASE(library_embeddings_match_sentence_transformers), KT_CASE(kiln_embed_prints_the_same),
+        KT_CASE(kiln_embed_reads_the_folders_tokenizer_config))

@@ -27,6 +27,7 @@ static const kiln_bert_config k_cfg = {.vocab_size = 50,
                                        .type_vocab_size = 2,
                                        .layer_norm_eps = 1e-12};
 
+enum { N_EMB_FOR_TEST = 5 }; /* the first layer's query weight follows the 5 embedding tensors */
 static char g_dir[256];
 static const kiln_tensor k_none = {0, 0};
 
@@ -237,6 +238,64 @@ KT_TEST(bad_folders_name_the_file_and_tensor) {
   kiln_shutdown();
 }
 
+/* config.json that describes another computation than BERT's (RoBERTa's
+ * position offset, relative positions, another activation), keys nested in a
+ * sub-object or given twice, and a weight stored as integers: each an error
+ * naming the file, or read as Python's json reads it. */
+KT_TEST(configs_and_weights_that_are_not_bert_are_refused) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  make_dir();
+  kiln_bert *m = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 1, &m) == KILN_OK);
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.safetensors", g_dir);
+  KT_CHECK(kiln_bert_save(m, path) == KILN_OK);
+  kiln_bert_destroy(m);
+  m = NULL;
+#define CFG(extra)                                                                                                 \
+  "{\"vocab_size\": 50, \"hidden_size\": 16, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "           \
+  "\"intermediate_size\": 32, \"max_position_embeddings\": 12, \"type_vocab_size\": 2, "                      \
+  "\"layer_norm_eps\": 1e-12" extra "}"
+  static const char *const bad[][2] = {
+      {CFG(", \"model_type\": \"roberta\""), "model_type \"roberta\" is not supported"},
+      {CFG(", \"position_embedding_type\": \"relative_key\""), "position_embedding_type \"relative_key\""},
+      {CFG(", \"hidden_act\": \"relu\",\n  \"hidden_dropout_prob\": 0.1"), "hidden_act \"relu\" is not supported"},
+      {CFG(", \"hidden_act\": \"gelu_new\""), "hidden_act \"gelu_new\" is not"},
+      {CFG(", \"hidden_size\": 17"), "bad configuration (vocab 50, hidden 17"}, /* the last of two wins */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    write_file("config.json", bad[i][0]);
+    KT_CHECK_MSG(kiln_bert_load(g_dir, &m) != KILN_OK && m == NULL, "config %zu loaded", i);
+    KT_STR_CONTAINS(kiln_last_error(), bad[i][1]);
+    KT_STR_CONTAINS(kiln_last_error(), "config.json");
+    kiln_clear_error();
+  }
+  /* keys inside a nested object are not the model's */
+  write_file("config.json", "{\"task_specific_params\": {\"hidden_size\": 99, \"model_type\": \"t5\"},"
+                            CFG(", \"model_type\": \"bert\", \"hidden_act\": \"gelu\"") + 1);
+  KT_CHECK_MSG(kiln_bert_load(g_dir, &m) == KILN_OK, "%s", kiln_last_error());
+  KT_EQ_INT(m ? kiln_bert_get_config(m)->hidden_size : 0, 16);
+  kiln_bert_destroy(m);
+  m = NULL;
+  /* an integer tensor under a weight's name */
+  write_file("config.json", CFG(""));
+  KT_CHECK(kiln_bert_create(&k_cfg, 1, &m) == KILN_OK);
+  const char *names[64];
+  kiln_tensor t[64];
+  int n = kiln_bert_params(m, names, t, 64);
+  t[N_EMB_FOR_TEST] = kiln_cast(t[N_EMB_FOR_TEST], KILN_I32);
+  KT_CHECK(kiln_save_safetensors(path, n, names, t, NULL) == KILN_OK);
+  kiln_bert_destroy(m);
+  m = NULL;
+  KT_CHECK(kiln_bert_load(g_dir, &m) != KILN_OK && m == NULL);
+  KT_STR_CONTAINS(kiln_last_error(), "encoder.layer.0.attention.self.query.weight is I32, not a floating-point type");
+  kiln_clear_error();
+#undef CFG
+  kiln_mark_step();
+  remove_dir();
+  kiln_shutdown();
+}
+
 /* A checkpoint stored in bf16 (as many published ones are) loads, widened
  * to f32: every parameter equals the bf16 rounding of the original. */
 KT_TEST(a_bf16_checkpoint_loads_as_f32) {
@@ -276,4 +335,5 @@ KT_TEST(a_bf16_checkpoint_loads_as_f32) {
 
 KT_MAIN(KT_CASE(save_and_load_round_trip), KT_CASE(a_bf16_checkpoint_loads_as_f32), KT_CASE(padding_is_invisible_and_pooling_is_the_masked_mean),
         KT_CASE(fine_tuning_reduces_the_loss), KT_CASE(bad_folders_name_the_file_and_tensor),
-        KT_CASE(ragged_batches_embed_as_padded_ones))
+        KT_CASE(ragged_batches_embed_as_padded_ones),
+        KT_CASE(configs_and_weights_that_are_not_bert_are_refused))

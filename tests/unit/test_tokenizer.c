@@ -357,6 +357,78 @@ KT_TEST(minilm_parity_with_huggingface) {
   kiln_tokenizer_destroy(t);
 }
 
+/* tests/data/tokenizer_reference.txt: "case i <hex of the UTF-8 bytes, or -> n id..." from
+ * BertTokenizerFast (tests/data/tokenizer_reference.py): every boundary of the character
+ * classes, random strings from many scripts and classes, hand-written cases; some also
+ * cased and without accent stripping (mode). */
+static int check_case(kiln_tokenizer *const t[3], int i, const char *line) {
+  int ri, used;
+  char mode[16];
+  if (sscanf(line, "case %d %15s %n", &ri, mode, &used) != 2 || ri != i) {
+    KT_FAIL("reference case %d is malformed: %.60s", i, line);
+    return 0;
+  }
+  const char *hex = line + used, *hex_end = strchr(hex, ' ');
+  if (!hex_end) {
+    KT_FAIL("reference case %d is malformed: %.60s", i, line);
+    return 0;
+  }
+  size_t len = hex[0] == '-' ? 0 : (size_t)(hex_end - hex) / 2;
+  char *s = malloc(len + 1);
+  for (size_t j = 0; s && j < len; j++) {
+    unsigned b;
+    sscanf(hex + 2 * j, "%2x", &b);
+    s[j] = (char)b;
+  }
+  char ref[4096];
+  const char *ids = hex_end + 1, *eol = strchr(ids, '\n');
+  size_t rl = eol ? (size_t)(eol - ids) : strlen(ids);
+  if (rl >= sizeof ref - 32) rl = sizeof ref - 32;
+  snprintf(ref, sizeof ref, "ids %d %.*s", i, (int)rl, ids);
+  int m = !strcmp(mode, "uncased") ? 0 : !strcmp(mode, "cased") ? 1 : !strcmp(mode, "nostrip") ? 2 : -1;
+  if (m < 0 || !s) {
+    KT_FAIL("reference case %d: unknown mode %s", i, mode);
+    free(s);
+    return 0;
+  }
+  int ok = check_sentence(t[m], i, s, len, ref);
+  free(s);
+  return ok;
+}
+
+KT_TEST(character_classes_and_random_strings_match_huggingface) {
+  const char *dir = getenv("KILN_MINILM_DIR");
+  const char *data = getenv("KILN_TEST_DATA");
+  if (!dir || !data) {
+    KT_FAIL("KILN_MINILM_DIR and KILN_TEST_DATA must be set");
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/vocab.txt", dir);
+  /* the model's (uncased), do_lower_case=False, strip_accents=False */
+  static const kiln_tokenizer_options opts[3] = {{true, true}, {false, false}, {true, false}};
+  kiln_tokenizer *t[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < 3; i++)
+    if (kiln_tokenizer_create(path, &opts[i], &t[i]) != KILN_OK) {
+      KT_FAIL("%s", kiln_last_error());
+      return;
+    }
+  size_t nr = 0;
+  snprintf(path, sizeof path, "%s/tokenizer_reference.txt", data);
+  char *ref = slurp(path, &nr);
+  KT_CHECK_MSG(ref != NULL, "cannot read %s", path);
+  int total = -1, count = 0, ok = 0;
+  const char *r = ref ? strstr(ref, "\ncases ") : NULL;
+  if (r) sscanf(r, "\ncases %d", &total);
+  for (const char *l = r ? strstr(r + 1, "\ncase ") : NULL; l; l = strstr(l + 1, "\ncase "), count++)
+    ok += check_case(t, count, l + 1);
+  KT_EQ_INT(count, total);
+  KT_CHECK(count >= 800);
+  KT_EQ_INT(ok, count);
+  free(ref);
+  for (int i = 0; i < 3; i++) kiln_tokenizer_destroy(t[i]);
+}
+
 static void cleanup(void) {
   if (!g_dir[0]) return;
   const char *names[] = {"vocab.txt", "empty.txt", "nocls.txt", "nul.txt", "big.txt", "nonl.txt"};
@@ -370,4 +442,5 @@ static void cleanup(void) {
 
 KT_MAIN(KT_CASE(accents_case_and_punctuation), KT_CASE(wordpiece_and_unknown), KT_CASE(cjk_whitespace_and_controls),
         KT_CASE(options), KT_CASE(truncation_and_capacity), KT_CASE(vocabulary_lookups),
-        KT_CASE(invalid_utf8_and_arguments), KT_CASE(vocabulary_errors), KT_CASE(minilm_parity_with_huggingface))
+        KT_CASE(invalid_utf8_and_arguments), KT_CASE(vocabulary_errors), KT_CASE(minilm_parity_with_huggingface),
+        KT_CASE(character_classes_and_random_strings_match_huggingface))

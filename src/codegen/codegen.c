@@ -237,10 +237,10 @@ static void gen_reduce_float(cg *c, kiln_text *o, const red *r, int dl) {
                      ROW_BLOCK);
     kiln_text_printf(o, "const int64_t je = jb + %d < %lldLL ? jb + %d : %lldLL;\n", ROW_BLOCK, (long long)n, ROW_BLOCK,
                      (long long)n);
-    kiln_text_printf(o, "#pragma omp simd\nfor (int64_t j = jb; j < je; j++) {\n%s%sconst float x = %s;\n%sxs[j - jb] = x;\n}\n",
-                     ix, r->body, r->v, keep);
-    kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t j = jb; j < je; j++) {\nconst double x = xs[j - jb];\n%s}\n}\n",
-                     clause, step);
+    kiln_text_printf(o, "#pragma omp simd\nfor (int64_t j = jb; j < je; j++) {\n");
+    kiln_text_printf(o, "%s%sconst float x = %s;\n%sxs[j - jb] = x;\n}\n", ix, r->body, r->v, keep);
+    kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t j = jb; j < je; j++) {\n", clause);
+    kiln_text_printf(o, "const double x = xs[j - jb];\n%s}\n}\n", step);
   } else {
     kiln_text_printf(o, "#pragma omp simd %s\nfor (int64_t %s = 0; %s < %lldLL; %s++) {\n%s%sconst %s x = %s;\n%s%s}\n",
                      clause, var, var, (long long)n, var, ix, r->body, ft, r->v, keep, step);

@@ -577,8 +577,7 @@ static double recip_numerator(double v, int64_t cnt, int f32) {
   return kiln_recip_close(v, k, cnt, f32) ? k : 0;
 }
 
-/* v as k / c for a fixed count c some sum of the graph reduces (a mean over
- * a fixed axis: layer norm's 1/384), k = +-1 or +-2 */
+/* v as k / c (k = +-1, +-2) for a fixed count c a sum of the graph reduces */
 static int fixed_recip(double v, const int64_t *fixed, int nf, int f32) {
   for (int k = 0; k < nf; k++)
     if (recip_numerator(v, fixed[k], f32) != 0) return 1;

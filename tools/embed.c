@@ -80,96 +80,6 @@ static int parse_args(int argc, char **argv, embed_opts *o) {
   return 0;
 }
 
-/* DIR/name's text (at most 1 MiB, NUL-terminated; free it), or NULL. */
-static char *read_json(const char *dir, const char *name) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = malloc((1 << 20) + 1);
-  size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
-  fclose(f);
-  if (buf) buf[n] = 0;
-  return buf;
-}
-
-static const char *skip_ws(const char *q) {
-  while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
-  return q;
-}
-
-/* The value of the top-level "key" of json (the last one if repeated, as
- * Python's json), or NULL; json may be NULL. */
-static const char *json_top(const char *json, const char *key) {
-  const char *found = NULL;
-  size_t kl = strlen(key);
-  int depth = 0;
-  for (const char *q = json; q && *q;) {
-    if (*q == '"') {
-      const char *e = q + 1;
-      while (*e && *e != '"') e += e[0] == '\\' && e[1] ? 2 : 1;
-      if (*e) e++;
-      const char *after = skip_ws(e);
-      if (depth == 1 && *after == ':' && (size_t)(e - q) == kl + 2 && !strncmp(q + 1, key, kl))
-        found = skip_ws(after + 1);
-      q = e;
-    } else {
-      depth += (*q == '{' || *q == '[') - (*q == '}' || *q == ']');
-      q++;
-    }
-  }
-  return found;
-}
-
-/* 1 true, 0 false, -1 null or absent */
-static int json_bool(const char *json, const char *key) {
-  const char *v = json_top(json, key);
-  return v && !strncmp(v, "true", 4) ? 1 : v && !strncmp(v, "false", 5) ? 0 : -1;
-}
-
-static long long json_int(const char *json, const char *key, long long lo, long long hi) {
-  const char *v = json_top(json, key);
-  char *end;
-  long long x = v ? strtoll(v, &end, 10) : 0;
-  return v && end != v && x >= lo && x <= hi ? x : 0;
-}
-
-/* What sentence-transformers would use: max_seq_length of
- * sentence_bert_config.json, else min(max_position_embeddings of
- * config.json, model_max_length of tokenizer_config.json), else 256. */
-static long long default_max_len(const char *dir) {
-  char *st = read_json(dir, "sentence_bert_config.json"), *cfg = read_json(dir, "config.json");
-  char *tc = read_json(dir, "tokenizer_config.json");
-  long long v = json_int(st, "max_seq_length", 2, 1 << 20);
-  if (!v) {
-    long long pos = json_int(cfg, "max_position_embeddings", 2, 1 << 20), tm = json_int(tc, "model_max_length", 2,
-                                                                                        1 << 20);
-    v = pos && tm ? (pos < tm ? pos : tm) : pos ? pos : tm ? tm : 256;
-  }
-  free(st), free(cfg), free(tc);
-  return v;
-}
-
-/* The normalization of the folder's tokenizer, as BertTokenizerFast takes it
- * from tokenizer_config.json (do_lower_case, default true; strip_accents,
- * null: as do_lower_case), lower-cased first when sentence_bert_config.json
- * says do_lower_case (sentence-transformers lower-cases the text). A
- * cased model must not be lower-cased. Returns 0, or 1 (message printed)
- * for tokenize_chinese_chars false, which kiln does not do. */
-static int tokenizer_options(const char *dir, kiln_tokenizer_options *o) {
-  char *tc = read_json(dir, "tokenizer_config.json"), *st = read_json(dir, "sentence_bert_config.json");
-  int lower = json_bool(tc, "do_lower_case"), strip = json_bool(tc, "strip_accents");
-  int cjk = json_bool(tc, "tokenize_chinese_chars");
-  o->lowercase = lower != 0 || json_bool(st, "do_lower_case") == 1;
-  o->strip_accents = strip < 0 ? lower != 0 : strip == 1;
-  free(tc), free(st);
-  if (cjk == 0) {
-    fprintf(stderr, "kiln embed: %s/tokenizer_config.json: tokenize_chinese_chars false is not supported\n", dir);
-    return 1;
-  }
-  return 0;
-}
-
 /* stdin, read a chunk of lines at a time */
 typedef struct reader {
   char *line;
@@ -311,17 +221,18 @@ int kiln_cli_embed(int argc, char **argv) {
   embed_opts o = {.batch = 32};
   int r = parse_args(argc, argv, &o);
   if (r) return r == 1 ? 0 : r;
-  if (!o.max_len) o.max_len = default_max_len(o.dir);
   char vocab[4096];
   snprintf(vocab, sizeof vocab, "%s/vocab.txt", o.dir);
   kiln_tokenizer *tok = NULL;
   kiln_tokenizer_options topt;
-  if (tokenizer_options(o.dir, &topt)) return 1;
-  if (kiln_init(NULL) != KILN_OK || kiln_tokenizer_create(vocab, &topt, &tok) != KILN_OK) {
+  int64_t max_len = 0;
+  if (kiln_init(NULL) != KILN_OK || kiln_bert_text_options_at(o.dir, &topt, &max_len, KILN_CLI_NO_LOC) != KILN_OK ||
+      kiln_tokenizer_create(vocab, &topt, &tok) != KILN_OK) {
     fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());
     kiln_shutdown();
     return 1;
   }
+  if (!o.max_len) o.max_len = max_len;
   kiln_bert *m = NULL;
   if (!o.ids_only && kiln_bert_load_at(o.dir, &m, KILN_CLI_NO_LOC) != KILN_OK) {
     fprintf(stderr, "kiln embed: %s\n", kiln_cli_error_message());

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "kiln/kiln.h"
+#include "kiln/text.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +41,18 @@ kiln_status kiln_bert_create_at(const kiln_bert_config *cfg, uint64_t seed, kiln
  * the tensor (missing, or a shape that disagrees with config.json). */
 #define kiln_bert_load(dir, out) kiln_bert_load_at((dir), (out), KILN_HERE)
 kiln_status kiln_bert_load_at(const char *dir, kiln_bert **out, kiln_loc loc);
+/* What sentence-transformers takes from the model folder dir for its text:
+ * the tokenizer's normalization into *tok (tokenizer_config.json's
+ * do_lower_case, default true, and strip_accents, null: as do_lower_case;
+ * lower-cased also when sentence_bert_config.json says do_lower_case) and,
+ * if max_length is not NULL, the default maximum length into it
+ * (sentence_bert_config.json's max_seq_length, else the smaller of
+ * config.json's max_position_embeddings and tokenizer_config.json's
+ * model_max_length, else 256). Absent files take those defaults;
+ * tokenize_chinese_chars false is an error (kiln always splits them). */
+#define kiln_bert_text_options(dir, tok, max_length) kiln_bert_text_options_at((dir), (tok), (max_length), KILN_HERE)
+kiln_status kiln_bert_text_options_at(const char *dir, kiln_tokenizer_options *tok, int64_t *max_length,
+                                      kiln_loc loc);
 /* Write the parameters to path (safetensors, atomically) under the published
  * names; with config.json beside it `transformers` loads the folder. */
 #define kiln_bert_save(m, path) kiln_bert_save_at((m), (path), KILN_HERE)

@@ -142,6 +142,7 @@ static const char *json_string_end(const char *q) {
  * NULL. Keys of nested objects ("text_config": {...}, "id2label") are not
  * the model's; a key given twice takes its last value, as Python's json. */
 static const char *json_value(const char *json, const char *key) {
+  if (!json) return NULL;
   const char *found = NULL, *q = json_ws(json);
   size_t kl = strlen(key);
   int depth = 0;
@@ -188,10 +189,14 @@ static int json_number(const char *json, const char *key, double *v) {
   return 0;
 }
 
-static kiln_status read_config(const char *path, kiln_bert_config *c, kiln_loc loc) {
+/* path's text (at most 1 MiB) NUL-terminated into *out (free it); with
+ * optional, an absent file is *out = NULL and no error. */
+static kiln_status read_json(const char *path, const char *what, int optional, char **out, kiln_loc loc) {
+  *out = NULL;
+  if (optional && access(path, F_OK) != 0 && errno == ENOENT) return KILN_OK;
   kiln_err err = {0};
   int fd;
-  if (kiln_fs_open_input(path, "bert config", &fd, &err) != KILN_OK)
+  if (kiln_fs_open_input(path, what, &fd, &err) != KILN_OK)
     return kiln_error(err.code ? err.code : KILN_ERR_IO, loc, "bert: %s", err.msg);
   uint8_t *buf = NULL;
   size_t n = 0;
@@ -204,6 +209,14 @@ static kiln_status read_config(const char *path, kiln_bert_config *c, kiln_loc l
     return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
   }
   json[n] = 0;
+  *out = json;
+  return KILN_OK;
+}
+
+static kiln_status read_config(const char *path, kiln_bert_config *c, kiln_loc loc) {
+  char *json;
+  kiln_status st = read_json(path, "bert config", 0, &json, loc);
+  if (st != KILN_OK) return st;
   static const char *const keys[8] = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                                       "intermediate_size", "max_position_embeddings", "type_vocab_size",
                                       "layer_norm_eps"};
@@ -231,6 +244,48 @@ static kiln_status read_config(const char *path, kiln_bert_config *c, kiln_loc l
   }
   free(json);
   return st ? st : check_config(c, path, loc);
+}
+
+/* 1 true, 0 false, -1 null or absent (json may be NULL) */
+static int json_bool(const char *json, const char *key) {
+  const char *v = json_value(json, key);
+  return v && !strncmp(v, "true", 4) ? 1 : v && !strncmp(v, "false", 5) ? 0 : -1;
+}
+
+/* An integer "key" in [2, 2^20], else 0 (absent, not a number, out of range:
+ * tokenizers' model_max_length of 1e30 means none) */
+static int64_t json_len(const char *json, const char *key) {
+  double v;
+  return json && !json_number(json, key, &v) && v == floor(v) && v >= 2 && v <= (1 << 20) ? (int64_t)v : 0;
+}
+
+kiln_status kiln_bert_text_options_at(const char *dir, kiln_tokenizer_options *tok, int64_t *max_length,
+                                      kiln_loc loc) {
+  if (!dir || !tok) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: text_options needs dir and tok");
+  static const char *const names[3] = {"tokenizer_config.json", "sentence_bert_config.json", "config.json"};
+  char *j[3] = {NULL, NULL, NULL}, path[4096];
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < 3 && !st; i++) {
+    if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
+      st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: the folder's path is too long");
+    else
+      st = read_json(path, names[i], 1, &j[i], loc);
+  }
+  if (!st && json_bool(j[0], "tokenize_chinese_chars") == 0)
+    st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s/tokenizer_config.json: tokenize_chinese_chars false is not "
+                    "supported", dir);
+  if (!st) {
+    int lower = json_bool(j[0], "do_lower_case"), strip = json_bool(j[0], "strip_accents");
+    tok->lowercase = lower != 0 || json_bool(j[1], "do_lower_case") == 1;
+    tok->strip_accents = strip < 0 ? lower != 0 : strip == 1;
+    if (max_length) {
+      int64_t v = json_len(j[1], "max_seq_length"), pos = json_len(j[2], "max_position_embeddings");
+      int64_t tm = json_len(j[0], "model_max_length");
+      *max_length = v ? v : pos && tm ? (pos < tm ? pos : tm) : pos ? pos : tm ? tm : 256;
+    }
+  }
+  for (int i = 0; i < 3; i++) free(j[i]);
+  return st;
 }
 
 /* Load parameter i under its name, or "bert."-prefixed. */

@@ -271,7 +271,8 @@ kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc);
  * recompiles) and kiln_<fn>_c_at(a, c, loc) (a compile-time constant), and
  * the spellings without _at that add the caller's file:line: kiln_exp(x),
  * kiln_add(a, b), kiln_add_s(a, 0.5), kiln_add_c(a, 0.5). Integer and bool
- * operands of exp, log, div, pow, ... are computed in f32 (as PyTorch). */
+ * operands of exp, log, div, ... are computed in f32; integer pow stays
+ * integer (both as PyTorch). */
 #define KILN_PUB_NONE
 #define KILN_PUB_UNARY(fn) kiln_tensor kiln_##fn##_at(kiln_tensor x, kiln_loc loc);
 #define KILN_PUB_BINARY(fn)                                                \

@@ -171,8 +171,8 @@ static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_no
   int ca = category((kiln_dtype)a->dtype), cb = category((kiln_dtype)b->dtype);
   if (a->rank == 0 && b->rank > 0 && ca == cb) dt = (kiln_dtype)b->dtype;
   if (b->rank == 0 && a->rank > 0 && ca == cb) dt = (kiln_dtype)a->dtype;
-  /* the op table's dtype rule (as for unary ops): integer / and pow are
-   * true (float) division and power, as PyTorch's */
+  /* the op table's dtype rule (as for unary ops): integer / is true
+   * (float) division, as PyTorch's; integer pow stays integer */
   if (t->flags & OPF_LOGICAL) dt = KILN_BOOL;
   if ((t->flags & OPF_PROMOTE) && !kiln_dtype_is_float(dt)) dt = KILN_F32;
   if (!(t->in >> dt & 1u)) return kiln_api_fail(fe, loc, "%s: not defined for %s tensors", name, kiln_dtype_name(dt));
@@ -203,10 +203,11 @@ static kiln_tensor binary(int op, kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   return binary_nodes(fe, op, na, nb, loc);
 }
 
-/* The dtype a scalar takes next to a tensor of dtype dt. */
+/* The dtype a scalar takes next to a tensor of dtype dt: a double that is
+ * not an integer (a fraction, inf, NaN, -0.0) is a float, as Python's. */
 static kiln_dtype scalar_dtype(kiln_dtype dt, double v) {
   if (kiln_dtype_is_float(dt)) return dt;
-  if (v != floor(v) || !isfinite(v)) return KILN_F32;
+  if (v != floor(v) || !isfinite(v) || (v == 0.0 && signbit(v))) return KILN_F32;
   return dt == KILN_BOOL ? KILN_I64 : dt;
 }
 
@@ -216,6 +217,10 @@ static kiln_tensor binary_scalar(int op, kiln_tensor a, double v, int constant, 
   kiln_node *na;
   if (kiln_api_input(fe, a, kiln_op_name(op), loc, NULL, &na)) return kiln_fe_poison(fe, loc);
   kiln_dtype dt = scalar_dtype((kiln_dtype)na->dtype, v);
+  if (op == KILN_OP_POW && !kiln_dtype_is_float(dt) && v < 0) /* as PyTorch */
+    return kiln_api_fail(fe, loc, "pow: %s tensor to the negative integer power %g: integers to negative "
+                         "integer powers are not allowed (cast the tensor to a float dtype first)",
+                         kiln_dtype_name((kiln_dtype)na->dtype), v);
   if (kiln_api_check_value(dt, &v, kiln_op_name(op), loc)) return kiln_fe_poison(fe, loc);
   /* a constant is made directly in the tensor's shape (one node) */
   kiln_node *s = constant ? kiln_api_const(fe, dt, na->rank, na->shape, v, loc)

@@ -3,7 +3,7 @@
  * (where(true, x, 0) around it), for the corners an edge-value audit found
  * wrong: 16-bit float scans, the dtypes of scans of 8-bit integers, argmin of
  * u8, float aranges, -0.0 constants in compiled kernels, tril/triu with far
- * diagonals, kiln_item_i64 of NaN and out-of-range floats, and
+ * diagonals, integer powers, kiln_item_i64 of NaN and out-of-range floats, and
  * cross_entropy's ignored rows with infinite losses.
  * The expected values are literals; the comment above each case names the
  * PyTorch 1.13 expression that produced them (or the documented rule of
@@ -253,6 +253,47 @@ KT_TEST(tril_triu_far_diagonals) {
   CHECK(triu_big, KILN_F32, 0, 0, 0, 0, 0, 0);
 }
 
+/* ───────────── integer powers ───────────── */
+
+/* pow of integers was computed in f32 (exact only below 2^24: 3**39 came
+ * out 4.05255522e+18); now integer, by squaring, wrapping, as PyTorch's */
+static const int64_t kA[8] = {3, 1LL << 40, -7, 123456789, 0, 1, -1, 2};
+static const int64_t kE[8] = {39, 1, 2, 2, -1, -5, -3, 62};
+static const int32_t kI32[4] = {46341, -3, 7, 2};
+static const int64_t kE4[4] = {2, 3, 11, 31};
+static const int64_t S8[1] = {8}, S4b[1] = {4};
+static kiln_tensor pow_i64(void) { return kiln_pow(in(kA, KILN_I64, 1, S8), in(kE, KILN_I64, 1, S8)); }
+static kiln_tensor pow_c_i64(void) { return kiln_pow_c(in(kA, KILN_I64, 1, S8), 3); }
+static kiln_tensor pow_s_u8(void) { return kiln_pow_s(in(kU8, KILN_U8, 2, S24), 2); }
+static kiln_tensor pow_s_i32(void) { return kiln_pow_s(in(kI32, KILN_I32, 1, S4b), 2); }
+static kiln_tensor pow_i32_i64(void) { return kiln_pow(in(kI32, KILN_I32, 1, S4b), in(kE4, KILN_I64, 1, S4b)); }
+static kiln_tensor pow_s_i32_half(void) { return kiln_pow_s(in(kI32, KILN_I32, 1, S4b), 0.5); }
+static kiln_tensor div_c_i64_neg0(void) { return kiln_div_c(in(kA, KILN_I64, 1, S8), -0.0); }
+
+KT_TEST(integer_powers) {
+  /* torch.pow(torch.tensor(kA), torch.tensor(kE)) */
+  CHECK_I(pow_i64, KILN_I64, 4052555153018976267LL, 1099511627776LL, 49, 15241578750190521LL, 0, 1, -1,
+          4611686018427387904LL);
+  /* torch.tensor(kA) ** 3 */
+  CHECK_I(pow_c_i64, KILN_I64, 27, 0, -343, -2204193661661244627LL, 0, 1, -1, 8);
+  /* torch.tensor(kU8, dtype=torch.uint8) ** 2 */
+  CHECK_I(pow_s_u8, KILN_U8, 64, 16, 1, 0, 1, 0, 9, 1);
+  /* torch.tensor(kI32, dtype=torch.int32) ** 2 */
+  CHECK_I(pow_s_i32, KILN_I32, -2147479015, 9, 49, 4);
+  /* torch.tensor(kI32, dtype=torch.int32) ** torch.tensor(kE4) */
+  CHECK_I(pow_i32_i64, KILN_I64, 2147488281LL, -27, 1977326743LL, 2147483648LL);
+  /* torch.tensor(kI32, dtype=torch.int32) ** 0.5 */
+  CHECK(pow_s_i32_half, KILN_F32, 215.26959228515625, NAN, 2.6457512378692627, 1.4142135381698608);
+  /* torch.tensor(kA) / -0.0 (the scalar -0.0 is a float: true division) */
+  CHECK(div_c_i64_neg0, KILN_F32, -INFINITY, -INFINITY, INFINITY, -INFINITY, NAN, -INFINITY, INFINITY, -INFINITY);
+  /* torch.tensor(kA) ** -1: an error, as PyTorch's */
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  kiln_tensor bad = kiln_pow_s(kiln_from_host(kA, KILN_I64, 1, S8), -1);
+  KT_CHECK(!kiln_is_valid(bad) && strstr(kiln_last_error(), "negative integer power"));
+  kiln_clear_error();
+  kiln_shutdown();
+}
+
 /* ───────────── item ───────────── */
 
 /* kiln_item_i64 (and kiln_item_f64, which computed it too) converted f32 and
@@ -313,5 +354,5 @@ KT_TEST(cross_entropy_ignored_rows_with_inf_logits) {
 
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
         KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
-        KT_CASE(tril_triu_far_diagonals), KT_CASE(item_of_special_floats),
+        KT_CASE(tril_triu_far_diagonals), KT_CASE(integer_powers), KT_CASE(item_of_special_floats),
         KT_CASE(cross_entropy_ignored_rows_with_inf_logits))

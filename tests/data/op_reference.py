@@ -77,6 +77,24 @@ def remainder(a, b):
     return np.remainder(a, b)
 
 
+def int_pow(a, b, dt):
+    """PyTorch's integer pow, from Python's integers: by squaring modulo 2^64
+    then wrapped to dt; a negative exponent truncates 1 / a^-b (1 for 1,
+    +-1 for -1, else 0)"""
+    bits = {I32: 32, I64: 64, U8: 8, I8: 8}[dt]
+    out = []
+    for x, y in zip(a.tolist(), b.tolist()):
+        if y < 0:
+            r = 1 if x == 1 else (-1 if y & 1 else 1) if x == -1 else 0
+        else:
+            r = pow(x, y, 1 << bits)
+        r %= 1 << bits
+        if dt != U8 and r >= 1 << (bits - 1):
+            r -= 1 << bits
+        out.append(r)
+    return np.array(out, dtype=NP[dt])
+
+
 def relu(x):
     return np.where(x < 0, np.zeros_like(x), x)
 
@@ -115,7 +133,7 @@ OPS = {
     "sub": (2, "num", lambda a, b: a - b),
     "mul": (2, "any", lambda a, b: a * b),
     "div": (2, "float", lambda a, b: a / b),
-    "pow": (2, "float", np.power),
+    "pow": (2, "ipow", np.power),
     "maximum": (2, "any", np.maximum),
     "minimum": (2, "any", np.minimum),
     "eq": (2, "cmp", lambda a, b: a == b),
@@ -151,10 +169,16 @@ def case(fn, arity, rule, f, dt):
     ops = operands(dt, arity)
     with np.errstate(all="ignore"):
         if dt in HALVES:  # computed in f64, rounded once to f32 then to dt (kiln computes in f32)
-            if rule in ("float", "num", "any"):
+            if rule in ("float", "num", "any", "ipow"):
                 return ops, dt, to_half(f(*ops), dt)
             if rule == "fpred":
                 return ops, BOOL, f(ops[0])
+        if rule == "ipow":  # integers stay integers (PyTorch's); bool is not defined
+            if dt == BOOL:
+                return None
+            if dt not in FLOATS:
+                return ops, dt, int_pow(ops[0], ops[1], dt)
+            rule = "float"
         if rule == "float":
             odt = dt if dt in FLOATS else F32
             x = [o.astype(NP[odt]).astype(np.float64) for o in ops]

@@ -77,12 +77,19 @@ static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, c
   if ((op == KILN_OP_REDUCE_SUM || op == KILN_OP_REDUCE_PROD) && !kiln_dtype_is_float((kiln_dtype)n->dtype) && n->dtype != KILN_I64)
     n = kiln_api_cast(fe, n, KILN_I64, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc); /* the cast's bytes overflow: recorded */
+  /* a mean of bf16 / f16 is computed in f32 and rounded once (NumPy's): its
+   * sum rounded to 16 bits first overflowed f16 (1e6 values of 0.1: inf) and
+   * 1 / count rounded to 16 bits was off by up to 2^-9 */
+  kiln_dtype mean_dt = (kiln_dtype)n->dtype;
+  if (mean && (mean_dt == KILN_BF16 || mean_dt == KILN_F16)) n = kiln_api_cast(fe, n, KILN_F32, loc);
+  if (!n) return kiln_fe_tensor(fe, NULL, loc);
   kiln_node *r = reduce_node(fe, op, n, mask, keepdim, loc);
   if (r && mean) {
     kiln_node *c = kiln_api_const(fe, (kiln_dtype)r->dtype, 0, NULL, count ? 1.0 / (double)count : 0.0 / 0.0, loc);
     c = kiln_api_broadcast(fe, c, r->rank, r->shape, loc);
     kiln_node *in[2] = {r, c};
     r = c ? kiln_fe_node(fe, KILN_OP_MUL, (kiln_dtype)r->dtype, r->rank, r->shape, 2, in, 0, NULL, 0.0, loc) : NULL;
+    r = kiln_api_cast(fe, r, mean_dt, loc);
   }
   return kiln_fe_tensor(fe, r, loc);
 }
@@ -154,9 +161,14 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
   if (n->shape[a] == 0)
     return kiln_api_fail(fe, loc, "%s: axis %d of shape %s is empty", name, axis,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
-  /* integers, and 16-bit floats inside an autocast region, in f32 */
-  if (!kiln_dtype_is_float((kiln_dtype)n->dtype) ||
-      (kiln_api_autocast(fe) != KILN_F32 && (n->dtype == KILN_BF16 || n->dtype == KILN_F16)))
+  /* integers, and 16-bit floats inside an autocast region, in f32 (an f32
+   * result); 16-bit floats outside one in f32 too, rounded once to their
+   * dtype at the end (PyTorch's CPU kernels): rounded after every node, a
+   * bf16 softmax was up to 8 bf16 ulps off */
+  kiln_dtype out_dt = (kiln_dtype)n->dtype;
+  if (!kiln_dtype_is_float(out_dt) || (kiln_api_autocast(fe) != KILN_F32 && (out_dt == KILN_BF16 || out_dt == KILN_F16)))
+    out_dt = KILN_F32;
+  if (n->dtype == KILN_BF16 || n->dtype == KILN_F16 || !kiln_dtype_is_float((kiln_dtype)n->dtype))
     n = kiln_api_cast(fe, n, KILN_F32, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc);
   uint64_t mask = 1ULL << a;
@@ -173,7 +185,7 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
   kiln_node *s = e ? reduce_node(fe, KILN_OP_REDUCE_SUM, e, mask, 1, loc) : NULL;
   kiln_node *r = log_form ? binop(fe, KILN_OP_SUB, sh, unop(fe, KILN_OP_LOG, s, loc), loc)
                           : binop(fe, KILN_OP_DIV, e, s, loc);
-  return kiln_fe_tensor(fe, r, loc);
+  return kiln_fe_tensor(fe, kiln_api_cast(fe, r, out_dt, loc), loc);
 }
 
 kiln_tensor kiln_softmax_at(kiln_tensor x, int axis, kiln_loc loc) { return softmax(x, axis, 0, loc); }

@@ -3,7 +3,7 @@
  * (where(true, x, 0) around it), for the corners an edge-value audit found
  * wrong: 16-bit float scans, the dtypes of scans of 8-bit integers, argmin of
  * u8, float aranges, -0.0 constants in compiled kernels, tril/triu with far
- * diagonals, integer powers, kiln_item_i64 of NaN and out-of-range floats, and
+ * diagonals, integer powers, means and softmax of 16-bit floats, kiln_item_i64 of NaN and out-of-range floats, and
  * cross_entropy's ignored rows with infinite losses.
  * The expected values are literals; the comment above each case names the
  * PyTorch 1.13 expression that produced them (or the documented rule of
@@ -253,6 +253,72 @@ KT_TEST(tril_triu_far_diagonals) {
   CHECK(triu_big, KILN_F32, 0, 0, 0, 0, 0, 0);
 }
 
+/* ───────────── means of 16-bit floats ───────────── */
+
+/* a mean of bf16 / f16 rounded its sum to 16 bits before dividing (an f16
+ * sum above 65504 became inf) and divided by 1 / count rounded to 16 bits;
+ * now computed in f32 and rounded once (NumPy's float16 mean) */
+static const float kMb[6] = {1.0f, 2.0f, 2.5f, 3.0f, 0.0078125f, 7.0f};
+static const float kMh[6] = {60000.0f, 60000.0f, 60000.0f, 1.5f, 2.5f, 0.1f};
+static kiln_tensor mean_bf16(void) {
+  static const int ax[1] = {1};
+  return kiln_mean(kiln_cast(in(kMb, KILN_F32, 2, S23), KILN_BF16), 1, ax, false);
+}
+static kiln_tensor mean_f16(void) {
+  static const int ax[1] = {1};
+  return kiln_mean(kiln_cast(in(kMh, KILN_F32, 2, S23), KILN_F16), 1, ax, false);
+}
+static kiln_tensor mean_f16_long(void) {
+  static const int64_t n[1] = {1000000};
+  return kiln_mean(kiln_full(KILN_F16, 1, n, 0.1), 0, NULL, false);
+}
+
+KT_TEST(means_of_16_bit_floats) {
+  /* torch.tensor(kMb).bfloat16().reshape(2, 3).float().mean(1).bfloat16()
+   * (PyTorch's own bf16 mean rounds the sum first: 3.328125) */
+  CHECK(mean_bf16, KILN_BF16, 1.8359375, 3.34375);
+  /* numpy.array(kMh, numpy.float16).reshape(2, 3).mean(1) (PyTorch: inf) */
+  CHECK(mean_f16, KILN_F16, 60000.0, 1.3662109375);
+  /* numpy.full(10**6, 0.1, numpy.float16).mean() */
+  CHECK(mean_f16_long, KILN_F16, 0.0999755859375);
+}
+
+/* ───────────── softmax of 16-bit floats ───────────── */
+
+/* softmax / log_softmax of bf16 rounded after every node (shift, exp, sum,
+ * divide): up to 8 bf16 ulps off; now computed in f32, rounded once */
+static const float kSm[16] = {4.875f, -1.8359375f, -1.5859375f, -3.21875f, 2.59375f, -6.90625f, 5.25f, -2.28125f,
+                              0.95703125f, -0.75f, 4.375f, -6.1875f, -0.96875f, -1.1484375f, 3.40625f, -3.296875f};
+static const int64_t S28[2] = {2, 8};
+static kiln_tensor softmax_bf16(void) { return kiln_softmax(kiln_cast(in(kSm, KILN_F32, 2, S28), KILN_BF16), 1); }
+static kiln_tensor log_softmax_bf16(void) {
+  return kiln_cast(kiln_log_softmax(kiln_cast(in(kSm, KILN_F32, 2, S28), KILN_BF16), 1), KILN_F32);
+}
+
+KT_TEST(softmax_of_16_bit_floats) {
+  /* torch.softmax(torch.tensor(kSm).bfloat16().reshape(2, 8), 1) */
+  CHECK(softmax_bf16, KILN_BF16, 0.390625, 0.0004749298095703125, 0.0006103515625, 0.00011920928955078125,
+        0.039794921875, 2.9802322387695312e-06, 0.56640625, 0.00030517578125, 0.02294921875, 0.004150390625,
+        0.69921875, 1.811981201171875e-05, 0.0033416748046875, 0.0027923583984375, 0.265625,
+        0.0003261566162109375);
+  /* torch.log_softmax(torch.tensor(kSm).bfloat16().reshape(2, 8), 1): every element within one bf16 ulp of
+   * PyTorch's (kiln's f32 exp and log differ from its by an f32 ulp) */
+  static const double want[16] = {-0.9375, -7.65625, -7.40625, -9.0, -3.21875, -12.75, -0.5625, -8.125,
+                                  -3.78125, -5.46875, -0.357421875, -10.9375, -5.6875, -5.875, -1.328125, -8.0};
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++) {
+    KT_CHECK(kiln_init(&(kiln_options){.backend = backends[b]}) == KILN_OK);
+    float got[16];
+    KT_CHECK(kiln_to_host(log_softmax_bf16(), got, sizeof got) == KILN_OK);
+    for (int i = 0; i < 16; i++) {
+      double ulp = ldexp(1.0, ilogb(want[i]) - 7);
+      KT_CHECK_MSG(fabs(got[i] - want[i]) <= ulp, "log_softmax bf16 on %s [%d]: %.9g, want %.9g", backends[b], i,
+                   got[i], want[i]);
+    }
+    kiln_shutdown();
+  }
+}
+
 /* ───────────── integer powers ───────────── */
 
 /* pow of integers was computed in f32 (exact only below 2^24: 3**39 came
@@ -354,5 +420,5 @@ KT_TEST(cross_entropy_ignored_rows_with_inf_logits) {
 
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
         KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
-        KT_CASE(tril_triu_far_diagonals), KT_CASE(integer_powers), KT_CASE(item_of_special_floats),
+        KT_CASE(tril_triu_far_diagonals), KT_CASE(integer_powers), KT_CASE(means_of_16_bit_floats), KT_CASE(softmax_of_16_bit_floats), KT_CASE(item_of_special_floats),
         KT_CASE(cross_entropy_ignored_rows_with_inf_logits))

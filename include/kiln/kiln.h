@@ -331,7 +331,8 @@ kiln_tensor kiln_reshape_at(kiln_tensor x, int rank, const int64_t *shape, kiln_
 kiln_tensor kiln_permute_at(kiln_tensor x, const int *perm, kiln_loc loc);
 #define kiln_transpose(x, a0, a1) kiln_transpose_at((x), (a0), (a1), KILN_HERE)
 kiln_tensor kiln_transpose_at(kiln_tensor x, int axis0, int axis1, kiln_loc loc);
-/* Broadcast to shape (NumPy rules: size-1 or missing leading dims). */
+/* Broadcast to shape (NumPy rules: size-1 or missing leading dims); -1 keeps
+ * a dimension's size (torch.Tensor.expand). */
 #define kiln_expand(x, rank, shape) kiln_expand_at((x), (rank), (shape), KILN_HERE)
 kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_loc loc);
 /* x[start:stop:step] along axis; Python conventions (negative start/stop
@@ -340,7 +341,8 @@ kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_l
 kiln_tensor kiln_slice_at(kiln_tensor x, int axis, int64_t start, int64_t stop, int64_t step, kiln_loc loc);
 #define kiln_concat(n, xs, axis) kiln_concat_at((n), (xs), (axis), KILN_HERE)
 kiln_tensor kiln_concat_at(int n, const kiln_tensor *xs, int axis, kiln_loc loc);
-/* Constant padding: lo[i]/hi[i] elements before/after along axis i (rank entries). */
+/* Constant padding: lo[i]/hi[i] elements before/after along axis i (rank entries);
+ * a negative count removes elements (F.pad). */
 #define kiln_pad(x, lo, hi, value) kiln_pad_at((x), (lo), (hi), (value), KILN_HERE)
 kiln_tensor kiln_pad_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, double value, kiln_loc loc);
 /* index_select: out = x indexed by idx (i32/i64, any rank) along axis; the

@@ -102,15 +102,19 @@ kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_l
   if (kiln_api_input(fe, x, "expand", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
   char sa[128], sb[128];
   int ok = rank >= n->rank && rank <= KILN_MAX_RANK && (shape || !rank);
+  /* -1 keeps the dimension's size (torch.Tensor.expand); not for a new
+   * leading dimension */
+  int64_t want[KILN_MAX_RANK];
   for (int i = 0; ok && i < rank; i++) {
     int j = i - (rank - n->rank);
-    if (shape[i] < 0 || (j >= 0 && n->shape[j] != 1 && n->shape[j] != shape[i])) ok = 0;
+    want[i] = shape[i] == -1 && j >= 0 ? n->shape[j] : shape[i];
+    if (want[i] < 0 || (j >= 0 && n->shape[j] != 1 && n->shape[j] != want[i])) ok = 0;
   }
   if (!ok)
     return kiln_api_fail(fe, loc, "expand: cannot broadcast shape %s to %s",
                          kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa),
                          kiln_fe_shape_str(rank > 0 && rank <= KILN_MAX_RANK ? rank : 0, shape, sb, sizeof sb));
-  return kiln_fe_tensor(fe, kiln_api_broadcast(fe, n, rank, shape, loc), loc);
+  return kiln_fe_tensor(fe, kiln_api_broadcast(fe, n, rank, want, loc), loc);
 }
 
 kiln_tensor kiln_slice_at(kiln_tensor x, int axis, int64_t start, int64_t stop, int64_t step, kiln_loc loc) {
@@ -188,10 +192,31 @@ kiln_tensor kiln_pad_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, dou
   if (kiln_api_input(fe, x, "pad", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
   if (kiln_api_check_value((kiln_dtype)n->dtype, &value, "pad", loc)) return kiln_fe_poison(fe, loc);
   int64_t s[KILN_MAX_RANK], attr[2 * KILN_MAX_RANK];
+  /* negative padding removes elements (F.pad): a slice, then the rest */
+  int crop = 0;
+  for (int i = 0; i < n->rank; i++) {
+    int64_t l = lo ? lo[i] : 0, h = hi ? hi[i] : 0, d = n->shape[i];
+    if (l >= 0 && h >= 0) continue;
+    if (l < -d || h < -d || (l < 0 ? -l : 0) + (h < 0 ? -h : 0) > d) {
+      char sa[128];
+      return kiln_api_fail(fe, loc, "pad: padding %lld and %lld on axis %d of %s removes more than the axis has",
+                           (long long)l, (long long)h, i, kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa));
+    }
+    crop = 1;
+  }
+  if (crop) {
+    kiln_tensor y = x;
+    for (int i = 0; i < n->rank; i++) {
+      int64_t l = lo ? lo[i] : 0, h = hi ? hi[i] : 0;
+      s[i] = l > 0 ? l : 0;
+      attr[i] = h > 0 ? h : 0;
+      if (l < 0 || h < 0) y = kiln_slice_at(y, i, l < 0 ? -l : 0, n->shape[i] - (h < 0 ? -h : 0), 1, loc);
+    }
+    return kiln_pad_at(y, s, attr, value, loc);
+  }
   int any = 0;
   for (int i = 0; i < n->rank; i++) {
     int64_t l = lo ? lo[i] : 0, h = hi ? hi[i] : 0;
-    if (l < 0 || h < 0) return kiln_api_fail(fe, loc, "pad: negative padding on axis %d", i);
     if (__builtin_add_overflow(n->shape[i], l, &s[i]) || __builtin_add_overflow(s[i], h, &s[i])) {
       char sa[128];
       return kiln_api_fail(fe, loc, "pad: axis %d of %s padded by %lld and %lld overflows int64", i,

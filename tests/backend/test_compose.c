@@ -83,6 +83,15 @@ static kiln_tensor c_pad_reflect3(kiln_tensor x) {
   return kiln_pad_with(in_y(), lo, hi, KILN_PAD_REFLECT, 0);
 }
 
+static kiln_tensor c_pad_crop(kiln_tensor x) {
+  static const int64_t lo[2] = {-1, 2}, hi[2] = {1, -1};
+  return kiln_pad(x, lo, hi, 9.0);
+}
+static kiln_tensor c_expand_keep(kiln_tensor x) {
+  static const int64_t shape[2] = {-1, 5};
+  return kiln_expand(kiln_slice(x, 1, 0, 1, 1), 2, shape);
+}
+
 /* grad: the case's output depends on x (a gradient is checked) */
 #define C(name, grad) {#name, c_##name, grad}
 static const struct {
@@ -94,6 +103,7 @@ static const struct {
     C(argmin_i32, 0),  C(stack0, 1),     C(stack2, 1),      C(stack_neg, 1),   C(flip01, 1),
     C(flip_last, 0),   C(roll1, 1),      C(roll_neg, 1),    C(tril0, 0),       C(tril_m1, 0),
     C(triu1, 0),       C(triu_m2, 1),    C(pad_reflect, 1), C(pad_replicate, 1), C(pad_reflect3, 0),
+    C(pad_crop, 1),    C(expand_keep, 1),
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference values of kiln's composed ops (clamp, argmin, stack, flip, roll,
-tril/triu, reflect/replicate padding), computed with NumPy.
+tril/triu, reflect/replicate/cropping padding, expand), computed with NumPy.
 
 Writes tests/data/compose_reference.txt, read by tests/backend/test_compose.c,
 which builds each case with kiln on the ref and cpu backends. The inputs are
@@ -54,6 +54,10 @@ CASES = {
     "pad_reflect": ("f64", np.pad(X, ((1, 2), (2, 3)), mode="reflect")),
     "pad_replicate": ("f64", np.pad(X, ((2, 1), (0, 4)), mode="edge")),
     "pad_reflect3": ("f64", np.pad(Y, ((0, 0), (2, 1), (1, 0)), mode="reflect")),
+    # F.pad(X, (2, -1, -1, 1), value=9.0): negative padding removes elements
+    "pad_crop": ("f64", np.pad(X[1:, :3], ((0, 1), (2, 0)), constant_values=9.0)),
+    # X[:, :1].expand(-1, 5): -1 keeps the dimension
+    "expand_keep": ("f64", np.broadcast_to(X[:, :1], (3, 5))),
 }
 
 

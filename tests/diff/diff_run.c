@@ -43,6 +43,7 @@ static const struct {
 #define MAX_IDS 4096
 
 static kiln_tensor g_t[MAX_IDS];
+static int g_dynamic;
 
 static int tid(const char *s) {
   int v = atoi(s + 1);
@@ -198,6 +199,7 @@ int main(int argc, char **argv) {
   }
   kiln_options o = {0};
   o.backend = argv[1];
+  g_dynamic = getenv("KILN_DIFF_DYNAMIC") && atoi(getenv("KILN_DIFF_DYNAMIC")) > 0;
   if (kiln_init(&o) != KILN_OK) {
     fprintf(stderr, "diff_run: %s\n", kiln_last_error());
     return 2;
@@ -248,6 +250,11 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(k, "in")) {
       g_t[tid(tok[1])] = run_in(tok, nt);
+      /* KILN_DIFF_DYNAMIC=1: every dimension of 2 or more of every input
+       * marked dynamic (the family's kernels, sizes read at run time) */
+      if (g_dynamic)
+        for (int a = 0; a < kiln_rank(g_t[tid(tok[1])]); a++)
+          if (kiln_dim(g_t[tid(tok[1])], a) >= 2) kiln_dynamic(g_t[tid(tok[1])], a);
     } else if (!strcmp(k, "op")) {
       g_t[tid(tok[1])] = run_op(tok, nt);
     } else if (!strcmp(k, "keep")) {

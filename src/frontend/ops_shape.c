@@ -18,8 +18,9 @@ kiln_tensor kiln_reshape_at(kiln_tensor x, int rank, const int64_t *shape, kiln_
   kiln_node *n;
   if (kiln_api_input(fe, x, "reshape", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
   char sa[128], sb[128];
-  if (rank < 0 || rank > KILN_MAX_RANK || (rank && !shape))
+  if (rank < 0 || rank > KILN_MAX_RANK)
     return kiln_api_fail(fe, loc, "reshape: rank %d is out of range [0,%d]", rank, KILN_MAX_RANK);
+  if (rank && !shape) return kiln_api_fail(fe, loc, "reshape: the shape of rank %d is NULL", rank);
   int64_t s[KILN_MAX_RANK];
   int infer = -1;
   int64_t known = 1;

@@ -296,17 +296,27 @@ typedef struct fval {
   int num;
 } fval;
 
-/* Run the code of input k's formula. */
+static int is_16bit(const kiln_node *a) { return a && (a->dtype == KILN_BF16 || a->dtype == KILN_F16); }
+/* a 16-bit float as f32; anything else as it is */
+static kiln_node *wide(vctx *c, kiln_node *a) { return is_16bit(a) ? cast(c, a, KILN_F32) : a; }
+
+/* Run the code of input k's formula. With a 16-bit g, the formula is
+ * computed in f32 from the 16-bit values and rounded once at the end, as
+ * PyTorch's backward kernels of 16-bit floats do (tanh_backward computes
+ * g * (1 - y * y) in float): rounding after each of its nodes lost up to a
+ * few 16-bit ulps, most where 1 - y * y cancels. */
 static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
   fval st[64];
   int sp = 0;
   kiln_node *in3[3] = {n->n_in > 0 ? n->in[0] : NULL, n->n_in > 1 ? n->in[1] : NULL, n->n_in > 2 ? n->in[2] : NULL};
+  kiln_node *g16 = is_16bit(g) ? g : NULL;
   for (int i = 0; i < code.len; i++) {
     const finstr *f = &k_fpool[code.start + i];
     if (f->kind != F_OP) {
       if (sp == 64) return NULL;
       kiln_node *v = f->kind == F_OUT ? n : f->kind == F_G ? g : f->kind == F_NUM ? NULL : in3[f->kind - F_X];
       if (f->kind != F_NUM && !v) return NULL;
+      if (g16) v = wide(c, v);
       st[sp++] = (fval){v, f->v, f->kind == F_NUM};
       continue;
     }
@@ -317,7 +327,7 @@ static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
     kiln_node *like = NULL;
     for (int j = f->op == KILN_OP_WHERE ? 1 : 0; j < k && !like; j++)
       if (!a[j].num) like = a[j].n;
-    if (!like) like = g;
+    if (!like) like = g16 ? wide(c, g) : g;
     for (int j = 0; j < k; j++)
       if (a[j].num) a[j].n = cst(c, j == 0 && f->op == KILN_OP_WHERE ? g : like, a[j].v);
     kiln_node *r;
@@ -331,7 +341,8 @@ static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
     st[sp++] = (fval){r, 0.0, 0};
   }
   if (sp != 1) return NULL;
-  return st[0].num ? cst(c, g, st[0].v) : st[0].n;
+  kiln_node *r = st[0].num ? cst(c, g, st[0].v) : st[0].n;
+  return g16 && r ? cast(c, r, (kiln_dtype)g16->dtype) : r;
 }
 
 /* SLICE: scatter g back into zeros of x's shape. A step s > 1 on an axis is

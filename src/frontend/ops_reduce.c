@@ -154,9 +154,14 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
   if (n->shape[a] == 0)
     return kiln_api_fail(fe, loc, "%s: axis %d of shape %s is empty", name, axis,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
-  /* integers, and 16-bit floats inside an autocast region, in f32 */
-  if (!kiln_dtype_is_float((kiln_dtype)n->dtype) ||
-      (kiln_api_autocast(fe) != KILN_F32 && (n->dtype == KILN_BF16 || n->dtype == KILN_F16)))
+  /* integers in f32; 16-bit floats in f32 too, as PyTorch's softmax kernels
+   * compute them, rounded once to their dtype at the end (inside an
+   * autocast region the f32 result is the output). Rounded after each of
+   * its nodes, the gradient was a few 16-bit ulps off PyTorch's, where
+   * p * (g - sum(g * p)) cancels. */
+  kiln_dtype back = KILN_DTYPE_COUNT;
+  if ((n->dtype == KILN_BF16 || n->dtype == KILN_F16) && kiln_api_autocast(fe) == KILN_F32) back = n->dtype;
+  if (!kiln_dtype_is_float((kiln_dtype)n->dtype) || n->dtype == KILN_BF16 || n->dtype == KILN_F16)
     n = kiln_api_cast(fe, n, KILN_F32, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc);
   uint64_t mask = 1ULL << a;
@@ -173,6 +178,7 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
   kiln_node *s = e ? reduce_node(fe, KILN_OP_REDUCE_SUM, e, mask, 1, loc) : NULL;
   kiln_node *r = log_form ? binop(fe, KILN_OP_SUB, sh, unop(fe, KILN_OP_LOG, s, loc), loc)
                           : binop(fe, KILN_OP_DIV, e, s, loc);
+  if (back != KILN_DTYPE_COUNT) r = kiln_api_cast(fe, r, back, loc);
   return kiln_fe_tensor(fe, r, loc);
 }
 

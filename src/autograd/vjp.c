@@ -533,6 +533,26 @@ static int collective_grad(vctx *c, kiln_node *n, kiln_node *g, kiln_node **g0, 
   return 0;
 }
 
+/* REMAINDER: x's gradient is g, y's -g times the floor quotient, computed
+ * as torch.div(x, y, rounding_mode="floor") does (PyTorch's rule): from
+ * fmod, exact, not floor(x / y), whose rounded quotient can be the next
+ * integer up (1 % 0.1f is 0.0999..., 9 times 0.1f: the quotient is 9, but
+ * 1 / 0.1f rounds to 10). d = (x - fmod(x, y)) / y, less 1 when the
+ * remainder's sign is not y's; then rounded to the nearest integer; 0 with
+ * the sign of x / y where it is 0; x / y when y is 0. */
+static kiln_node *floor_quotient(vctx *c, kiln_node *x, kiln_node *y) {
+  kiln_node *m = bin(c, KILN_OP_FMOD, x, y), *q = bin(c, KILN_OP_DIV, x, y), *zero = cst(c, x, 0.0);
+  kiln_node *d = bin(c, KILN_OP_DIV, bin(c, KILN_OP_SUB, x, m), y);
+  kiln_node *other = bin(c, KILN_OP_NE, bin(c, KILN_OP_LT, y, zero), bin(c, KILN_OP_LT, m, zero));
+  kiln_node *adj = bin(c, KILN_OP_AND, bin(c, KILN_OP_NE, m, zero), other);
+  d = bin(c, KILN_OP_SUB, d, sel(c, adj, cst(c, x, 1.0), zero));
+  kiln_node *fl = un(c, KILN_OP_FLOOR, d);
+  kiln_node *up = bin(c, KILN_OP_GT, bin(c, KILN_OP_SUB, d, fl), cst(c, x, 0.5));
+  kiln_node *r = sel(c, bin(c, KILN_OP_EQ, d, zero), bin(c, KILN_OP_MUL, q, zero),
+                     bin(c, KILN_OP_ADD, fl, sel(c, up, cst(c, x, 1.0), zero)));
+  return sel(c, bin(c, KILN_OP_EQ, y, zero), q, r);
+}
+
 static kiln_node *flip_axis(vctx *c, kiln_node *a, int axis) {
   if (!a || a->shape[axis] <= 1) return a;
   int64_t L = a->shape[axis], attr = axis;
@@ -612,6 +632,12 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
       break;
     }
     case KILN_OP_CUMPROD: *g0 = cumprod_grad(c, n, g); break;
+    case KILN_OP_REMAINDER:
+      if (want[0]) *g0 = g;
+      if (want[1]) /* 16-bit floats in f32, as in run_formula */
+        *g1 = cast(c, bin(c, KILN_OP_MUL, un(c, KILN_OP_NEG, wide(c, g)), floor_quotient(c, wide(c, x), wide(c, y))),
+                   (kiln_dtype)g->dtype);
+      break;
     case KILN_OP_ALL_REDUCE:
     case KILN_OP_BROADCAST:
     case KILN_OP_ALL_GATHER:

@@ -461,18 +461,21 @@ static void scatter_grad(vctx *c, kiln_node *n, kiln_node *g, const uint8_t *wan
 }
 
 /* REDUCE_MAX / REDUCE_MIN: the gradient is spread evenly over the elements
- * equal to the extremum (as torch.amax/amin do). x is usually recomputed by
- * the backward kernel and compared for equality with the max the forward
- * kernel stored: exact only because generated code computes an expression
- * identically wherever it appears (-ffp-contract=off, no implicit
- * reassociation, scalar libm; docs/codegen.md §4a). */
+ * equal to the extremum, torch.amax/amin's rule exactly: (g / count) * mask.
+ * A product, not a select, as theirs: a NaN extremum equals no element,
+ * and the gradient of its whole line is g / 0 * 0 = NaN (a select gave 0,
+ * silently dropping it); an infinite g gives NaN off the extremum. x is
+ * usually recomputed by the backward kernel and compared for equality with
+ * the max the forward kernel stored: exact only because generated code
+ * computes an expression identically wherever it appears
+ * (-ffp-contract=off, no implicit reassociation, scalar libm;
+ * docs/codegen.md §4a). */
 static kiln_node *extremum_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0];
   uint64_t mask = (uint64_t)n->iattr[0];
-  kiln_node *hit = bin(c, KILN_OP_EQ, x, expand(c, n, x->rank, x->shape));
-  kiln_node *cnt = rsum(c, cast(c, hit, (kiln_dtype)x->dtype), mask);
-  kiln_node *share = expand(c, bin(c, KILN_OP_DIV, g, cnt), x->rank, x->shape);
-  return sel(c, hit, share, cst(c, x, 0.0));
+  kiln_node *hit = cast(c, bin(c, KILN_OP_EQ, x, expand(c, n, x->rank, x->shape)), (kiln_dtype)x->dtype);
+  kiln_node *share = expand(c, bin(c, KILN_OP_DIV, g, rsum(c, hit, mask)), x->rank, x->shape);
+  return bin(c, KILN_OP_MUL, share, hit);
 }
 
 /* Keepdim product over the axes in mask. */
@@ -485,18 +488,21 @@ static kiln_node *rprod(vctx *c, kiln_node *a, uint64_t mask) {
 }
 
 /* REDUCE_PROD, torch.prod's rule, exact with zeros: no zero among the
- * reduced elements: g * out / x; one zero: at the zero g times the product
- * of the others, 0 elsewhere; two or more: 0. From nz, the product of the
- * elements with the zeros read as 1, and z, the number of zeros. */
+ * reduced elements: g * (out / x) (PyTorch's order: (g * out) / x
+ * overflowed where g * out is beyond the dtype and the result is not); one
+ * zero: at the zero g times the product of the others, 0 elsewhere; two or
+ * more: 0. From p, the product of the elements with the zeros read as 1,
+ * and z, the number of zeros. */
 static kiln_node *prod_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0];
   uint64_t mask = (uint64_t)n->iattr[0];
   kiln_node *zero = bin(c, KILN_OP_EQ, x, cst(c, x, 0.0));
   kiln_node *x1 = sel(c, zero, cst(c, x, 1.0), x);
-  kiln_node *gnz = expand(c, bin(c, KILN_OP_MUL, g, rprod(c, x1, mask)), x->rank, x->shape);
+  kiln_node *p = expand(c, rprod(c, x1, mask), x->rank, x->shape), *ge = expand(c, g, x->rank, x->shape);
   kiln_node *z = expand(c, rsum(c, cast(c, zero, (kiln_dtype)x->dtype), mask), x->rank, x->shape);
-  kiln_node *at_zero = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 1.0)), gnz, cst(c, x, 0.0));
-  kiln_node *other = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 0.0)), bin(c, KILN_OP_DIV, gnz, x1), cst(c, x, 0.0));
+  kiln_node *at_zero = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 1.0)), bin(c, KILN_OP_MUL, ge, p), cst(c, x, 0.0));
+  kiln_node *other = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 0.0)), bin(c, KILN_OP_MUL, ge, bin(c, KILN_OP_DIV, p, x1)),
+                         cst(c, x, 0.0));
   return sel(c, zero, at_zero, other);
 }
 

@@ -389,27 +389,33 @@ static kiln_node *slice_grad(vctx *c, kiln_node *n, kiln_node *g) {
   return pad(c, cur, lo, hi);
 }
 
-/* INDEX_SELECT: scatter-add as a matmul with a one-hot matrix:
- * gx[A, D, B] = onehot[D, N] @ g[A, N, B]. */
+/* SCATTER or SCATTER_ADD of src into x along axis at ix (out: x's shape). */
+static kiln_node *scatter(vctx *c, int op, kiln_node *x, int axis, kiln_node *ix, kiln_node *src) {
+  if (!x || !ix || !src) return NULL;
+  kiln_node *in[3] = {x, ix, src};
+  int64_t at = axis;
+  return mk(c, op, (kiln_dtype)x->dtype, x->rank, x->shape, 3, in, 1, &at, 0.0);
+}
+
+/* INDEX_SELECT: g added into zeros of x's shape at the (clamped) indices,
+ * torch.index_add's rule, as one SCATTER_ADD over [A, D, B] along D of g
+ * seen as [A, N, B]. (A matmul with a one-hot [D, N] matrix gave the same
+ * sums, but multiplied every row of g by the zeros of the rows it does not
+ * go to: an inf or NaN in one row of g made the gradient of every row of x
+ * NaN.) 16-bit floats are accumulated in f32 and rounded once, as the
+ * matmul did. */
 static kiln_node *index_select_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0], *ix = n->in[1];
   int a = (int)n->iattr[0];
   int64_t D = x->shape[a], A = numel(a, x->shape), B = numel(x->rank - a - 1, x->shape + a + 1);
   int64_t N = numel(ix->rank, ix->shape);
   if (N == 0 || numel(x->rank, x->shape) == 0) return cst(c, x, 0.0);
-  int64_t s1n[2] = {1, N}, sdn[2] = {D, N};
-  kiln_node *ci = reshape(c, clamp_idx(c, ix, D), 2, s1n);
-  kiln_node *eq = bin(c, KILN_OP_EQ, expand(c, ci, 2, sdn), iota(c, (kiln_dtype)ix->dtype, 2, sdn, 0));
-  kiln_node *oh = cast(c, eq, (kiln_dtype)g->dtype);
-  kiln_node *r;
-  if (A == 1) {
-    int64_t snb[2] = {N, B};
-    r = matmul(c, oh, reshape(c, g, 2, snb));
-  } else {
-    int64_t sanb[3] = {A, N, B}, s1dn[3] = {1, D, N}, sadn[3] = {A, D, N};
-    r = matmul(c, expand(c, reshape(c, oh, 3, s1dn), 3, sadn), reshape(c, g, 3, sanb));
-  }
-  return reshape(c, r, x->rank, x->shape);
+  kiln_dtype dt = (kiln_dtype)g->dtype, acc = dt == KILN_BF16 || dt == KILN_F16 ? KILN_F32 : dt;
+  int64_t s1n1[3] = {1, N, 1}, sanb[3] = {A, N, B}, sadb[3] = {A, D, B};
+  kiln_node *ci = expand(c, reshape(c, clamp_idx(c, ix, D), 3, s1n1), 3, sanb);
+  kiln_node *z = kiln_api_const(c->fe, acc, 3, sadb, 0.0, c->loc);
+  kiln_node *r = scatter(c, KILN_OP_SCATTER_ADD, z, 1, ci, cast(c, reshape(c, g, 3, sanb), acc));
+  return reshape(c, cast(c, r, dt), x->rank, x->shape);
 }
 
 /* GATHER of a along axis at the indices ix (out: ix's shape). */
@@ -419,14 +425,6 @@ static kiln_node *gather(vctx *c, kiln_node *a, int axis, kiln_node *ix) {
   int64_t at = axis;
   return mk(c, KILN_OP_GATHER, (kiln_dtype)a->dtype, ix->rank, ix->shape, 2, in, 1, &at, 0.0);
 }
-/* SCATTER or SCATTER_ADD of src into x along axis at ix (out: x's shape). */
-static kiln_node *scatter(vctx *c, int op, kiln_node *x, int axis, kiln_node *ix, kiln_node *src) {
-  if (!x || !ix || !src) return NULL;
-  kiln_node *in[3] = {x, ix, src};
-  int64_t at = axis;
-  return mk(c, op, (kiln_dtype)x->dtype, x->rank, x->shape, 3, in, 1, &at, 0.0);
-}
-
 /* GATHER: g added into zeros of x's shape at the (clamped) indices, in one
  * SCATTER_ADD line kernel (sort and topk values are gathers: their
  * gradient goes to the positions the values came from). */

@@ -497,6 +497,7 @@ KT_TEST(data_movement) {
 
 /* ───────────── 16-bit floats ───────────── */
 
+static kiln_tensor h_scatter_add1(const kiln_tensor *in) { return kiln_scatter_add(in[0], 1, in[1], in[2]); }
 static kiln_tensor h_clamp(const kiln_tensor *in) { return kiln_clamp(in[0], -1.0, 1.0); }
 static kiln_tensor h_mul(const kiln_tensor *in) { return kiln_mul(in[0], in[1]); }
 static kiln_tensor h_div(const kiln_tensor *in) { return kiln_div(in[0], in[1]); }
@@ -504,7 +505,9 @@ static kiln_tensor h_sum(const kiln_tensor *in) { return kiln_sum(in[0], 0, NULL
 
 /* The gradient keeps the 16-bit dtype. The values are exact: each op and
  * each gradient rule is computed in f32 and rounded once to the 16-bit
- * dtype, as PyTorch's CPU kernels do (its backward kernels too). softmax:
+ * dtype, as PyTorch's CPU kernels do (its backward kernels too); layer_norm,
+ * log_softmax and cross_entropy against PyTorch in f32, rounded once (its
+ * bf16 kernels of these round in between). softmax:
  * within one bf16 ulp (2^-7 relative): both compute in f32 and round once,
  * but PyTorch's backward reads the rounded output, kiln's its f32 value. */
 #define BF16_ULP (1.0 / 128)
@@ -513,6 +516,10 @@ KT_TEST(sixteen_bit_floats) {
       {"h_tanh_bf16", u_tanh, 0, 0},        {"h_sigmoid_bf16", u_sigmoid, 0, 0},
       {"h_gelu_bf16", u_gelu, 0, 0},        {"h_exp_bf16", u_exp, 0, 0},
       {"h_clamp_bf16", h_clamp, 0, 0},      {"h_softmax_bf16", s_softmax, BF16_ULP, 0},
+      {"h_layernorm_bf16", n_layernorm, 0, 0}, {"h_log_softmax_bf16", s_log_softmax, 0, 0},
+      {"h_ce_bf16", l_ce, 0, 0},            {"h_gather_bf16", i_gather, 0, 0},
+      {"h_gather_f16", i_gather, 0, 0},     {"h_scatter_add_bf16", h_scatter_add1, 0, 0},
+      {"h_scatter_add_f16", h_scatter_add1, 0, 0},
       {"h_mul_bf16", h_mul, 0, 0},          {"h_div_bf16", h_div, 0, 0},
       {"h_sum_bf16", h_sum, 0, 0},          {"h_mul_f16", h_mul, 0, 0},
       {"h_div_f16", h_div, 0, 0},           {"h_sum_f16", h_sum, 0, 0},

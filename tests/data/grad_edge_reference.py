@@ -33,20 +33,30 @@ DT = {F32: "f32", F64: "f64", BF16: "bf16", F16: "f16", I64: "i64", torch.bool: 
 CASES = []
 
 
-def case(name, inputs, fn, seed=None, post=None, post_out=None):
+def case(name, inputs, fn, seed=None, post=None, post_out=None, wide=False):
     """inputs: list of (values, dtype); fn(*tensors) -> output tensor; seed:
     values of the output's shape (default ones, in the output's dtype);
     post(grads, tensors) -> grads and post_out(out, tensors) -> out apply a
-    documented kiln rule."""
+    documented kiln rule. wide: 16-bit inputs are computed in float32 and
+    the output and gradients rounded once to their dtype (the correctly
+    rounded result, where PyTorch's 16-bit kernel rounds in between)."""
     ts = []
     for v, dt in inputs:
         t = torch.tensor(v, dtype=dt)
         if t.is_floating_point():
             t.requires_grad_(True)
         ts.append(t)
-    y = fn(*ts)
+    run = [t.detach().float().requires_grad_(True) if wide and t.is_floating_point() else t for t in ts]
+    y = fn(*run)
     s = torch.ones_like(y) if seed is None else torch.tensor(seed, dtype=y.dtype).reshape(y.shape)
+    if wide:
+        s = s.to(ts[0].dtype).float()
     y.backward(s)
+    if wide:
+        y, s = y.to(ts[0].dtype), s.to(ts[0].dtype)
+        for t, r in zip(ts, run):
+            if t.is_floating_point():
+                t.grad = r.grad.to(t.dtype)
     grads = [t.grad if t.is_floating_point() else None for t in ts]
     for k, t in enumerate(ts):
         if t.is_floating_point() and grads[k] is None:
@@ -332,7 +342,23 @@ case("h_gelu_bf16", [(HX, BF16)], F.gelu, HS)  # F.gelu(x)
 case("h_exp_bf16", [(HX, BF16)], torch.exp, HS)  # torch.exp(x)
 case("h_clamp_bf16", [(HX, BF16)], lambda x: torch.clamp(x, -1.0, 1.0), HS)  # torch.clamp(x, -1, 1)
 case("h_softmax_bf16", [([HX], BF16)], lambda x: torch.softmax(x, -1), [HS])  # torch.softmax(x, -1)
+# layer_norm, log_softmax and cross_entropy of bf16 (PyTorch's bf16 kernels
+# round in between: its layer_norm gradient is 7 ulps off the float32 one):
+# F.layer_norm(x.float(), (4,), w.float(), b.float(), 1e-5).bfloat16() and
+# the float32 gradients rounded to bf16
+case("h_layernorm_bf16", [([[1.0, 2.0, 3.0, 4.5], [0.1, 0.2, -0.3, 0.7]], BF16), ([1.0, 0.5, 2.0, -1.0], BF16),
+                          ([0.0, 1.0, 0.0, -1.0], BF16)],
+     lambda x, w, b: F.layer_norm(x, (4,), w, b, 1e-5), [[1.0, 2.0, -1.0, 0.5], [1.0, -1.0, 2.0, 4.0]], wide=True)
+case("h_log_softmax_bf16", [([HX], BF16)], lambda x: torch.log_softmax(x, -1), [HS], wide=True)
+case("h_ce_bf16", [([[0.5, 2.0, 1.0], [2.0, 0.5, -1.0]], BF16), ([2, 0], I64)], lambda x, t: F.cross_entropy(x, t),
+     wide=True)
 for dt, nm in ((BF16, "bf16"), (F16, "f16")):
+    # torch.gather(x, 1, idx): its gradient is a scatter_add in the dtype; x.scatter_add(1, idx, src)
+    case("h_gather_" + nm, [([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dt), ([[0, 0, 2], [1, 1, 1]], I64)],
+         lambda x, i: torch.gather(x, 1, i), [[1.0, 2.0, 0.25], [4.0, 8.0, 16.0]])
+    case("h_scatter_add_" + nm, [([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dt), ([[0, 0, 2], [1, 1, 1]], I64),
+                                 ([[10.0, 20.0, 30.0], [0.5, 0.25, 256.0]], dt)],
+         lambda x, i, s: x.scatter_add(1, i, s), [[1.0, 2.0, 4.0], [8.0, 0.5, 2.0]])
     case("h_mul_" + nm, [(HX, dt), (HS, dt)], torch.mul, HS)  # a * b
     case("h_div_" + nm, [(HS, dt), (HX, dt)], torch.div, HS)  # a / b
     case("h_sum_" + nm, [(HX, dt)], lambda x: torch.sum(x), 3.0)  # torch.sum(x)

@@ -519,7 +519,7 @@ KT_TEST(sixteen_bit_floats) {
       {"h_layernorm_bf16", n_layernorm, 0, 0}, {"h_log_softmax_bf16", s_log_softmax, 0, 0},
       {"h_ce_bf16", l_ce, 0, 0},            {"h_gather_bf16", i_gather, 0, 0},
       {"h_gather_f16", i_gather, 0, 0},     {"h_scatter_add_bf16", h_scatter_add1, 0, 0},
-      {"h_scatter_add_f16", h_scatter_add1, 0, 0},
+      {"h_scatter_add_f16", h_scatter_add1, 0, 0}, {"h_index_select_bf16", i_index_select, 0, 0},
       {"h_mul_bf16", h_mul, 0, 0},          {"h_div_bf16", h_div, 0, 0},
       {"h_sum_bf16", h_sum, 0, 0},          {"h_mul_f16", h_mul, 0, 0},
       {"h_div_f16", h_div, 0, 0},           {"h_sum_f16", h_sum, 0, 0},

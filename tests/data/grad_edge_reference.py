@@ -352,6 +352,10 @@ case("h_layernorm_bf16", [([[1.0, 2.0, 3.0, 4.5], [0.1, 0.2, -0.3, 0.7]], BF16),
 case("h_log_softmax_bf16", [([HX], BF16)], lambda x: torch.log_softmax(x, -1), [HS], wide=True)
 case("h_ce_bf16", [([[0.5, 2.0, 1.0], [2.0, 0.5, -1.0]], BF16), ([2, 0], I64)], lambda x, t: F.cross_entropy(x, t),
      wide=True)
+# torch.index_select(x.float(), 0, idx) rounded to bf16: kiln adds the duplicates of a 16-bit
+# gradient in f32 and rounds once
+case("h_index_select_bf16", [([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], BF16), ([2, 0, 2, 2], I64)],
+     lambda x, i: torch.index_select(x, 0, i), [[1.0, 2.0], [256.0, 1.0], [1.5, 3.0], [0.75, 1.0]], wide=True)
 for dt, nm in ((BF16, "bf16"), (F16, "f16")):
     # torch.gather(x, 1, idx): its gradient is a scatter_add in the dtype; x.scatter_add(1, idx, src)
     case("h_gather_" + nm, [([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dt), ([[0, 0, 2], [1, 1, 1]], I64)],

@@ -292,14 +292,23 @@ KT_TEST(unary_ops_at_extremes) {
 
 /* ───────────── maximum / minimum / clamp ───────────── */
 
+/* torch.maximum(a, b) */
 static kiln_tensor b_maximum(const kiln_tensor *in) { return kiln_maximum(in[0], in[1]); }
+/* torch.minimum(a, b) */
 static kiln_tensor b_minimum(const kiln_tensor *in) { return kiln_minimum(in[0], in[1]); }
+/* torch.maximum(x, torch.tensor(0.0)) */
 static kiln_tensor b_maximum_c(const kiln_tensor *in) { return kiln_maximum_c(in[0], 0.0); }
+/* torch.minimum(x, torch.tensor(2.0)) */
 static kiln_tensor b_minimum_c(const kiln_tensor *in) { return kiln_minimum_c(in[0], 2.0); }
+/* torch.clamp(x, 0.0, 2.0) */
 static kiln_tensor c_clamp(const kiln_tensor *in) { return kiln_clamp(in[0], 0.0, 2.0); }
+/* torch.clamp(x, min=0.0) */
 static kiln_tensor c_clamp_min(const kiln_tensor *in) { return kiln_clamp(in[0], 0.0, INFINITY); }
+/* torch.clamp(x, max=2.0) */
 static kiln_tensor c_clamp_max(const kiln_tensor *in) { return kiln_clamp(in[0], -INFINITY, 2.0); }
+/* torch.clamp(x, 1.0, 1.0) */
 static kiln_tensor c_clamp_eq(const kiln_tensor *in) { return kiln_clamp(in[0], 1.0, 1.0); }
+/* torch.clamp(x, -1.0, 1.0), float64 */
 static kiln_tensor c_clamp_f64(const kiln_tensor *in) { return kiln_clamp(in[0], -1.0, 1.0); }
 
 /* torch.maximum / torch.minimum: a tie splits g in halves, NaN on either
@@ -316,13 +325,21 @@ KT_TEST(maximum_minimum_clamp) {
 
 /* ───────────── div, pow, remainder, fmod ───────────── */
 
+/* torch.div(a, b) */
 static kiln_tensor b_div(const kiln_tensor *in) { return kiln_div(in[0], in[1]); }
+/* torch.pow(a, b) */
 static kiln_tensor b_pow(const kiln_tensor *in) { return kiln_pow(in[0], in[1]); }
+/* torch.pow(x, 2.0) */
 static kiln_tensor b_pow_c2(const kiln_tensor *in) { return kiln_pow_c(in[0], 2.0); }
+/* torch.pow(x, 0.0) */
 static kiln_tensor b_pow_c0(const kiln_tensor *in) { return kiln_pow_c(in[0], 0.0); }
+/* torch.pow(x, -1.0) */
 static kiln_tensor b_pow_cm1(const kiln_tensor *in) { return kiln_pow_c(in[0], -1.0); }
+/* torch.pow(x, 3.0) */
 static kiln_tensor b_pow_c3(const kiln_tensor *in) { return kiln_pow_c(in[0], 3.0); }
+/* torch.remainder(a, b) */
 static kiln_tensor b_remainder(const kiln_tensor *in) { return kiln_remainder(in[0], in[1]); }
+/* torch.fmod(a, b) */
 static kiln_tensor b_fmod(const kiln_tensor *in) { return kiln_fmod(in[0], in[1]); }
 
 KT_TEST(div_pow_remainder_fmod) {
@@ -359,15 +376,25 @@ KT_TEST(where_with_specials_not_taken) {
 
 /* ───────────── reductions ───────────── */
 
+/* torch.amax(x, 1) */
 static kiln_tensor r_amax(const kiln_tensor *in) { return kiln_max(in[0], 1, kAx1, false); }
+/* torch.amin(x, 1) */
 static kiln_tensor r_amin(const kiln_tensor *in) { return kiln_min(in[0], 1, kAx1, false); }
+/* torch.amax(x, (0, 1)) */
 static kiln_tensor r_amax_all(const kiln_tensor *in) { return kiln_max(in[0], 2, kAx01, false); }
+/* torch.prod(x, 1) */
 static kiln_tensor r_prod(const kiln_tensor *in) { return kiln_prod(in[0], 1, kAx1, false); }
+/* torch.sqrt((x * x).sum(1)) */
 static kiln_tensor r_norm(const kiln_tensor *in) { return kiln_sqrt(kiln_sum(kiln_mul(in[0], in[0]), 1, kAx1, false)); }
+/* x.sum(1) */
 static kiln_tensor r_sum_1(const kiln_tensor *in) { return kiln_sum(in[0], 1, kAx1, false); }
+/* x.mean(1) */
 static kiln_tensor r_mean_1(const kiln_tensor *in) { return kiln_mean(in[0], 1, kAx1, false); }
+/* torch.cumsum(x, 1) */
 static kiln_tensor r_cumsum(const kiln_tensor *in) { return kiln_cumsum(in[0], 1); }
+/* torch.cumprod(x, 1) */
 static kiln_tensor r_cumprod(const kiln_tensor *in) { return kiln_cumprod(in[0], 1); }
+/* torch.cumprod(x, 0) */
 static kiln_tensor r_cumprod_0(const kiln_tensor *in) { return kiln_cumprod(in[0], 0); }
 
 /* torch.amax / torch.amin (kiln_max / kiln_min): ties split evenly; a NaN
@@ -385,24 +412,36 @@ KT_TEST(reductions_and_scans) {
 
 /* ───────────── softmax, losses, layers ───────────── */
 
+/* torch.softmax(x, -1) */
 static kiln_tensor s_softmax(const kiln_tensor *in) { return kiln_softmax(in[0], -1); }
+/* torch.log_softmax(x, -1) */
 static kiln_tensor s_log_softmax(const kiln_tensor *in) { return kiln_log_softmax(in[0], -1); }
+/* F.cross_entropy(x, t, ignore_index=-1) */
 static kiln_tensor l_ce(const kiln_tensor *in) { return kiln_cross_entropy(in[0], in[1], -1, 0.0); }
+/* F.cross_entropy(x, t, ignore_index=-1, label_smoothing=0.1) */
 static kiln_tensor l_ce_smooth(const kiln_tensor *in) { return kiln_cross_entropy(in[0], in[1], -1, 0.1); }
+/* F.cross_entropy(x, t, ignore_index=-1, label_smoothing=0.25) */
 static kiln_tensor l_ce_smooth2(const kiln_tensor *in) { return kiln_cross_entropy(in[0], in[1], -1, 0.25); }
+/* F.mse_loss(a, b) */
 static kiln_tensor l_mse(const kiln_tensor *in) { return kiln_mse_loss(in[0], in[1]); }
+/* F.layer_norm(x, (4,), w, b, 1e-5) */
 static kiln_tensor n_layernorm(const kiln_tensor *in) {
   kiln_layernorm ln = {.weight = in[1], .bias = in[2], .dim = 4, .eps = 1e-5};
   return kiln_layernorm_forward(&ln, in[0]);
 }
+/* F.embedding(ids, w) */
 static kiln_tensor n_embedding(const kiln_tensor *in) {
   kiln_embedding e = {.weight = in[0], .num = 4, .dim = 2};
   return kiln_embedding_forward(&e, in[1]);
 }
 static const kiln_tensor kNull = {0, 0};
+/* F.normalize(h.sum(1) / 2, dim=-1) */
 static kiln_tensor n_normalize(const kiln_tensor *in) { return kiln_mean_pool_normalize(in[0], kNull); }
+/* F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1), m = mask[..., None] */
 static kiln_tensor n_normalize_mask(const kiln_tensor *in) { return kiln_mean_pool_normalize(in[0], in[1]); }
+/* F.dropout(x, 0.0, training=True) */
 static kiln_tensor n_dropout0(const kiln_tensor *in) { return kiln_dropout(in[0], 0.0, 1, true); }
+/* torch.softmax(q @ k.mT / sqrt(d) masked with -inf, -1) @ v */
 static kiln_tensor a_sdpa(const kiln_tensor *in) { return kiln_sdpa(in[0], in[1], in[2], in[3], 0.0, false, 0); }
 
 KT_TEST(softmax_losses_layers) {
@@ -420,19 +459,29 @@ KT_TEST(softmax_losses_layers) {
 
 /* ───────────── indexing and scattering with duplicate indices ───────────── */
 
+/* torch.index_select(x, 0, idx) */
 static kiln_tensor i_index_select(const kiln_tensor *in) { return kiln_index_select(in[0], 0, in[1]); }
+/* torch.index_select(x, 1, idx) */
 static kiln_tensor i_index_select1(const kiln_tensor *in) { return kiln_index_select(in[0], 1, in[1]); }
+/* torch.gather(x, 1, idx) */
 static kiln_tensor i_gather(const kiln_tensor *in) { return kiln_gather(in[0], 1, in[1]); }
+/* x.scatter_add(0, idx, src) */
 static kiln_tensor i_scatter_add(const kiln_tensor *in) { return kiln_scatter_add(in[0], 0, in[1], in[2]); }
+/* x.scatter(0, idx, src) */
 static kiln_tensor i_scatter(const kiln_tensor *in) { return kiln_scatter(in[0], 0, in[1], in[2]); }
+/* x.index_add(0, idx, src) */
 static kiln_tensor i_index_add(const kiln_tensor *in) { return kiln_index_add(in[0], 0, in[1], in[2]); }
+/* x.index_put((idx,), v, accumulate=True) */
 static kiln_tensor i_index_put_acc(const kiln_tensor *in) { return kiln_index_put(in[0], in[1], in[2], true); }
+/* x.index_put((idx,), v) */
 static kiln_tensor i_index_put(const kiln_tensor *in) { return kiln_index_put(in[0], in[1], in[2], false); }
+/* torch.sort(x, dim=1, stable=True).values */
 static kiln_tensor i_sort(const kiln_tensor *in) {
   kiln_tensor v;
   kiln_sort(in[0], 1, false, &v, NULL);
   return v;
 }
+/* torch.topk(x, 2, 1).values */
 static kiln_tensor i_topk(const kiln_tensor *in) {
   kiln_tensor v;
   kiln_topk(in[0], 2, 1, true, &v, NULL);
@@ -455,31 +504,42 @@ KT_TEST(indexing_with_duplicates) {
 
 /* ───────────── data movement ───────────── */
 
+/* torch.flip(x, (0, 1)) */
 static kiln_tensor m_flip(const kiln_tensor *in) { return kiln_flip(in[0], 2, kAx01); }
+/* torch.roll(x, -5, 1) */
 static kiln_tensor m_roll(const kiln_tensor *in) { return kiln_roll(in[0], -5, 1); }
+/* torch.tril(x, -1) */
 static kiln_tensor m_tril(const kiln_tensor *in) { return kiln_tril(in[0], -1); }
+/* torch.triu(x, 1) */
 static kiln_tensor m_triu(const kiln_tensor *in) { return kiln_triu(in[0], 1); }
+/* F.pad(x, (1, 2, 0, 1), value=nan) */
 static kiln_tensor m_pad(const kiln_tensor *in) {
   static const int64_t lo[2] = {0, 1}, hi[2] = {1, 2};
   return kiln_pad(in[0], lo, hi, NAN);
 }
+/* F.pad(x, (2, 3), mode="reflect") */
 static kiln_tensor m_pad_reflect(const kiln_tensor *in) {
   static const int64_t lo[2] = {0, 2}, hi[2] = {0, 3};
   return kiln_pad_with(in[0], lo, hi, KILN_PAD_REFLECT, 0.0);
 }
+/* F.pad(x, (2, 3), mode="replicate") */
 static kiln_tensor m_pad_replicate(const kiln_tensor *in) {
   static const int64_t lo[2] = {0, 2}, hi[2] = {0, 3};
   return kiln_pad_with(in[0], lo, hi, KILN_PAD_REPLICATE, 0.0);
 }
+/* x[1:, 1::2] */
 static kiln_tensor m_slice(const kiln_tensor *in) { return kiln_slice(kiln_slice(in[0], 0, 1, 3, 1), 1, 1, 4, 2); }
+/* torch.cat([a, b, a], 0) */
 static kiln_tensor m_concat(const kiln_tensor *in) {
   kiln_tensor p[3] = {in[0], in[1], in[0]};
   return kiln_concat(3, p, 0);
 }
+/* torch.stack([a, b, a], 1) */
 static kiln_tensor m_stack(const kiln_tensor *in) {
   kiln_tensor p[3] = {in[0], in[1], in[0]};
   return kiln_stack(3, p, 1);
 }
+/* x.expand(2, 3) */
 static kiln_tensor m_expand(const kiln_tensor *in) {
   static const int64_t s23[2] = {2, 3};
   return kiln_expand(in[0], 2, s23);
@@ -497,10 +557,15 @@ KT_TEST(data_movement) {
 
 /* ───────────── 16-bit floats ───────────── */
 
+/* x.scatter_add(1, idx, src) */
 static kiln_tensor h_scatter_add1(const kiln_tensor *in) { return kiln_scatter_add(in[0], 1, in[1], in[2]); }
+/* torch.clamp(x, -1.0, 1.0) */
 static kiln_tensor h_clamp(const kiln_tensor *in) { return kiln_clamp(in[0], -1.0, 1.0); }
+/* a * b */
 static kiln_tensor h_mul(const kiln_tensor *in) { return kiln_mul(in[0], in[1]); }
+/* a / b */
 static kiln_tensor h_div(const kiln_tensor *in) { return kiln_div(in[0], in[1]); }
+/* torch.sum(x) */
 static kiln_tensor h_sum(const kiln_tensor *in) { return kiln_sum(in[0], 0, NULL, false); }
 
 /* The gradient keeps the 16-bit dtype. The values are exact: each op and

@@ -296,17 +296,27 @@ typedef struct fval {
   int num;
 } fval;
 
-/* Run the code of input k's formula. */
+static int is_16bit(const kiln_node *a) { return a && (a->dtype == KILN_BF16 || a->dtype == KILN_F16); }
+/* a 16-bit float as f32; anything else as it is */
+static kiln_node *wide(vctx *c, kiln_node *a) { return is_16bit(a) ? cast(c, a, KILN_F32) : a; }
+
+/* Run the code of input k's formula. With a 16-bit g, the formula is
+ * computed in f32 from the 16-bit values and rounded once at the end, as
+ * PyTorch's backward kernels of 16-bit floats do (tanh_backward computes
+ * g * (1 - y * y) in float): rounding after each of its nodes lost up to a
+ * few 16-bit ulps, most where 1 - y * y cancels. */
 static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
   fval st[64];
   int sp = 0;
   kiln_node *in3[3] = {n->n_in > 0 ? n->in[0] : NULL, n->n_in > 1 ? n->in[1] : NULL, n->n_in > 2 ? n->in[2] : NULL};
+  kiln_node *g16 = is_16bit(g) ? g : NULL;
   for (int i = 0; i < code.len; i++) {
     const finstr *f = &k_fpool[code.start + i];
     if (f->kind != F_OP) {
       if (sp == 64) return NULL;
       kiln_node *v = f->kind == F_OUT ? n : f->kind == F_G ? g : f->kind == F_NUM ? NULL : in3[f->kind - F_X];
       if (f->kind != F_NUM && !v) return NULL;
+      if (g16) v = wide(c, v);
       st[sp++] = (fval){v, f->v, f->kind == F_NUM};
       continue;
     }
@@ -317,7 +327,7 @@ static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
     kiln_node *like = NULL;
     for (int j = f->op == KILN_OP_WHERE ? 1 : 0; j < k && !like; j++)
       if (!a[j].num) like = a[j].n;
-    if (!like) like = g;
+    if (!like) like = g16 ? wide(c, g) : g;
     for (int j = 0; j < k; j++)
       if (a[j].num) a[j].n = cst(c, j == 0 && f->op == KILN_OP_WHERE ? g : like, a[j].v);
     kiln_node *r;
@@ -331,7 +341,8 @@ static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
     st[sp++] = (fval){r, 0.0, 0};
   }
   if (sp != 1) return NULL;
-  return st[0].num ? cst(c, g, st[0].v) : st[0].n;
+  kiln_node *r = st[0].num ? cst(c, g, st[0].v) : st[0].n;
+  return g16 && r ? cast(c, r, (kiln_dtype)g16->dtype) : r;
 }
 
 /* SLICE: scatter g back into zeros of x's shape. A step s > 1 on an axis is
@@ -378,27 +389,33 @@ static kiln_node *slice_grad(vctx *c, kiln_node *n, kiln_node *g) {
   return pad(c, cur, lo, hi);
 }
 
-/* INDEX_SELECT: scatter-add as a matmul with a one-hot matrix:
- * gx[A, D, B] = onehot[D, N] @ g[A, N, B]. */
+/* SCATTER or SCATTER_ADD of src into x along axis at ix (out: x's shape). */
+static kiln_node *scatter(vctx *c, int op, kiln_node *x, int axis, kiln_node *ix, kiln_node *src) {
+  if (!x || !ix || !src) return NULL;
+  kiln_node *in[3] = {x, ix, src};
+  int64_t at = axis;
+  return mk(c, op, (kiln_dtype)x->dtype, x->rank, x->shape, 3, in, 1, &at, 0.0);
+}
+
+/* INDEX_SELECT: g added into zeros of x's shape at the (clamped) indices,
+ * torch.index_add's rule, as one SCATTER_ADD over [A, D, B] along D of g
+ * seen as [A, N, B]. (A matmul with a one-hot [D, N] matrix gave the same
+ * sums, but multiplied every row of g by the zeros of the rows it does not
+ * go to: an inf or NaN in one row of g made the gradient of every row of x
+ * NaN.) 16-bit floats are accumulated in f32 and rounded once, as the
+ * matmul did. */
 static kiln_node *index_select_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0], *ix = n->in[1];
   int a = (int)n->iattr[0];
   int64_t D = x->shape[a], A = numel(a, x->shape), B = numel(x->rank - a - 1, x->shape + a + 1);
   int64_t N = numel(ix->rank, ix->shape);
   if (N == 0 || numel(x->rank, x->shape) == 0) return cst(c, x, 0.0);
-  int64_t s1n[2] = {1, N}, sdn[2] = {D, N};
-  kiln_node *ci = reshape(c, clamp_idx(c, ix, D), 2, s1n);
-  kiln_node *eq = bin(c, KILN_OP_EQ, expand(c, ci, 2, sdn), iota(c, (kiln_dtype)ix->dtype, 2, sdn, 0));
-  kiln_node *oh = cast(c, eq, (kiln_dtype)g->dtype);
-  kiln_node *r;
-  if (A == 1) {
-    int64_t snb[2] = {N, B};
-    r = matmul(c, oh, reshape(c, g, 2, snb));
-  } else {
-    int64_t sanb[3] = {A, N, B}, s1dn[3] = {1, D, N}, sadn[3] = {A, D, N};
-    r = matmul(c, expand(c, reshape(c, oh, 3, s1dn), 3, sadn), reshape(c, g, 3, sanb));
-  }
-  return reshape(c, r, x->rank, x->shape);
+  kiln_dtype dt = (kiln_dtype)g->dtype, acc = dt == KILN_BF16 || dt == KILN_F16 ? KILN_F32 : dt;
+  int64_t s1n1[3] = {1, N, 1}, sanb[3] = {A, N, B}, sadb[3] = {A, D, B};
+  kiln_node *ci = expand(c, reshape(c, clamp_idx(c, ix, D), 3, s1n1), 3, sanb);
+  kiln_node *z = kiln_api_const(c->fe, acc, 3, sadb, 0.0, c->loc);
+  kiln_node *r = scatter(c, KILN_OP_SCATTER_ADD, z, 1, ci, cast(c, reshape(c, g, 3, sanb), acc));
+  return reshape(c, cast(c, r, dt), x->rank, x->shape);
 }
 
 /* GATHER of a along axis at the indices ix (out: ix's shape). */
@@ -408,14 +425,6 @@ static kiln_node *gather(vctx *c, kiln_node *a, int axis, kiln_node *ix) {
   int64_t at = axis;
   return mk(c, KILN_OP_GATHER, (kiln_dtype)a->dtype, ix->rank, ix->shape, 2, in, 1, &at, 0.0);
 }
-/* SCATTER or SCATTER_ADD of src into x along axis at ix (out: x's shape). */
-static kiln_node *scatter(vctx *c, int op, kiln_node *x, int axis, kiln_node *ix, kiln_node *src) {
-  if (!x || !ix || !src) return NULL;
-  kiln_node *in[3] = {x, ix, src};
-  int64_t at = axis;
-  return mk(c, op, (kiln_dtype)x->dtype, x->rank, x->shape, 3, in, 1, &at, 0.0);
-}
-
 /* GATHER: g added into zeros of x's shape at the (clamped) indices, in one
  * SCATTER_ADD line kernel (sort and topk values are gathers: their
  * gradient goes to the positions the values came from). */
@@ -450,18 +459,21 @@ static void scatter_grad(vctx *c, kiln_node *n, kiln_node *g, const uint8_t *wan
 }
 
 /* REDUCE_MAX / REDUCE_MIN: the gradient is spread evenly over the elements
- * equal to the extremum (as torch.amax/amin do). x is usually recomputed by
- * the backward kernel and compared for equality with the max the forward
- * kernel stored: exact only because generated code computes an expression
- * identically wherever it appears (-ffp-contract=off, no implicit
- * reassociation, scalar libm; docs/codegen.md §4a). */
+ * equal to the extremum, torch.amax/amin's rule exactly: (g / count) * mask.
+ * A product, not a select, as theirs: a NaN extremum equals no element,
+ * and the gradient of its whole line is g / 0 * 0 = NaN (a select gave 0,
+ * silently dropping it); an infinite g gives NaN off the extremum. x is
+ * usually recomputed by the backward kernel and compared for equality with
+ * the max the forward kernel stored: exact only because generated code
+ * computes an expression identically wherever it appears
+ * (-ffp-contract=off, no implicit reassociation, scalar libm;
+ * docs/codegen.md §4a). */
 static kiln_node *extremum_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0];
   uint64_t mask = (uint64_t)n->iattr[0];
-  kiln_node *hit = bin(c, KILN_OP_EQ, x, expand(c, n, x->rank, x->shape));
-  kiln_node *cnt = rsum(c, cast(c, hit, (kiln_dtype)x->dtype), mask);
-  kiln_node *share = expand(c, bin(c, KILN_OP_DIV, g, cnt), x->rank, x->shape);
-  return sel(c, hit, share, cst(c, x, 0.0));
+  kiln_node *hit = cast(c, bin(c, KILN_OP_EQ, x, expand(c, n, x->rank, x->shape)), (kiln_dtype)x->dtype);
+  kiln_node *share = expand(c, bin(c, KILN_OP_DIV, g, rsum(c, hit, mask)), x->rank, x->shape);
+  return bin(c, KILN_OP_MUL, share, hit);
 }
 
 /* Keepdim product over the axes in mask. */
@@ -474,18 +486,21 @@ static kiln_node *rprod(vctx *c, kiln_node *a, uint64_t mask) {
 }
 
 /* REDUCE_PROD, torch.prod's rule, exact with zeros: no zero among the
- * reduced elements: g * out / x; one zero: at the zero g times the product
- * of the others, 0 elsewhere; two or more: 0. From nz, the product of the
- * elements with the zeros read as 1, and z, the number of zeros. */
+ * reduced elements: g * (out / x) (PyTorch's order: (g * out) / x
+ * overflowed where g * out is beyond the dtype and the result is not); one
+ * zero: at the zero g times the product of the others, 0 elsewhere; two or
+ * more: 0. From p, the product of the elements with the zeros read as 1,
+ * and z, the number of zeros. */
 static kiln_node *prod_grad(vctx *c, kiln_node *n, kiln_node *g) {
   kiln_node *x = n->in[0];
   uint64_t mask = (uint64_t)n->iattr[0];
   kiln_node *zero = bin(c, KILN_OP_EQ, x, cst(c, x, 0.0));
   kiln_node *x1 = sel(c, zero, cst(c, x, 1.0), x);
-  kiln_node *gnz = expand(c, bin(c, KILN_OP_MUL, g, rprod(c, x1, mask)), x->rank, x->shape);
+  kiln_node *p = expand(c, rprod(c, x1, mask), x->rank, x->shape), *ge = expand(c, g, x->rank, x->shape);
   kiln_node *z = expand(c, rsum(c, cast(c, zero, (kiln_dtype)x->dtype), mask), x->rank, x->shape);
-  kiln_node *at_zero = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 1.0)), gnz, cst(c, x, 0.0));
-  kiln_node *other = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 0.0)), bin(c, KILN_OP_DIV, gnz, x1), cst(c, x, 0.0));
+  kiln_node *at_zero = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 1.0)), bin(c, KILN_OP_MUL, ge, p), cst(c, x, 0.0));
+  kiln_node *other = sel(c, bin(c, KILN_OP_EQ, z, cst(c, z, 0.0)), bin(c, KILN_OP_MUL, ge, bin(c, KILN_OP_DIV, p, x1)),
+                         cst(c, x, 0.0));
   return sel(c, zero, at_zero, other);
 }
 
@@ -520,6 +535,26 @@ static int collective_grad(vctx *c, kiln_node *n, kiln_node *g, kiln_node **g0, 
     *g0 = crop(c, s, start, x->shape);
   }
   return 0;
+}
+
+/* REMAINDER: x's gradient is g, y's -g times the floor quotient, computed
+ * as torch.div(x, y, rounding_mode="floor") does (PyTorch's rule): from
+ * fmod, exact, not floor(x / y), whose rounded quotient can be the next
+ * integer up (1 % 0.1f is 0.0999..., 9 times 0.1f: the quotient is 9, but
+ * 1 / 0.1f rounds to 10). d = (x - fmod(x, y)) / y, less 1 when the
+ * remainder's sign is not y's; then rounded to the nearest integer; 0 with
+ * the sign of x / y where it is 0; x / y when y is 0. */
+static kiln_node *floor_quotient(vctx *c, kiln_node *x, kiln_node *y) {
+  kiln_node *m = bin(c, KILN_OP_FMOD, x, y), *q = bin(c, KILN_OP_DIV, x, y), *zero = cst(c, x, 0.0);
+  kiln_node *d = bin(c, KILN_OP_DIV, bin(c, KILN_OP_SUB, x, m), y);
+  kiln_node *other = bin(c, KILN_OP_NE, bin(c, KILN_OP_LT, y, zero), bin(c, KILN_OP_LT, m, zero));
+  kiln_node *adj = bin(c, KILN_OP_AND, bin(c, KILN_OP_NE, m, zero), other);
+  d = bin(c, KILN_OP_SUB, d, sel(c, adj, cst(c, x, 1.0), zero));
+  kiln_node *fl = un(c, KILN_OP_FLOOR, d);
+  kiln_node *up = bin(c, KILN_OP_GT, bin(c, KILN_OP_SUB, d, fl), cst(c, x, 0.5));
+  kiln_node *r = sel(c, bin(c, KILN_OP_EQ, d, zero), bin(c, KILN_OP_MUL, q, zero),
+                     bin(c, KILN_OP_ADD, fl, sel(c, up, cst(c, x, 1.0), zero)));
+  return sel(c, bin(c, KILN_OP_EQ, y, zero), q, r);
 }
 
 static kiln_node *flip_axis(vctx *c, kiln_node *a, int axis) {
@@ -601,6 +636,12 @@ int kiln_ag_vjp(kiln_frontend *fe, kiln_node *n, kiln_node *g, const uint8_t *wa
       break;
     }
     case KILN_OP_CUMPROD: *g0 = cumprod_grad(c, n, g); break;
+    case KILN_OP_REMAINDER:
+      if (want[0]) *g0 = g;
+      if (want[1]) /* 16-bit floats in f32, as in run_formula */
+        *g1 = cast(c, bin(c, KILN_OP_MUL, un(c, KILN_OP_NEG, wide(c, g)), floor_quotient(c, wide(c, x), wide(c, y))),
+                   (kiln_dtype)g->dtype);
+      break;
     case KILN_OP_ALL_REDUCE:
     case KILN_OP_BROADCAST:
     case KILN_OP_ALL_GATHER:

@@ -42,12 +42,13 @@ static void at_axes(cg *c, ictx *x, int32_t n, int a, const char *v, int64_t len
     x->ax[d] = d == a ? kiln_cg_ix_atom(c, v, 0, len > 0 ? len - 1 : 0) : c->fctx.ax[d];
 }
 
-/* out[line] = in0[line] for the L elements of the line (SCATTER's copy). */
+/* out[line] = in0[line] for the L elements of the line (SCATTER's copy),
+ * stored as node n's dtype (16-bit floats as their bits). */
 static void copy_line(cg *c, kiln_text *o, int32_t n, int a, int out) {
   int64_t L = c->k->shape[a];
   ictx x;
   at_axes(c, &x, INP(c, n, 0), a, "j", L);
-  const char *v = kiln_cg_ex(c, INP(c, n, 0), &x);
+  const char *v = kiln_cg_st(c, NODE(c, n)->dtype, kiln_cg_ex(c, INP(c, n, 0), &x));
   kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) a%d[%s] = %s;\n", (long long)L, out, flat_at(c, a, "j"),
                    v);
 }
@@ -79,11 +80,15 @@ static void gen_argsort(cg *c, kiln_text *o, int32_t n, int a) {
 
 /* SCATTER / SCATTER_ADD: the line of x, then for q along the index's axis
  * (when the line is inside the index's extent) the value src[.., q, ..]
- * written at (or added to) position idx[.., q, ..], checked. */
+ * written at (or added to) position idx[.., q, ..], checked. The buffer
+ * holds the dtype's elements (16-bit floats as their bits, loaded and
+ * stored through kiln_cg_ld/st, a sum rounded to the dtype: the f32 values
+ * written into a bf16 buffer were garbage, and gather's, sort's and
+ * cross_entropy's gradients of 16-bit floats with them). */
 static void gen_scatter(cg *c, kiln_text *o, int32_t n, int a) {
   const kiln_gnode *nd = NODE(c, n), *ix = NODE(c, INP(c, n, 1));
   int64_t Lx = c->k->shape[a], Li = ix->shape[a];
-  int out = kiln_cg_arg_of(c, c->s->buf_of[n], cty(nd->dtype));
+  int out = kiln_cg_arg_of(c, c->s->buf_of[n], sty(nd->dtype));
   line_head(c, o, a);
   copy_line(c, o, n, a, out);
   const char *cond = "1";
@@ -97,9 +102,14 @@ static void gen_scatter(cg *c, kiln_text *o, int32_t n, int a) {
   kiln_text_printf(o, "if (%s)\nfor (int64_t q = 0; q < %lldLL; q++) {\n", cond, (long long)Li);
   kiln_text_printf(o, "const int64_t t = kidx((int64_t)(%s), %lldLL, a%d, %d);\n", iv, (long long)Lx, e, site);
   const char *dst = kiln_cg_sf(c, "a%d[%s]", out, flat_at(c, a, "t")), *ty = cty(nd->dtype);
+  int dt = nd->dtype;
   if (nd->op == KILN_OP_SCATTER)
-    kiln_text_printf(o, "%s = (%s)(%s);\n", dst, ty, sv);
-  else if (is_float(nd->dtype))
+    kiln_text_printf(o, "%s = %s;\n", dst, kiln_cg_st(c, dt, kiln_cg_sf(c, "(%s)(%s)", ty, sv)));
+  else if (kiln_dt_is_half(dt)) /* the f32 sum of two 16-bit values, rounded to the dtype */
+    kiln_text_printf(o, "%s = %s;\n", dst,
+                     kiln_cg_st(c, dt, kiln_cg_conv(c, kiln_cg_sf(c, "(%s + (float)(%s))", kiln_cg_ld(c, dt, dst), sv),
+                                                    KILN_F32, dt)));
+  else if (is_float(dt))
     kiln_text_printf(o, "%s = %s + (%s)(%s);\n", dst, dst, ty, sv);
   else /* integers wrap */
     kiln_text_printf(o, "%s = (%s)((u%s)%s + (u%s)(%s));\n", dst, ty, ty, dst, ty, sv);

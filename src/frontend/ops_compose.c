@@ -36,12 +36,25 @@ static int axis_of(kiln_frontend *fe, const char *op, int axis, int rank, kiln_l
   return a;
 }
 
+/* torch.clamp: the value is minimum(maximum(x, lo), hi) (NaN stays NaN);
+ * the gradient is torch.clamp's, g where lo <= x <= hi and 0 elsewhere and
+ * at NaN, as a select of x where it is inside the bounds and of the clamped
+ * value, computed without a gradient, where it is not. (The gradient of
+ * maximum and minimum alone split g in halves at a bound exactly.) */
 kiln_tensor kiln_clamp_at(kiln_tensor x, double lo, double hi, kiln_loc loc) {
   FE_OR_NULL(fe);
-  if (!input(fe, x, "clamp", loc)) return kiln_fe_poison(fe, loc);
+  kiln_node *n = input(fe, x, "clamp", loc);
+  if (!n) return kiln_fe_poison(fe, loc);
   if (lo > hi) return kiln_api_fail(fe, loc, "clamp: the lower bound %g is above the upper bound %g", lo, hi);
-  kiln_tensor y = isinf(lo) && lo < 0 ? x : kiln_maximum_c_at(x, lo, loc);
-  return isinf(hi) && hi > 0 ? y : kiln_minimum_c_at(y, hi, loc);
+  int has_lo = !(isinf(lo) && lo < 0), has_hi = !(isinf(hi) && hi > 0);
+  if (!has_lo && !has_hi) return unchanged(fe, n, loc);
+  fe->no_grad_depth++;
+  kiln_tensor v = has_lo ? kiln_maximum_c_at(x, lo, loc) : x;
+  if (has_hi) v = kiln_minimum_c_at(v, hi, loc);
+  fe->no_grad_depth--;
+  kiln_tensor inside = has_lo ? kiln_ge_c_at(x, lo, loc) : kiln_le_c_at(x, hi, loc);
+  if (has_lo && has_hi) inside = kiln_logical_and_at(inside, kiln_le_c_at(x, hi, loc), loc);
+  return kiln_where_at(inside, x, v, loc);
 }
 
 /* argmin(x) = argmax of an order-reversing map: -x on floats (NaN stays the

@@ -504,7 +504,13 @@ kiln_tensor kiln_mean_pool_normalize_at(kiln_tensor hidden, kiln_tensor mask, ki
     count = kiln_maximum_c_at(kiln_sum_at(w, 1, ax1, 0, loc), 1e-9, loc); /* sentence-transformers' clamp */
   }
   kiln_tensor mean = kiln_div_at(sum, count, loc);
-  kiln_tensor norm = kiln_sqrt_at(kiln_sum_at(kiln_mul_at(mean, mean, loc), 1, axl, 1, loc), loc);
+  /* torch.norm, whose gradient is 0 at a zero vector: sqrt's alone is
+   * 0 * inf = NaN there (an all-padding row made every gradient NaN) */
+  kiln_tensor ss = kiln_sum_at(kiln_mul_at(mean, mean, loc), 1, axl, 1, loc);
+  kiln_tensor nz = kiln_ne_c_at(ss, 0.0, loc);
+  kiln_tensor norm = kiln_where_at(nz, kiln_sqrt_at(kiln_where_at(nz, ss, kiln_constant_at(kiln_dtype_of(ss), 1.0, loc),
+                                                                  loc), loc),
+                                   kiln_constant_at(kiln_dtype_of(ss), 0.0, loc), loc);
   return kiln_div_at(mean, kiln_maximum_c_at(norm, 1e-12, loc), loc); /* F.normalize */
 }
 

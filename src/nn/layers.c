@@ -147,12 +147,16 @@ kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, ki
                         n->dim);
   int ax[1] = {-1};
   x = kiln_nn_autocast_f32(x, loc);
+  /* 16-bit floats in f32, rounded once at the end, as PyTorch's kernel (per
+   * node, the gradient was several bf16 ulps off) */
+  kiln_dtype dt = kiln_dtype_of(x);
+  if (dt == KILN_BF16 || dt == KILN_F16) x = kiln_cast_at(x, KILN_F32, loc);
   kiln_tensor mu = kiln_mean_at(x, 1, ax, 1, loc);
   kiln_tensor d = kiln_sub_at(x, mu, loc);
   kiln_tensor var = kiln_mean_at(kiln_mul_at(d, d, loc), 1, ax, 1, loc); /* biased, as torch */
   kiln_tensor y = kiln_mul_at(d, kiln_rsqrt_at(kiln_add_c_at(var, n->eps, loc), loc), loc);
   if (!is_null(n->weight)) y = kiln_add_at(kiln_mul_at(y, n->weight, loc), n->bias, loc);
-  return y;
+  return dt == KILN_BF16 || dt == KILN_F16 ? kiln_cast_at(y, dt, loc) : y;
 }
 
 void kiln_layernorm_destroy(kiln_layernorm *n) {

@@ -71,8 +71,11 @@ void kiln_optim_destroy(kiln_optim *o);
 /* The learning rate of the next steps (a graph input: never recompiles). */
 void kiln_optim_set_lr(kiln_optim *o, double lr);
 double kiln_optim_lr(const kiln_optim *o);
-/* Steps taken so far (AdamW's bias correction uses it); settable to resume
- * from a checkpoint. */
+/* Steps taken so far; settable to resume from a checkpoint (it sets every
+ * parameter's own count too). AdamW's bias correction and SGD's first-step
+ * rule use each parameter's own count, as torch's state["step"]: a step
+ * that gives a parameter no gradient (null, torch's None) does not advance
+ * it. */
 int64_t kiln_optim_step_count(const kiln_optim *o);
 void kiln_optim_set_step_count(kiln_optim *o, int64_t steps);
 

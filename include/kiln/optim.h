@@ -116,7 +116,9 @@ double kiln_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, double
 /* Clip gradients by their global L2 norm, in the graph (no host read):
  * total = sqrt(Σ‖g_i‖²), scale = min(1, max_norm / (total + 1e-6)),
  * out[i] = grads[i]·scale (out may alias grads). max_norm is a graph input.
- * Returns total as a 0-d f32 tensor (poisoned on error). */
+ * Only the L2 norm (torch's norm_type 2). Returns total as a 0-d tensor,
+ * f64 when a gradient is f64 (computed in f64 then), else f32 (poisoned on
+ * error). */
 #define kiln_clip_grad_norm(n, grads, out, max_norm) kiln_clip_grad_norm_at((n), (grads), (out), (max_norm), KILN_HERE)
 kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor *out, double max_norm, kiln_loc loc);
 

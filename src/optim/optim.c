@@ -259,23 +259,28 @@ kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor 
   if (n <= 0 || !grads || !out || !(max_norm > 0)) {
     return kiln_nn_fail(loc, "clip_grad_norm: need n > 0 gradients, an output array and max_norm > 0");
   }
+  /* f64 when a gradient is f64 (torch computes each norm in its gradient's
+   * dtype): squaring f64 gradients in f32 lost half their digits */
+  kiln_dtype acc = KILN_F32;
+  for (int i = 0; i < n; i++)
+    if (!is_null(grads[i]) && kiln_dtype_of(grads[i]) == KILN_F64) acc = KILN_F64;
   kiln_tensor sq = {0, 0};
   for (int i = 0; i < n; i++) {
     if (is_null(grads[i])) continue;
-    kiln_tensor g = kiln_cast_at(grads[i], KILN_F32, loc);
+    kiln_tensor g = kiln_cast_at(grads[i], acc, loc);
     kiln_tensor s = kiln_sum_at(kiln_mul_at(g, g, loc), 0, NULL, 0, loc);
     sq = is_null(sq) ? s : kiln_add_at(sq, s, loc);
   }
-  if (is_null(sq)) sq = kiln_constant_at(KILN_F32, 0, loc);
+  if (is_null(sq)) sq = kiln_constant_at(acc, 0, loc);
   kiln_tensor total = kiln_sqrt_at(sq, loc);
   kiln_tensor scale = kiln_minimum_c_at(
-      kiln_div_at(kiln_scalar_at(KILN_F32, max_norm, loc), kiln_add_c_at(total, 1e-6, loc), loc), 1.0, loc);
+      kiln_div_at(kiln_scalar_at(acc, max_norm, loc), kiln_add_c_at(total, 1e-6, loc), loc), 1.0, loc);
   for (int i = 0; i < n; i++) {
     if (is_null(grads[i])) {
       out[i] = grads[i];
       continue;
     }
-    kiln_tensor sc = kiln_dtype_of(grads[i]) == KILN_F32 ? scale : kiln_cast_at(scale, kiln_dtype_of(grads[i]), loc);
+    kiln_tensor sc = kiln_dtype_of(grads[i]) == acc ? scale : kiln_cast_at(scale, kiln_dtype_of(grads[i]), loc);
     out[i] = kiln_mul_at(grads[i], sc, loc);
   }
   return total;

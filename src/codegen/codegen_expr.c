@@ -558,6 +558,16 @@ static void child_ctx(cg *c, int32_t n, int k, const ictx *x, ictx *y) {
   }
 }
 
+/* Whether the index range [alo, ahi] may reach the part [off, off + len) of
+ * a concat. In a family's instance (c->sym) every non-empty part may: the
+ * instances' sizes are primes above every constant, so a constant range
+ * that misses a part after a symbol's there (x[:3] of a concat of T rows
+ * and more) reaches it at a smaller size of the family. */
+static int part_reached(const cg *c, int64_t off, int64_t len, int64_t alo, int64_t ahi) {
+  if (len <= 0) return 0;
+  return c->sym || (off + len > alo && off <= ahi);
+}
+
 /* PAD: the input where the index is inside it, else the pad value. */
 static const char *move_pad(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
@@ -568,7 +578,11 @@ static const char *move_pad(cg *c, int32_t n, const ictx *x) {
   for (int d = 0; d < nd->rank; d++) {
     int64_t lo, hi;
     ix_range(y.ax[d], &lo, &hi);
-    if (lo >= 0 && hi < in->shape[d]) continue; /* always inside on this axis */
+    /* always inside on this axis; in a family's instance (c->sym) never
+     * along a symbol's extent: the instances' sizes are primes above every
+     * constant, so a constant range inside it there (a strided window of a
+     * padded T) may reach the padding at a smaller size of the family */
+    if (lo >= 0 && hi < in->shape[d] && !(c->sym && in->shape[d] >= c->sym_floor)) continue;
     const char *t = kiln_cg_sf(c, "(uint64_t)%s < %lluULL", ix_str(c, y.ax[d]), (unsigned long long)in->shape[d]);
     cond = cond ? kiln_cg_sf(c, "%s && %s", cond, t) : t;
   }
@@ -592,7 +606,7 @@ static const char *move_concat(cg *c, int32_t n, const ictx *x) {
   int64_t off = 0;
   for (int k = 0; k < nd->n_in; k++) {
     int64_t len = NODE(c, INP(c, n, k))->shape[a];
-    if (len > 0 && off + len > alo && off <= ahi) last = k;
+    if (part_reached(c, off, len, alo, ahi)) last = k;
     off += len;
   }
   off = 0;
@@ -600,7 +614,7 @@ static const char *move_concat(cg *c, int32_t n, const ictx *x) {
   for (int k = 0; k <= last; k++) {
     int32_t in = INP(c, n, k);
     int64_t len = NODE(c, in)->shape[a];
-    if (len <= 0 || off + len <= alo || off > ahi) {
+    if (!part_reached(c, off, len, alo, ahi)) {
       off += len;
       continue;
     }

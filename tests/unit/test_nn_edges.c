@@ -240,6 +240,17 @@ KT_TEST(pool2d_configs) {
       kiln_mark_step();
       kiln_release(x);
     }
+    /* ties in a max window: the gradient is split evenly (docs/semantics.md,
+     * kiln_max's rule), where torch gives it all to the first */
+    double ones[4] = {1, 1, 1, 1}, g[4] = {0};
+    int64_t s[4] = {1, 1, 2, 2};
+    kiln_tensor x = kiln_keep(kiln_from_host(ones, KILN_F64, 4, s));
+    kiln_requires_grad(x);
+    KT_CHECK(kiln_backward(kiln_sum(kiln_max_pool2d(x, 2, 0, 0), 0, NULL, 0)) == KILN_OK);
+    KT_CHECK(kiln_to_host(kiln_grad(x), g, sizeof g) == KILN_OK);
+    for (int i = 0; i < 4; i++) KT_CHECK_MSG(g[i] == 0.25, "max_pool2d tie on %s: %g", g_backend, g[i]);
+    kiln_mark_step();
+    kiln_release(x);
   }
 }
 
@@ -716,6 +727,9 @@ KT_TEST(dropout_cases) {
     }
     KT_CHECK_MSG(fabs(kept / (double)N - 0.7) < 0.02, "dropout on %s kept %d of %d", g_backend, kept, N);
     kiln_mark_step();
+    /* p = 1: an error (docs/semantics.md; torch gives zeros) */
+    KT_CHECK(!kiln_is_valid(kiln_dropout(tx, 1.0, 5, true)) && kiln_last_status() == KILN_ERR_INVALID_ARGUMENT);
+    kiln_clear_error();
   }
 }
 

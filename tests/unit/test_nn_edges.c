@@ -193,29 +193,34 @@ KT_TEST(conv2d_configs) {
   static const char *cases[] = {"conv_basic", "conv_s2_nonsq", "conv_dil",      "conv_groups",
                                 "conv_depthwise", "conv_small_in", "conv_1x1_s3", "conv_all"};
   FOR_BACKENDS(b) {
-    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-      const char *c = cases[k];
-      const double *g = A(NULL, "%s.cfg", c);
-      int64_t xs[4] = {(int64_t)g[0], (int64_t)g[1], (int64_t)g[2], (int64_t)g[3]};
-      int64_t ws[4] = {(int64_t)g[4], (int64_t)g[1] / (int64_t)g[10], (int64_t)g[5], (int64_t)g[6]}, bs[1] = {ws[0]};
-      char nm[96];
-      snprintf(nm, sizeof nm, "%s.x", c);
-      kiln_tensor x = leaf(nm, KILN_F64, 4, xs);
-      snprintf(nm, sizeof nm, "%s.weight", c);
-      kiln_tensor w = leaf(nm, KILN_F64, 4, ws), bias = {0, 0};
-      snprintf(nm, sizeof nm, "%s.bias", c);
-      if (g[11] != 0) bias = leaf(nm, KILN_F64, 1, bs);
-      kiln_tensor y = kiln_conv2d_apply(x, w, bias, (int)g[7], (int)g[8], (int)g[9], (int)g[10]);
-      cmp(y, F64_RTOL, F64_ATOL, "%s.y", c);
-      backward_r(y, c);
-      cmp(kiln_grad(x), F64_RTOL, F64_ATOL, "%s.g.x", c);
-      cmp(kiln_grad(w), F64_RTOL, F64_ATOL, "%s.g.weight", c);
-      if (g[11] != 0) cmp(kiln_grad(bias), F64_RTOL, F64_ATOL, "%s.g.bias", c);
-      kiln_mark_step();
-      kiln_release(x);
-      kiln_release(w);
-      if (g[11] != 0) kiln_release(bias);
-    }
+    /* f64, then f32 (the GEMMs of f32 take other paths; sums of <= 36 terms of O(1): 2e-5) */
+    for (int f = 0; f < 2; f++)
+      for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        kiln_dtype dt = f ? KILN_F32 : KILN_F64;
+        double rt = f ? 2e-5 : F64_RTOL, at = f ? 2e-5 : F64_ATOL;
+        const char *c = cases[k];
+        const double *g = A(NULL, "%s.cfg", c);
+        int64_t xs[4] = {(int64_t)g[0], (int64_t)g[1], (int64_t)g[2], (int64_t)g[3]};
+        int64_t ws[4] = {(int64_t)g[4], (int64_t)g[1] / (int64_t)g[10], (int64_t)g[5], (int64_t)g[6]};
+        int64_t bs[1] = {ws[0]};
+        char nm[96];
+        snprintf(nm, sizeof nm, "%s.x", c);
+        kiln_tensor x = leaf(nm, dt, 4, xs);
+        snprintf(nm, sizeof nm, "%s.weight", c);
+        kiln_tensor w = leaf(nm, dt, 4, ws), bias = {0, 0};
+        snprintf(nm, sizeof nm, "%s.bias", c);
+        if (g[11] != 0) bias = leaf(nm, dt, 1, bs);
+        kiln_tensor y = kiln_conv2d_apply(x, w, bias, (int)g[7], (int)g[8], (int)g[9], (int)g[10]);
+        cmp(y, rt, at, "%s.y", c);
+        backward_r(y, c);
+        cmp(kiln_grad(x), rt, at, "%s.g.x", c);
+        cmp(kiln_grad(w), rt, at, "%s.g.weight", c);
+        if (g[11] != 0) cmp(kiln_grad(bias), rt, at, "%s.g.bias", c);
+        kiln_mark_step();
+        kiln_release(x);
+        kiln_release(w);
+        if (g[11] != 0) kiln_release(bias);
+      }
   }
 }
 
@@ -224,18 +229,22 @@ KT_TEST(pool2d_configs) {
   static const char *cases[] = {"max_k3s2p1", "max_k2",  "max_k3s1p1", "max_special", "max_k2_special",
                                 "avg_k3s2p1", "avg_k2s1", "avg_k3",    "avg_k2s3p1"};
   FOR_BACKENDS(b) {
-    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-      const char *c = cases[k];
+    for (size_t k = 0; k < 2 * sizeof cases / sizeof *cases; k++) {
+      /* f64, then f32 (max exact; a mean of 9: 1e-6) */
+      int f = k >= sizeof cases / sizeof *cases;
+      kiln_dtype dt = f ? KILN_F32 : KILN_F64;
+      double rt = f ? 1e-6 : F64_RTOL, at = f ? 1e-6 : F64_ATOL;
+      const char *c = cases[k % (sizeof cases / sizeof *cases)];
       const double *g = A(NULL, "%s.cfg", c);
       int64_t xs[4] = {(int64_t)g[0], (int64_t)g[1], (int64_t)g[2], (int64_t)g[3]};
       char nm[96];
       snprintf(nm, sizeof nm, "%s.x", c);
-      kiln_tensor x = leaf(nm, KILN_F64, 4, xs);
+      kiln_tensor x = leaf(nm, dt, 4, xs);
       kiln_tensor y = kiln_pool2d(x, g[4] != 0 ? KILN_POOL_MAX : KILN_POOL_AVG, (int)g[5], (int)g[6], (int)g[7]);
-      cmp(y, F64_RTOL, F64_ATOL, "%s.y", c);
+      cmp(y, rt, at, "%s.y", c);
       if (g[8] == 0) {
         backward_r(y, c);
-        cmp(kiln_grad(x), F64_RTOL, F64_ATOL, "%s.g.x", c);
+        cmp(kiln_grad(x), rt, at, "%s.g.x", c);
       }
       kiln_mark_step();
       kiln_release(x);
@@ -677,7 +686,9 @@ KT_TEST(default_init) {
                                    KILN_HERE) == KILN_OK);
     if (cv) {
       check_uniform(cv->weight, g[5], "Conv2d weight");
-      KT_CHECK(kiln_numel(cv->bias) == 16);
+      float bv[16];
+      KT_CHECK(kiln_numel(cv->bias) == 16 && kiln_to_host(cv->bias, bv, sizeof bv) == KILN_OK);
+      for (int i = 0; i < 16; i++) KT_CHECK_MSG(fabs(bv[i]) <= g[6], "Conv2d bias on %s: %g", g_backend, bv[i]);
     }
     kiln_conv2d_destroy(cv);
     g = A(NULL, "init_mha.cfg"); /* nn.MultiheadAttention(16, 4): xavier_uniform in_proj */

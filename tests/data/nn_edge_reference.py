@@ -192,10 +192,14 @@ B, Hh, T, hd = 2, 2, 4, 3
 causal = torch.ones(T, T, dtype=torch.bool).tril()
 nanrow = causal.clone()
 nanrow[2] = False
-for name, kind, mask in [("sdpa_none", 0, None), ("sdpa_causal", 1, causal), ("sdpa_float", 2, rnd(B, 1, T, T)),
-                         ("sdpa_nanrow", 1, nanrow)]:
-    q, k, v = (rnd(B, Hh, T, hd).requires_grad_() for _ in range(3))
-    W(name + ".cfg", [B, Hh, T, hd, kind])
+cross = torch.tensor([[1, 0, 1, 1, 0], [0, 0, 0, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+for name, kind, mask, Tk in [("sdpa_none", 0, None, T), ("sdpa_causal", 1, causal, T),
+                             ("sdpa_float", 2, rnd(B, 1, T, T), T), ("sdpa_nanrow", 1, nanrow, T),
+                             ("sdpa_cross", 1, cross, 5)]:
+    Tq = 3 if name == "sdpa_cross" else T  # cross-attention: 3 queries, 5 keys
+    q = rnd(B, Hh, Tq, hd).requires_grad_()
+    k, v = (rnd(B, Hh, Tk, hd).requires_grad_() for _ in range(2))
+    W(name + ".cfg", [B, Hh, Tq, hd, kind, Tk])
     W(name + ".q", q)
     W(name + ".k", k)
     W(name + ".v", v)

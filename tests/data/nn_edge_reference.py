@@ -85,6 +85,8 @@ POOL = [  # name, N, C, H, W, kind (0 avg, 1 max), k, stride, padding, specials
     ("avg_k2s1", 1, 2, 4, 5, 0, 2, 1, 0, 0),
     ("avg_k3", 1, 1, 7, 8, 0, 3, 0, 0, 0),       # non-overlapping, cropped
     ("avg_k2s3p1", 1, 2, 7, 7, 0, 2, 3, 1, 0),   # stride > kernel
+    ("max_small_in", 1, 2, 2, 3, 1, 3, 1, 1, 0),  # input smaller than the window
+    ("avg_small_in", 1, 2, 3, 2, 0, 3, 2, 1, 0),
 ]
 for (name, N, C, H, Wd, kind, k, s, p, spec) in POOL:
     W(name + ".cfg", [N, C, H, Wd, kind, k, s, p, spec])

@@ -227,7 +227,7 @@ KT_TEST(conv2d_configs) {
 /* ───────────── pooling: F.max_pool2d(x, k, s, p), F.avg_pool2d(..., count_include_pad=True) ───────────── */
 KT_TEST(pool2d_configs) {
   static const char *cases[] = {"max_k3s2p1", "max_k2",  "max_k3s1p1", "max_special", "max_k2_special",
-                                "avg_k3s2p1", "avg_k2s1", "avg_k3",    "avg_k2s3p1"};
+                                "avg_k3s2p1", "avg_k2s1", "avg_k3",    "avg_k2s3p1", "max_small_in", "avg_small_in"};
   FOR_BACKENDS(b) {
     for (size_t k = 0; k < 2 * sizeof cases / sizeof *cases; k++) {
       /* f64, then f32 (max exact; a mean of 9: 1e-6) */

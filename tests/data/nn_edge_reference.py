@@ -395,16 +395,16 @@ for t in range(STEPS):
     W("optim.g2.%d" % t, G2[t])
 
 
-def run_optim(name, make, cfg):
-    p1, p2 = P1.clone().requires_grad_(), P2.clone().requires_grad_()
+def run_optim(name, make, cfg, dt=torch.float64):
+    p1, p2 = P1.clone().to(dt).requires_grad_(), P2.clone().to(dt).requires_grad_()
     opt = make([p1, p2])
     W(name + ".cfg", cfg)
     for t in range(STEPS):
         if t == 3:
             for grp in opt.param_groups:
                 grp["lr"] *= 0.5
-        p1.grad = G1[t].clone()
-        p2.grad = None if t == 0 else G2[t].clone()
+        p1.grad = G1[t].to(dt)
+        p2.grad = None if t == 0 else G2[t].to(dt)
         opt.step()
         W("%s.p1.%d" % (name, t), p1)
         W("%s.p2.%d" % (name, t), p2)
@@ -424,6 +424,15 @@ ADAMW = [  # lr, beta1, beta2, eps, weight_decay
 for i, (lr, b1, b2, eps, wd) in enumerate(ADAMW):
     run_optim("adamw%d" % i, lambda ps: torch.optim.AdamW(ps, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd),
               [lr, b1, b2, eps, wd])
+# f32 parameters and gradients (the usual case): the same updates in float32
+for i in (3, 4):
+    lr, mo, da, wd, ne = SGD[i]
+    run_optim("sgd%d_f32" % i, lambda ps: torch.optim.SGD(ps, lr=lr, momentum=mo, dampening=da, weight_decay=wd,
+                                                           nesterov=bool(ne)), [lr, mo, da, wd, ne], torch.float32)
+for i in (0, 2):
+    lr, b1, b2, eps, wd = ADAMW[i]
+    run_optim("adamw%d_f32" % i, lambda ps: torch.optim.AdamW(ps, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd),
+              [lr, b1, b2, eps, wd], torch.float32)
 
 # ───────────── default initialisation bounds (torch.nn.init) ─────────────
 def kaiming_bound(t):  # kaiming_uniform_(a=sqrt(5)): gain sqrt(2/(1+5)), bound gain*sqrt(3/fan_in)

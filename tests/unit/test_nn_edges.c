@@ -596,10 +596,12 @@ KT_TEST(clip_grad_norm_cases) {
 
 /* ───────────── optimizers: 6 steps of torch.optim.SGD / AdamW ───────────── */
 /* p2 has no gradient at step 1 (None); lr halved before step 4. */
-static void run_optim(const char *c, int adamw) {
+static void run_optim(const char *c, int adamw, kiln_dtype dt) {
   const double *g = A(NULL, "%s.cfg", c);
   int64_t s1[2] = {3, 4}, s2[1] = {5};
-  kiln_tensor p[2] = {kiln_keep(T("optim.p1", KILN_F64, 2, s1)), kiln_keep(T("optim.p2", KILN_F64, 1, s2))};
+  /* f32: a few f32 roundings per step, 6 steps */
+  double rt = dt == KILN_F64 ? F64_RTOL : 1e-5, at = dt == KILN_F64 ? F64_ATOL : 1e-6;
+  kiln_tensor p[2] = {kiln_keep(T("optim.p1", dt, 2, s1)), kiln_keep(T("optim.p2", dt, 1, s2))};
   kiln_optim *o = NULL;
   if (adamw) {
     kiln_adamw_opts ao = {.lr = g[0], .beta1 = g[1], .beta2 = g[2], .eps = g[3], .weight_decay = g[4]};
@@ -614,11 +616,11 @@ static void run_optim(const char *c, int adamw) {
     char n1[32], n2[32];
     snprintf(n1, sizeof n1, "optim.g1.%d", t);
     snprintf(n2, sizeof n2, "optim.g2.%d", t);
-    kiln_tensor gr[2] = {T(n1, KILN_F64, 2, s1), t == 0 ? (kiln_tensor){0, 0} : T(n2, KILN_F64, 1, s2)};
+    kiln_tensor gr[2] = {T(n1, dt, 2, s1), t == 0 ? (kiln_tensor){0, 0} : T(n2, dt, 1, s2)};
     KT_CHECK(kiln_optim_step_tensors(o, 2, p, gr) == KILN_OK);
     kiln_mark_step();
-    cmp(p[0], F64_RTOL, F64_ATOL, "%s.p1.%d", c, t);
-    cmp(p[1], F64_RTOL, F64_ATOL, "%s.p2.%d", c, t);
+    cmp(p[0], rt, at, "%s.p1.%d", c, t);
+    cmp(p[1], rt, at, "%s.p2.%d", c, t);
   }
   kiln_optim_destroy(o);
   kiln_release(p[0]);
@@ -630,8 +632,10 @@ KT_TEST(sgd_options) {
     for (int i = 0; i < 6; i++) {
       char c[16];
       snprintf(c, sizeof c, "sgd%d", i);
-      run_optim(c, 0);
+      run_optim(c, 0, KILN_F64);
     }
+    run_optim("sgd3_f32", 0, KILN_F32);
+    run_optim("sgd4_f32", 0, KILN_F32);
   }
 }
 
@@ -640,8 +644,10 @@ KT_TEST(adamw_options) {
     for (int i = 0; i < 4; i++) {
       char c[16];
       snprintf(c, sizeof c, "adamw%d", i);
-      run_optim(c, 1);
+      run_optim(c, 1, KILN_F64);
     }
+    run_optim("adamw0_f32", 1, KILN_F32);
+    run_optim("adamw2_f32", 1, KILN_F32);
   }
 }
 

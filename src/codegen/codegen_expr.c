@@ -280,6 +280,15 @@ static void ix_split(cg *c, const kiln_ix *x, int64_t g, kiln_ix **h, kiln_ix **
   }
 }
 
+/* In a family's instance (c->sym): whether hi, the end of a range too small
+ * to be a symbol's (below the smallest symbolic size by more than a size's
+ * offset), is compared with m, a symbol's size. hi < m holds at the
+ * instances' primes, not at every smaller size of the family (a constant
+ * window of a transposed [3, T] flattened: its x / T is not 0 at T = 2). */
+static int sym_small_vs_size(const cg *c, int64_t hi, int64_t m) {
+  return c->sym && m >= c->sym_floor && hi < c->sym_floor - KILN_CG_SYM_ADD_MARGIN / 2;
+}
+
 /* floor(x / d), d >= 1, for x >= 0 wherever it is used. With g a divisor
  * of d (d itself, or the gcd of d and a coefficient): the terms whose
  * coefficients are multiples of g divide exactly, and when the rest stays
@@ -291,6 +300,7 @@ static const kiln_ix *ix_div(cg *c, const kiln_ix *x, int64_t d) {
   int64_t lo, hi;
   ix_range(x, &lo, &hi);
   if (lo < 0) lo = 0;
+  if (sym_small_vs_size(c, hi, d)) return ix_divmod_atom(c, x, '/', d, 0, hi); /* d >= 1: in [0, hi] */
   int64_t cand[KILN_IX_MAXT + 1];
   int nc = 0;
   cand[nc++] = d;
@@ -312,13 +322,15 @@ static const kiln_ix *ix_div(cg *c, const kiln_ix *x, int64_t d) {
     ix_split(c, x, g, &h, &l);
     if (c->st != KILN_OK) return x;
     ix_range(l, &llo, &lhi);
-    if (llo >= 0 && lhi < g) return g == d ? ix_clamp(c, h, lo / d, hi / d) : ix_div(c, h, d / g);
+    if (llo >= 0 && lhi < g && !sym_small_vs_size(c, lhi, g))
+      return g == d ? ix_clamp(c, h, lo / d, hi / d) : ix_div(c, h, d / g);
   }
   ix_split(c, x, d, &h, &l);
   if (c->st != KILN_OK) return x;
   ix_range(l, &llo, &lhi);
   if (llo >= 0) {
-    const kiln_ix *q = ix_divmod_atom(c, l, '/', d, llo / d, lhi / d);
+    const kiln_ix *q = ix_divmod_atom(c, l, '/', d, sym_small_vs_size(c, lhi, d) ? 0 : llo / d,
+                                      sym_small_vs_size(c, lhi, d) ? lhi : lhi / d);
     return ix_clamp(c, ix_lin2(c, h, 1, q, 1), lo / d, hi / d);
   }
   return ix_divmod_atom(c, x, '/', d, lo / d, hi / d);
@@ -330,6 +342,7 @@ static const kiln_ix *ix_mod(cg *c, const kiln_ix *x, int64_t n) {
   if (n <= 1) return ix_const(c, 0); /* n < 1: an empty node, never evaluated */
   int64_t lo, hi;
   ix_range(x, &lo, &hi);
+  if (lo >= 0 && sym_small_vs_size(c, hi, n)) return ix_divmod_atom(c, x, '%', n, 0, hi);
   if (lo >= 0 && hi < n) return x;
   kiln_ix *r = ix_new(c);
   if (c->st != KILN_OK) return r;

@@ -71,8 +71,11 @@ void kiln_optim_destroy(kiln_optim *o);
 /* The learning rate of the next steps (a graph input: never recompiles). */
 void kiln_optim_set_lr(kiln_optim *o, double lr);
 double kiln_optim_lr(const kiln_optim *o);
-/* Steps taken so far (AdamW's bias correction uses it); settable to resume
- * from a checkpoint. */
+/* Steps taken so far; settable to resume from a checkpoint (it sets every
+ * parameter's own count too). AdamW's bias correction and SGD's first-step
+ * rule use each parameter's own count, as torch's state["step"]: a step
+ * that gives a parameter no gradient (null, torch's None) does not advance
+ * it. */
 int64_t kiln_optim_step_count(const kiln_optim *o);
 void kiln_optim_set_step_count(kiln_optim *o, int64_t steps);
 
@@ -113,7 +116,9 @@ double kiln_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, double
 /* Clip gradients by their global L2 norm, in the graph (no host read):
  * total = sqrt(Σ‖g_i‖²), scale = min(1, max_norm / (total + 1e-6)),
  * out[i] = grads[i]·scale (out may alias grads). max_norm is a graph input.
- * Returns total as a 0-d f32 tensor (poisoned on error). */
+ * Only the L2 norm (torch's norm_type 2). Returns total as a 0-d tensor,
+ * f64 when a gradient is f64 (computed in f64 then), else f32 (poisoned on
+ * error). */
 #define kiln_clip_grad_norm(n, grads, out, max_norm) kiln_clip_grad_norm_at((n), (grads), (out), (max_norm), KILN_HERE)
 kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor *out, double max_norm, kiln_loc loc);
 

@@ -280,6 +280,15 @@ static void ix_split(cg *c, const kiln_ix *x, int64_t g, kiln_ix **h, kiln_ix **
   }
 }
 
+/* In a family's instance (c->sym): whether hi, the end of a range too small
+ * to be a symbol's (below the smallest symbolic size by more than a size's
+ * offset), is compared with m, a symbol's size. hi < m holds at the
+ * instances' primes, not at every smaller size of the family (a constant
+ * window of a transposed [3, T] flattened: its x / T is not 0 at T = 2). */
+static int sym_small_vs_size(const cg *c, int64_t hi, int64_t m) {
+  return c->sym && m >= c->sym_floor && hi < c->sym_floor - KILN_CG_SYM_ADD_MARGIN / 2;
+}
+
 /* floor(x / d), d >= 1, for x >= 0 wherever it is used. With g a divisor
  * of d (d itself, or the gcd of d and a coefficient): the terms whose
  * coefficients are multiples of g divide exactly, and when the rest stays
@@ -291,6 +300,7 @@ static const kiln_ix *ix_div(cg *c, const kiln_ix *x, int64_t d) {
   int64_t lo, hi;
   ix_range(x, &lo, &hi);
   if (lo < 0) lo = 0;
+  if (sym_small_vs_size(c, hi, d)) return ix_divmod_atom(c, x, '/', d, 0, hi); /* d >= 1: in [0, hi] */
   int64_t cand[KILN_IX_MAXT + 1];
   int nc = 0;
   cand[nc++] = d;
@@ -312,13 +322,15 @@ static const kiln_ix *ix_div(cg *c, const kiln_ix *x, int64_t d) {
     ix_split(c, x, g, &h, &l);
     if (c->st != KILN_OK) return x;
     ix_range(l, &llo, &lhi);
-    if (llo >= 0 && lhi < g) return g == d ? ix_clamp(c, h, lo / d, hi / d) : ix_div(c, h, d / g);
+    if (llo >= 0 && lhi < g && !sym_small_vs_size(c, lhi, g))
+      return g == d ? ix_clamp(c, h, lo / d, hi / d) : ix_div(c, h, d / g);
   }
   ix_split(c, x, d, &h, &l);
   if (c->st != KILN_OK) return x;
   ix_range(l, &llo, &lhi);
   if (llo >= 0) {
-    const kiln_ix *q = ix_divmod_atom(c, l, '/', d, llo / d, lhi / d);
+    const kiln_ix *q = ix_divmod_atom(c, l, '/', d, sym_small_vs_size(c, lhi, d) ? 0 : llo / d,
+                                      sym_small_vs_size(c, lhi, d) ? lhi : lhi / d);
     return ix_clamp(c, ix_lin2(c, h, 1, q, 1), lo / d, hi / d);
   }
   return ix_divmod_atom(c, x, '/', d, lo / d, hi / d);
@@ -330,6 +342,7 @@ static const kiln_ix *ix_mod(cg *c, const kiln_ix *x, int64_t n) {
   if (n <= 1) return ix_const(c, 0); /* n < 1: an empty node, never evaluated */
   int64_t lo, hi;
   ix_range(x, &lo, &hi);
+  if (lo >= 0 && sym_small_vs_size(c, hi, n)) return ix_divmod_atom(c, x, '%', n, 0, hi);
   if (lo >= 0 && hi < n) return x;
   kiln_ix *r = ix_new(c);
   if (c->st != KILN_OK) return r;
@@ -558,6 +571,16 @@ static void child_ctx(cg *c, int32_t n, int k, const ictx *x, ictx *y) {
   }
 }
 
+/* Whether the index range [alo, ahi] may reach the part [off, off + len) of
+ * a concat. In a family's instance (c->sym) every non-empty part may: the
+ * instances' sizes are primes above every constant, so a constant range
+ * that misses a part after a symbol's there (x[:3] of a concat of T rows
+ * and more) reaches it at a smaller size of the family. */
+static int part_reached(const cg *c, int64_t off, int64_t len, int64_t alo, int64_t ahi) {
+  if (len <= 0) return 0;
+  return c->sym || (off + len > alo && off <= ahi);
+}
+
 /* PAD: the input where the index is inside it, else the pad value. */
 static const char *move_pad(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
@@ -568,7 +591,11 @@ static const char *move_pad(cg *c, int32_t n, const ictx *x) {
   for (int d = 0; d < nd->rank; d++) {
     int64_t lo, hi;
     ix_range(y.ax[d], &lo, &hi);
-    if (lo >= 0 && hi < in->shape[d]) continue; /* always inside on this axis */
+    /* always inside on this axis; in a family's instance (c->sym) never
+     * along a symbol's extent: the instances' sizes are primes above every
+     * constant, so a constant range inside it there (a strided window of a
+     * padded T) may reach the padding at a smaller size of the family */
+    if (lo >= 0 && hi < in->shape[d] && !(c->sym && in->shape[d] >= c->sym_floor)) continue;
     const char *t = kiln_cg_sf(c, "(uint64_t)%s < %lluULL", ix_str(c, y.ax[d]), (unsigned long long)in->shape[d]);
     cond = cond ? kiln_cg_sf(c, "%s && %s", cond, t) : t;
   }
@@ -592,7 +619,7 @@ static const char *move_concat(cg *c, int32_t n, const ictx *x) {
   int64_t off = 0;
   for (int k = 0; k < nd->n_in; k++) {
     int64_t len = NODE(c, INP(c, n, k))->shape[a];
-    if (len > 0 && off + len > alo && off <= ahi) last = k;
+    if (part_reached(c, off, len, alo, ahi)) last = k;
     off += len;
   }
   off = 0;
@@ -600,7 +627,7 @@ static const char *move_concat(cg *c, int32_t n, const ictx *x) {
   for (int k = 0; k <= last; k++) {
     int32_t in = INP(c, n, k);
     int64_t len = NODE(c, in)->shape[a];
-    if (len <= 0 || off + len <= alo || off > ahi) {
+    if (!part_reached(c, off, len, alo, ahi)) {
       off += len;
       continue;
     }

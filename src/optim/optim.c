@@ -21,7 +21,8 @@ struct kiln_optim {
   kiln_tensor *params;
   kiln_tensor *s1, *s2; /* SGD: momentum buffer; AdamW: exp_avg, exp_avg_sq */
   double lr;
-  int64_t steps;
+  int64_t steps;  /* step calls */
+  int64_t *pstep; /* per parameter: the steps that gave it a gradient (torch's state["step"]) */
   kiln_sgd_opts sgd;
   kiln_adamw_opts adam;
 };
@@ -57,12 +58,14 @@ static kiln_status create(int kind, int n, const kiln_tensor *params, int nstate
     o->params = calloc((size_t)n, sizeof *o->params);
     o->s1 = calloc((size_t)n, sizeof *o->s1);
     o->s2 = calloc((size_t)n, sizeof *o->s2);
+    o->pstep = calloc((size_t)n, sizeof *o->pstep);
   }
-  if (!o || !o->params || !o->s1 || !o->s2) {
+  if (!o || !o->params || !o->s1 || !o->s2 || !o->pstep) {
     if (o) {
       free(o->params);
       free(o->s1);
       free(o->s2);
+      free(o->pstep);
       free(o);
     }
     return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "optim: out of host memory");
@@ -122,6 +125,7 @@ void kiln_optim_destroy(kiln_optim *o) {
   free(o->params);
   free(o->s1);
   free(o->s2);
+  free(o->pstep);
   free(o);
 }
 
@@ -131,7 +135,9 @@ void kiln_optim_set_lr(kiln_optim *o, double lr) {
 double kiln_optim_lr(const kiln_optim *o) { return o ? o->lr : NAN; }
 int64_t kiln_optim_step_count(const kiln_optim *o) { return o ? o->steps : 0; }
 void kiln_optim_set_step_count(kiln_optim *o, int64_t steps) {
-  if (o && steps >= 0) o->steps = steps;
+  if (!o || steps < 0) return;
+  o->steps = steps;
+  for (int i = 0; i < o->n; i++) o->pstep[i] = steps;
 }
 
 int kiln_optim_state(const kiln_optim *o, int i, const char **names, kiln_tensor *out, int max) {
@@ -158,9 +164,10 @@ static void sgd_update(kiln_optim *o, int i, kiln_tensor g, kiln_loc loc) {
   if (s->weight_decay != 0) g = kiln_add_at(g, kiln_mul_c_at(p, s->weight_decay, loc), loc);
   if (s->momentum > 0) {
     /* buf starts at zero, so momentum·0 + g reproduces torch's buf = g on
-     * the first step; dampening only applies from step 2: a graph input. */
+     * the parameter's first step (its own: a step without its gradient
+     * does not count); dampening only applies from its second: a graph input. */
     kiln_tensor gd = g;
-    if (s->dampening != 0) gd = kiln_mul_s_at(g, o->steps == 1 ? 1.0 : 1.0 - s->dampening, loc);
+    if (s->dampening != 0) gd = kiln_mul_s_at(g, o->pstep[i] == 1 ? 1.0 : 1.0 - s->dampening, loc);
     kiln_tensor buf = kiln_add_at(kiln_mul_c_at(o->s1[i], s->momentum, loc), gd, loc);
     kiln_assign_at(o->s1[i], buf, loc);
     g = s->nesterov ? kiln_add_at(g, kiln_mul_c_at(buf, s->momentum, loc), loc) : buf;
@@ -171,7 +178,7 @@ static void sgd_update(kiln_optim *o, int i, kiln_tensor g, kiln_loc loc) {
 static void adamw_update(kiln_optim *o, int i, kiln_tensor g, kiln_loc loc) {
   const kiln_adamw_opts *a = &o->adam;
   kiln_tensor p = o->params[i];
-  double t = (double)o->steps;
+  double t = (double)o->pstep[i]; /* the parameter's own steps: torch's state["step"] */
   double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
   /* Host-computed per-step factors enter as graph inputs (_s). */
   if (a->weight_decay != 0) p = kiln_mul_s_at(p, 1.0 - o->lr * a->weight_decay, loc);
@@ -204,6 +211,7 @@ kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *
   o->steps++;
   for (int i = 0; i < n; i++) {
     if (is_null(grads[i])) continue;
+    o->pstep[i]++;
     kiln_tensor g = grads[i];
     if (kiln_dtype_of(g) != kiln_dtype_of(o->params[i])) g = kiln_cast_at(g, kiln_dtype_of(o->params[i]), loc);
     if (o->kind == OPT_SGD)
@@ -251,23 +259,28 @@ kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor 
   if (n <= 0 || !grads || !out || !(max_norm > 0)) {
     return kiln_nn_fail(loc, "clip_grad_norm: need n > 0 gradients, an output array and max_norm > 0");
   }
+  /* f64 when a gradient is f64 (torch computes each norm in its gradient's
+   * dtype): squaring f64 gradients in f32 lost half their digits */
+  kiln_dtype acc = KILN_F32;
+  for (int i = 0; i < n; i++)
+    if (!is_null(grads[i]) && kiln_dtype_of(grads[i]) == KILN_F64) acc = KILN_F64;
   kiln_tensor sq = {0, 0};
   for (int i = 0; i < n; i++) {
     if (is_null(grads[i])) continue;
-    kiln_tensor g = kiln_cast_at(grads[i], KILN_F32, loc);
+    kiln_tensor g = kiln_cast_at(grads[i], acc, loc);
     kiln_tensor s = kiln_sum_at(kiln_mul_at(g, g, loc), 0, NULL, 0, loc);
     sq = is_null(sq) ? s : kiln_add_at(sq, s, loc);
   }
-  if (is_null(sq)) sq = kiln_constant_at(KILN_F32, 0, loc);
+  if (is_null(sq)) sq = kiln_constant_at(acc, 0, loc);
   kiln_tensor total = kiln_sqrt_at(sq, loc);
   kiln_tensor scale = kiln_minimum_c_at(
-      kiln_div_at(kiln_scalar_at(KILN_F32, max_norm, loc), kiln_add_c_at(total, 1e-6, loc), loc), 1.0, loc);
+      kiln_div_at(kiln_scalar_at(acc, max_norm, loc), kiln_add_c_at(total, 1e-6, loc), loc), 1.0, loc);
   for (int i = 0; i < n; i++) {
     if (is_null(grads[i])) {
       out[i] = grads[i];
       continue;
     }
-    kiln_tensor sc = kiln_dtype_of(grads[i]) == KILN_F32 ? scale : kiln_cast_at(scale, kiln_dtype_of(grads[i]), loc);
+    kiln_tensor sc = kiln_dtype_of(grads[i]) == acc ? scale : kiln_cast_at(scale, kiln_dtype_of(grads[i]), loc);
     out[i] = kiln_mul_at(grads[i], sc, loc);
   }
   return total;

@@ -103,6 +103,18 @@ static void prog_structure(bc_result *r, int64_t T) {
   bc_emit(r, kiln_concat(2, two, 1), 0, 0, "concat across T");
   int64_t lo[2] = {1, 0}, hi[2] = {2, 1};
   bc_emit(r, kiln_pad(x, lo, hi, 0.5), 0, 0, "pad");
+  /* constant ranges along T: at the family's instances (primes above every
+   * constant) rows 1..3 of x padded by 1 never reach the padding after x, nor
+   * rows 0..2 of a concat its second part, nor 4 elements of x^T flattened
+   * its second row; at T = 2 they do (they read past x, or x again) */
+  int64_t lo1[2] = {1, 0}, hi1[2] = {1, 0};
+  bc_emit(r, kiln_slice(kiln_pad(x, lo1, hi1, 0.5), 0, 1, 4, 1), 0, 0, "rows 1..3 of x padded along T");
+  kiln_tensor own[2] = {kiln_mul_c(x, 3.0), kiln_sqrt(kiln_abs(x))}; /* a concat of its own: fused */
+  bc_emit(r, kiln_slice(kiln_concat(2, own, 0), 0, 0, 3, 1), 0, 0, "rows 0..2 of a concat along T");
+  /* and the first 4 elements of x^T flattened: i / T and i % T of a constant i */
+  int64_t flt[1] = {5 * T};
+  kiln_tensor xtf = kiln_reshape(kiln_transpose(kiln_exp(kiln_mul_c(x, 0.25)), 0, 1), 1, flt);
+  bc_emit(r, kiln_slice(xtf, 0, 0, 4, 1), 1e-6, 1e-6, "the first 4 of x^T flattened");
   int64_t fl[1] = {T * 5};
   bc_emit(r, kiln_reshape(x, 1, fl), 0, 0, "flatten");
   int64_t is[1] = {3};

@@ -304,12 +304,25 @@ static kiln_node *wide(vctx *c, kiln_node *a) { return is_16bit(a) ? cast(c, a, 
  * computed in f32 from the 16-bit values and rounded once at the end, as
  * PyTorch's backward kernels of 16-bit floats do (tanh_backward computes
  * g * (1 - y * y) in float): rounding after each of its nodes lost up to a
- * few 16-bit ulps, most where 1 - y * y cancels. */
+ * few 16-bit ulps, most where 1 - y * y cancels. A formula of one rounding
+ * node is the same in the 16-bit dtype. */
+/* The nodes of a formula that round (not the exact ones: a select, a
+ * comparison, a negation): with at most one, the formula in the 16-bit dtype
+ * rounds once already and needs no f32 casts around it (g * y). */
+static int rounding_ops(fcode code) {
+  int r = 0;
+  for (int i = 0; i < code.len; i++) {
+    const finstr *f = &k_fpool[code.start + i];
+    if (f->kind == F_OP && f->op != KILN_OP_WHERE && f->op != KILN_OP_NEG && !kiln_op_is_predicate(f->op)) r++;
+  }
+  return r;
+}
+
 static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
   fval st[64];
   int sp = 0;
   kiln_node *in3[3] = {n->n_in > 0 ? n->in[0] : NULL, n->n_in > 1 ? n->in[1] : NULL, n->n_in > 2 ? n->in[2] : NULL};
-  kiln_node *g16 = is_16bit(g) ? g : NULL;
+  kiln_node *g16 = is_16bit(g) && rounding_ops(code) > 1 ? g : NULL;
   for (int i = 0; i < code.len; i++) {
     const finstr *f = &k_fpool[code.start + i];
     if (f->kind != F_OP) {

@@ -105,6 +105,9 @@ kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool trainin
   if (dt != KILN_F32 && dt != KILN_F64) dt = KILN_F32;
   /* The seed is a graph input of the RANDOM node: a new one never recompiles. */
   kiln_tensor keep = kiln_ge_c_at(kiln_rand_at(KILN_RAND_UNIFORM, dt, rank, shape, seed, loc), p, loc);
-  kiln_tensor zero = kiln_constant_at(dt, 0.0, loc);
-  return kiln_where_at(keep, kiln_mul_c_at(x, 1.0 / (1.0 - p), loc), zero, loc);
+  /* the zero in the scaled value's dtype: an f32 zero made a bf16 x's
+   * dropout f32 (torch keeps the input's dtype) */
+  kiln_tensor scaled = kiln_mul_c_at(x, 1.0 / (1.0 - p), loc);
+  kiln_tensor zero = kiln_constant_at(kiln_dtype_of(scaled), 0.0, loc);
+  return kiln_where_at(keep, scaled, zero, loc);
 }

@@ -319,6 +319,36 @@ KT_TEST(softmax_of_16_bit_floats) {
   }
 }
 
+/* ───────────── dropout of 16-bit floats ───────────── */
+
+/* kiln_dropout of bf16 / f16 returned f32 (its zero was an f32 constant);
+ * torch.nn.functional.dropout keeps the dtype: every element 0 or x / (1 - p)
+ * rounded to the dtype */
+KT_TEST(dropout_keeps_16_bit_dtypes) {
+  static const float xv[8] = {1.0f, -2.0f, 3.0f, 0.5f, 7.0f, -0.25f, 100.0f, 1.5f};
+  static const int64_t s8[1] = {8};
+  const kiln_dtype dts[2] = {KILN_BF16, KILN_F16};
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      KT_CHECK(kiln_init(&(kiln_options){.backend = backends[b]}) == KILN_OK);
+      kiln_tensor x = kiln_cast(kiln_from_host(xv, KILN_F32, 1, s8), dts[d]);
+      kiln_tensor y = kiln_dropout(x, 0.5, 7, true);
+      KT_CHECK_MSG(kiln_dtype_of(y) == dts[d], "dropout of %s on %s is %s", kiln_dtype_name(dts[d]), backends[b],
+                   kiln_dtype_name(kiln_dtype_of(y)));
+      float got[8], want[8];
+      KT_CHECK(kiln_to_host(kiln_cast(y, KILN_F32), got, sizeof got) == KILN_OK);
+      KT_CHECK(kiln_to_host(kiln_cast(kiln_mul_c(x, 2.0), KILN_F32), want, sizeof want) == KILN_OK);
+      int kept = 0;
+      for (int i = 0; i < 8; i++) {
+        KT_CHECK_MSG(got[i] == 0.0f || got[i] == want[i], "dropout %s [%d]: %g", backends[b], i, got[i]);
+        kept += got[i] != 0.0f;
+      }
+      KT_CHECK(kept > 0 && kept < 8); /* seed 7 keeps some and drops some */
+      kiln_shutdown();
+    }
+}
+
 /* ───────────── integer powers ───────────── */
 
 /* pow of integers was computed in f32 (exact only below 2^24: 3**39 came
@@ -420,5 +450,5 @@ KT_TEST(cross_entropy_ignored_rows_with_inf_logits) {
 
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
         KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
-        KT_CASE(tril_triu_far_diagonals), KT_CASE(integer_powers), KT_CASE(means_of_16_bit_floats), KT_CASE(softmax_of_16_bit_floats), KT_CASE(item_of_special_floats),
+        KT_CASE(tril_triu_far_diagonals), KT_CASE(integer_powers), KT_CASE(means_of_16_bit_floats), KT_CASE(softmax_of_16_bit_floats), KT_CASE(dropout_keeps_16_bit_dtypes), KT_CASE(item_of_special_floats),
         KT_CASE(cross_entropy_ignored_rows_with_inf_logits))

@@ -643,6 +643,8 @@ class Gen:
     def view(self, x):
         r = self.r
         dt, s = self.info[x]
+        if r.random() < 0.25:
+            return self.window(x)
         k = r.randint(0, 4)
         if k == 0:  # reshape
             n = int(np.prod(s))
@@ -682,6 +684,45 @@ class Gen:
         hi = [r.randint(0, 2) for _ in s]
         out = [d + a + b for d, a, b in zip(s, lo, hi)]
         return self.op("pad", [x], ["%.9g" % float(np.float32(r.uniform(-1, 1)))] + lo + hi, dt, out)
+
+    def window(self, x):
+        """a short window of constant bounds read from a tensor built along the same axis (a pad,
+        a concat, or a transpose flattened): the reads of a pooling window or x[1:4] of a padded
+        sequence, whose bounds a kernel made for other sizes (the family kernels of dynamic
+        shapes, generated at large sizes) must not take for granted"""
+        r = self.r
+        dt, s = self.info[x]
+        ax = r.randrange(len(s))
+        k = r.randint(0, 2)
+        if k == 0:
+            lo = [r.randint(0, 2) if i == ax else 0 for i in range(len(s))]
+            hi = [r.randint(0, 2) if i == ax else 0 for i in range(len(s))]
+            out = [d + a + b for d, a, b in zip(s, lo, hi)]
+            y = self.op("pad", [x], ["%.9g" % float(np.float32(r.uniform(-1, 1)))] + lo + hi, dt, out)
+        elif k == 1:
+            zs = list(s)
+            zs[ax] = r.randint(1, 3)
+            z = self.inp(dt, zs)
+            out = list(s)
+            out[ax] += zs[ax]
+            y = self.op("concat", [x, z] if r.random() < 0.5 else [z, x], [ax], dt, out)
+        else:
+            if len(s) < 2:
+                return x
+            p = list(range(len(s)))
+            p[-1], p[-2] = p[-2], p[-1]
+            t = self.op("permute", [x], p, dt, [s[i] for i in p])
+            n = int(np.prod(s))
+            y = self.op("reshape", [t], [1, n], dt, [n])
+            ax = 0
+            out = [n]
+        d = out[ax]
+        start = r.randint(0, min(2, d - 1))
+        stop = min(d, start + r.randint(1, 4))
+        step = r.choice([1, 1, 2])
+        sl = list(out)
+        sl[ax] = len(range(d)[start:stop:step])
+        return self.op("slice", [y], [ax, start, stop, step], dt, sl)
 
     def composed(self, x):
         """an op kiln composes from others (src/frontend/ops_compose.c): clamp, flip, roll,

@@ -171,8 +171,9 @@ static int json_string_is(const char *json, const char *key, const char *want) {
 /* The string value of "key" (at most 40 characters, for a message) into buf. */
 static const char *json_show(const char *json, const char *key, char *buf, size_t cap) {
   const char *q = json_value(json, key);
-  size_t n = q ? (size_t)(json_string_end(q) - q) : 0;
-  if (q && *q != '"') n = strcspn(q, ",}\n");
+  /* a string to its closing quote; anything else (a value missing at the
+   * end of the text included: q at its NUL) to the next separator */
+  size_t n = !q ? 0 : *q == '"' ? (size_t)(json_string_end(q) - q) : strcspn(q, ",}\n");
   if (n > 40) n = 40;
   snprintf(buf, cap, "%.*s", (int)n, q ? q : "");
   return buf;

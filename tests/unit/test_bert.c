@@ -262,6 +262,12 @@ KT_TEST(configs_and_weights_that_are_not_bert_are_refused) {
       {CFG(", \"hidden_act\": \"relu\",\n  \"hidden_dropout_prob\": 0.1"), "hidden_act \"relu\" is not supported"},
       {CFG(", \"hidden_act\": \"gelu_new\""), "hidden_act \"gelu_new\" is not"},
       {CFG(", \"hidden_size\": 17"), "bad configuration (vocab 50, hidden 17"}, /* the last of two wins */
+      /* a text that ends after a key's colon: the message read past its end
+       * (found by fuzz_bert_config) */
+      {"{\"vocab_size\": 50, \"hidden_size\": 16, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+       "\"intermediate_size\": 32, \"max_position_embeddings\": 12, \"type_vocab_size\": 2, "
+       "\"layer_norm_eps\": 1e-12, \"model_type\":\t\r",
+       "model_type  is not supported"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     write_file("config.json", bad[i][0]);

@@ -21,7 +21,7 @@
 #include "data/data_internal.h"
 
 struct kiln_tokenizer {
-  char *text;          /* the vocabulary file, '\n' replaced by NUL */
+  char *text;          /* the vocabulary file, each line's end replaced by NUL */
   int64_t n;           /* tokens */
   uint32_t *off, *len; /* token i is text[off[i] .. off[i] + len[i]) */
   int32_t *slot;       /* hash table of ids, -1 empty; size mask + 1 */
@@ -74,7 +74,16 @@ static void insert(kiln_tokenizer *t, int64_t id) {
   }
 }
 
-/* Split text[0..n) into lines (the last one may lack its '\n'), fill the
+/* Whether text[i] ends a line: '\n', a '\r' not followed by '\n', or the
+ * '\n' of "\r\n". transformers' load_vocab reads the file with Python's
+ * universal newlines, so a vocabulary written with CRLF (or a stray CR)
+ * numbers its tokens as there; a CR kept in a token would shift every id
+ * after it. */
+static bool line_end(const char *text, size_t n, size_t i) {
+  return text[i] == '\n' || (text[i] == '\r' && (i + 1 >= n || text[i + 1] != '\n'));
+}
+
+/* Split text[0..n) into lines (the last one may lack its end), fill the
  * offsets and the hash table. text has a NUL at text[n]. */
 static kiln_status index_lines(kiln_tokenizer *t, size_t n, const char *name, kiln_err *err) {
   int64_t lines = 0;
@@ -82,9 +91,9 @@ static kiln_status index_lines(kiln_tokenizer *t, size_t n, const char *name, ki
     if (t->text[i] == '\0')
       return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: vocabulary has a NUL byte at offset %zu (line %lld)", name, i,
                           (long long)lines + 1);
-    if (t->text[i] == '\n') lines++;
+    if (line_end(t->text, n, i)) lines++;
   }
-  if (n && t->text[n - 1] != '\n') lines++;
+  if (n && !line_end(t->text, n, n - 1)) lines++;
   if (lines == 0) return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: vocabulary file is empty", name);
   uint64_t size = 16;
   while (size < 2 * (uint64_t)lines) size *= 2;
@@ -99,12 +108,13 @@ static kiln_status index_lines(kiln_tokenizer *t, size_t n, const char *name, ki
   size_t start = 0;
   for (int64_t id = 0; id < lines; id++) {
     size_t end = start;
-    while (end < n && t->text[end] != '\n') end++;
+    while (end < n && t->text[end] != '\n' && t->text[end] != '\r') end++;
+    size_t next = end + (end + 1 < n && t->text[end] == '\r' && t->text[end + 1] == '\n' ? 2 : 1);
     t->text[end] = '\0';
     t->off[id] = (uint32_t)start;
     t->len[id] = (uint32_t)(end - start);
     insert(t, id);
-    start = end + 1;
+    start = next;
   }
   return KILN_OK;
 }

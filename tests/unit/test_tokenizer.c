@@ -260,6 +260,31 @@ KT_TEST(vocabulary_errors) {
   kiln_tokenizer_destroy(t);
 }
 
+/* Line ends as transformers' load_vocab reads them (Python's universal
+ * newlines: "\n", "\r\n" and a lone "\r" each end a line, and none stays in
+ * a token). Expected ids, by Python:
+ *   open(p, encoding="utf-8").readlines() on the bytes below gives
+ *   ['[PAD]\n', '[UNK]\n', '[CLS]\n', '[SEP]\n', 'hello\n', 'x\n', 'world\n', '\n', 'end']
+ * so "hello" is 4, "world" 6, "end" 8, the empty token 7, 9 tokens; transformers
+ * 4.45's BertTokenizer and BertTokenizerFast on this file encode "Hello world x" as
+ * [2, 4, 6, 5, 3]. */
+KT_TEST(vocabulary_line_ends) {
+  const char v[] = "[PAD]\r\n[UNK]\r\n[CLS]\r[SEP]\nhello\r\nx\rworld\r\r\nend";
+  kiln_tokenizer *t = NULL;
+  KT_EQ_INT(kiln_tokenizer_create(write_file("crlf.txt", v, sizeof v - 1), NULL, &t), KILN_OK);
+  if (!t) return;
+  KT_EQ_INT(kiln_tokenizer_vocab_size(t), 9);
+  KT_EQ_INT(kiln_tokenizer_token_id(t, "[UNK]"), 1);
+  KT_EQ_INT(kiln_tokenizer_token_id(t, "[CLS]"), 2);
+  KT_EQ_INT(kiln_tokenizer_token_id(t, "hello"), 4);
+  KT_EQ_INT(kiln_tokenizer_token_id(t, "world"), 6);
+  KT_EQ_INT(kiln_tokenizer_token_id(t, ""), 7);
+  KT_EQ_INT(kiln_tokenizer_token_id(t, "end"), 8);
+  KT_EQ_INT(kiln_tokenizer_token_id(t, "world\r"), -1);
+  EXPECT(t, "Hello world x", 16, 2, 4, 6, 5, 3);
+  kiln_tokenizer_destroy(t);
+}
+
 /* ───────────── parity with Hugging Face on all-MiniLM-L6-v2 ───────────── */
 
 static char *slurp(const char *path, size_t *n) {
@@ -441,6 +466,6 @@ static void cleanup(void) {
 }
 
 KT_MAIN(KT_CASE(accents_case_and_punctuation), KT_CASE(wordpiece_and_unknown), KT_CASE(cjk_whitespace_and_controls),
-        KT_CASE(options), KT_CASE(truncation_and_capacity), KT_CASE(vocabulary_lookups),
+        KT_CASE(vocabulary_line_ends), KT_CASE(options), KT_CASE(truncation_and_capacity), KT_CASE(vocabulary_lookups),
         KT_CASE(invalid_utf8_and_arguments), KT_CASE(vocabulary_errors), KT_CASE(minilm_parity_with_huggingface),
         KT_CASE(character_classes_and_random_strings_match_huggingface))

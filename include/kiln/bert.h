@@ -37,8 +37,10 @@ typedef struct kiln_bert kiln_bert;
  * unit LayerNorm weights) from seed. */
 #define kiln_bert_create(cfg, seed, out) kiln_bert_create_at((cfg), (seed), (out), KILN_HERE)
 kiln_status kiln_bert_create_at(const kiln_bert_config *cfg, uint64_t seed, kiln_bert **out, kiln_loc loc);
-/* Load dir/config.json and dir/model.safetensors. Errors name the file and
- * the tensor (missing, or a shape that disagrees with config.json). */
+/* Load dir/config.json and dir/model.safetensors, and the pooling of
+ * dir/modules.json's Pooling module when the folder has one. Errors name
+ * the file and the tensor (missing, or a shape that disagrees with
+ * config.json) or the module kiln does not compute (Dense, other poolings). */
 #define kiln_bert_load(dir, out) kiln_bert_load_at((dir), (out), KILN_HERE)
 kiln_status kiln_bert_load_at(const char *dir, kiln_bert **out, kiln_loc loc);
 /* What sentence-transformers takes from the model folder dir for its text:
@@ -70,8 +72,12 @@ int kiln_bert_params(const kiln_bert *m, const char **names, kiln_tensor *out, i
  * tensor: every position is a token). Token type 0 everywhere; no dropout. */
 #define kiln_bert_forward(m, ids, mask) kiln_bert_forward_at((m), (ids), (mask), KILN_HERE)
 kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc);
-/* Sentence embeddings [B, hidden]: the hidden states averaged over the
- * mask's tokens, divided by their L2 norm (at least 1e-12). */
+/* Sentence embeddings [B, hidden]: the hidden states pooled as the model
+ * folder's sentence-transformers Pooling module says (kiln_bert_load reads
+ * modules.json and its config.json: the mean over the mask's tokens, the
+ * [CLS] token, or the maximum over the tokens; the mean for a folder
+ * without modules.json and for kiln_bert_create), divided by their L2 norm
+ * (at least 1e-12). */
 #define kiln_bert_embed(m, ids, mask) kiln_bert_embed_at((m), (ids), (mask), KILN_HERE)
 kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc);
 /* Sentence embeddings [B, hidden] of a ragged batch, given on the host: B

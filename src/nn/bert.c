@@ -35,8 +35,13 @@ static const char *const k_layer_names[N_PER_LAYER] = {
  * (not trained: it is not among kiln_bert_params). */
 static const char *const k_pooler_names[2] = {"pooler.dense.weight", "pooler.dense.bias"};
 
+/* How hidden states become a sentence's embedding: the model folder's
+ * sentence-transformers Pooling module (mean when the folder has none) */
+enum { POOL_MEAN, POOL_CLS, POOL_MAX };
+
 struct kiln_bert {
   kiln_bert_config cfg;
+  int pooling;           /* POOL_*: from the folder's modules.json, else POOL_MEAN */
   kiln_tensor pooler[2]; /* null tensors when absent */
   int n;
   char (*names)[NAME_MAX_LEN];
@@ -289,6 +294,118 @@ kiln_status kiln_bert_text_options_at(const char *dir, kiln_tokenizer_options *t
   return st;
 }
 
+/* ── the folder's sentence-transformers modules ──
+ *
+ * sentence-transformers computes an embedding with the modules listed in
+ * modules.json: the Transformer (this encoder), a Pooling module (its
+ * config.json says which pooling), and optionally Normalize (kiln's
+ * embeddings are always L2-normalised). Any other module (Dense, ...)
+ * changes the embedding: such a folder is refused rather than embedded
+ * differently. No modules.json: sentence-transformers' default for a plain
+ * model folder, mean pooling. */
+
+/* The objects of the top-level array json, one at a time: the next object
+ * after *at, NUL-terminated into buf (cap bytes; longer objects are skipped
+ * as "{}"), or 0 at the end. */
+static int json_next_object(const char *json, const char **at, char *buf, size_t cap) {
+  const char *q = *at ? *at : json, *start = NULL;
+  int depth = *at ? 1 : 0; /* resumed right after an object, inside the array */
+  while (*q) {
+    if (*q == '"') {
+      q = json_string_end(q);
+      continue;
+    }
+    if (*q == '{' || *q == '[') {
+      if (++depth == 2 && *q == '{') start = q;
+    } else if (*q == '}' || *q == ']') {
+      if (depth-- == 2 && start && *q == '}') {
+        size_t n = (size_t)(q + 1 - start);
+        snprintf(buf, cap, "%.*s", n < cap ? (int)n : 2, n < cap ? start : "{}");
+        *at = q + 1;
+        return 1;
+      }
+    }
+    q++;
+  }
+  *at = q;
+  return 0;
+}
+
+/* The string value of "key" of the object obj without its quotes into buf
+ * (escapes refused), or "" */
+static const char *json_plain_string(const char *obj, const char *key, char *buf, size_t cap) {
+  const char *q = json_value(obj, key);
+  buf[0] = 0;
+  if (!q || *q != '"') return buf;
+  size_t n = (size_t)(json_string_end(q) - q);
+  if (n >= 2 && q[n - 1] == '"' && !memchr(q + 1, '\\', n - 2) && n - 2 < cap)
+    snprintf(buf, cap, "%.*s", (int)n - 2, q + 1);
+  return buf;
+}
+
+/* dir/path/config.json of a Pooling module: exactly one of the modes kiln
+ * computes (CLS token, mean, max over tokens) */
+static kiln_status read_pooling_config(const char *dir, const char *sub, const kiln_bert_config *c, int *pooling,
+                                       kiln_loc loc) {
+  char path[4096], *json = NULL;
+  if (snprintf(path, sizeof path, "%s/%s/config.json", dir, sub) >= (int)sizeof path)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: the folder's path is too long");
+  kiln_status st = read_json(path, "pooling config", 0, &json, loc);
+  if (st) return st;
+  static const char *const modes[6] = {"pooling_mode_cls_token", "pooling_mode_mean_tokens",
+                                       "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                                       "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
+  static const int kind[3] = {POOL_CLS, POOL_MEAN, POOL_MAX};
+  int on = 0, which = -1;
+  for (int i = 0; i < 6; i++)
+    if (json_bool(json, modes[i]) == 1) on++, which = i;
+  double dim = 0;
+  int dim_ok = json_number(json, "word_embedding_dimension", &dim) != 0 || dim == c->hidden_size;
+  free(json);
+  if (on != 1 || which > 2)
+    return kiln_error(KILN_ERR_UNSUPPORTED, loc,
+                      "bert: %s: %s pooling is not supported (kiln computes one of pooling_mode_cls_token, "
+                      "pooling_mode_mean_tokens, pooling_mode_max_tokens)",
+                      path, on == 0 ? "no" : on > 1 ? "a concatenation of several" : modes[which]);
+  if (!dim_ok)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: %s: word_embedding_dimension %g, config.json's "
+                      "hidden_size is %d", path, dim, c->hidden_size);
+  *pooling = kind[which];
+  return KILN_OK;
+}
+
+static kiln_status read_modules(const char *dir, const kiln_bert_config *c, int *pooling, kiln_loc loc) {
+  char path[4096], *json = NULL;
+  *pooling = POOL_MEAN;
+  if (snprintf(path, sizeof path, "%s/modules.json", dir) >= (int)sizeof path)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: the folder's path is too long");
+  kiln_status st = read_json(path, "modules.json", 1, &json, loc);
+  if (st || !json) return st;
+  static const char *const known[3] = {"sentence_transformers.models.Transformer",
+                                       "sentence_transformers.models.Pooling",
+                                       "sentence_transformers.models.Normalize"};
+  char obj[1024], type[128], sub[256];
+  const char *at = NULL;
+  while (!st && json_next_object(json, &at, obj, sizeof obj)) {
+    json_plain_string(obj, "type", type, sizeof type);
+    int k = 0;
+    while (k < 3 && strcmp(type, known[k])) k++;
+    if (k == 3) {
+      st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: module \"%s\" is not supported (kiln computes %s, "
+                      "%s and %s)", path, type[0] ? type : "?", known[0], known[1], known[2]);
+    } else if (k == 1) {
+      json_plain_string(obj, "path", sub, sizeof sub);
+      if (!sub[0] || sub[0] == '/' || strstr(sub, ".."))
+        st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: %s: the Pooling module's path \"%s\" is not a "
+                        "folder inside the model's", path, sub);
+      else
+        st = read_pooling_config(dir, sub, c, pooling, loc);
+    }
+  }
+  free(json);
+  return st;
+}
+
 /* Load parameter i under its name, or "bert."-prefixed. */
 static kiln_status load_param(kiln_bert *m, kiln_st_file *f, int i, const char *path, kiln_loc loc) {
   char alt[NAME_MAX_LEN + 8];
@@ -327,8 +444,12 @@ kiln_status kiln_bert_load_at(const char *dir, kiln_bert **out, kiln_loc loc) {
   snprintf(path, sizeof path, "%s/config.json", dir);
   kiln_status st = read_config(path, &cfg, loc);
   if (st) return st;
+  int pooling;
+  st = read_modules(dir, &cfg, &pooling, loc);
+  if (st) return st;
   kiln_bert *m = alloc_model(&cfg);
   if (!m) return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "bert: out of host memory");
+  m->pooling = pooling;
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   kiln_st_file *f = NULL;
   st = kiln_st_file_create_at(path, &f, loc);
@@ -489,10 +610,23 @@ kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tenso
   return x;
 }
 
+/* F.normalize of [B, H] along H */
+static kiln_tensor l2_normalize(kiln_tensor mean, kiln_loc loc) {
+  const int axl[1] = {-1};
+  /* torch.norm, whose gradient is 0 at a zero vector: sqrt's alone is
+   * 0 * inf = NaN there (an all-padding row made every gradient NaN) */
+  kiln_tensor ss = kiln_sum_at(kiln_mul_at(mean, mean, loc), 1, axl, 1, loc);
+  kiln_tensor nz = kiln_ne_c_at(ss, 0.0, loc);
+  kiln_tensor norm = kiln_where_at(nz, kiln_sqrt_at(kiln_where_at(nz, ss, kiln_constant_at(kiln_dtype_of(ss), 1.0, loc),
+                                                                  loc), loc),
+                                   kiln_constant_at(kiln_dtype_of(ss), 0.0, loc), loc);
+  return kiln_div_at(mean, kiln_maximum_c_at(norm, 1e-12, loc), loc); /* F.normalize */
+}
+
 kiln_tensor kiln_mean_pool_normalize_at(kiln_tensor hidden, kiln_tensor mask, kiln_loc loc) {
   int64_t s[KILN_MAX_RANK];
   if (kiln_shape(hidden, s) != 3) return kiln_nn_fail(loc, "mean_pool: hidden states must be [batch, tokens, dim]");
-  const int ax1[1] = {1}, axl[1] = {-1};
+  const int ax1[1] = {1};
   kiln_tensor sum, count;
   if (is_null(mask)) {
     sum = kiln_sum_at(hidden, 1, ax1, 0, loc);
@@ -504,19 +638,29 @@ kiln_tensor kiln_mean_pool_normalize_at(kiln_tensor hidden, kiln_tensor mask, ki
     sum = kiln_sum_at(kiln_mul_at(hidden, w, loc), 1, ax1, 0, loc);
     count = kiln_maximum_c_at(kiln_sum_at(w, 1, ax1, 0, loc), 1e-9, loc); /* sentence-transformers' clamp */
   }
-  kiln_tensor mean = kiln_div_at(sum, count, loc);
-  /* torch.norm, whose gradient is 0 at a zero vector: sqrt's alone is
-   * 0 * inf = NaN there (an all-padding row made every gradient NaN) */
-  kiln_tensor ss = kiln_sum_at(kiln_mul_at(mean, mean, loc), 1, axl, 1, loc);
-  kiln_tensor nz = kiln_ne_c_at(ss, 0.0, loc);
-  kiln_tensor norm = kiln_where_at(nz, kiln_sqrt_at(kiln_where_at(nz, ss, kiln_constant_at(kiln_dtype_of(ss), 1.0, loc),
-                                                                  loc), loc),
-                                   kiln_constant_at(kiln_dtype_of(ss), 0.0, loc), loc);
-  return kiln_div_at(mean, kiln_maximum_c_at(norm, 1e-12, loc), loc); /* F.normalize */
+  return l2_normalize(kiln_div_at(sum, count, loc), loc);
+}
+
+/* The folder's pooling of hidden [B, T, H] (mask [B, T] or null), normalised */
+static kiln_tensor pool_normalize(const kiln_bert *m, kiln_tensor hidden, kiln_tensor mask, kiln_loc loc) {
+  if (m->pooling == POOL_MEAN) return kiln_mean_pool_normalize_at(hidden, mask, loc);
+  int64_t s[KILN_MAX_RANK];
+  kiln_shape(hidden, s);
+  const int ax1[1] = {1};
+  if (m->pooling == POOL_CLS) /* sentence-transformers: token_embeddings[:, 0] */
+    return l2_normalize(kiln_sum_at(kiln_slice_at(hidden, 1, 0, 1, 1, loc), 1, ax1, 0, loc), loc);
+  /* max: padding set to -1e9 first, as sentence-transformers does */
+  if (!is_null(mask)) {
+    const int64_t s3[3] = {s[0], s[1], 1};
+    kiln_tensor w = kiln_reshape_at(kiln_cast_at(mask, KILN_BOOL, loc), 3, s3, loc);
+    hidden = kiln_where_at(w, hidden, kiln_constant_at(kiln_dtype_of(hidden), -1e9, loc), loc);
+  }
+  return l2_normalize(kiln_max_at(hidden, 1, ax1, 0, loc), loc);
 }
 
 kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc) {
-  return kiln_mean_pool_normalize_at(kiln_bert_forward_at(m, ids, mask, loc), mask, loc);
+  if (!m) return kiln_nn_fail(loc, "bert: model is NULL");
+  return pool_normalize(m, kiln_bert_forward_at(m, ids, mask, loc), mask, loc);
 }
 
 /* ── ragged batches: no padding through the per-token layers ──
@@ -585,7 +729,7 @@ kiln_tensor kiln_bert_embed_ragged_at(const kiln_bert *m, const int64_t *ids, co
   for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer(m, l, x, mask4, B, L, &r, loc);
   const int64_t s3[3] = {B, L, m->cfg.hidden_size};
   kiln_tensor hidden = kiln_reshape_at(kiln_index_select_at(x, 0, r.to_pad, loc), 3, s3, loc);
-  return kiln_mean_pool_normalize_at(hidden, maskt, loc);
+  return pool_normalize(m, hidden, maskt, loc);
 }
 
 void kiln_bert_destroy(kiln_bert *m) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kt.h"
@@ -51,6 +52,7 @@ static char *slurp(const char *path, size_t *n) {
 }
 
 static int load_reference(void) {
+  if (g_ref.n) return 0; /* read by an earlier case */
   g_dir = getenv("KILN_MINILM_DIR");
   g_data = getenv("KILN_TEST_DATA");
   if (!g_dir || !g_data) {
@@ -290,5 +292,143 @@ KT_TEST(kiln_embed_reads_the_folders_tokenizer_config) {
   rmdir(dir);
 }
 
+/* ── the folder's Pooling module ──
+ * A sentence-transformers folder says in modules.json and its Pooling
+ * module's config.json how hidden states become the embedding. The same
+ * weights with CLS or max pooling must embed as sentence-transformers does
+ * (tests/data/pooling_reference.txt, written by pooling_reference.py); a
+ * module kiln does not compute (Dense, mean_sqrt_len pooling, several modes
+ * at once) is refused by name rather than embedded otherwise. */
+
+static void write_text(const char *dir, const char *name, const char *text) {
+  char q[4200];
+  snprintf(q, sizeof q, "%s/%s", dir, name);
+  FILE *f = fopen(q, "w");
+  KT_CHECK_MSG(f != NULL, "cannot write %s", q);
+  if (f) fputs(text, f), fclose(f);
+}
+
+static const char k_modules[] =
+    "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"},\n"
+    " {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"},\n"
+    " {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\",\n"
+    "  \"type\": \"sentence_transformers.models.Normalize\"}]\n";
+
+static void write_pooling(const char *dir, int cls, int mean, int max, int sqrt_len, int dim) {
+  char json[512];
+  snprintf(json, sizeof json,
+           "{\"word_embedding_dimension\": %d, \"pooling_mode_cls_token\": %s, \"pooling_mode_mean_tokens\": %s, "
+           "\"pooling_mode_max_tokens\": %s, \"pooling_mode_mean_sqrt_len_tokens\": %s}\n",
+           dim, cls ? "true" : "false", mean ? "true" : "false", max ? "true" : "false", sqrt_len ? "true" : "false");
+  write_text(dir, "1_Pooling/config.json", json);
+}
+
+/* Embed sentences 0..7 in ragged batches of 4 and compare with the rows
+ * "pool <mode> i 384 ..." of the reference r */
+static void compare_pooling(const char *dir, const char *mode, const char *r, kiln_tokenizer *tok) {
+  kiln_bert *m = NULL;
+  KT_CHECK_MSG(kiln_bert_load(dir, &m) == KILN_OK, "%s: %s", mode, kiln_last_error());
+  if (!m) return;
+  for (int i0 = 0; i0 < 8; i0 += 4) {
+    static int64_t packed[4 * 256];
+    int64_t n[4], k = 0;
+    for (int b = 0; b < 4; b++) {
+      KT_CHECK(kiln_tokenizer_encode(tok, g_ref.text[i0 + b], g_ref.len[i0 + b], 256, packed + k, 256, &n[b]) ==
+               KILN_OK);
+      k += n[b];
+    }
+    static float out[4 * DIM];
+    KT_CHECK_MSG(kiln_to_host(kiln_bert_embed_ragged(m, packed, n, 4), out, sizeof out) == KILN_OK, "%s",
+                 kiln_last_error());
+    kiln_mark_step();
+    for (int b = 0; b < 4; b++) {
+      char key[48];
+      snprintf(key, sizeof key, "\npool %s %d %d ", mode, i0 + b, DIM);
+      const char *p = strstr(r, key);
+      KT_CHECK_MSG(p != NULL, "no reference row%s", key);
+      if (!p) continue;
+      p += strlen(key);
+      double dot = 0, na = 0, nb = 0, mx = 0;
+      for (int j = 0; j < DIM; j++) {
+        char *e;
+        double want = strtod(p, &e), got = out[b * DIM + j];
+        p = e;
+        dot += got * want, na += got * got, nb += want * want;
+        if (fabs(got - want) > mx) mx = fabs(got - want);
+      }
+      double cosine = dot / sqrt(na * nb);
+      KT_CHECK_MSG(cosine >= 0.99999 && mx <= 1e-5, "%s pooling: sentence %d: cosine %.9f, max abs difference %.3g",
+                   mode, i0 + b, cosine, mx);
+    }
+  }
+  kiln_bert_destroy(m);
+}
+
+static void expect_refused(const char *dir, const char *what, const char *want) {
+  kiln_bert *m = NULL;
+  KT_CHECK_MSG(kiln_bert_load(dir, &m) != KILN_OK && m == NULL, "%s: loaded", what);
+  KT_CHECK_MSG(strstr(kiln_last_error(), want) != NULL, "%s: error \"%s\" does not name %s", what,
+               kiln_last_error(), want);
+  kiln_clear_error();
+}
+
+KT_TEST(the_folders_pooling_module_is_what_embeds) {
+  if (load_reference()) return;
+  char dir[] = "/tmp/kiln-test-minilm-pool-XXXXXX", p[4200], q[4200];
+  KT_CHECK(mkdtemp(dir) != NULL);
+  static const char *const links[] = {"vocab.txt", "config.json", "model.safetensors"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", g_dir, links[i]);
+    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
+    KT_CHECK(symlink(p, q) == 0);
+  }
+  snprintf(q, sizeof q, "%s/1_Pooling", dir);
+  KT_CHECK(mkdir(q, 0700) == 0);
+  snprintf(p, sizeof p, "%s/pooling_reference.txt", g_data);
+  size_t nr = 0;
+  char *r = slurp(p, &nr);
+  KT_CHECK_MSG(r != NULL, "cannot read %s", p);
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  snprintf(p, sizeof p, "%s/vocab.txt", g_dir);
+  kiln_tokenizer *tok = NULL;
+  KT_CHECK_MSG(kiln_tokenizer_create(p, NULL, &tok) == KILN_OK, "%s", kiln_last_error());
+  write_text(dir, "modules.json", k_modules);
+  if (r && tok) {
+    write_pooling(dir, 1, 0, 0, 0, DIM);
+    compare_pooling(dir, "cls", r, tok);
+    write_pooling(dir, 0, 0, 1, 0, DIM);
+    compare_pooling(dir, "max", r, tok);
+  }
+  write_pooling(dir, 0, 0, 0, 1, DIM);
+  expect_refused(dir, "mean_sqrt_len pooling", "pooling_mode_mean_sqrt_len_tokens pooling is not supported");
+  write_pooling(dir, 1, 1, 0, 0, DIM);
+  expect_refused(dir, "two pooling modes", "a concatenation of several pooling");
+  write_pooling(dir, 0, 0, 0, 0, DIM);
+  expect_refused(dir, "no pooling mode", "no pooling is not supported");
+  write_pooling(dir, 0, 1, 0, 0, 768);
+  expect_refused(dir, "another dimension", "word_embedding_dimension 768");
+  write_pooling(dir, 0, 1, 0, 0, DIM);
+  write_text(dir, "modules.json", "[{\"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"},"
+                                  " {\"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"},"
+                                  " {\"path\": \"2_Dense\", \"type\": \"sentence_transformers.models.Dense\"}]");
+  expect_refused(dir, "a Dense module", "module \"sentence_transformers.models.Dense\" is not supported");
+  write_text(dir, "modules.json", "[{\"path\": \"../elsewhere\", \"type\": \"sentence_transformers.models.Pooling\"}]");
+  expect_refused(dir, "a path out of the folder", "is not a folder inside the model's");
+  kiln_tokenizer_destroy(tok);
+  kiln_shutdown();
+  free(r);
+  snprintf(q, sizeof q, "%s/1_Pooling/config.json", dir);
+  unlink(q);
+  snprintf(q, sizeof q, "%s/1_Pooling", dir);
+  rmdir(q);
+  snprintf(q, sizeof q, "%s/modules.json", dir);
+  unlink(q);
+  for (int i = 0; i < 3; i++) {
+    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
+    unlink(q);
+  }
+  rmdir(dir);
+}
+
 KT_MAIN(KT_CASE(library_embeddings_match_sentence_transformers), KT_CASE(kiln_embed_prints_the_same),
-        KT_CASE(kiln_embed_reads_the_folders_tokenizer_config))
+        KT_CASE(kiln_embed_reads_the_folders_tokenizer_config), KT_CASE(the_folders_pooling_module_is_what_embeds))

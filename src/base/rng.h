@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kiln/kiln.h" /* kiln_dtype */
+
 /* SplitMix64-style finalizer over (seed, counter): passes BigCrush for
  * sequential counters and is a handful of instructions. */
 static inline uint64_t kiln_rng_bits(uint64_t seed, uint64_t k) {
@@ -19,6 +21,20 @@ static inline uint64_t kiln_rng_bits(uint64_t seed, uint64_t k) {
 /* uniform in [0, 1) with 53 random bits */
 static inline double kiln_rng_uniform(uint64_t seed, uint64_t k) {
   return (double)(kiln_rng_bits(seed, k) >> 11) * 0x1.0p-53;
+}
+/* The largest value below 1 in float dtype dt. A uniform draw of dt is at
+ * most this: [0, 1) rounded to dt's precision would make the draws of the
+ * top half-ulp 1.0 (1 in 2^25 for f32, 1 in 512 for bf16, 1 in 4096 for
+ * f16), which torch.rand never returns. The values below stay as rounded. */
+static inline double kiln_rng_uniform_top(kiln_dtype dt) {
+  return dt == KILN_F32 ? 0x1.fffffep-1 : dt == KILN_BF16 ? 0x1.fep-1 : dt == KILN_F16 ? 0x1.ffcp-1
+                                                                                      : 0x1.fffffffffffffp-1;
+}
+/* kiln_rng_uniform at most top (clamping before the rounding to dt is
+ * clamping after it: rounding is monotone and top is representable) */
+static inline double kiln_rng_uniform_below(uint64_t seed, uint64_t k, double top) {
+  double u = kiln_rng_uniform(seed, k);
+  return u < top ? u : top;
 }
 /* standard normal by Box–Muller on two independent streams */
 static inline double kiln_rng_normal(uint64_t seed, uint64_t k) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/rng.h" /* kiln_rng_uniform_top */
 #include "codegen/codegen_internal.h"
 
 const char *const kiln_cg_canon_ax[KILN_MAX_RANK] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
@@ -715,8 +716,10 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
           ictx sy;
           ctx_other(&sy, NODE(c, in[0]));
           const char *seed = kiln_cg_conv(c, kiln_cg_ex(c, in[0], &sy), NODE(c, in[0])->dtype, KILN_I64);
-          const char *r = kiln_cg_sf(c, "krng_%s((uint64_t)(%s), (uint64_t)(%s))", nd->iattr[0] == 1 ? "normal" : "uniform",
-                             seed, lin(c, x));
+          const char *r = nd->iattr[0] == 1
+                              ? kiln_cg_sf(c, "krng_normal((uint64_t)(%s), (uint64_t)(%s))", seed, lin(c, x))
+                              : kiln_cg_sf(c, "krng_uniform_below((uint64_t)(%s), (uint64_t)(%s), %a)", seed,
+                                           lin(c, x), kiln_rng_uniform_top((kiln_dtype)nd->dtype));
           return kiln_cg_conv(c, r, KILN_F64, nd->dtype);
         }
         default: break;

@@ -401,7 +401,61 @@ KT_TEST(gradients_through_16bit_casts) {
   bc_result_free(&ref);
 }
 
+/* ───────────── uniform draws stay below 1 ─────────────
+ * torch.rand's values lie in [0, 1) in every dtype. kiln draws a double in
+ * [0, 1) and rounds it to the dtype: the draws in the top half-ulp would be
+ * 1.0 (1 in 512 for bf16: about 128 of these 65536; for f32 element 348280
+ * of seed 28 draws 0.99999999..., which rounds to 1.0f: found by replaying
+ * src/base/rng.h in NumPy). They are the largest value below 1 instead. */
+static const struct {
+  kiln_dtype dt;
+  uint64_t seed;
+  int64_t n;
+} k_unif[4] = {{KILN_F32, 28, 348288}, {KILN_BF16, 1, 65536}, {KILN_F16, 1, 65536}, {KILN_F64, 28, 348288}};
+
+static void prog_uniform(bc_result *r, const void *arg) {
+  (void)arg;
+  for (int k = 0; k < 4; k++) {
+    kiln_tensor u = kiln_rand_uniform(k_unif[k].dt, 1, &k_unif[k].n, k_unif[k].seed);
+    bc_emit(r, u, 0, 0, "uniform %s", kiln_dtype_name(k_unif[k].dt));
+    bc_emit(r, kiln_max(kiln_mul_c(u, 1.0), 1, (int[]){0}, 0), 0, 0, "max of uniform %s (fused)",
+            kiln_dtype_name(k_unif[k].dt));
+  }
+}
+
+KT_TEST(uniform_draws_stay_below_one) {
+  static bc_result ref;
+  bc_check("uniform draws", prog_uniform, NULL, &ref);
+  if (ref.status != KILN_OK || ref.n != 8) return;
+  static const double top[4] = {0x1.fffffep-1, 0x1.fep-1, 0x1.ffcp-1, 0x1.fffffffffffffp-1};
+  for (int k = 0; k < 4; k++) {
+    const bc_out *o = &ref.o[2 * k];
+    int64_t at_top = 0, below = 1;
+    for (int64_t i = 0; i < o->numel; i++) {
+      double v = bc_get_f(o, i);
+      below &= v >= 0 && v < 1;
+      at_top += v == top[k];
+    }
+    KT_CHECK_MSG(below, "uniform %s: a draw outside [0, 1)", kiln_dtype_name(k_unif[k].dt));
+    KT_CHECK_MSG(bc_get_f(&ref.o[2 * k + 1], 0) < 1, "uniform %s: max %.17g", kiln_dtype_name(k_unif[k].dt),
+                 bc_get_f(&ref.o[2 * k + 1], 0));
+    if (k_unif[k].dt == KILN_F32) KT_CHECK(bc_get_f(o, 348280) == top[k]);
+    if (k_unif[k].dt == KILN_BF16) KT_CHECK_MSG(at_top > 64, "bf16: %lld draws at the top", (long long)at_top);
+  }
+  bc_result_free(&ref);
+  /* the backend under test alone, its values read back exactly */
+  KT_CHECK(kiln_init(&(kiln_options){.backend = bc_backend_under_test()}) == KILN_OK);
+  for (int k = 0; k < 3; k++) {
+    float mx = 2;
+    kiln_tensor u = kiln_cast(kiln_rand_uniform(k_unif[k].dt, 1, &k_unif[k].n, k_unif[k].seed), KILN_F32);
+    KT_CHECK(kiln_to_host(kiln_max(u, 1, (int[]){0}, 0), &mx, sizeof mx) == KILN_OK);
+    KT_CHECK_MSG(mx == (float)top[k], "%s on %s: max draw %.9g, want %.9g", kiln_dtype_name(k_unif[k].dt),
+                 bc_backend_under_test(), (double)mx, top[k]);
+  }
+  kiln_shutdown();
+}
+
 KT_MAIN(KT_CASE(casts_match_pytorch_bits), KT_CASE(every_16bit_pattern_widens_and_narrows_exactly),
         KT_CASE(promotion_is_pytorchs), KT_CASE(fused_kernels_round_like_ref), KT_CASE(eight_bit_reduction_identities),
         KT_CASE(matmul_16bit_and_integer), KT_CASE(matmul_on_bool_is_an_error),
-        KT_CASE(gradients_through_16bit_casts))
+        KT_CASE(gradients_through_16bit_casts), KT_CASE(uniform_draws_stay_below_one))

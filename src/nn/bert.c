@@ -604,7 +604,16 @@ kiln_tensor kiln_bert_forward_at(const kiln_bert *m, kiln_tensor ids, kiln_tenso
   kiln_tensor mask4 = {0, 0};
   if (!is_null(mask)) {
     const int64_t s4[4] = {B, 1, 1, T};
-    mask4 = kiln_reshape_at(kiln_cast_at(mask, KILN_BOOL, loc), 4, s4, loc);
+    const int ax1[1] = {1};
+    /* A row with no token at all (a batch padded with empty rows):
+     * transformers adds finfo.min to the masked scores, which leaves such a
+     * row's attention finite; a bool mask gives it no key, hence NaN, and the
+     * NaN reaches every weight's gradient through 0 * NaN. Such a row
+     * attends to every position instead: finite, and pooled away by its mask
+     * (its embedding is 0, as sentence-transformers'). */
+    kiln_tensor mb = kiln_cast_at(mask, KILN_BOOL, loc);
+    mb = kiln_logical_or_at(mb, kiln_logical_not_at(kiln_max_at(mb, 1, ax1, 1, loc), loc), loc);
+    mask4 = kiln_reshape_at(mb, 4, s4, loc);
   }
   for (int l = 0; l < m->cfg.num_hidden_layers; l++) x = encoder_layer(m, l, x, mask4, B, T, NULL, loc);
   return x;

@@ -104,6 +104,59 @@ KT_TEST(padding_is_invisible_and_pooling_is_the_masked_mean) {
   kiln_shutdown();
 }
 
+/* A batch padded with an empty row (mask all 0): transformers' additive
+ * finfo.min mask keeps that row's attention finite, and sentence-transformers'
+ * mean pooling gives it the embedding 0 (a zero sum over max(0, 1e-9)
+ * tokens, then F.normalize of a zero vector). kiln: the same, the other
+ * rows as without it, and every gradient finite (a NaN row reached every
+ * weight through 0 * NaN). */
+KT_TEST(an_empty_row_stays_finite_and_embeds_as_zero) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  kiln_bert *m = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, 5, &m) == KILN_OK);
+  kiln_tensor params[64];
+  int n = kiln_bert_params(m, NULL, params, 64);
+  for (int i = 0; i < n; i++) kiln_requires_grad(params[i]);
+  static const int64_t ids[2][5] = {{1, 7, 9, 22, 2}, {0, 0, 0, 0, 0}};
+  static const int64_t mask[2][5] = {{1, 1, 1, 1, 1}, {0, 0, 0, 0, 0}};
+  const int64_t s[2] = {2, 5}, s1[2] = {1, 5};
+  float h[2 * 5 * 16], e[32], alone[16];
+  kiln_tensor x = kiln_from_host(ids, KILN_I64, 2, s), k = kiln_from_host(mask, KILN_I64, 2, s);
+  KT_CHECK(kiln_to_host(kiln_bert_forward(m, x, k), h, sizeof h) == KILN_OK);
+  int finite = 1;
+  for (int i = 0; i < 160; i++) finite &= isfinite(h[i]) != 0;
+  KT_CHECK_MSG(finite, "hidden states of a batch with an empty row are not finite");
+  kiln_tensor emb = kiln_bert_embed(m, x, k);
+  KT_CHECK(kiln_to_host(emb, e, sizeof e) == KILN_OK);
+  KT_CHECK(kiln_to_host(kiln_bert_embed(m, kiln_from_host(ids, KILN_I64, 2, s1), k_none), alone, sizeof alone) ==
+           KILN_OK);
+  for (int j = 0; j < 16; j++) {
+    KT_NEAR(e[j], alone[j], 1e-6);
+    KT_CHECK_MSG(e[16 + j] == 0.0f, "empty row's embedding[%d] = %g, want 0", j, (double)e[16 + j]);
+  }
+  kiln_mark_step();
+  /* a loss on the real row: every gradient finite */
+  const int all[2] = {0, 1};
+  x = kiln_from_host(ids, KILN_I64, 2, s), k = kiln_from_host(mask, KILN_I64, 2, s); /* the step's tensors died */
+  kiln_tensor loss = kiln_sum(kiln_mul_c(kiln_bert_embed(m, x, k), 0.5), 2, all, false);
+  KT_CHECK_MSG(kiln_backward(loss) == KILN_OK, "%s", kiln_last_error());
+  for (int i = 0; i < n; i++) {
+    int64_t shp[KILN_MAX_RANK];
+    int r = kiln_shape(params[i], shp);
+    int64_t cnt = 1;
+    for (int d = 0; d < r; d++) cnt *= shp[d];
+    float *g = malloc(sizeof(float) * (size_t)cnt);
+    KT_CHECK(g && kiln_to_host(kiln_grad(params[i]), g, sizeof(float) * (size_t)cnt) == KILN_OK);
+    int ok = 1;
+    for (int64_t j = 0; g && j < cnt; j++) ok &= isfinite(g[j]) != 0;
+    KT_CHECK_MSG(ok, "parameter %d: a gradient is not finite", i);
+    free(g);
+  }
+  kiln_mark_step();
+  kiln_bert_destroy(m);
+  kiln_shutdown();
+}
+
 /* kiln_bert_embed_ragged: the embeddings of the padded batch, for batches
  * whose longest sentence rounds past the positions (9 -> 16, capped at 12)
  * and whose token count is not a multiple of the ragged rows; bad input
@@ -339,7 +392,8 @@ KT_TEST(a_bf16_checkpoint_loads_as_f32) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(save_and_load_round_trip), KT_CASE(a_bf16_checkpoint_loads_as_f32), KT_CASE(padding_is_invisible_and_pooling_is_the_masked_mean),
+KT_MAIN(KT_CASE(save_and_load_round_trip), KT_CASE(a_bf16_checkpoint_loads_as_f32),
+        KT_CASE(padding_is_invisible_and_pooling_is_the_masked_mean), KT_CASE(an_empty_row_stays_finite_and_embeds_as_zero),
         KT_CASE(fine_tuning_reduces_the_loss), KT_CASE(bad_folders_name_the_file_and_tensor),
         KT_CASE(ragged_batches_embed_as_padded_ones),
         KT_CASE(configs_and_weights_that_are_not_bert_are_refused))

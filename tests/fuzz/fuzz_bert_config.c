@@ -19,10 +19,19 @@
 
 static char g_dir[64];
 
+/* the folder goes when the fuzzer exits (libFuzzer ends with exit()) */
+static void remove_dir(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/config.json", g_dir);
+  unlink(path);
+  rmdir(g_dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!g_dir[0]) {
     snprintf(g_dir, sizeof g_dir, "/tmp/kiln-fuzz-bert-XXXXXX");
     if (!mkdtemp(g_dir) || kiln_init(NULL) != KILN_OK) abort();
+    atexit(remove_dir);
   }
   char path[128];
   snprintf(path, sizeof path, "%s/config.json", g_dir);

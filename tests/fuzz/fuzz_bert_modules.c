@@ -39,10 +39,24 @@ static const char k_modules[] =
     " {\"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]";
 static const char k_pooling[] = "{\"word_embedding_dimension\": 8, \"pooling_mode_cls_token\": true}";
 
+/* the folder goes when the fuzzer exits (libFuzzer ends with exit()) */
+static void remove_dir(void) {
+  static const char *const names[3] = {"config.json", "modules.json", "1_Pooling/config.json"};
+  char path[160];
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/%s", g_dir, names[i]);
+    unlink(path);
+  }
+  snprintf(path, sizeof path, "%s/1_Pooling", g_dir);
+  rmdir(path);
+  rmdir(g_dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!g_dir[0]) {
     snprintf(g_dir, sizeof g_dir, "/tmp/kiln-fuzz-bertmod-XXXXXX");
     if (!mkdtemp(g_dir) || kiln_init(NULL) != KILN_OK) abort();
+    atexit(remove_dir);
     char sub[96];
     snprintf(sub, sizeof sub, "%s/1_Pooling", g_dir);
     if (mkdir(sub, 0700) != 0) abort();

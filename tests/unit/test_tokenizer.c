@@ -456,7 +456,7 @@ KT_TEST(character_classes_and_random_strings_match_huggingface) {
 
 static void cleanup(void) {
   if (!g_dir[0]) return;
-  const char *names[] = {"vocab.txt", "empty.txt", "nocls.txt", "nul.txt", "big.txt", "nonl.txt"};
+  const char *names[] = {"vocab.txt", "empty.txt", "nocls.txt", "nul.txt", "big.txt", "nonl.txt", "crlf.txt"};
   char p[700];
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);

@@ -15,6 +15,11 @@
  *      "##"; a word with no full cover, or of more than 100 characters after
  *      normalization, becomes [UNK];
  *   7. [CLS] pieces [SEP], truncated to max_len ids in all.
+ * Before step 1, the special tokens [UNK], [SEP], [PAD], [CLS] and [MASK]
+ * (those the vocabulary has) written in the text are found in its raw
+ * bytes, case-sensitive, anywhere (inside a word too): each is that token's
+ * id, and the text between them goes through steps 1-6 (as Hugging Face's
+ * tokenizers do: "x[SEP]y" is x [SEP] y; "[mask]" is three words).
  *
  * Ownership: kiln_tokenizer_create returns a tokenizer owned by the caller,
  * freed with kiln_tokenizer_destroy (NULL is a no-op). Strings returned by

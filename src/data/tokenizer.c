@@ -27,6 +27,11 @@ struct kiln_tokenizer {
   int32_t *slot;       /* hash table of ids, -1 empty; size mask + 1 */
   uint64_t mask;
   int64_t unk, cls, sep;
+  /* BertTokenizer's special tokens found in the vocabulary, matched in the
+   * raw text before anything else (split_specials below) */
+  int n_special;
+  const char *special[5];
+  int64_t special_id[5];
   kiln_tokenizer_options opts;
 };
 
@@ -126,6 +131,15 @@ static kiln_status find_specials(kiln_tokenizer *t, const char *name, kiln_err *
     *ids[i] = lookup(t, false, names[i], strlen(names[i]));
     if (*ids[i] < 0)
       return kiln_err_set(err, KILN_ERR_CORRUPT, "%s: vocabulary lacks the special token %s", name, names[i]);
+  }
+  /* BertTokenizer's defaults (unk, sep, pad, cls, mask), each when the
+   * vocabulary has it */
+  static const char *const all[5] = {"[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"};
+  for (int i = 0; i < 5; i++) {
+    int64_t id = lookup(t, false, all[i], strlen(all[i]));
+    if (id < 0) continue;
+    t->special[t->n_special] = all[i];
+    t->special_id[t->n_special++] = id;
   }
   return KILN_OK;
 }
@@ -421,6 +435,46 @@ static size_t segment_end(const uint8_t *s, size_t len, size_t at) {
   return len;
 }
 
+/* The first special token in s[at..len): its offset (len if none) and, in
+ * *which, its index in t->special. Hugging Face matches the special tokens
+ * in the raw text, case-sensitive, anywhere (inside a word too), leftmost
+ * first, before normalizing: "x[SEP]y" is x, [SEP], y; "[mask]" is not
+ * one. Each starts with '[', which is all the scan looks for. */
+static size_t next_special(const kiln_tokenizer *t, const uint8_t *s, size_t len, size_t at, int *which) {
+  for (size_t i = at; i < len; i++) {
+    const uint8_t *b = memchr(s + i, '[', len - i);
+    if (!b) break;
+    i = (size_t)(b - s);
+    for (int k = 0; k < t->n_special; k++) {
+      size_t n = strlen(t->special[k]);
+      if (n <= len - i && !memcmp(s + i, t->special[k], n)) {
+        *which = k;
+        return i;
+      }
+    }
+  }
+  return len;
+}
+
+/* Steps 1-6 on the text s[at..end) (no special token in it) */
+static bool encode_text(const kiln_tokenizer *t, const uint8_t *s, size_t at, size_t end, sink *k) {
+  /* Normalize and split a segment at a time, and stop once truncation has
+   * all its pieces: a long line costs memory for one segment (not ~9 bytes
+   * per byte of the line) and time for what is kept. */
+  while (at < end && k->pieces_left > 0) {
+    size_t e = segment_end(s, end, at);
+    cpvec norm = {0};
+    if (!normalize(t, s + at, e - at, &norm)) {
+      free(norm.v);
+      return false;
+    }
+    split_words(t, &norm, k);
+    free(norm.v);
+    at = e;
+  }
+  return true;
+}
+
 /* The offset of the first invalid UTF-8 sequence in s[0..len), or len. */
 static size_t utf8_invalid_at(const uint8_t *s, size_t len, const char **why) {
   for (size_t i = 0; i < len;) {
@@ -456,19 +510,18 @@ kiln_status kiln_tokenizer_encode_err(const kiln_tokenizer *t, const char *utf8,
                         "%s: invalid UTF-8 at byte offset %zu of %zu (byte 0x%02x): %s", op, bad, len, s[bad], why);
   sink k = {.ids = ids, .cap = cap, .n = 0, .pieces_left = max_len - 2};
   emit(&k, t->cls);
-  /* Normalize and split the text a segment at a time, and stop once
-   * truncation has all its pieces: a long line costs memory for one
-   * segment (not ~9 bytes per byte of the line) and time for what is kept. */
+  /* the text between special tokens, each special token its own id */
   for (size_t at = 0; at < len && k.pieces_left > 0;) {
-    size_t end = segment_end(s, len, at);
-    cpvec norm = {0};
-    if (!normalize(t, s + at, end - at, &norm)) {
-      free(norm.v);
-      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory normalizing %zu bytes", op, end - at);
+    int which = -1;
+    size_t sp = next_special(t, s, len, at, &which);
+    if (!encode_text(t, s, at, sp, &k))
+      return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory normalizing %zu bytes", op, sp - at);
+    if (sp == len) break;
+    if (k.pieces_left > 0) {
+      emit(&k, t->special_id[which]);
+      k.pieces_left--;
     }
-    split_words(t, &norm, &k);
-    free(norm.v);
-    at = end;
+    at = sp + strlen(t->special[which]);
   }
   emit(&k, t->sep);
   *n_out = k.n;

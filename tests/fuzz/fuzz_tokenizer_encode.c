@@ -6,7 +6,8 @@
  *      U+10FFFF, no truncated sequence), with INVALID_ARGUMENT naming the
  *      byte offset of the first bad sequence;
  *   3. otherwise returns [CLS] pieces [SEP] of at most max_len ids, every id
- *      in the vocabulary, no [CLS]/[SEP] inside (brackets are punctuation);
+ *      in the vocabulary, no [CLS]/[SEP] inside unless the text spells it
+ *      (a special token written in the text is that token);
  *   4. is consistent: cap 0 reports the same count, and a smaller max_len
  *      gives a prefix of the same pieces.
  * The first input byte picks max_len (2..65) and the options; the rest is
@@ -61,13 +62,22 @@ static kiln_tokenizer *vocab(int mode) {
   return t[mode];
 }
 
+/* Whether s[0..n) holds the bytes of tok */
+static int spells(const char *s, size_t n, const char *tok) {
+  size_t k = strlen(tok);
+  for (size_t i = 0; i + k <= n; i++)
+    if (!memcmp(s + i, tok, k)) return 1;
+  return 0;
+}
+
 static void check_ok(const kiln_tokenizer *t, const char *s, size_t n, int64_t max_len, const int64_t *ids,
                      int64_t count) {
   int64_t V = kiln_tokenizer_vocab_size(t), cls = kiln_tokenizer_token_id(t, "[CLS]");
   int64_t sep = kiln_tokenizer_token_id(t, "[SEP]");
+  int has_cls = spells(s, n, "[CLS]"), has_sep = spells(s, n, "[SEP]");
   if (count < 2 || count > max_len || ids[0] != cls || ids[count - 1] != sep) abort();
   for (int64_t i = 1; i + 1 < count; i++)
-    if (ids[i] < 0 || ids[i] >= V || ids[i] == cls || ids[i] == sep) abort();
+    if (ids[i] < 0 || ids[i] >= V || (ids[i] == cls && !has_cls) || (ids[i] == sep && !has_sep)) abort();
   int64_t again = -1;
   kiln_err err = {0};
   if (kiln_tokenizer_encode_err(t, s, n, max_len, NULL, 0, &again, &err) != KILN_OK || again != count) abort();

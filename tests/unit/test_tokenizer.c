@@ -260,6 +260,28 @@ KT_TEST(vocabulary_errors) {
   kiln_tokenizer_destroy(t);
 }
 
+/* Special tokens written in the text are those tokens, as Hugging Face's
+ * tokenizers match them: in the raw text, case-sensitive, inside words too,
+ * before normalizing (transformers 4.45 on all-MiniLM-L6-v2: "x[SEP]y" is
+ * [CLS] x [SEP] y [SEP], "[[SEP]]" is [ [SEP] ], "[mask]" and "[ MASK ]" are
+ * brackets and a word); one counts as a piece for truncation. Small
+ * vocabulary: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4, hello 5, world
+ * 6, "," 7, "!" 8. */
+KT_TEST(special_tokens_in_the_text) {
+  kiln_tokenizer *t = small(NULL);
+  EXPECT(t, "hello[SEP]world", 64, 2, 5, 3, 6, 3);
+  EXPECT(t, "Hello [MASK], world [PAD][UNK]!", 64, 2, 5, 4, 7, 6, 0, 1, 8, 3);
+  EXPECT(t, "[CLS][CLS]", 64, 2, 2, 2, 3);
+  EXPECT(t, "[mask] [ MASK ] [SEP", 64, 2, 1, 1, 1, 1, 1, 1, 1, 1, 3); /* [ mask ] [ mask ] [ sep: [UNK] each */
+  EXPECT(t, "hello [MASK] world", 3, 2, 5, 3);
+  EXPECT(t, "hello [MASK] world", 4, 2, 5, 4, 3);
+  kiln_tokenizer_options cased = {.lowercase = false, .strip_accents = false};
+  kiln_tokenizer_destroy(t);
+  t = small(&cased);
+  EXPECT(t, "Hello[MASK]", 64, 2, 14, 4, 3); /* the special token is not lower-cased or split either way */
+  kiln_tokenizer_destroy(t);
+}
+
 /* Line ends as transformers' load_vocab reads them (Python's universal
  * newlines: "\n", "\r\n" and a lone "\r" each end a line, and none stays in
  * a token). Expected ids, by Python:
@@ -466,6 +488,7 @@ static void cleanup(void) {
 }
 
 KT_MAIN(KT_CASE(accents_case_and_punctuation), KT_CASE(wordpiece_and_unknown), KT_CASE(cjk_whitespace_and_controls),
-        KT_CASE(vocabulary_line_ends), KT_CASE(options), KT_CASE(truncation_and_capacity), KT_CASE(vocabulary_lookups),
-        KT_CASE(invalid_utf8_and_arguments), KT_CASE(vocabulary_errors), KT_CASE(minilm_parity_with_huggingface),
+        KT_CASE(vocabulary_line_ends), KT_CASE(special_tokens_in_the_text), KT_CASE(options),
+        KT_CASE(truncation_and_capacity), KT_CASE(vocabulary_lookups), KT_CASE(invalid_utf8_and_arguments),
+        KT_CASE(vocabulary_errors), KT_CASE(minilm_parity_with_huggingface),
         KT_CASE(character_classes_and_random_strings_match_huggingface))

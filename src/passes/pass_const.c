@@ -83,10 +83,10 @@ int kiln_cval_to_fattr(int dt, kiln_cval v, double *out) {
     *out = round_to(dt, v.f);
     return 1;
   }
-  double d = (double)v.i;
-  /* An i64 beyond 2^53 may not survive the round trip through double. */
-  if (!(d >= -9007199254740992.0 && d <= 9007199254740992.0)) return 0;
-  *out = d;
+  /* An i64 beyond 2^53 may not survive the round trip through double.
+   * Checked on the integer: (double)(2^53 + 1) is 2^53, which passed. */
+  if (v.i < -((int64_t)1 << 53) || v.i > ((int64_t)1 << 53)) return 0;
+  *out = (double)v.i;
   return 1;
 }
 
@@ -175,8 +175,27 @@ int kiln_cval_binary(int op, int in_dt, kiln_cval a, kiln_cval b, kiln_cval *r) 
   return table_fn(op, in_dt, kiln_op_is_predicate(op) ? KILN_BOOL : in_dt, a, b, r);
 }
 
+/* 1 if every partial sum k*v, k <= n, is exact in double: v's significand
+ * (odd, trailing zeros dropped) times n stays below 2^53. Then any order of
+ * the additions (sequential in ref, lanes in a compiled kernel, a backend's
+ * tree) gives v*n, and the fold is what every backend computes. */
+static int sum_exact(double v, int64_t n) {
+  int e;
+  double f = frexp(fabs(v), &e); /* f in [0.5, 1) */
+  uint64_t m = (uint64_t)ldexp(f, 53); /* exact: 53 bits */
+  while (m && !(m & 1)) m >>= 1;
+  return m && (uint64_t)n <= ((uint64_t)1 << 53) / m;
+}
+
 int kiln_cval_sum(int dt, kiln_cval v, int64_t n, kiln_cval *r) {
   if (dt == KILN_BOOL || n < 0) return 0;
-  if (is_float(dt)) return float_result(dt, v.f * (double)n, r);
+  if (is_float(dt)) {
+    /* A sum starts at +0: nothing (even of inf or NaN) and zeros of either
+     * sign sum to +0, where v*n gave NaN (inf*0) and -0. */
+    if (n == 0 || v.f == 0.0) return float_result(dt, 0.0, r);
+    if (isnan(v.f) || isinf(v.f)) return float_result(dt, v.f, r);
+    if (!sum_exact(v.f, n)) return 0; /* 0.1 ten times in order is 0.9999999999999999, not 1 */
+    return float_result(dt, v.f * (double)n, r);
+  }
   return int_result(dt, (__int128)v.i * n, r);
 }

@@ -48,8 +48,11 @@ int kiln_cval_unary(int op, int in_dt, int out_dt, kiln_cval a, kiln_cval *r);
 /* Binary op (ADD ... OR) on two values of in_dt (the result has in_dt, or
  * BOOL for comparisons and logic). 1 and *r on success, 0 otherwise. */
 int kiln_cval_binary(int op, int in_dt, kiln_cval a, kiln_cval b, kiln_cval *r);
-/* The sum of n copies of v in dt (REDUCE_SUM of a fill), rounded once from
- * the exact value. 0 on integer overflow or for BOOL. */
+/* The sum of n copies of v in dt (REDUCE_SUM of a fill) as the runtime's
+ * sum from +0 gives it: +0 for n = 0 or a zero fill, inf/NaN for an inf/NaN
+ * fill, else v*n rounded once where that is exact in every order. 0 (not
+ * folded) on integer overflow, for BOOL, and for a float sum whose partial
+ * sums would round. */
 int kiln_cval_sum(int dt, kiln_cval v, int64_t n, kiln_cval *r);
 
 #endif

@@ -17,6 +17,7 @@
  * has run first. The replacement always has the node's dtype and shape
  * (kiln_pass_coerce), so outputs never change shape.
  */
+#include <math.h>
 #include <string.h>
 
 #include "passes/pass_const.h"
@@ -56,6 +57,11 @@ static int is_zero(kiln_pass_walk *w, int32_t x, int dt) {
   kiln_cval v;
   return fill_of(w, x, dt, &v) && kiln_cval_is_zero(dt, v);
 }
+/* +0 only (any integer zero): x - (-0) is not x, since -0 - (-0) is +0. */
+static int is_pos_zero(kiln_pass_walk *w, int32_t x, int dt) {
+  kiln_cval v;
+  return fill_of(w, x, dt, &v) && kiln_cval_is_zero(dt, v) && !(kiln_dt_is_float(dt) && signbit(v.f));
+}
 
 /* The operand that n reduces to, or -1. */
 static int32_t identity_operand(kiln_pass_walk *w, const kiln_gnode *n, const int32_t *in) {
@@ -70,7 +76,7 @@ static int32_t identity_operand(kiln_pass_walk *w, const kiln_gnode *n, const in
       if (is_zero(w, in[0], dt)) return in[1];
       return -1;
     case KILN_OP_SUB:
-      return dt != KILN_BOOL && is_zero(w, in[1], dt) ? in[0] : -1;
+      return dt != KILN_BOOL && is_pos_zero(w, in[1], dt) ? in[0] : -1;
     case KILN_OP_DIV:
       return dt != KILN_BOOL && is_one(w, in[1], dt) ? in[0] : -1;
     case KILN_OP_NEG:
@@ -165,12 +171,14 @@ static int32_t pad_concat(kiln_pass_walk *w, const kiln_gnode *n, const int32_t 
   if (n->op != KILN_OP_ADD || n->n_in != 2) return -1;
   int R = n->rank, ax = -1;
   int64_t lo[2], hi[2], len[2];
+  double fill = 0.0;
   for (int k = 0; k < 2; k++) {
     const kiln_gnode *p = dnode(w, in[k]);
     kiln_cval v;
     if (p->op != KILN_OP_PAD || p->dtype != n->dtype || !kiln_pass_same_shape(p, n) || p->n_iattr < 2 * R ||
         !kiln_cval_from_fattr(n->dtype, p->fattr, &v) || !kiln_cval_is_zero(n->dtype, v))
       return -1;
+    fill = k ? fill + v.f : v.f; /* where neither has data: the sum of the fills (-0 only for two -0) */
     for (int d = 0; d < R; d++)
       if (p->iattr[d] || p->iattr[R + d]) {
         if (ax >= 0 && ax != d) return -1;
@@ -204,6 +212,7 @@ static int32_t pad_concat(kiln_pass_walk *w, const kiln_gnode *n, const int32_t 
   pd.n_iattr = 2 * R;
   pd.iattr[ax] = lo[f];
   pd.iattr[R + ax] = hi[s];
+  pd.fattr = fill;
   int32_t cc = kiln_pass_emit(w, &c, parts);
   if (cc < 0 || (lo[f] == 0 && hi[s] == 0)) return cc;
   return kiln_pass_emit(w, &pd, &cc);

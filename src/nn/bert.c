@@ -305,8 +305,8 @@ kiln_status kiln_bert_text_options_at(const char *dir, kiln_tokenizer_options *t
  * model folder, mean pooling. */
 
 /* The objects of the top-level array json, one at a time: the next object
- * after *at, NUL-terminated into buf (cap bytes; longer objects are skipped
- * as "{}"), or 0 at the end. */
+ * after *at, NUL-terminated into buf (cap bytes; a longer object comes out
+ * as "{}", a module without a type), or 0 at the end. */
 static int json_next_object(const char *json, const char **at, char *buf, size_t cap) {
   const char *q = *at ? *at : json, *start = NULL;
   int depth = *at ? 1 : 0; /* resumed right after an object, inside the array */
@@ -381,6 +381,10 @@ static kiln_status read_modules(const char *dir, const kiln_bert_config *c, int 
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: the folder's path is too long");
   kiln_status st = read_json(path, "modules.json", 1, &json, loc);
   if (st || !json) return st;
+  if (*json_ws(json) != '[') {
+    free(json);
+    return kiln_error(KILN_ERR_CORRUPT, loc, "bert: %s is not a JSON array of modules", path);
+  }
   static const char *const known[3] = {"sentence_transformers.models.Transformer",
                                        "sentence_transformers.models.Pooling",
                                        "sentence_transformers.models.Normalize"};

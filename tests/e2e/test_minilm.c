@@ -415,6 +415,8 @@ KT_TEST(the_folders_pooling_module_is_what_embeds) {
   expect_refused(dir, "a Dense module", "module \"sentence_transformers.models.Dense\" is not supported");
   write_text(dir, "modules.json", "[{\"path\": \"../elsewhere\", \"type\": \"sentence_transformers.models.Pooling\"}]");
   expect_refused(dir, "a path out of the folder", "is not a folder inside the model's");
+  write_text(dir, "modules.json", "{\"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}");
+  expect_refused(dir, "an object, not an array", "is not a JSON array of modules");
   kiln_tokenizer_destroy(tok);
   kiln_shutdown();
   free(r);

@@ -136,6 +136,31 @@ static void features_init(void) {
     if (amx_os && (d7 & (1u << 22))) feat_add(&n, "amx-bf16");
     if (amx_os && (d7 & (1u << 25))) feat_add(&n, "amx-int8");
   }
+  /* The names above are what kiln's own code asks for; the disk cache's key
+   * needs everything -march=native may use (gfni, vaes, vpclmulqdq, sha,
+   * adx, movbe, lzcnt, sse4a, ...): the raw feature words of leaves 1, 7.0,
+   * 7.1 and 0x80000001 and the OS-enabled state, so that objects built on
+   * one CPU are never loaded on another that lacks one of its instructions
+   * (a shared cache directory on mixed machines would get SIGILL). */
+  unsigned w[8] = {c1, 0, 0, 0, 0, 0, 0, 0};
+  __cpuid(1, a, b, c, d);
+  w[1] = d;
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    w[2] = b, w[3] = c, w[4] = d;
+    if (a >= 1) {
+      __cpuid_count(7, 1, a, b, c, d);
+      w[5] = a;
+    }
+  }
+  if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000001u) {
+    __cpuid(0x80000001u, a, b, c, d);
+    w[6] = c, w[7] = d;
+  }
+  char raw[128];
+  snprintf(raw, sizeof raw, "cpuid:%x.%x.%x.%x.%x.%x.%x.%x.xcr0:%llx", w[0], w[1], w[2], w[3], w[4], w[5], w[6],
+           w[7], (unsigned long long)xcr0);
+  feat_add(&n, raw);
 #else
   feat_add(&n, "generic");
 #endif

@@ -99,6 +99,24 @@ KT_TEST(cpu_features_match_proc_cpuinfo) {
     KT_CHECK_MSG((strstr(flags, a) != NULL) == (strstr(feats, b) != NULL), "feature %s: cpuinfo %d, kiln '%s'",
                  names[i][1], strstr(flags, a) != NULL, f);
   }
+  /* the raw cpuid words (the disk cache's key: every instruction set that
+   * -march=native may use, not only the named ones) hold what the kernel
+   * reports for features kiln does not name */
+  unsigned w[8];
+  const char *raw = strstr(f, "cpuid:");
+  KT_CHECK_MSG(raw && sscanf(raw, "cpuid:%x.%x.%x.%x.%x.%x.%x.%x", &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6],
+                             &w[7]) == 8, "no raw cpuid words in '%s'", f);
+  if (!raw) return;
+  const struct { const char *flag; int word, bit; } bits[] = {
+      {"movbe", 0, 22}, {"aes", 0, 25}, {"adx", 2, 19}, {"sha_ni", 2, 29}, {"gfni", 3, 8}, {"vaes", 3, 9},
+      {"vpclmulqdq", 3, 10}, {"abm", 6, 5}, {"sse4a", 6, 6}, {"lm", 7, 29}};
+  for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) {
+    char a[64];
+    snprintf(a, sizeof a, " %s ", bits[i].flag);
+    int in_cpuinfo = strstr(flags, a) != NULL, in_word = (w[bits[i].word] >> bits[i].bit) & 1;
+    KT_CHECK_MSG(in_cpuinfo == in_word, "%s: /proc/cpuinfo %d, cpuid word %d bit %d: %d", bits[i].flag, in_cpuinfo,
+                 bits[i].word, bits[i].bit, in_word);
+  }
 #endif
 }
 

@@ -209,9 +209,19 @@ static int save_checkpoint(const char *path, kiln_model *m, kiln_optim *opt, int
       ts[n++] = st[j];
     }
   }
-  char stepbuf[32];
-  snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)step);
-  const char *meta[] = {"format", "kiln", "step", stepbuf, NULL};
+  /* the step, and each parameter's own step count (torch's state["step"];
+   * kiln_optim_set_param_step_count puts it back) */
+  char meta_owned[MAX_PARAMS + 1][2][32];
+  const char *meta[2 * (MAX_PARAMS + 1) + 3] = {"format", "kiln"};
+  int nm = 2;
+  for (int p = -1; p < np && p < MAX_PARAMS; p++) {
+    char *k = meta_owned[p + 1][0], *v = meta_owned[p + 1][1];
+    snprintf(k, 32, p < 0 ? "step" : "optim.%d.step", p);
+    snprintf(v, 32, "%lld", (long long)(p < 0 ? step : kiln_optim_param_step_count(opt, p)));
+    meta[nm++] = k;
+    meta[nm++] = v;
+  }
+  meta[nm] = NULL;
   return kiln_save_safetensors(path, n, names, ts, meta) == KILN_OK ? 0 : -1;
 }
 

@@ -78,6 +78,18 @@ double kiln_optim_lr(const kiln_optim *o);
  * it. */
 int64_t kiln_optim_step_count(const kiln_optim *o);
 void kiln_optim_set_step_count(kiln_optim *o, int64_t steps);
+/* Parameter i's own step count (torch's state[p]["step"]): the steps that
+ * gave it a gradient; -1 for a NULL o or i out of range. It differs from
+ * kiln_optim_step_count when some step gave parameter i no gradient (a
+ * frozen layer, an unused embedding), so a checkpoint that must resume bit
+ * for bit saves it per parameter, beside kiln_optim_state's tensors, and
+ * puts it back with kiln_optim_set_param_step_count (after
+ * kiln_optim_set_step_count, which overwrites every parameter's count).
+ * The setter records KILN_ERR_INVALID_ARGUMENT (nothing changes) for a NULL
+ * o, i out of range or a negative count. */
+int64_t kiln_optim_param_step_count(const kiln_optim *o, int i);
+#define kiln_optim_set_param_step_count(o, i, steps) kiln_optim_set_param_step_count_at((o), (i), (steps), KILN_HERE)
+kiln_status kiln_optim_set_param_step_count_at(kiln_optim *o, int i, int64_t steps, kiln_loc loc);
 
 /* One update with explicit gradients: params[i] must be the optimizer's i-th
  * parameter (same handle; n the same count) and grads[i] its gradient of the

@@ -140,6 +140,20 @@ void kiln_optim_set_step_count(kiln_optim *o, int64_t steps) {
   for (int i = 0; i < o->n; i++) o->pstep[i] = steps;
 }
 
+int64_t kiln_optim_param_step_count(const kiln_optim *o, int i) {
+  return o && i >= 0 && i < o->n ? o->pstep[i] : -1;
+}
+
+kiln_status kiln_optim_set_param_step_count_at(kiln_optim *o, int i, int64_t steps, kiln_loc loc) {
+  if (!o || i < 0 || i >= o->n || steps < 0)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "optim_set_param_step_count: %s (parameter %d of %d, %lld steps)",
+                      !o ? "NULL optimizer" : steps < 0 ? "negative step count" : "no such parameter", i,
+                      o ? o->n : 0, (long long)steps);
+  o->pstep[i] = steps;
+  return KILN_OK;
+}
+
 int kiln_optim_state(const kiln_optim *o, int i, const char **names, kiln_tensor *out, int max) {
   if (!o || i < 0 || i >= o->n) return -1;
   const char *nm[2];

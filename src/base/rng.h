@@ -22,19 +22,25 @@ static inline uint64_t kiln_rng_bits(uint64_t seed, uint64_t k) {
 static inline double kiln_rng_uniform(uint64_t seed, uint64_t k) {
   return (double)(kiln_rng_bits(seed, k) >> 11) * 0x1.0p-53;
 }
-/* The largest value below 1 in float dtype dt. A uniform draw of dt is at
- * most this: [0, 1) rounded to dt's precision would make the draws of the
- * top half-ulp 1.0 (1 in 2^25 for f32, 1 in 512 for bf16, 1 in 4096 for
- * f16), which torch.rand never returns. The values below stay as rounded. */
-static inline double kiln_rng_uniform_top(kiln_dtype dt) {
-  return dt == KILN_F32 ? 0x1.fffffep-1 : dt == KILN_BF16 ? 0x1.fep-1 : dt == KILN_F16 ? 0x1.ffcp-1
-                                                                                      : 0x1.fffffffffffffp-1;
+/* The largest draw below 1 in float dtype dt, as the 53-bit integer that
+ * kiln_rng_uniform scales by 2^-53: 1 - 2^-p for dt's precision p. A
+ * uniform draw of dt is at most this: [0, 1) rounded to dt's precision
+ * would make the draws of the top half-ulp 1.0 (1 in 2^25 for f32, 1 in 512
+ * for bf16, 1 in 4096 for f16), which torch.rand never returns. The values
+ * below stay as rounded. */
+static inline int64_t kiln_rng_uniform_top(kiln_dtype dt) {
+  int p = dt == KILN_F32 ? 24 : dt == KILN_BF16 ? 8 : dt == KILN_F16 ? 11 : 53;
+  return ((int64_t)1 << 53) - ((int64_t)1 << (53 - p));
 }
-/* kiln_rng_uniform at most top (clamping before the rounding to dt is
- * clamping after it: rounding is monotone and top is representable) */
-static inline double kiln_rng_uniform_below(uint64_t seed, uint64_t k, double top) {
-  double u = kiln_rng_uniform(seed, k);
-  return u < top ? u : top;
+/* kiln_rng_uniform at most top * 2^-53 (clamping before the rounding to dt
+ * is clamping after it: rounding is monotone and the top is representable).
+ * The clamp is written without a select: in the generated kernels' copy of
+ * this function a compare and select (of doubles or of integers) left the
+ * dropout-mask loops scalar, "control flow in loop" (3-5x slower). */
+static inline double kiln_rng_uniform_below(uint64_t seed, uint64_t k, int64_t top) {
+  int64_t r = (int64_t)(kiln_rng_bits(seed, k) >> 11);
+  r -= (r - top) & -(int64_t)(r > top);
+  return (double)r * 0x1.0p-53;
 }
 /* standard normal by Box–Muller on two independent streams */
 static inline double kiln_rng_normal(uint64_t seed, uint64_t k) {

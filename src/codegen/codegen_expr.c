@@ -718,8 +718,8 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
           const char *seed = kiln_cg_conv(c, kiln_cg_ex(c, in[0], &sy), NODE(c, in[0])->dtype, KILN_I64);
           const char *r = nd->iattr[0] == 1
                               ? kiln_cg_sf(c, "krng_normal((uint64_t)(%s), (uint64_t)(%s))", seed, lin(c, x))
-                              : kiln_cg_sf(c, "krng_uniform_below((uint64_t)(%s), (uint64_t)(%s), %a)", seed,
-                                           lin(c, x), kiln_rng_uniform_top((kiln_dtype)nd->dtype));
+                              : kiln_cg_sf(c, "krng_uniform_below((uint64_t)(%s), (uint64_t)(%s), %lldLL)", seed,
+                                           lin(c, x), (long long)kiln_rng_uniform_top((kiln_dtype)nd->dtype));
           return kiln_cg_conv(c, r, KILN_F64, nd->dtype);
         }
         default: break;

@@ -129,7 +129,7 @@ void kiln_ref_eval_source(const kiln_gnode *n, kiln_ref_val *out, const kiln_ref
     }
     case KILN_OP_RANDOM: {
       uint64_t seed = (uint64_t)kiln_ref_get_i(&ins[0], 0);
-      double top = kiln_rng_uniform_top((kiln_dtype)n->dtype);
+      int64_t top = kiln_rng_uniform_top((kiln_dtype)n->dtype);
       for (int64_t i = 0; i < out->numel; i++) {
         double r = n->iattr[0] == 1 ? kiln_rng_normal(seed, (uint64_t)i)
                                     : kiln_rng_uniform_below(seed, (uint64_t)i, top);

@@ -255,16 +255,31 @@ static int run_embed_in(const char *dir, const char *input, const char *flags, c
   return p ? pclose(p) : -1;
 }
 
-KT_TEST(kiln_embed_reads_the_folders_tokenizer_config) {
-  if (load_reference()) return; /* the model folder's path */
-  char dir[] = "/tmp/kiln-test-minilm-dir-XXXXXX", p[4200], q[4200], out[8192];
-  KT_CHECK(mkdtemp(dir) != NULL);
-  static const char *const links[] = {"vocab.txt", "config.json", "model.safetensors"};
+/* A folder of the model's files, linked (vocab, config, weights): a test
+ * adds what it checks and removes it with unlink_model_files. */
+static const char *const k_links[3] = {"vocab.txt", "config.json", "model.safetensors"};
+static void link_model_files(const char *dir) {
+  char p[4200], q[4200];
   for (int i = 0; i < 3; i++) {
-    snprintf(p, sizeof p, "%s/%s", g_dir, links[i]);
-    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
+    snprintf(p, sizeof p, "%s/%s", g_dir, k_links[i]);
+    snprintf(q, sizeof q, "%s/%s", dir, k_links[i]);
     KT_CHECK(symlink(p, q) == 0);
   }
+}
+static void unlink_model_files(const char *dir) {
+  char q[4200];
+  for (int i = 0; i < 3; i++) {
+    snprintf(q, sizeof q, "%s/%s", dir, k_links[i]);
+    unlink(q);
+  }
+  rmdir(dir);
+}
+
+KT_TEST(kiln_embed_reads_the_folders_tokenizer_config) {
+  if (load_reference()) return; /* the model folder's path */
+  char dir[] = "/tmp/kiln-test-minilm-dir-XXXXXX", q[4200], out[8192];
+  KT_CHECK(mkdtemp(dir) != NULL);
+  link_model_files(dir);
   snprintf(q, sizeof q, "%s/tokenizer_config.json", dir);
   FILE *f = fopen(q, "w");
   KT_CHECK(f != NULL);
@@ -286,11 +301,7 @@ KT_TEST(kiln_embed_reads_the_folders_tokenizer_config) {
   KT_CHECK(run_embed_in(dir, "hi", "--ids", out, sizeof out) != 0);
   KT_STR_CONTAINS(out, "tokenize_chinese_chars false is not supported");
   unlink(q);
-  for (int i = 0; i < 3; i++) {
-    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
-    unlink(q);
-  }
-  rmdir(dir);
+  unlink_model_files(dir);
 }
 
 /* ── the folder's Pooling module ──
@@ -377,12 +388,7 @@ KT_TEST(the_folders_pooling_module_is_what_embeds) {
   if (load_reference()) return;
   char dir[] = "/tmp/kiln-test-minilm-pool-XXXXXX", p[4200], q[4200];
   KT_CHECK(mkdtemp(dir) != NULL);
-  static const char *const links[] = {"vocab.txt", "config.json", "model.safetensors"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(p, sizeof p, "%s/%s", g_dir, links[i]);
-    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
-    KT_CHECK(symlink(p, q) == 0);
-  }
+  link_model_files(dir);
   snprintf(q, sizeof q, "%s/1_Pooling", dir);
   KT_CHECK(mkdir(q, 0700) == 0);
   snprintf(p, sizeof p, "%s/pooling_reference.txt", g_data);
@@ -426,11 +432,7 @@ KT_TEST(the_folders_pooling_module_is_what_embeds) {
   rmdir(q);
   snprintf(q, sizeof q, "%s/modules.json", dir);
   unlink(q);
-  for (int i = 0; i < 3; i++) {
-    snprintf(q, sizeof q, "%s/%s", dir, links[i]);
-    unlink(q);
-  }
-  rmdir(dir);
+  unlink_model_files(dir);
 }
 
 KT_MAIN(KT_CASE(library_embeddings_match_sentence_transformers), KT_CASE(kiln_embed_prints_the_same),

@@ -110,13 +110,20 @@ KT_TEST(padding_is_invisible_and_pooling_is_the_masked_mean) {
  * tokens, then F.normalize of a zero vector). kiln: the same, the other
  * rows as without it, and every gradient finite (a NaN row reached every
  * weight through 0 * NaN). */
+/* A model from seed whose parameters (params[0..*n)) require gradients */
+static kiln_bert *trainable_model(uint64_t seed, kiln_tensor *params, int *n) {
+  kiln_bert *m = NULL;
+  KT_CHECK(kiln_bert_create(&k_cfg, seed, &m) == KILN_OK);
+  *n = kiln_bert_params(m, NULL, params, 64);
+  for (int i = 0; i < *n; i++) kiln_requires_grad(params[i]);
+  return m;
+}
+
 KT_TEST(an_empty_row_stays_finite_and_embeds_as_zero) {
   KT_CHECK(kiln_init(NULL) == KILN_OK);
-  kiln_bert *m = NULL;
-  KT_CHECK(kiln_bert_create(&k_cfg, 5, &m) == KILN_OK);
   kiln_tensor params[64];
-  int n = kiln_bert_params(m, NULL, params, 64);
-  for (int i = 0; i < n; i++) kiln_requires_grad(params[i]);
+  int n = 0;
+  kiln_bert *m = trainable_model(5, params, &n);
   static const int64_t ids[2][5] = {{1, 7, 9, 22, 2}, {0, 0, 0, 0, 0}};
   static const int64_t mask[2][5] = {{1, 1, 1, 1, 1}, {0, 0, 0, 0, 0}};
   const int64_t s[2] = {2, 5}, s1[2] = {1, 5};
@@ -202,11 +209,9 @@ KT_TEST(ragged_batches_embed_as_padded_ones) {
  * and the label; a few AdamW steps must reduce it. */
 KT_TEST(fine_tuning_reduces_the_loss) {
   KT_CHECK(kiln_init(NULL) == KILN_OK);
-  kiln_bert *m = NULL;
-  KT_CHECK(kiln_bert_create(&k_cfg, 9, &m) == KILN_OK);
   kiln_tensor params[64];
-  int n = kiln_bert_params(m, NULL, params, 64);
-  for (int i = 0; i < n; i++) kiln_requires_grad(params[i]);
+  int n = 0;
+  kiln_bert *m = trainable_model(9, params, &n);
   kiln_optim *o = NULL;
   kiln_adamw_opts opts = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
   KT_CHECK(kiln_optim_create_adamw(n, params, &opts, &o) == KILN_OK);

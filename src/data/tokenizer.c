@@ -28,7 +28,7 @@ struct kiln_tokenizer {
   uint64_t mask;
   int64_t unk, cls, sep;
   /* BertTokenizer's special tokens found in the vocabulary, matched in the
-   * raw text before anything else (split_specials below) */
+   * raw text before anything else (next_special below) */
   int n_special;
   const char *special[5];
   int64_t special_id[5];

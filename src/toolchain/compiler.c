@@ -60,11 +60,15 @@ extern char **environ;
  * gcc 12's vectorizer if-converts a padded (bounds-checked) load inside a
  * loop that stores groups of elements and miscompiles it on AVX-512 (an
  * expand of a keepdim reduction of a padded tensor gave running window sums;
- * reduced reproducer in docs/codegen.md). docs/codegen.md states the
- * floating-point contract. */
+ * reduced reproducer in docs/codegen.md). -fno-tree-sink: gcc 12.2 on
+ * AVX-512 sinks a loop-invariant value into the masked branches it
+ * if-converts in a loop that KIDX_FN unswitches on an index check, and the
+ * vectorized loop stored 0 for it (an index_select of a clamped maximum,
+ * found by test_random_graphs; reproducer in docs/codegen.md).
+ * docs/codegen.md states the floating-point contract. */
 static const char k_flags_gcc[] =
     "-O2 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -ftree-vectorize "
-    "-fvect-cost-model=cheap -fopenmp-simd -fno-semantic-interposition -pipe";
+    "-fvect-cost-model=cheap -fopenmp-simd -fno-tree-sink -fno-semantic-interposition -pipe";
 static const char k_flags_clang[] =
     "-O2 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -fopenmp-simd -pipe";
 static const char k_flags_other[] = "-O2 -fPIC -shared -ffp-contract=off";

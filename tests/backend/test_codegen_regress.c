@@ -46,7 +46,14 @@
  *    as constant-length loops and a task's partial first and last pieces
  *    with bounds (codegen.c, gen_elementwise): permutes with a broadcast
  *    add large enough to be split mid-piece, pieces of 1 to 257, f32 and
- *    bf16, bit for bit against ref. */
+ *    bf16, bit for bit against ref;
+ *  - a kernel unswitched on an index check (KIDX_FN) whose value is a
+ *    loop-invariant NaN-aware max/min chain stored 0 on AVX-512 (gcc 12.2
+ *    sank the value into masked branches; -fno-tree-sink now,
+ *    docs/codegen.md; test_random_graphs seed 91127, graph 1464): the
+ *    issue's program against its hand-computed value, then index_select and
+ *    gather with invariant and varying indices under max/min/clamp chains
+ *    and broadcasting consumers, f32 and f64, against ref. */
 #include "backend/backend_compare.h"
 
 /* ── 1. the issue's program, exact ── */
@@ -592,8 +599,65 @@ KT_TEST(elementwise_pieces_match_ref) {
     }
 }
 
+/* ── an index check unswitched around an invariant max/min chain ── */
+
+typedef struct idx_case {
+  kiln_dtype dt;
+  int form; /* 0: 0-d index (invariant), 1: index vector, 2: gather */
+  int chain; /* 0: maximum(x + x, clamp(x * w)), 1: clamp only, 2: minimum(x, max_c(x * w)) */
+  int out;   /* the one output (another output would be its own kernel, read by the others) */
+} idx_case;
+
+static void prog_idx(bc_result *r, const void *arg) {
+  const idx_case *ic = arg;
+  double x0v[1] = {-0.7};
+  float wv[4] = {1.3f, -0.6f, 2.6f, 0.2f};
+  int64_t iv[3] = {2, 0, 3}, s11[2] = {1, 1}, s14[2] = {1, 4}, s4[1] = {4}, s1[1] = {1}, s3[1] = {3};
+  kiln_tensor x0 = kiln_cast(kiln_from_host(x0v, KILN_F64, 0, NULL), ic->dt);
+  kiln_tensor w = kiln_cast(kiln_from_host(wv, KILN_F32, 2, s14), ic->dt);
+  kiln_tensor prod = kiln_reshape(kiln_matmul(kiln_reshape(x0, 2, s11), w), 1, s4);
+  kiln_tensor x2 = kiln_expand(kiln_reshape(kiln_add(x0, x0), 1, s1), 1, s4);
+  kiln_tensor v = ic->chain == 0   ? kiln_maximum(x2, kiln_minimum_c(kiln_maximum_c(prod, -8), 8))
+                  : ic->chain == 1 ? kiln_minimum_c(kiln_maximum_c(prod, -8), 8)
+                                   : kiln_minimum(x2, kiln_maximum_c(prod, -1));
+  kiln_tensor idx = kiln_cast(kiln_from_host(iv, KILN_I64, ic->form == 0 ? 0 : 1, ic->form == 0 ? NULL : s3),
+                              KILN_I32);
+  kiln_tensor g = ic->form == 2 ? kiln_gather(v, 0, kiln_cast(idx, KILN_I64)) : kiln_index_select(v, 0, idx);
+  int64_t e2[2] = {2, ic->form == 0 ? 4 : 3}, gs[2] = {1, ic->form == 0 ? 1 : 3};
+  kiln_tensor g2 = kiln_reshape(g, 2, gs);
+  if (ic->out == 0) bc_emit(r, kiln_expand(g2, 2, e2), 0, 0, "expand(select(chain))");
+  if (ic->out == 1)
+    bc_emit(r, kiln_maximum(kiln_expand(g2, 2, e2), kiln_expand(g2, 2, e2)), 0, 0, "maximum of expands");
+  if (ic->out == 2) bc_emit(r, g, 0, 0, "the selection itself");
+}
+
+KT_TEST(index_checks_around_invariant_chains_match_ref) {
+  /* the issue's program: max(-1.4, clamp(-0.7 * 2.6, -8, 8)) = -1.4 everywhere */
+  for (int out = 0; out < 2; out++) {
+    static bc_result got;
+    idx_case issue = {KILN_F64, 0, 0, out};
+    bc_run(bc_backend_under_test(), prog_idx, &issue, &got);
+    KT_CHECK(got.status == KILN_OK && got.n == 1);
+    for (int64_t i = 0; got.n == 1 && i < got.o[0].numel; i++)
+      KT_CHECK_MSG(fabs(bc_get_f(&got.o[0], i) + 1.4) < 1e-12, "%s[%lld] = %g, want -1.4", got.o[0].name,
+                   (long long)i, bc_get_f(&got.o[0], i));
+    bc_result_free(&got);
+  }
+  for (int d = 0; d < 2; d++)
+    for (int form = 0; form < 3; form++)
+      for (int chain = 0; chain < 3; chain++)
+        for (int out = 0; out < 3; out++) {
+          idx_case ic = {d ? KILN_F32 : KILN_F64, form, chain, out};
+          char what[96];
+          snprintf(what, sizeof what, "%s, index form %d, chain %d, output %d", kiln_dtype_name(ic.dt), form, chain,
+                   out);
+          KT_CHECK_MSG(bc_check(what, prog_idx, &ic, NULL) == 0, "%s differs from ref", what);
+        }
+}
+
 KT_MAIN(KT_CASE(expand_of_keepdim_reduction_of_pad), KT_CASE(views_around_reductions_match_ref),
         KT_CASE(extremum_gradient_reaches_one_element_per_slice), KT_CASE(scalar_gemm_operand_matches_ref),
         KT_CASE(softmax_rows_in_two_passes), KT_CASE(row_cache_matches_ref),
         KT_CASE(column_kernels_match_ref), KT_CASE(suffix_reductions_of_broadcasts_match_ref),
-        KT_CASE(exact_bf16_values_are_not_rounded_again), KT_CASE(elementwise_pieces_match_ref))
+        KT_CASE(exact_bf16_values_are_not_rounded_again), KT_CASE(elementwise_pieces_match_ref),
+        KT_CASE(index_checks_around_invariant_chains_match_ref))

@@ -300,12 +300,6 @@ static int is_16bit(const kiln_node *a) { return a && (a->dtype == KILN_BF16 || 
 /* a 16-bit float as f32; anything else as it is */
 static kiln_node *wide(vctx *c, kiln_node *a) { return is_16bit(a) ? cast(c, a, KILN_F32) : a; }
 
-/* Run the code of input k's formula. With a 16-bit g, the formula is
- * computed in f32 from the 16-bit values and rounded once at the end, as
- * PyTorch's backward kernels of 16-bit floats do (tanh_backward computes
- * g * (1 - y * y) in float): rounding after each of its nodes lost up to a
- * few 16-bit ulps, most where 1 - y * y cancels. A formula of one rounding
- * node is the same in the 16-bit dtype. */
 /* The nodes of a formula that round (not the exact ones: a select, a
  * comparison, a negation): with at most one, the formula in the 16-bit dtype
  * rounds once already and needs no f32 casts around it (g * y). */
@@ -318,6 +312,12 @@ static int rounding_ops(fcode code) {
   return r;
 }
 
+/* Run the code of input k's formula. With a 16-bit g, the formula is
+ * computed in f32 from the 16-bit values and rounded once at the end, as
+ * PyTorch's backward kernels of 16-bit floats do (tanh_backward computes
+ * g * (1 - y * y) in float): rounding after each of its nodes lost up to a
+ * few 16-bit ulps, most where 1 - y * y cancels. A formula of one rounding
+ * node is the same in the 16-bit dtype. */
 static kiln_node *run_formula(vctx *c, fcode code, kiln_node *n, kiln_node *g) {
   fval st[64];
   int sp = 0;

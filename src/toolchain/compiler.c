@@ -104,6 +104,9 @@ static void features_init(void) {
   if (__get_cpuid(0, &a, &b, &c, &d)) g_cpu_amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return;
   unsigned c1 = c;
+  /* the raw feature words (the disk cache's key, below), filled as the
+   * leaves are read: 1 ecx, edx; 7.0 ebx, ecx, edx; 7.1 eax; 0x80000001 */
+  unsigned w[8] = {c1, d, 0, 0, 0, 0, 0, 0};
   /* AVX state must also be enabled by the OS (XCR0), not just present. */
   uint64_t xcr0 = (c1 & (1u << 27)) ? xgetbv0() : 0;
   int avx_os = (xcr0 & 0x6) == 0x6, avx512_os = (xcr0 & 0xe6) == 0xe6;
@@ -117,6 +120,7 @@ static void features_init(void) {
   if (max_leaf >= 7) {
     __cpuid_count(7, 0, a, b, c, d);
     unsigned b7 = b, c7 = c, d7 = d, max7 = a;
+    w[2] = b7, w[3] = c7, w[4] = d7;
     if (b7 & (1u << 3)) feat_add(&n, "bmi1");
     if (b7 & (1u << 8)) feat_add(&n, "bmi2");
     if (avx_os && (b7 & (1u << 5))) feat_add(&n, "avx2");
@@ -133,6 +137,7 @@ static void features_init(void) {
     }
     if (max7 >= 1) {
       __cpuid_count(7, 1, a, b, c, d);
+      w[5] = a;
       if (avx_os && (a & (1u << 4))) feat_add(&n, "avxvnni");
       if (avx512_os && (a & (1u << 5))) feat_add(&n, "avx512bf16");
     }
@@ -146,17 +151,6 @@ static void features_init(void) {
    * 7.1 and 0x80000001 and the OS-enabled state, so that objects built on
    * one CPU are never loaded on another that lacks one of its instructions
    * (a shared cache directory on mixed machines would get SIGILL). */
-  unsigned w[8] = {c1, 0, 0, 0, 0, 0, 0, 0};
-  __cpuid(1, a, b, c, d);
-  w[1] = d;
-  if (max_leaf >= 7) {
-    __cpuid_count(7, 0, a, b, c, d);
-    w[2] = b, w[3] = c, w[4] = d;
-    if (a >= 1) {
-      __cpuid_count(7, 1, a, b, c, d);
-      w[5] = a;
-    }
-  }
   if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000001u) {
     __cpuid(0x80000001u, a, b, c, d);
     w[6] = c, w[7] = d;

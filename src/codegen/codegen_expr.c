@@ -101,7 +101,8 @@ static const char *with_check(cg *c, const char *v, const char *text) {
 /* ───────────── literals (the CAST rules: codegen_dtype.c) ───────────── */
 
 static const char *f64_lit(cg *c, double v) {
-  if (isnan(v)) return "(__builtin_nan(\"\"))";
+  /* a NaN keeps its sign bit (torch.full(..., -nan) and ref keep it) */
+  if (isnan(v)) return signbit(v) ? "(-__builtin_nan(\"\"))" : "(__builtin_nan(\"\"))";
   if (isinf(v)) return v > 0 ? "(__builtin_inf())" : "(-__builtin_inf())";
   /* "%.17g" prints -0.0 as the int literal -0, which is +0 */
   if (v == 0) return signbit(v) ? "(-0.0)" : "(0.0)";

@@ -182,7 +182,7 @@ static inline double bc_half_bits(int dt, uint16_t h) {
   int ebits = dt == KILN_BF16 ? 8 : 5, mbits = 15 - ebits, bias = (1 << (ebits - 1)) - 1;
   int e = (h >> mbits) & ((1 << ebits) - 1), m = h & ((1 << mbits) - 1);
   double sign = (h & 0x8000) ? -1.0 : 1.0;
-  if (e == (1 << ebits) - 1) return m ? NAN : sign * INFINITY;
+  if (e == (1 << ebits) - 1) return m ? copysign(NAN, sign) : sign * INFINITY; /* a NaN keeps its sign */
   if (e == 0) return sign * ldexp((double)m, 1 - bias - mbits);
   return sign * ldexp((double)(m | (1 << mbits)), e - bias - mbits);
 }

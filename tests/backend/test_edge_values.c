@@ -2,7 +2,7 @@
  * alone and with its input and output fused into elementwise kernels
  * (where(true, x, 0) around it), for the corners an edge-value audit found
  * wrong: 16-bit float scans, the dtypes of scans of 8-bit integers, argmin of
- * u8, float aranges, -0.0 constants in compiled kernels, tril/triu with far
+ * u8, float aranges, -0.0 and -NaN constants in compiled kernels, tril/triu with far
  * diagonals, integer powers, means and softmax of 16-bit floats, kiln_item_i64 of NaN and out-of-range floats, and
  * cross_entropy's ignored rows with infinite losses.
  * The expected values are literals; the comment above each case names the
@@ -18,6 +18,8 @@
  * the output pass through an elementwise select, so the op is computed in
  * a kernel with them (or next to them) instead of alone. */
 static int g_fused;
+/* NaNs must match in sign too (constants the user wrote; an op's NaN has no defined sign) */
+static int g_nan_sign;
 
 static kiln_tensor in(const void *data, kiln_dtype dt, int rank, const int64_t *shape) {
   kiln_tensor x = kiln_from_host(data, dt, rank, shape);
@@ -47,7 +49,7 @@ typedef kiln_tensor (*case_fn)(void);
 
 /* Run f on ref and on the backend under test, alone and fused, and check the
  * dtype, the element count and every value: floats exactly (NaN matches
- * NaN; -0 and +0 differ), integers exactly (wi when given, else w). */
+ * NaN, of the same sign under g_nan_sign; -0 and +0 differ), integers exactly (wi when given, else w). */
 static void check_case(const char *what, case_fn f, kiln_dtype want_dt, int64_t n, const double *w,
                        const int64_t *wi) {
   const char *backends[2] = {"ref", bc_backend_under_test()};
@@ -75,7 +77,8 @@ static void check_case(const char *what, case_fn f, kiln_dtype want_dt, int64_t 
           int ok;
           if (bc_is_float(dt)) {
             double g = host_f(got, dt, i);
-            ok = isnan(w[i]) ? isnan(g) : g == w[i] && signbit(g) == signbit(w[i]);
+            ok = isnan(w[i]) ? isnan(g) && (!g_nan_sign || signbit(g) == signbit(w[i]))
+                             : g == w[i] && signbit(g) == signbit(w[i]);
           } else {
             ok = host_i(got, dt, i) == (wi ? wi[i] : (int64_t)w[i]);
           }
@@ -229,6 +232,34 @@ KT_TEST(negative_zero_constants) {
   CHECK(pad_neg0, KILN_F32, -0.0, 1.0, -1.0, INFINITY, 0.0, -0.0);
   /* torch.full((4,), -0.0, dtype=torch.bfloat16) + torch.tensor(kS).bfloat16() * 0.0 */
   CHECK(full_neg0_bf16, KILN_BF16, 0.0, -0.0, NAN, 0.0);
+}
+
+/* a NaN constant in a compiled kernel was written as __builtin_nan(""), a
+ * positive NaN: a -NaN fill or full lost its sign bit (ref keeps it, as
+ * torch.full and F.pad do) */
+static kiln_tensor pad_neg_nan(void) { return kiln_pad(in(kS, KILN_F32, 1, S4), P1, P1, -NAN); }
+static kiln_tensor pad_neg_nan_bf16(void) {
+  return kiln_pad(kiln_cast(in(kS, KILN_F32, 1, S4), KILN_BF16), P1, P1, -NAN);
+}
+static kiln_tensor pad_neg_nan_f16(void) {
+  return kiln_pad(kiln_cast(in(kS, KILN_F32, 1, S4), KILN_F16), P1, P1, -NAN);
+}
+static kiln_tensor full_neg_nan_f64(void) {
+  return kiln_where(kiln_ne_c(in(kS, KILN_F32, 1, S4), 1.0), kiln_full(KILN_F64, 1, S4, -NAN),
+                    kiln_full(KILN_F64, 1, S4, NAN));
+}
+
+KT_TEST(nan_constants_keep_their_sign) {
+  g_nan_sign = 1;
+  /* F.pad(torch.tensor(kS), (1, 1), value=-nan): the border's sign bit set */
+  CHECK(pad_neg_nan, KILN_F32, -NAN, 1.0, -1.0, INFINITY, 0.0, -NAN);
+  /* the same in bf16: PyTorch's bf16 constant is its canonical NaN, 0x7fc0 (positive); kiln's too */
+  CHECK(pad_neg_nan_bf16, KILN_BF16, NAN, 1.0, -1.0, INFINITY, 0.0, NAN);
+  /* f16 keeps the sign: F.pad(torch.tensor(kS).half(), (1, 1), value=-nan) is 0xfe00 */
+  CHECK(pad_neg_nan_f16, KILN_F16, -NAN, 1.0, -1.0, INFINITY, 0.0, -NAN);
+  /* torch.where(t != 1, torch.full((4,), -nan), torch.full((4,), nan)) */
+  CHECK(full_neg_nan_f64, KILN_F64, NAN, -NAN, -NAN, -NAN);
+  g_nan_sign = 0;
 }
 
 /* ───────────── tril / triu ───────────── */
@@ -449,6 +480,6 @@ KT_TEST(cross_entropy_ignored_rows_with_inf_logits) {
 }
 
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
-        KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants),
+        KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants), KT_CASE(nan_constants_keep_their_sign),
         KT_CASE(tril_triu_far_diagonals), KT_CASE(integer_powers), KT_CASE(means_of_16_bit_floats), KT_CASE(softmax_of_16_bit_floats), KT_CASE(dropout_keeps_16_bit_dtypes), KT_CASE(item_of_special_floats),
         KT_CASE(cross_entropy_ignored_rows_with_inf_logits))

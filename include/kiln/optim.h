@@ -77,7 +77,9 @@ double kiln_optim_lr(const kiln_optim *o);
  * that gives a parameter no gradient (null, torch's None) does not advance
  * it. */
 int64_t kiln_optim_step_count(const kiln_optim *o);
-void kiln_optim_set_step_count(kiln_optim *o, int64_t steps);
+/* A NULL o or a negative count records KILN_ERR_INVALID_ARGUMENT (nothing changes). */
+#define kiln_optim_set_step_count(o, steps) kiln_optim_set_step_count_at((o), (steps), KILN_HERE)
+kiln_status kiln_optim_set_step_count_at(kiln_optim *o, int64_t steps, kiln_loc loc);
 /* Parameter i's own step count (torch's state[p]["step"]): the steps that
  * gave it a gradient; -1 for a NULL o or i out of range. It differs from
  * kiln_optim_step_count when some step gave parameter i no gradient (a

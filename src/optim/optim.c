@@ -134,10 +134,13 @@ void kiln_optim_set_lr(kiln_optim *o, double lr) {
 }
 double kiln_optim_lr(const kiln_optim *o) { return o ? o->lr : NAN; }
 int64_t kiln_optim_step_count(const kiln_optim *o) { return o ? o->steps : 0; }
-void kiln_optim_set_step_count(kiln_optim *o, int64_t steps) {
-  if (!o || steps < 0) return;
+kiln_status kiln_optim_set_step_count_at(kiln_optim *o, int64_t steps, kiln_loc loc) {
+  if (!o || steps < 0)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim_set_step_count: %s (%lld steps)",
+                      !o ? "NULL optimizer" : "negative step count", (long long)steps);
   o->steps = steps;
   for (int i = 0; i < o->n; i++) o->pstep[i] = steps;
+  return KILN_OK;
 }
 
 int64_t kiln_optim_param_step_count(const kiln_optim *o, int i) {

@@ -195,7 +195,16 @@ KT_TEST(param_step_count_errors) {
   KT_EQ_INT(kiln_optim_param_step_count(o, 0), 0);
   KT_CHECK(kiln_optim_set_param_step_count(o, 0, 7) == KILN_OK);
   KT_EQ_INT(kiln_optim_param_step_count(o, 0), 7);
-  kiln_optim_set_step_count(o, 2);
+  KT_CHECK(kiln_optim_set_step_count(o, 2) == KILN_OK);
+  KT_EQ_INT(kiln_optim_param_step_count(o, 0), 2);
+  /* a negative count was ignored without an error */
+  KT_CHECK(kiln_optim_set_step_count(o, -1) == KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "optim_set_step_count: negative step count (-1 steps)");
+  KT_STR_CONTAINS(kiln_last_error(), "test_resume.c");
+  kiln_clear_error();
+  KT_CHECK(kiln_optim_set_step_count(NULL, 1) == KILN_ERR_INVALID_ARGUMENT);
+  kiln_clear_error();
+  KT_EQ_INT(kiln_optim_step_count(o), 2);
   KT_EQ_INT(kiln_optim_param_step_count(o, 0), 2);
   kiln_optim_destroy(o);
   kiln_shutdown();

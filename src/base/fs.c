@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -298,6 +299,36 @@ kiln_status kiln_fs_mkdtemp(const char *base, const char *prefix, char *out, siz
   if (!mkdtemp(out)) /* mkdtemp creates the directory with mode 0700 */
     return kiln_err_set(err, KILN_ERR_IO, "cannot create a temp directory under %s: %s", base, strerror(errno));
   return KILN_OK;
+}
+
+int kiln_fs_remove_unlocked_dirs(const char *dir, const char *prefix, int min_age_s) {
+  if (!dir || !*dir) {
+    dir = kiln_cfg()->tmpdir;
+    if (!dir || !*dir) dir = "/tmp";
+  }
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int dfd = dirfd(d), removed = 0;
+  size_t np = strlen(prefix);
+  time_t now = time(NULL);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, np) != 0) continue;
+    struct stat st;
+    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || now - st.st_mtime <= min_age_s)
+      continue;
+    int wfd = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (wfd < 0) continue;
+    if (flock(wfd, LOCK_EX | LOCK_NB) == 0) {
+      char path[PATH_MAX];
+      if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path && kiln_fs_remove_tree(path) == 0)
+        removed++;
+    }
+    close(wfd);
+  }
+  closedir(d);
+  return removed;
 }
 
 static int remove_tree_at(int parent, const char *name, int depth) {

@@ -73,6 +73,14 @@ kiln_status kiln_fs_read_fd(int fd, size_t max_bytes, uint8_t **out, size_t *out
  * KILN_ERR_IO. */
 kiln_status kiln_fs_mkdtemp(const char *base, const char *prefix, char *out, size_t cap, kiln_err *err);
 
+/* Remove the directories "<dir>/<prefix>*" of this user that no process
+ * holds a flock on and that were last modified more than min_age_s seconds
+ * ago: work directories of killed processes (their owner holds an
+ * exclusive flock on the directory while it lives; the age covers the
+ * moment between mkdtemp and flock). dir NULL: $TMPDIR or /tmp. Returns
+ * how many were removed. Best effort. */
+int kiln_fs_remove_unlocked_dirs(const char *dir, const char *prefix, int min_age_s);
+
 /* Remove `path` and everything below it without following symlinks (a
  * symlink is removed, not its target). Best effort; returns 0 when the tree
  * is gone. Depth-limited to 16 levels. */

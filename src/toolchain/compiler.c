@@ -324,6 +324,8 @@ static char *dup_printf(const char *fmt, ...) {
 static kiln_status create_work_dir(kiln_cc *cc, const char *cache_dir, kiln_err *err) {
   char prefix[64];
   snprintf(prefix, sizeof prefix, "tmp-%ld-", (long)getpid());
+  /* a killed process's work directory under the temp base (the cache's are swept when it opens) */
+  if (!cache_dir) kiln_fs_remove_unlocked_dirs(NULL, "kiln-cc-", 60);
   kiln_status s = kiln_fs_mkdtemp(cache_dir, cache_dir ? prefix : "kiln-cc-", cc->work, sizeof cc->work, err);
   if (s != KILN_OK) return s;
   cc->work_fd = open(cc->work, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -494,6 +496,7 @@ int kiln_cc_relocate_work(kiln_cc *cc, const char *why) {
   for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
     kiln_err e = {0};
     char dir[sizeof cc->work];
+    kiln_fs_remove_unlocked_dirs(bases[i], "kiln-cc-", 60);
     if (kiln_fs_mkdtemp(bases[i], "kiln-cc-", dir, sizeof dir, &e) != KILN_OK) continue;
     char probe[sizeof dir + 16];
     snprintf(probe, sizeof probe, "%s/probe", dir);
@@ -514,6 +517,7 @@ int kiln_cc_relocate_work(kiln_cc *cc, const char *why) {
             "kiln: warning: cannot write in the cache directory (%s): compiling in %s and not caching compiled "
             "kernels for the rest of this run\n",
             why, dir);
+    (void)flock(fd, LOCK_EX | LOCK_NB); /* held while it lives: no sweep removes it */
     if (cc->work_fd >= 0) close(cc->work_fd);
     kiln_fs_remove_tree(old);
     snprintf(cc->work, sizeof cc->work, "%s", dir);

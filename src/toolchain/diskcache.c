@@ -135,8 +135,7 @@ void kiln_diskcache_entry_name(uint64_t key, char *buf, size_t cap) {
 /* Remove leftovers of crashed processes: atomic-write temp files
  * (".<name>.tmp.<pid>.<n>") older than an hour, and compiler work
  * directories ("tmp-*", see compiler.c) that nobody holds a flock on and
- * that are older than a minute (the minute covers the moment between
- * mkdtemp and flock in the owner). */
+ * that are older than a minute (kiln_fs_remove_unlocked_dirs). */
 static void sweep_stale(kiln_diskcache *dc) {
   int fd = dup(dc->dirfd);
   if (fd < 0) return;
@@ -148,26 +147,13 @@ static void sweep_stale(kiln_diskcache *dc) {
   time_t now = time(NULL);
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    int is_tmpfile = e->d_name[0] == '.' && strstr(e->d_name, ".tmp.") != NULL;
-    int is_workdir = strncmp(e->d_name, "tmp-", 4) == 0;
-    if (!is_tmpfile && !is_workdir) continue;
+    if (e->d_name[0] != '.' || !strstr(e->d_name, ".tmp.")) continue;
     struct stat st;
     if (fstatat(dc->dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (st.st_uid != geteuid()) continue;
-    if (is_tmpfile && S_ISREG(st.st_mode) && now - st.st_mtime > 3600) {
-      unlinkat(dc->dirfd, e->d_name, 0);
-    } else if (is_workdir && S_ISDIR(st.st_mode) && now - st.st_mtime > 60) {
-      int wfd = openat(dc->dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (wfd < 0) continue;
-      if (flock(wfd, LOCK_EX | LOCK_NB) == 0) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dc->dir, e->d_name);
-        kiln_fs_remove_tree(path);
-      }
-      close(wfd);
-    }
+    if (st.st_uid == geteuid() && S_ISREG(st.st_mode) && now - st.st_mtime > 3600) unlinkat(dc->dirfd, e->d_name, 0);
   }
   closedir(d);
+  kiln_fs_remove_unlocked_dirs(dc->dir, "tmp-", 60);
 }
 
 kiln_status kiln_diskcache_open(const char *dir, kiln_diskcache **out, kiln_err *err) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "kt.h"
 #include "cc_fixtures.h"
 #include "toolchain/compiler.h"
+#include "toolchain/compiler_internal.h"
 #include "toolchain/diskcache.h"
 
 static const char k_src[] = "int kk_answer(void) { return 6 * 7; }\n";
@@ -230,6 +232,11 @@ KT_TEST(full_cache_directory_is_survived) {
   kiln_so_close(so);
   KT_EQ_INT(kiln_counter_value("CacheDirUnwritable"), 1); /* one relocation, one warning */
   KT_EQ_INT(count_entries(dir), 1);                       /* nothing stored meanwhile */
+  /* the relocated work directory is held (flock) while cc lives, so another process's sweep of
+   * abandoned work directories (kiln_fs_remove_unlocked_dirs) leaves it alone */
+  int wfd = open(cc->work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  KT_CHECK(wfd >= 0 && flock(wfd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK);
+  if (wfd >= 0) close(wfd);
   kiln_cc_destroy(cc);
   kiln_fs_remove_tree(dir);
 }

@@ -201,6 +201,38 @@ KT_TEST(stale_temp_files_are_swept) {
   kiln_fs_remove_tree(dir);
 }
 
+/* Compiler work directories of killed processes under the temp base
+ * ("kiln-cc-*": no cache directory, or the cache could not be written)
+ * were never removed; each kiln_cc sweeps the abandoned ones now. */
+KT_TEST(abandoned_work_directories_are_swept) {
+  char dir[1024];
+  fresh_dir(dir, sizeof dir);
+  const char *names[] = {"kiln-cc-old1", "kiln-cc-held", "kiln-cc-new1", "other-old", "kiln-cc-file"};
+  char p[5][1200];
+  for (int i = 0; i < 5; i++) snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
+  kiln_err err = {0};
+  for (int i = 0; i < 4; i++) KT_CHECK(mkdir(p[i], 0700) == 0);
+  KT_EQ_INT(kiln_fs_write_atomic(p[4], "z", 1, &err), KILN_OK);
+  char inner[1300], sub[1300];
+  snprintf(sub, sizeof sub, "%s/sub", p[0]);
+  snprintf(inner, sizeof inner, "%s/sub/k.so", p[0]);
+  KT_CHECK(mkdir(sub, 0700) == 0);
+  KT_EQ_INT(kiln_fs_write_atomic(inner, "y", 1, &err), KILN_OK);
+  struct timespec t[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+  for (int i = 0; i < 5; i++)
+    if (i != 2) KT_CHECK(utimensat(AT_FDCWD, p[i], t, 0) == 0);
+  int hfd = open(p[1], O_RDONLY | O_DIRECTORY);
+  KT_CHECK(hfd >= 0 && flock(hfd, LOCK_EX) == 0);
+  KT_EQ_INT(kiln_fs_remove_unlocked_dirs(dir, "kiln-cc-", 60), 1);
+  struct stat st;
+  KT_CHECK(stat(p[0], &st) != 0); /* abandoned (old, nobody holds it): gone, with what it held */
+  for (int i = 1; i < 5; i++) KT_CHECK_MSG(stat(p[i], &st) == 0, "%s was removed", names[i]);
+  close(hfd);
+  KT_EQ_INT(kiln_fs_remove_unlocked_dirs(dir, "kiln-cc-", 60), 1); /* released: now it goes too */
+  KT_CHECK(stat(p[1], &st) != 0);
+  kiln_fs_remove_tree(dir);
+}
+
 KT_TEST(fs_atomic_write_replaces_and_is_private) {
   char dir[1024];
   fresh_dir(dir, sizeof dir);
@@ -278,5 +310,5 @@ KT_TEST(fs_check_private_dir) {
 
 KT_MAIN(KT_CASE(entry_roundtrip), KT_CASE(every_truncation_is_corrupt), KT_CASE(every_single_bit_flip_is_corrupt),
         KT_CASE(parse_reasons_are_specific), KT_CASE(store_lookup_hit_miss_corrupt),
-        KT_CASE(stale_temp_files_are_swept), KT_CASE(fs_atomic_write_replaces_and_is_private),
+        KT_CASE(stale_temp_files_are_swept), KT_CASE(abandoned_work_directories_are_swept), KT_CASE(fs_atomic_write_replaces_and_is_private),
         KT_CASE(fs_remove_tree_does_not_follow_symlinks), KT_CASE(fs_check_private_dir))

@@ -115,6 +115,38 @@ KT_TEST(collectives_match_local_reference) {
   }
 }
 
+/* all_reduce MAX of floats is kiln's `maximum` folded over the ranks (as
+ * torch.maximum): a NaN on any one rank gives NaN on every rank, and +0.0
+ * beats -0.0, whichever rank holds which. MPI_MAX (`a > b ? a : b`) kept or
+ * dropped the NaN by operand order: max over (NaN on rank 0, 2 on rank 1)
+ * was 2 on both ranks. Element e < W: NaN on rank e only; then +0.0 on the
+ * last rank (others -0.0), +0.0 on rank 0, -0.0 everywhere. */
+KT_TEST(all_reduce_max_nan_and_signed_zero) {
+  const char *bes[2] = {"cpu", "ref"};
+  const kiln_dtype dts[2] = {KILN_F32, KILN_F64};
+  enum { M = 8 + 3 };
+  const int64_t n = W + 3;
+  double in[M], got[M];
+  for (int e = 0; e < W; e++) in[e] = e == R ? NAN : 2.0 + e - R;
+  in[W] = R == W - 1 ? 0.0 : -0.0;
+  in[W + 1] = R == 0 ? 0.0 : -0.0;
+  in[W + 2] = -0.0;
+  for (int b = 0; b < 2; b++) {
+    start(bes[b]);
+    for (int d = 0; d < 2; d++) {
+      read_f64(kiln_all_reduce(kiln_cast(kiln_from_host(in, KILN_F64, 1, &n), dts[d]), KILN_REDUCE_MAX), got, n);
+      for (int e = 0; e < W; e++)
+        KT_CHECK_MSG(isnan(got[e]), "rank %d/%d %s %s: max of a NaN on rank %d and numbers elsewhere is %g", R, W,
+                     bes[b], kiln_dtype_name(dts[d]), e, got[e]);
+      for (int e = W; e < W + 3; e++)
+        KT_CHECK_MSG(got[e] == 0 && !!signbit(got[e]) == (e == W + 2), "rank %d/%d %s %s: element %d is %g", R, W,
+                     bes[b], kiln_dtype_name(dts[d]), e, got[e]);
+      kiln_mark_step();
+    }
+  }
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
+}
+
 /* Collectives (all_reduce, all_gather, broadcast) on a dimension marked
  * dynamic (docs/dynamic-shapes.md): one compile on the cpu backend for
  * every size of it, each later size planned, and every size's results
@@ -430,6 +462,7 @@ KT_TEST(world) {
   if (W > 1) KT_CHECK(kiln_dist_mpi_loaded());
 }
 
-KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference), KT_CASE(collectives_at_symbolic_sizes),
+KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference),
+        KT_CASE(all_reduce_max_nan_and_signed_zero), KT_CASE(collectives_at_symbolic_sizes),
         KT_CASE(overlapped_collective_matches_local_reference), KT_CASE(collective_gradients),
         KT_CASE(data_parallel_matches_one_process), KT_CASE(alone_loads_no_mpi))

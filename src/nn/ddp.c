@@ -36,7 +36,12 @@ static void reduce_bucket(int m, const kiln_tensor *g, kiln_loc loc) {
     total += numel;
   }
   kiln_tensor all = m == 1 ? flat[0] : kiln_concat_at(m, flat, 0, loc);
-  kiln_tensor r = kiln_all_reduce_at(all, KILN_REDUCE_MEAN, loc);
+  /* bf16/f16 gradients (MPI has no 16-bit float sum): summed and divided in
+   * f32, rounded once back to the gradients' dtype */
+  kiln_dtype dt = kiln_dtype_of(all);
+  int half = dt == KILN_BF16 || dt == KILN_F16;
+  kiln_tensor r = kiln_all_reduce_at(half ? kiln_cast_at(all, KILN_F32, loc) : all, KILN_REDUCE_MEAN, loc);
+  if (half) r = kiln_cast_at(r, dt, loc);
   int64_t off = 0;
   for (int i = 0; i < m; i++) {
     int64_t shape[KILN_MAX_RANK], numel = kiln_numel(g[i]);

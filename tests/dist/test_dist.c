@@ -430,6 +430,42 @@ KT_TEST(data_parallel_matches_one_process) {
             (long long)via_shm);
 }
 
+/* kiln_ddp_all_reduce_grads on bf16 and f16 gradients (PyTorch DDP reduces
+ * them too; kiln_all_reduce alone refuses 16-bit floats): the mean over the
+ * ranks, summed in f32 and rounded once, beside f32 parameters (a bucket per
+ * dtype run). Rank r's gradient of element i is (r + 1) (i + 1) / 2, so the
+ * mean (W + 1) (i + 1) / 4 is exact in every dtype here. */
+KT_TEST(ddp_16bit_gradients) {
+  start("cpu");
+  enum { NPAR = 5, L = 4 };
+  const kiln_dtype dts[NPAR] = {KILN_F32, KILN_BF16, KILN_BF16, KILN_F16, KILN_F32};
+  const int64_t n = L;
+  double ones[L], c[L], got[L];
+  kiln_tensor p[NPAR];
+  for (int i = 0; i < L; i++) ones[i] = 1, c[i] = (R + 1) * (i + 1) * 0.5;
+  for (int k = 0; k < NPAR; k++) {
+    p[k] = kiln_param(kiln_cast(kiln_from_host(ones, KILN_F64, 1, &n), dts[k]));
+    kiln_requires_grad(p[k]);
+  }
+  kiln_mark_step();
+  kiln_tensor loss = kiln_zeros(KILN_F32, 0, NULL);
+  for (int k = 0; k < NPAR; k++) {
+    kiln_tensor t = kiln_mul(p[k], kiln_cast(kiln_from_host(c, KILN_F64, 1, &n), dts[k]));
+    loss = kiln_add(loss, kiln_cast(kiln_sum(t, 0, NULL, false), KILN_F32));
+  }
+  KT_CHECK_MSG(kiln_backward(loss) == KILN_OK, "backward: %s", kiln_last_error());
+  KT_CHECK_MSG(kiln_ddp_all_reduce_grads(NPAR, p, 0) == KILN_OK, "rank %d: %s", R, kiln_last_error());
+  for (int k = 0; k < NPAR; k++) {
+    KT_CHECK(kiln_dtype_of(kiln_grad(p[k])) == dts[k]);
+    read_f64(kiln_grad(p[k]), got, L);
+    for (int i = 0; i < L; i++)
+      KT_CHECK_MSG(got[i] == (W + 1) * (i + 1) * 0.25, "rank %d/%d: %s gradient %d element %d is %g, expected %g", R,
+                   W, kiln_dtype_name(dts[k]), k, i, got[i], (W + 1) * (i + 1) * 0.25);
+  }
+  kiln_mark_step();
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
+}
+
 /* Alone (no launcher): rank 0 of 1, and MPI never loaded. */
 KT_TEST(alone_loads_no_mpi) {
   if (W != 1) return;
@@ -465,4 +501,4 @@ KT_TEST(world) {
 KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference),
         KT_CASE(all_reduce_max_nan_and_signed_zero), KT_CASE(collectives_at_symbolic_sizes),
         KT_CASE(overlapped_collective_matches_local_reference), KT_CASE(collective_gradients),
-        KT_CASE(data_parallel_matches_one_process), KT_CASE(alone_loads_no_mpi))
+        KT_CASE(data_parallel_matches_one_process), KT_CASE(ddp_16bit_gradients), KT_CASE(alone_loads_no_mpi))

@@ -466,6 +466,22 @@ KT_TEST(ddp_16bit_gradients) {
   KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
 }
 
+/* A bad handle in the parameter list is an error, as for
+ * kiln_ddp_broadcast_params (it was skipped: that parameter's gradient
+ * stayed each rank's own, and the ranks' parameters drifted apart). */
+KT_TEST(ddp_refuses_bad_handle) {
+  start("cpu");
+  const int64_t n = 2;
+  double v[2] = {1, 2};
+  kiln_tensor p[2] = {kiln_param(kiln_from_host(v, KILN_F64, 1, &n)), {0, 0}};
+  kiln_requires_grad(p[0]);
+  KT_CHECK(kiln_backward(kiln_sum(p[0], 0, NULL, false)) == KILN_OK);
+  KT_EQ_INT(kiln_ddp_all_reduce_grads(2, p, 0), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "ddp_all_reduce_grads: parameter 1 is not a valid tensor");
+  kiln_clear_error();
+  kiln_mark_step();
+}
+
 /* Alone (no launcher): rank 0 of 1, and MPI never loaded. */
 KT_TEST(alone_loads_no_mpi) {
   if (W != 1) return;
@@ -501,4 +517,5 @@ KT_TEST(world) {
 KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference),
         KT_CASE(all_reduce_max_nan_and_signed_zero), KT_CASE(collectives_at_symbolic_sizes),
         KT_CASE(overlapped_collective_matches_local_reference), KT_CASE(collective_gradients),
-        KT_CASE(data_parallel_matches_one_process), KT_CASE(ddp_16bit_gradients), KT_CASE(alone_loads_no_mpi))
+        KT_CASE(data_parallel_matches_one_process), KT_CASE(ddp_16bit_gradients),
+        KT_CASE(ddp_refuses_bad_handle), KT_CASE(alone_loads_no_mpi))

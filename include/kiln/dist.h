@@ -80,9 +80,11 @@ kiln_status kiln_ddp_broadcast_params_at(int n, const kiln_tensor *params, kiln_
  * the ranks. Gradients are packed into buckets of about bucket_bytes
  * (0: 25 MiB, PyTorch DDP's default), taken in reverse parameter order (the
  * order backward produces them), one all-reduce per bucket, the results
- * unpacked into the gradients (kiln_assign). Parameters without a gradient
+ * unpacked into the gradients (kiln_assign); bf16/f16 gradients are summed
+ * and divided in f32, rounded once. Parameters without a gradient
  * are skipped (on every rank alike: a parameter has a gradient on one rank
- * only if it has on all, for the same program). A world of 1: nothing. */
+ * only if it has on all, for the same program). A world of 1: nothing.
+ * INVALID_ARGUMENT for a bad handle (in a world of 1 too). */
 #define kiln_ddp_all_reduce_grads(n, params, bucket_bytes) \
   kiln_ddp_all_reduce_grads_at((n), (params), (bucket_bytes), KILN_HERE)
 kiln_status kiln_ddp_all_reduce_grads_at(int n, const kiln_tensor *params, size_t bucket_bytes, kiln_loc loc);

@@ -2,6 +2,7 @@
  * includes mpi.h and links libmpi. Built by cmake/dist.cmake when MPI is
  * found; loaded by dist.c on first use. */
 #include <limits.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,27 @@ enum { TAG_ASK = 1, TAG_ANSWER = 2 };
 static MPI_Comm g_svc = MPI_COMM_NULL; /* status queries */
 static MPI_Request g_ask_req = MPI_REQUEST_NULL;
 static int g_ask;
+static MPI_Op g_fmax = MPI_OP_NULL; /* MAX of floats: NaN propagates (fmax_op) */
+
+/* MPI_MAX of floats is `a > b ? a : b` (Open MPI), so a NaN is kept or
+ * dropped by the order of the operands, which differs between ranks: rank 0
+ * got 2 and rank 1 NaN for max(NaN, 2), the ranks silently apart. This op
+ * is kiln's `maximum`: a NaN on any rank gives NaN on every rank, and +0.0
+ * wins over -0.0, so the result does not depend on the order. */
+#define FMAX_LOOP(T)                                                     \
+  do {                                                                   \
+    const T *a = in;                                                     \
+    T *b = inout;                                                        \
+    for (int i = 0; i < *len; i++) {                                     \
+      T x = a[i], y = b[i];                                              \
+      if (isnan(y)) continue;                                            \
+      if (isnan(x) || x > y || (x == y && signbit(y) && !signbit(x))) b[i] = x; \
+    }                                                                    \
+  } while (0)
+static void fmax_op(void *in, void *inout, int *len, MPI_Datatype *t) {
+  if (*t == MPI_DOUBLE) FMAX_LOOP(double);
+  else FMAX_LOOP(float);
+}
 
 static int fail(int rc, const char *what, char *msg, size_t cap) {
   char e[MPI_MAX_ERROR_STRING];
@@ -52,6 +74,8 @@ static int m_init(int *rank, int *world, char *msg, size_t cap) {
   MPI_Comm_set_errhandler(g_svc, MPI_ERRORS_RETURN);
   rc = MPI_Irecv(&g_ask, 1, MPI_INT, MPI_ANY_SOURCE, TAG_ASK, g_svc, &g_ask_req);
   if (rc != MPI_SUCCESS) return fail(rc, "MPI_Irecv", msg, cap);
+  rc = MPI_Op_create(fmax_op, 1, &g_fmax);
+  if (rc != MPI_SUCCESS) return fail(rc, "MPI_Op_create", msg, cap);
   return 0;
 }
 
@@ -253,7 +277,7 @@ static int m_all_reduce(const void *in, void *out, int64_t count, int dt, int re
       return rc == 1 ? 0 : -1;
     }
   }
-  MPI_Op op = reduce == 1 ? MPI_MAX : MPI_SUM;
+  MPI_Op op = reduce != 1 ? MPI_SUM : dt == KILN_F32 || dt == KILN_F64 ? g_fmax : MPI_MAX;
   for (int64_t at = 0; at < count;) { /* MPI counts are int */
     int n = count - at > INT_MAX / 2 ? INT_MAX / 2 : (int)(count - at);
     const char *src = (const char *)in + (size_t)at * es;
@@ -319,6 +343,7 @@ static void m_finalize(void) {
     MPI_Wait(&g_ask_req, MPI_STATUS_IGNORE);
   }
   if (g_svc != MPI_COMM_NULL) MPI_Comm_free(&g_svc);
+  if (g_fmax != MPI_OP_NULL) MPI_Op_free(&g_fmax);
   for (int k = 0; k < g_nwin; k++) {
     if (g_win[k].locked) MPI_Win_unlock_all(g_win[k].win);
     MPI_Win_free(&g_win[k].win);

@@ -25,9 +25,10 @@ kiln_tensor kiln_all_reduce_at(kiln_tensor t, kiln_reduce_op op, kiln_loc loc) {
   if (op != KILN_REDUCE_SUM && op != KILN_REDUCE_MEAN && op != KILN_REDUCE_MAX)
     return kiln_api_fail(fe, loc, "all_reduce: unknown reduction %d", (int)op);
   if (n->dtype == KILN_BOOL || n->dtype == KILN_BF16 || n->dtype == KILN_F16)
-    return kiln_api_fail(fe, loc, "all_reduce: %s %s is not supported (cast to %s first)",
+    return kiln_api_fail(fe, loc, "all_reduce: %s %s is not supported (cast to %s first%s)",
                          kiln_dtype_name((kiln_dtype)n->dtype), kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb),
-                         n->dtype == KILN_BOOL ? "i32" : "f32: MPI has no 16-bit float sum");
+                         n->dtype == KILN_BOOL ? "i32" : "f32",
+                         n->dtype == KILN_BOOL ? "" : ": MPI has no 16-bit float sum");
   if (op == KILN_REDUCE_MEAN && !kiln_dtype_is_float((kiln_dtype)n->dtype))
     return kiln_api_fail(fe, loc, "all_reduce: MEAN of %s %s (a mean needs a float dtype)",
                          kiln_dtype_name((kiln_dtype)n->dtype), kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));

@@ -36,7 +36,12 @@ static void reduce_bucket(int m, const kiln_tensor *g, kiln_loc loc) {
     total += numel;
   }
   kiln_tensor all = m == 1 ? flat[0] : kiln_concat_at(m, flat, 0, loc);
-  kiln_tensor r = kiln_all_reduce_at(all, KILN_REDUCE_MEAN, loc);
+  /* bf16/f16 gradients (MPI has no 16-bit float sum): summed and divided in
+   * f32, rounded once back to the gradients' dtype */
+  kiln_dtype dt = kiln_dtype_of(all);
+  int half = dt == KILN_BF16 || dt == KILN_F16;
+  kiln_tensor r = kiln_all_reduce_at(half ? kiln_cast_at(all, KILN_F32, loc) : all, KILN_REDUCE_MEAN, loc);
+  if (half) r = kiln_cast_at(r, dt, loc);
   int64_t off = 0;
   for (int i = 0; i < m; i++) {
     int64_t shape[KILN_MAX_RANK], numel = kiln_numel(g[i]);
@@ -52,13 +57,18 @@ kiln_status kiln_ddp_all_reduce_grads_at(int n, const kiln_tensor *params, size_
   kiln_status s = kiln_dist_init_at(loc);
   if (s != KILN_OK) return s;
   if (n < 0 || (n && !params)) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "ddp_all_reduce_grads: %d params at %p", n, (const void *)params);
+  /* a bad handle is refused (as by ddp_broadcast_params), alone too: skipped,
+   * its parameter's gradient would stay this rank's and the ranks drift apart */
+  for (int i = 0; i < n; i++)
+    if (!kiln_is_valid(params[i]))
+      return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "ddp_all_reduce_grads: parameter %d is not a valid tensor", i);
   if (kiln_dist_world_size() == 1) return KILN_OK;
   if (!bucket_bytes) bucket_bytes = DDP_DEFAULT_BUCKET;
   kiln_tensor bucket[64];
   int m = 0;
   size_t bytes = 0;
   for (int i = n - 1; i >= 0; i--) { /* reverse order: the last layers' gradients are ready first */
-    kiln_tensor g = kiln_is_valid(params[i]) ? kiln_grad(params[i]) : (kiln_tensor){0, 0};
+    kiln_tensor g = kiln_grad(params[i]);
     if (!kiln_is_valid(g)) continue;
     size_t gb = (size_t)kiln_numel(g) * kiln_dtype_size(kiln_dtype_of(g));
     if (m && (m == 64 || bytes + gb > bucket_bytes || kiln_dtype_of(bucket[0]) != kiln_dtype_of(g))) {

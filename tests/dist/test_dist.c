@@ -115,6 +115,38 @@ KT_TEST(collectives_match_local_reference) {
   }
 }
 
+/* all_reduce MAX of floats is kiln's `maximum` folded over the ranks (as
+ * torch.maximum): a NaN on any one rank gives NaN on every rank, and +0.0
+ * beats -0.0, whichever rank holds which. MPI_MAX (`a > b ? a : b`) kept or
+ * dropped the NaN by operand order: max over (NaN on rank 0, 2 on rank 1)
+ * was 2 on both ranks. Element e < W: NaN on rank e only; then +0.0 on the
+ * last rank (others -0.0), +0.0 on rank 0, -0.0 everywhere. */
+KT_TEST(all_reduce_max_nan_and_signed_zero) {
+  const char *bes[2] = {"cpu", "ref"};
+  const kiln_dtype dts[2] = {KILN_F32, KILN_F64};
+  enum { M = 8 + 3 };
+  const int64_t n = W + 3;
+  double in[M], got[M];
+  for (int e = 0; e < W; e++) in[e] = e == R ? NAN : 2.0 + e - R;
+  in[W] = R == W - 1 ? 0.0 : -0.0;
+  in[W + 1] = R == 0 ? 0.0 : -0.0;
+  in[W + 2] = -0.0;
+  for (int b = 0; b < 2; b++) {
+    start(bes[b]);
+    for (int d = 0; d < 2; d++) {
+      read_f64(kiln_all_reduce(kiln_cast(kiln_from_host(in, KILN_F64, 1, &n), dts[d]), KILN_REDUCE_MAX), got, n);
+      for (int e = 0; e < W; e++)
+        KT_CHECK_MSG(isnan(got[e]), "rank %d/%d %s %s: max of a NaN on rank %d and numbers elsewhere is %g", R, W,
+                     bes[b], kiln_dtype_name(dts[d]), e, got[e]);
+      for (int e = W; e < W + 3; e++)
+        KT_CHECK_MSG(got[e] == 0 && !!signbit(got[e]) == (e == W + 2), "rank %d/%d %s %s: element %d is %g", R, W,
+                     bes[b], kiln_dtype_name(dts[d]), e, got[e]);
+      kiln_mark_step();
+    }
+  }
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
+}
+
 /* Collectives (all_reduce, all_gather, broadcast) on a dimension marked
  * dynamic (docs/dynamic-shapes.md): one compile on the cpu backend for
  * every size of it, each later size planned, and every size's results
@@ -398,6 +430,58 @@ KT_TEST(data_parallel_matches_one_process) {
             (long long)via_shm);
 }
 
+/* kiln_ddp_all_reduce_grads on bf16 and f16 gradients (PyTorch DDP reduces
+ * them too; kiln_all_reduce alone refuses 16-bit floats): the mean over the
+ * ranks, summed in f32 and rounded once, beside f32 parameters (a bucket per
+ * dtype run). Rank r's gradient of element i is (r + 1) (i + 1) / 2, so the
+ * mean (W + 1) (i + 1) / 4 is exact in every dtype here. */
+KT_TEST(ddp_16bit_gradients) {
+  start("cpu");
+  enum { NPAR = 5, L = 4 };
+  const kiln_dtype dts[NPAR] = {KILN_F32, KILN_BF16, KILN_BF16, KILN_F16, KILN_F32};
+  const int64_t n = L;
+  double ones[L], c[L], got[L];
+  kiln_tensor p[NPAR];
+  for (int i = 0; i < L; i++) ones[i] = 1, c[i] = (R + 1) * (i + 1) * 0.5;
+  for (int k = 0; k < NPAR; k++) {
+    p[k] = kiln_param(kiln_cast(kiln_from_host(ones, KILN_F64, 1, &n), dts[k]));
+    kiln_requires_grad(p[k]);
+  }
+  kiln_mark_step();
+  kiln_tensor loss = kiln_zeros(KILN_F32, 0, NULL);
+  for (int k = 0; k < NPAR; k++) {
+    kiln_tensor t = kiln_mul(p[k], kiln_cast(kiln_from_host(c, KILN_F64, 1, &n), dts[k]));
+    loss = kiln_add(loss, kiln_cast(kiln_sum(t, 0, NULL, false), KILN_F32));
+  }
+  KT_CHECK_MSG(kiln_backward(loss) == KILN_OK, "backward: %s", kiln_last_error());
+  KT_CHECK_MSG(kiln_ddp_all_reduce_grads(NPAR, p, 0) == KILN_OK, "rank %d: %s", R, kiln_last_error());
+  for (int k = 0; k < NPAR; k++) {
+    KT_CHECK(kiln_dtype_of(kiln_grad(p[k])) == dts[k]);
+    read_f64(kiln_grad(p[k]), got, L);
+    for (int i = 0; i < L; i++)
+      KT_CHECK_MSG(got[i] == (W + 1) * (i + 1) * 0.25, "rank %d/%d: %s gradient %d element %d is %g, expected %g", R,
+                   W, kiln_dtype_name(dts[k]), k, i, got[i], (W + 1) * (i + 1) * 0.25);
+  }
+  kiln_mark_step();
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d: %s", R, kiln_last_error());
+}
+
+/* A bad handle in the parameter list is an error, as for
+ * kiln_ddp_broadcast_params (it was skipped: that parameter's gradient
+ * stayed each rank's own, and the ranks' parameters drifted apart). */
+KT_TEST(ddp_refuses_bad_handle) {
+  start("cpu");
+  const int64_t n = 2;
+  double v[2] = {1, 2};
+  kiln_tensor p[2] = {kiln_param(kiln_from_host(v, KILN_F64, 1, &n)), {0, 0}};
+  kiln_requires_grad(p[0]);
+  KT_CHECK(kiln_backward(kiln_sum(p[0], 0, NULL, false)) == KILN_OK);
+  KT_EQ_INT(kiln_ddp_all_reduce_grads(2, p, 0), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "ddp_all_reduce_grads: parameter 1 is not a valid tensor");
+  kiln_clear_error();
+  kiln_mark_step();
+}
+
 /* Alone (no launcher): rank 0 of 1, and MPI never loaded. */
 KT_TEST(alone_loads_no_mpi) {
   if (W != 1) return;
@@ -430,6 +514,8 @@ KT_TEST(world) {
   if (W > 1) KT_CHECK(kiln_dist_mpi_loaded());
 }
 
-KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference), KT_CASE(collectives_at_symbolic_sizes),
+KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference),
+        KT_CASE(all_reduce_max_nan_and_signed_zero), KT_CASE(collectives_at_symbolic_sizes),
         KT_CASE(overlapped_collective_matches_local_reference), KT_CASE(collective_gradients),
-        KT_CASE(data_parallel_matches_one_process), KT_CASE(alone_loads_no_mpi))
+        KT_CASE(data_parallel_matches_one_process), KT_CASE(ddp_16bit_gradients),
+        KT_CASE(ddp_refuses_bad_handle), KT_CASE(alone_loads_no_mpi))

@@ -51,7 +51,12 @@ kiln_status kiln_bert_load_at(const char *dir, kiln_bert **out, kiln_loc loc);
  * (sentence_bert_config.json's max_seq_length, else the smaller of
  * config.json's max_position_embeddings and tokenizer_config.json's
  * model_max_length, else 256). Absent files take those defaults;
- * tokenize_chinese_chars false is an error (kiln always splits them). */
+ * tokenize_chinese_chars false is an error (kiln always splits them), and
+ * so is whatever would make transformers' tokenizer give other ids than
+ * kiln's (UNSUPPORTED naming the file): added tokens beyond BERT's five
+ * special ones (tokenizer.json, tokenizer_config.json's
+ * added_tokens_decoder, added_tokens.json), renamed or additional special
+ * tokens, another WordPiece, normalizer or pre-tokenizer (docs/text.md). */
 #define kiln_bert_text_options(dir, tok, max_length) kiln_bert_text_options_at((dir), (tok), (max_length), KILN_HERE)
 kiln_status kiln_bert_text_options_at(const char *dir, kiln_tokenizer_options *tok, int64_t *max_length,
                                       kiln_loc loc);

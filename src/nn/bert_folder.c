@@ -3,6 +3,7 @@
  * the sentence-transformers modules. Each file is read by key with a small
  * JSON scanner; anything that would make kiln compute another model or other
  * token ids than transformers / sentence-transformers is refused by name. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include "base/fs.h"
 #include "base/status.h"
 #include "kiln/bert.h"
+#include "kiln/text.h"
 #include "nn/bert_internal.h"
 
 /* ── config.json: the numbers kiln needs, found by key ── */
@@ -82,9 +84,10 @@ static int json_number(const char *json, const char *key, double *v) {
   return 0;
 }
 
-/* path's text (at most 1 MiB) NUL-terminated into *out (free it); with
+/* path's text (at most max bytes) NUL-terminated into *out (free it); with
  * optional, an absent file is *out = NULL and no error. */
-static kiln_status read_json(const char *path, const char *what, int optional, char **out, kiln_loc loc) {
+static kiln_status read_json_max(const char *path, const char *what, int optional, size_t max, char **out,
+                                 kiln_loc loc) {
   *out = NULL;
   if (optional && access(path, F_OK) != 0 && errno == ENOENT) return KILN_OK;
   kiln_err err = {0};
@@ -93,7 +96,7 @@ static kiln_status read_json(const char *path, const char *what, int optional, c
     return kiln_error(err.code ? err.code : KILN_ERR_IO, loc, "bert: %s", err.msg);
   uint8_t *buf = NULL;
   size_t n = 0;
-  kiln_status st = kiln_fs_read_fd(fd, 1u << 20, &buf, &n, &err);
+  kiln_status st = kiln_fs_read_fd(fd, max, &buf, &n, &err);
   close(fd);
   if (st != KILN_OK) return kiln_error(st, loc, "bert: %s: %s", path, err.msg);
   char *json = realloc(buf, n + 1);
@@ -104,6 +107,11 @@ static kiln_status read_json(const char *path, const char *what, int optional, c
   json[n] = 0;
   *out = json;
   return KILN_OK;
+}
+
+/* A configuration file: at most 1 MiB. */
+static kiln_status read_json(const char *path, const char *what, int optional, char **out, kiln_loc loc) {
+  return read_json_max(path, what, optional, 1u << 20, out, loc);
 }
 
 kiln_status kiln_bert_read_config(const char *path, kiln_bert_config *c, kiln_loc loc) {
@@ -152,48 +160,9 @@ static int64_t json_len(const char *json, const char *key) {
   return json && !json_number(json, key, &v) && v == floor(v) && v >= 2 && v <= (1 << 20) ? (int64_t)v : 0;
 }
 
-kiln_status kiln_bert_text_options_at(const char *dir, kiln_tokenizer_options *tok, int64_t *max_length,
-                                      kiln_loc loc) {
-  if (!dir || !tok) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: text_options needs dir and tok");
-  static const char *const names[3] = {"tokenizer_config.json", "sentence_bert_config.json", "config.json"};
-  char *j[3] = {NULL, NULL, NULL}, path[4096];
-  kiln_status st = KILN_OK;
-  for (int i = 0; i < 3 && !st; i++) {
-    if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
-      st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: the folder's path is too long");
-    else
-      st = read_json(path, names[i], 1, &j[i], loc);
-  }
-  if (!st && json_bool(j[0], "tokenize_chinese_chars") == 0)
-    st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s/tokenizer_config.json: tokenize_chinese_chars false is not "
-                    "supported", dir);
-  if (!st) {
-    int lower = json_bool(j[0], "do_lower_case"), strip = json_bool(j[0], "strip_accents");
-    tok->lowercase = lower != 0 || json_bool(j[1], "do_lower_case") == 1;
-    tok->strip_accents = strip < 0 ? lower != 0 : strip == 1;
-    if (max_length) {
-      int64_t v = json_len(j[1], "max_seq_length"), pos = json_len(j[2], "max_position_embeddings");
-      int64_t tm = json_len(j[0], "model_max_length");
-      *max_length = v ? v : pos && tm ? (pos < tm ? pos : tm) : pos ? pos : tm ? tm : 256;
-    }
-  }
-  for (int i = 0; i < 3; i++) free(j[i]);
-  return st;
-}
-
-/* ── the folder's sentence-transformers modules ──
- *
- * sentence-transformers computes an embedding with the modules listed in
- * modules.json: the Transformer (this encoder), a Pooling module (its
- * config.json says which pooling), and optionally Normalize (kiln's
- * embeddings are always L2-normalised). Any other module (Dense, ...)
- * changes the embedding: such a folder is refused rather than embedded
- * differently. No modules.json: sentence-transformers' default for a plain
- * model folder, mean pooling. */
-
-/* The objects of the top-level array json, one at a time: the next object
- * after *at, NUL-terminated into buf (cap bytes; a longer object comes out
- * as "{}", a module without a type), or 0 at the end. */
+/* The objects of the top-level array (or object) json, one at a time: the
+ * next object after *at, NUL-terminated into buf (cap bytes; a longer object
+ * comes out as "{}", a module without a type), or 0 at the end. */
 static int json_next_object(const char *json, const char **at, char *buf, size_t cap) {
   const char *q = *at ? *at : json, *start = NULL;
   int depth = *at ? 1 : 0; /* resumed right after an object, inside the array */
@@ -229,6 +198,230 @@ static const char *json_plain_string(const char *obj, const char *key, char *buf
     snprintf(buf, cap, "%.*s", (int)n - 2, q + 1);
   return buf;
 }
+
+/* ── the tokenizer's files: what kiln's WordPiece tokenizer does not do ──
+ *
+ * transformers' BertTokenizerFast takes added tokens (tokenizer.json's
+ * added_tokens, tokenizer_config.json's added_tokens_decoder, the slow
+ * tokenizer's added_tokens.json), renamed special tokens and the
+ * WordPiece settings from the folder. kiln's tokenizer knows BERT's five
+ * special tokens and the default WordPiece; a folder that asks for more
+ * would get other token ids, so it is refused, naming the file and the
+ * token or setting. */
+
+static const char *const k_special[5][2] = {
+    {"pad_token", "[PAD]"}, {"unk_token", "[UNK]"}, {"cls_token", "[CLS]"}, {"sep_token", "[SEP]"},
+    {"mask_token", "[MASK]"}};
+
+static int is_bert_special(const char *s) {
+  for (int i = 0; i < 5; i++)
+    if (!strcmp(s, k_special[i][1])) return 1;
+  return 0;
+}
+
+/* A copy of the object or array value of the top-level "key" (free it), or NULL */
+static char *json_member_copy(const char *json, const char *key) {
+  const char *q = json_value(json, key), *e = q;
+  if (!q || (*q != '{' && *q != '[')) return NULL;
+  for (int depth = 0; *e;) {
+    if (*e == '"') {
+      e = json_string_end(e);
+      continue;
+    }
+    if (*e == '{' || *e == '[') depth++;
+    else if ((*e == '}' || *e == ']') && --depth == 0) {
+      e++;
+      break;
+    }
+    e++;
+  }
+  return strndup(q, (size_t)(e - q));
+}
+
+/* The content of a token given as a string or as {"content": ...} ("" when
+ * it is neither or holds escapes); NULL when absent or null. */
+static const char *token_content(const char *json, const char *key, char *buf, size_t cap) {
+  const char *q = json_value(json, key);
+  if (!q || !strncmp(q, "null", 4)) return NULL;
+  if (*q == '"') return json_plain_string(json, key, buf, cap);
+  char *obj = json_member_copy(json, key);
+  json_plain_string(obj ? obj : "{}", "content", buf, cap);
+  free(obj);
+  return buf;
+}
+
+/* Every object of the array or object `list` (a member's copy, may be NULL)
+ * must be one of BERT's special tokens by its "content"; else UNSUPPORTED. */
+static kiln_status check_added(const char *list, const char *path, const char *what, kiln_loc loc) {
+  char obj[1024], content[128];
+  const char *at = NULL;
+  while (list && json_next_object(list, &at, obj, sizeof obj)) {
+    json_plain_string(obj, "content", content, sizeof content);
+    if (is_bert_special(content)) continue;
+    double id = -1;
+    char ids[48] = "";
+    if (!json_number(obj, "id", &id) && id >= 0 && id < 1e15) snprintf(ids, sizeof ids, " (id %.0f)", id);
+    return kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: %s \"%s\"%s is not supported (kiln's tokenizer "
+                      "reads BERT's special tokens [PAD], [UNK], [CLS], [SEP] and [MASK] only)", path, what,
+                      content[0] ? content : "?", ids);
+  }
+  return KILN_OK;
+}
+
+/* tokenizer_config.json or special_tokens_map.json: the five special tokens
+ * under their names, no additional ones, no added tokens beyond them. */
+static kiln_status check_special_names(const char *json, const char *path, kiln_loc loc) {
+  char buf[128];
+  for (int i = 0; i < 5; i++) {
+    const char *c = token_content(json, k_special[i][0], buf, sizeof buf);
+    if (c && strcmp(c, k_special[i][1]))
+      return kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: %s \"%s\" is not supported (kiln's tokenizer uses "
+                        "BERT's %s)", path, k_special[i][0], c[0] ? c : "?", k_special[i][1]);
+  }
+  char *extra = json_member_copy(json, "additional_special_tokens");
+  const char *q = extra ? json_ws(extra + 1) : NULL;
+  int any = q && *q != ']';
+  if (any) {
+    snprintf(buf, sizeof buf, "%.*s", (int)strcspn(q, ",]\n"), q);
+    if (strlen(buf) > 40) buf[40] = 0;
+  }
+  free(extra);
+  if (any)
+    return kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: additional_special_tokens (%s) are not supported "
+                      "(kiln's tokenizer reads BERT's five special tokens only)", path, buf);
+  char *dec = json_member_copy(json, "added_tokens_decoder");
+  kiln_status st = check_added(dec, path, "added token", loc);
+  free(dec);
+  return st;
+}
+
+/* added_tokens.json (the slow tokenizer's {"token": id}): only BERT's specials. */
+static kiln_status check_added_tokens_json(const char *json, const char *path, kiln_loc loc) {
+  const char *q = json_ws(json);
+  if (*q != '{') return kiln_error(KILN_ERR_CORRUPT, loc, "bert: %s is not a JSON object", path);
+  for (int depth = 0; *q; q++) {
+    if (*q == '"') {
+      const char *e = json_string_end(q);
+      char key[128];
+      size_t n = (size_t)(e - q);
+      if (depth == 1 && *json_ws(e) == ':') {
+        snprintf(key, sizeof key, "%.*s", n >= 2 && n - 2 < sizeof key ? (int)n - 2 : 0, q + 1);
+        if (!is_bert_special(key))
+          return kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: added token \"%s\" is not supported (kiln's "
+                            "tokenizer reads BERT's five special tokens only)", path, key[0] ? key : "?");
+      }
+      q = e - 1;
+    } else if (*q == '{' || *q == '[') {
+      depth++;
+    } else if (*q == '}' || *q == ']') {
+      depth--;
+    }
+  }
+  return KILN_OK;
+}
+
+/* The member "key" of tokenizer.json, if present, must be an object whose
+ * fields[i][0] are absent or the strings fields[i][1] (a value starting
+ * with a digit or t/f: compared as written). */
+static kiln_status check_component(const char *json, const char *key, const char *const (*fields)[2], int n,
+                                   const char *path, kiln_loc loc) {
+  char *obj = json_member_copy(json, key);
+  if (!obj) return KILN_OK;
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < n && !st; i++) {
+    const char *want = fields[i][1], *q = json_value(obj, fields[i][0]);
+    int ok = !q || (*q == '"' ? json_string_is(obj, fields[i][0], want)
+                              : !strncmp(q, want, strlen(want)) && !isalnum((unsigned char)q[strlen(want)]));
+    if (!ok) {
+      char shown[48];
+      st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s: %s.%s %s is not supported (kiln's tokenizer computes "
+                      "%s)", path, key, fields[i][0], json_show(obj, fields[i][0], shown, sizeof shown), want);
+    }
+  }
+  free(obj);
+  return st;
+}
+
+static kiln_status check_tokenizer_json(const char *json, const char *path, kiln_loc loc) {
+  char *added = json_member_copy(json, "added_tokens");
+  kiln_status st = check_added(added, path, "added token", loc);
+  free(added);
+  static const char *const model[4][2] = {
+      {"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
+      {"max_input_chars_per_word", "100"}};
+  static const char *const norm[3][2] = {{"type", "BertNormalizer"}, {"clean_text", "true"},
+                                         {"handle_chinese_chars", "true"}};
+  static const char *const pre[1][2] = {{"type", "BertPreTokenizer"}};
+  if (!st) st = check_component(json, "model", model, 4, path, loc);
+  if (!st) st = check_component(json, "normalizer", norm, 3, path, loc);
+  if (!st) st = check_component(json, "pre_tokenizer", pre, 1, path, loc);
+  return st;
+}
+
+/* Everything above for the folder dir (each file optional). */
+static kiln_status check_tokenizer_files(const char *dir, const char *tokenizer_config, kiln_loc loc) {
+  char path[4096], *json = NULL;
+  kiln_status st = KILN_OK;
+  if (tokenizer_config) {
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    st = check_special_names(tokenizer_config, path, loc);
+  }
+  snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
+  if (!st && !(st = read_json(path, "special_tokens_map.json", 1, &json, loc)) && json)
+    st = check_special_names(json, path, loc);
+  free(json);
+  json = NULL;
+  snprintf(path, sizeof path, "%s/added_tokens.json", dir);
+  if (!st && !(st = read_json(path, "added_tokens.json", 1, &json, loc)) && json)
+    st = check_added_tokens_json(json, path, loc);
+  free(json);
+  json = NULL;
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (!st && !(st = read_json_max(path, "tokenizer.json", 1, KILN_TOKENIZER_MAX_VOCAB_BYTES, &json, loc)) && json)
+    st = check_tokenizer_json(json, path, loc);
+  free(json);
+  return st;
+}
+
+kiln_status kiln_bert_text_options_at(const char *dir, kiln_tokenizer_options *tok, int64_t *max_length,
+                                      kiln_loc loc) {
+  if (!dir || !tok) return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: text_options needs dir and tok");
+  static const char *const names[3] = {"tokenizer_config.json", "sentence_bert_config.json", "config.json"};
+  char *j[3] = {NULL, NULL, NULL}, path[4096];
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < 3 && !st; i++) {
+    if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
+      st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "bert: the folder's path is too long");
+    else
+      st = read_json(path, names[i], 1, &j[i], loc);
+  }
+  if (!st) st = check_tokenizer_files(dir, j[0], loc);
+  if (!st && json_bool(j[0], "tokenize_chinese_chars") == 0)
+    st = kiln_error(KILN_ERR_UNSUPPORTED, loc, "bert: %s/tokenizer_config.json: tokenize_chinese_chars false is not "
+                    "supported", dir);
+  if (!st) {
+    int lower = json_bool(j[0], "do_lower_case"), strip = json_bool(j[0], "strip_accents");
+    tok->lowercase = lower != 0 || json_bool(j[1], "do_lower_case") == 1;
+    tok->strip_accents = strip < 0 ? lower != 0 : strip == 1;
+    if (max_length) {
+      int64_t v = json_len(j[1], "max_seq_length"), pos = json_len(j[2], "max_position_embeddings");
+      int64_t tm = json_len(j[0], "model_max_length");
+      *max_length = v ? v : pos && tm ? (pos < tm ? pos : tm) : pos ? pos : tm ? tm : 256;
+    }
+  }
+  for (int i = 0; i < 3; i++) free(j[i]);
+  return st;
+}
+
+/* ── the folder's sentence-transformers modules ──
+ *
+ * sentence-transformers computes an embedding with the modules listed in
+ * modules.json: the Transformer (this encoder), a Pooling module (its
+ * config.json says which pooling), and optionally Normalize (kiln's
+ * embeddings are always L2-normalised). Any other module (Dense, ...)
+ * changes the embedding: such a folder is refused rather than embedded
+ * differently. No modules.json: sentence-transformers' default for a plain
+ * model folder, mean pooling. */
 
 /* dir/path/config.json of a Pooling module: exactly one of the modes kiln
  * computes (CLS token, mean, max over tokens) */

@@ -435,5 +435,93 @@ KT_TEST(the_folders_pooling_module_is_what_embeds) {
   unlink_model_files(dir);
 }
 
+/* ── the folder's added tokens and WordPiece settings ──
+ * transformers takes added tokens (tokenizer.json's added_tokens,
+ * tokenizer_config.json's added_tokens_decoder, added_tokens.json), renamed
+ * or additional special tokens and the WordPiece settings from the folder:
+ * after tokenizer.add_tokens(["kilnword"]) and save_pretrained,
+ * "hello kilnword" is [101, 7592, 30522, 102] (transformers 4.45), where a
+ * tokenizer that does not read them splits the word into pieces. kiln's
+ * tokenizer knows BERT's five special tokens and the default WordPiece, so
+ * such a folder is refused by name (it embedded with other ids before). */
+
+static void expect_text_refused(const char *dir, const char *what, const char *want) {
+  kiln_tokenizer_options o;
+  int64_t len = 0;
+  KT_CHECK_MSG(kiln_bert_text_options(dir, &o, &len) == KILN_ERR_UNSUPPORTED, "%s: accepted", what);
+  KT_CHECK_MSG(strstr(kiln_last_error(), want) != NULL, "%s: error \"%s\" does not name %s", what,
+               kiln_last_error(), want);
+  kiln_clear_error();
+}
+
+static const char k_added_ok[] =
+    "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 0, \"content\": \"[PAD]\", \"special\": true},\n"
+    " {\"id\": 100, \"content\": \"[UNK]\"}, {\"id\": 101, \"content\": \"[CLS]\"},"
+    " {\"id\": 102, \"content\": \"[SEP]\"}, {\"id\": 103, \"content\": \"[MASK]\"}%s],\n"
+    " \"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": %s, \"handle_chinese_chars\": true,"
+    " \"strip_accents\": null, \"lowercase\": true},\n"
+    " \"pre_tokenizer\": {\"type\": \"%s\"},\n"
+    " \"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"%s\","
+    " \"max_input_chars_per_word\": %d, \"vocab\": {\"[PAD]\": 0, \"{\": 1}}}\n";
+
+static void write_tokenizer_json(const char *dir, const char *extra, const char *clean, const char *pre,
+                                 const char *prefix, int max_chars) {
+  char json[2048];
+  snprintf(json, sizeof json, k_added_ok, extra, clean, pre, prefix, max_chars);
+  write_text(dir, "tokenizer.json", json);
+}
+
+KT_TEST(the_folders_added_tokens_are_refused) {
+  if (load_reference()) return;
+  kiln_tokenizer_options o;
+  int64_t len = 0;
+  /* the published folder passes */
+  KT_CHECK_MSG(kiln_bert_text_options(g_dir, &o, &len) == KILN_OK, "%s", kiln_last_error());
+  char dir[] = "/tmp/kiln-test-minilm-added-XXXXXX", q[4200], out[8192];
+  KT_CHECK(mkdtemp(dir) != NULL);
+  link_model_files(dir);
+  write_tokenizer_json(dir, "", "true", "BertPreTokenizer", "##", 100);
+  KT_CHECK_MSG(kiln_bert_text_options(dir, &o, &len) == KILN_OK, "%s", kiln_last_error());
+  write_tokenizer_json(dir, ", {\"id\": 30522, \"content\": \"kilnword\", \"normalized\": true}", "true",
+                       "BertPreTokenizer", "##", 100);
+  expect_text_refused(dir, "an added token", "tokenizer.json: added token \"kilnword\" (id 30522) is not supported");
+  KT_CHECK(run_embed_in(dir, "hello kilnword", "--ids", out, sizeof out) != 0);
+  KT_STR_CONTAINS(out, "added token \"kilnword\" (id 30522) is not supported");
+  write_tokenizer_json(dir, "", "true", "BertPreTokenizer", "@@", 100);
+  expect_text_refused(dir, "another subword prefix", "model.continuing_subword_prefix \"@@\" is not supported");
+  write_tokenizer_json(dir, "", "true", "BertPreTokenizer", "##", 200);
+  expect_text_refused(dir, "a longer word limit", "model.max_input_chars_per_word 200 is not supported");
+  write_tokenizer_json(dir, "", "false", "BertPreTokenizer", "##", 100);
+  expect_text_refused(dir, "no text cleaning", "normalizer.clean_text false is not supported");
+  write_tokenizer_json(dir, "", "true", "Whitespace", "##", 100);
+  expect_text_refused(dir, "another pre-tokenizer", "pre_tokenizer.type \"Whitespace\" is not supported");
+  snprintf(q, sizeof q, "%s/tokenizer.json", dir);
+  unlink(q);
+  write_text(dir, "tokenizer_config.json", "{\"added_tokens_decoder\": {\"0\": {\"content\": \"[PAD]\"},"
+                                           " \"30524\": {\"content\": \"<ent>\", \"special\": true}}}");
+  expect_text_refused(dir, "added_tokens_decoder", "tokenizer_config.json: added token \"<ent>\" is not supported");
+  write_text(dir, "tokenizer_config.json", "{\"cls_token\": \"<s>\", \"do_lower_case\": true}");
+  expect_text_refused(dir, "a renamed [CLS]",
+                      "cls_token \"<s>\" is not supported (kiln's tokenizer uses BERT's [CLS])");
+  snprintf(q, sizeof q, "%s/tokenizer_config.json", dir);
+  unlink(q);
+  write_text(dir, "special_tokens_map.json", "{\"mask_token\": {\"content\": \"<mask>\", \"lstrip\": true}}");
+  expect_text_refused(dir, "a renamed [MASK]", "special_tokens_map.json: mask_token \"<mask>\" is not supported");
+  write_text(dir, "special_tokens_map.json", "{\"additional_special_tokens\": [{\"content\": \"<ent>\"}],"
+                                             " \"cls_token\": {\"content\": \"[CLS]\"}}");
+  expect_text_refused(dir, "additional special tokens", "additional_special_tokens ({\"content\"");
+  write_text(dir, "special_tokens_map.json", "{\"additional_special_tokens\": [], \"unk_token\": \"[UNK]\"}");
+  KT_CHECK_MSG(kiln_bert_text_options(dir, &o, &len) == KILN_OK, "%s", kiln_last_error());
+  snprintf(q, sizeof q, "%s/special_tokens_map.json", dir);
+  unlink(q);
+  write_text(dir, "added_tokens.json", "{\"[MASK]\": 103, \"kilnword\": 30522}");
+  expect_text_refused(dir, "added_tokens.json", "added_tokens.json: added token \"kilnword\" is not supported");
+  snprintf(q, sizeof q, "%s/added_tokens.json", dir);
+  unlink(q);
+  KT_CHECK_MSG(kiln_bert_text_options(dir, &o, &len) == KILN_OK, "%s", kiln_last_error());
+  unlink_model_files(dir);
+}
+
 KT_MAIN(KT_CASE(library_embeddings_match_sentence_transformers), KT_CASE(kiln_embed_prints_the_same),
-        KT_CASE(kiln_embed_reads_the_folders_tokenizer_config), KT_CASE(the_folders_pooling_module_is_what_embeds))
+        KT_CASE(kiln_embed_reads_the_folders_tokenizer_config), KT_CASE(the_folders_pooling_module_is_what_embeds),
+        KT_CASE(the_folders_added_tokens_are_refused))

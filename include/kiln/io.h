@@ -84,7 +84,8 @@ kiln_tensor kiln_st_tensor_at(kiln_st_file *f, const char *name, kiln_loc loc);
 
 /* Copy the entry `name` into the existing (kept) tensor dst, in place
  * (kiln_assign): shapes must match, and the loaded dtype must be dst's or
- * convert to it exactly (BF16/F16 into f32 or f64, U8/I8 into i32 or i64).
+ * convert to it exactly (BF16/F16 into f32 or f64, F32 into f64, U8/I8 into
+ * i32 or i64, I32 into i64; anything narrower is refused: cast after loading).
  * Errors as
  * kiln_st_tensor, plus KILN_ERR_INVALID_ARGUMENT on a shape/dtype mismatch
  * (dst is then unchanged). */

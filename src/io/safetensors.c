@@ -368,7 +368,9 @@ out:
 static int widens(kiln_dtype a, kiln_dtype b) {
   switch (a) {
     case KILN_BF16: case KILN_F16: return b == KILN_F32 || b == KILN_F64;
+    case KILN_F32: return b == KILN_F64;
     case KILN_U8: case KILN_I8: return b == KILN_I32 || b == KILN_I64;
+    case KILN_I32: return b == KILN_I64;
     default: return 0;
   }
 }

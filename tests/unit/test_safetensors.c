@@ -287,8 +287,17 @@ KT_TEST(load_into_a_parameter) {
   KT_EQ_INT(kiln_st_load_into(f, "layer.weight", wrong), KILN_ERR_INVALID_ARGUMENT);
   KT_STR_CONTAINS(kiln_last_error(), "F32 [2,2] but the destination is f32 [3]");
   kiln_clear_error();
-  kiln_tensor wrong_dt = kiln_param(kiln_zeros(KILN_F64, 2, s));
+  /* Widening is exact: F32 into an f64 tensor (it was refused); narrowing is refused: into bf16. */
+  kiln_tensor wide = kiln_param(kiln_zeros(KILN_F64, 2, s));
+  KT_CHECK_MSG(kiln_st_load_into(f, "layer.weight", wide) == KILN_OK, "%s", kiln_last_error());
+  kiln_mark_step();
+  double dout[4];
+  KT_CHECK(kiln_to_host(wide, dout, sizeof dout) == KILN_OK);
+  for (int i = 0; i < 4; i++) KT_CHECK(dout[i] == v[i]);
+  kiln_tensor wrong_dt = kiln_param(kiln_zeros(KILN_BF16, 2, s));
   KT_EQ_INT(kiln_st_load_into(f, "layer.weight", wrong_dt), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "F32 [2,2] but the destination is bf16 [2,2]");
+  kiln_clear_error();
   kiln_st_file_destroy(f);
   kiln_shutdown();
 }

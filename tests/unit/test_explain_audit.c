@@ -119,5 +119,49 @@ KT_TEST(other_change_keeps_general_advice) {
   KT_CHECK(!strstr(ex, "a constant changes value") && !strstr(ex, "a growing graph"));
 }
 
+/* The graphs compiled by a loop over batches of the given sizes (one graph
+ * per size, dynamic shapes off), each batch padded up to the smallest of
+ * bounds[0..nb) that holds it (nb 0: no padding). */
+static int64_t compiles_for(const int64_t *sizes, int n, const int64_t *bounds, int nb) {
+  start(KILN_SWITCH_OFF);
+  kiln_tensor w = kiln_keep(vec(1));
+  for (int s = 0; s < n; s++) {
+    int64_t len = sizes[s];
+    for (int b = 0; b < nb; b++)
+      if (bounds[b] >= sizes[s]) {
+        len = bounds[b];
+        break;
+      }
+    kiln_tensor x = vec(len);
+    kiln_assign(w, kiln_add(w, kiln_sum(x, 0, NULL, 1)));
+    kiln_mark_step();
+  }
+  kiln_wait();
+  return kiln_counter_value("UncachedCompile");
+}
+
+/* Bucket advice for a batch size that takes three values: followed, it must
+ * compile fewer graphs than the sizes seen (before: "suggested buckets: 3,
+ * 5, 9", one bucket per size, which saves nothing). */
+KT_TEST(bucket_advice_saves_compiles) {
+  const int64_t sizes[] = {3, 9, 5};
+  int n = (int)(sizeof sizes / sizeof sizes[0]);
+  KT_EQ_INT(compiles_for(sizes, n, NULL, 0), 3); /* one graph per size */
+  const char *ex = kiln_explain(), *adv = strstr(ex, "suggested buckets: ");
+  KT_CHECK(adv != NULL);
+  int64_t bounds[8];
+  int nb = 0;
+  for (const char *p = adv ? adv + strlen("suggested buckets: ") : NULL; p && nb < 8;) {
+    char *end;
+    bounds[nb++] = strtoll(p, &end, 10);
+    if (strncmp(end, ", ", 2) != 0) break;
+    p = end + 2;
+  }
+  KT_CHECK(nb >= 1 && nb < 3);
+  KT_CHECK(nb >= 1 && bounds[nb - 1] >= 9);
+  KT_CHECK(compiles_for(sizes, n, bounds, nb) < 3);
+}
+
 KT_MAIN(KT_CASE(changing_constant_is_named), KT_CASE(growing_graph_without_step_marker_is_named),
-        KT_CASE(other_change_keeps_general_advice))
+        KT_CASE(other_change_keeps_general_advice),
+        KT_CASE(bucket_advice_saves_compiles))

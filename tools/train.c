@@ -389,7 +389,7 @@ static void report(double wall) {
   printf("\nWhat kiln did:\n");
   printf("  graphs compiled      %lld (%.1f s compiling), %lld found in the disk cache\n",
          (long long)kiln_counter_value("UncachedCompile"), ct.sum / 1e9,
-         (long long)kiln_counter_value("PersistentCacheHit"));
+         (long long)kiln_counter_value("PersistentCacheGraphHit"));
   printf("  cached steps         %lld\n", (long long)kiln_counter_value("CachedCompile"));
   printf("  executions per step  %.2f on average (max %.0f)\n", eps.count ? eps.sum / (double)eps.count : 0,
          eps.max);

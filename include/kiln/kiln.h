@@ -478,6 +478,7 @@ kiln_status kiln_wait(void);
 
 /* ───────────── metrics (thread-safe) ─────────────
  * Counters: MarkStep, UncachedCompile, CachedCompile, PersistentCacheHit,
+ * PersistentCacheGraphHit (graphs all of whose code came from the disk),
  * PersistentCacheMiss, Execute, StepMarkerCut, ValueReadCut,
  * DataDependentCut, ExplicitCompileCut, DiscardedStep,
  * TransferToDevice(Bytes), TransferFromDevice(Bytes), BufferAlloc,

@@ -203,7 +203,10 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
     }
   int64_t bounds[KILN_AN_MAX_BUCKETS], maxv = nv ? values[nv - 1] : 0;
   double waste = 0;
-  int nb = nv ? kiln_bucket_advise(values, counts, nv, KILN_AN_MAX_BUCKETS, maxv >= 64 ? 8 : 1, bounds, &waste) : 0;
+  /* fewer buckets than sizes, as the pattern's own suggestion: a bucket per
+   * size seen would compile exactly as many graphs as before */
+  int maxb = nv - 1 < KILN_AN_MAX_BUCKETS ? (nv - 1 < 1 ? 1 : nv - 1) : KILN_AN_MAX_BUCKETS;
+  int nb = nv ? kiln_bucket_advise(values, counts, nv, maxb, maxv >= 64 ? 8 : 1, bounds, &waste) : 0;
   if (nb > 0) {
     kiln_text_printf(t, "%sexecutions per size of input %d (%s:%d) dim %d: ", indent, in, kiln_fmt_file(x0->loc.file),
                      x0->loc.line, d);

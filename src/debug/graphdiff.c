@@ -481,8 +481,45 @@ static int fed_back(const kiln_graph *const *history, int n, int32_t *const *bac
   return 1;
 }
 
-/* OTHER: the first difference of the last two graphs. */
-static void explain_other(const kiln_graph *prev, const kiln_graph *last, kiln_text *b) {
+/* 1 when og -> ng changed nothing but the values of constants: every node
+ * aligned, the same shapes, dtypes and wiring, and each node whose
+ * attributes changed a const (a kiln_*_c operand, kiln_full, kiln_constant
+ * whose value the program changes from step to step). */
+static int const_values_only(const kiln_graph *og, const kiln_graph *ng) {
+  kiln_diff_stats st;
+  kiln_text none = kiln_text_on(NULL, 0);
+  diff_core(og, ng, NULL, &none, &st);
+  if (!st.attrs || st.added || st.removed || st.shape || st.dtype || st.inputs || st.outputs) return 0;
+  int32_t *ma = malloc(sizeof *ma * ((size_t)og->n_nodes + 1)), *mb = malloc(sizeof *mb * ((size_t)ng->n_nodes + 1));
+  int ok = ma && mb;
+  if (ok) align(og, ng, ma, mb);
+  for (int32_t j = 0; ok && j < ng->n_nodes; j++)
+    ok = mb[j] >= 0 && (attrs_equal(&og->nodes[mb[j]], &ng->nodes[j]) || ng->nodes[j].op == KILN_OP_CONST);
+  free(ma);
+  free(mb);
+  return ok;
+}
+
+/* 1 when every graph of history[0..n) (n >= 3) is the one before with nodes
+ * added and nothing else changed but wiring and outputs: a chain of ops that
+ * gets longer at every cut (a tensor carried from iteration to iteration,
+ * x = f(x), with no step marker to compute it). */
+static int only_grows(const kiln_graph *const *history, int n) {
+  if (n < 3) return 0;
+  for (int k = 1; k < n; k++) {
+    kiln_diff_stats st;
+    kiln_text none = kiln_text_on(NULL, 0);
+    diff_core(history[k - 1], history[k], NULL, &none, &st);
+    if (!st.added || st.removed || st.shape || st.dtype || st.attrs) return 0;
+  }
+  return 1;
+}
+
+/* OTHER: the first difference of the last two graphs, and the remedy of the
+ * two causes recognized here (a constant that changes value, a graph that
+ * only gets longer); otherwise the general advice. */
+static void explain_other(const kiln_graph *const *history, int n, kiln_text *b) {
+  const kiln_graph *prev = history[n - 2], *last = history[n - 1];
   char diff[512] = "";
   kiln_diff_stats st;
   kiln_graphdiff_format_stats(prev, last, diff, sizeof diff, &st);
@@ -490,6 +527,25 @@ static void explain_other(const kiln_graph *prev, const kiln_graph *last, kiln_t
   if (nl) *nl = 0;
   const char *first = diff;
   while (*first == ' ') first++;
+  if (const_values_only(prev, last)) {
+    kiln_text_printf(b,
+                     "a constant changes value (%d difference%s between the last two graphs, each a constant's "
+                     "value; first: %s). A compile-time constant is part of the graph, so each new value is a new "
+                     "graph: pass the value as a scalar graph input instead (kiln_<op>_s or kiln_scalar, not "
+                     "kiln_<op>_c or kiln_constant), which never recompiles.",
+                     st.total, st.total == 1 ? "" : "s", *first ? first : "?");
+    return;
+  }
+  if (only_grows(history, n)) {
+    kiln_text_printf(b,
+                     "a growing graph: each of the last %d graphs is the one before with nodes added (%d node%s "
+                     "added in the last; first: %s). A tensor computed from itself at every iteration (x = f(x)) "
+                     "with no kiln_mark_step() between them keeps its whole history pending, so every cut compiles "
+                     "and runs a longer graph: keep the tensor (kiln_keep), update it with kiln_assign and end each "
+                     "iteration with kiln_mark_step().",
+                     n, st.added, st.added == 1 ? "" : "s", *first ? first : "?");
+    return;
+  }
   kiln_text_printf(b,
                    "the graph changed in another way (%d difference%s between the last two graphs; first: %s). "
                    "Make the traced program the same at every step: no data-dependent control flow or shapes.",
@@ -567,7 +623,7 @@ kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history,
       }
     }
   }
-  if (pat == KILN_DIFF_PATTERN_OTHER) explain_other(history[n - 2], last, &b);
+  if (pat == KILN_DIFF_PATTERN_OTHER) explain_other(history, n, &b);
   for (int k = 0; back && k < n; k++) free(back[k]);
   free(back);
   free(chain);

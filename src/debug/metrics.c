@@ -127,7 +127,7 @@ void kiln_metrics_format_short(kiln_text *b) {
   kiln_text_printf(b, "steps: %lld\n", (long long)steps);
   kiln_text_printf(b, "compiles: %lld (cached %lld, from disk %lld)\n", (long long)kiln_counter_value("UncachedCompile"),
                    (long long)kiln_counter_value("CachedCompile"),
-                   (long long)kiln_counter_value("PersistentCacheHit"));
+                   (long long)kiln_counter_value("PersistentCacheGraphHit"));
   if (kiln_counter_value("DynamicFamily") || kiln_counter_value("DynamicPlan"))
     kiln_text_printf(b, "dynamic shapes: %lld compiles for any size, %lld new sizes planned (docs/dynamic-shapes.md)\n",
                      (long long)kiln_counter_value("DynamicFamily"), (long long)kiln_counter_value("DynamicPlan"));

@@ -175,6 +175,9 @@ static kiln_status compile_entry(kiln_runtime *rt, uint64_t key, const kiln_run_
                      t0 + (uint64_t)ns, shape->n_nodes, 0, 0);
   kiln_metric_record("GraphNodes", (double)shape->n_nodes);
   kiln_counter_add(planned ? "DynamicPlan" : "UncachedCompile", 1);
+  /* a graph whose code all came from the disk cache (PersistentCacheHit counts objects: a large graph is
+   * compiled as several) */
+  if (!planned && e->info.from_disk_cache) kiln_counter_add("PersistentCacheGraphHit", 1);
   if (e->info.family == 1) kiln_counter_add("DynamicFamily", 1);
   rt->n_compiles++;
   if (planned && fam.g) { /* the family's graph stands for it until the size recurs (kiln_cache_entry) */

@@ -223,6 +223,74 @@ static int check_bf16(int mode, int ta, int tb, int64_t m, int64_t n, int64_t k)
   return bad;
 }
 
+/* vdpbf16ps treats subnormal inputs and results as zero: a 40-term dot of
+ * 1e-39 (a subnormal bf16) by 1e5 came out 0 (ref: 4.04e-33), tiny products
+ * (1e-20 x 1e-20, 1e-40 each) summed to 0 (ref: 4.04e-39). Such tiles are
+ * computed exactly (gemm_bf16.c, exact_tile): against f64 sums of the same
+ * products, with an absolute floor of half f32's smallest subnormal per
+ * product (f32 rounds each subnormal product) or bf16's smallest.
+ * shape 0: every value tiny; 1: one tiny row of A among normal ones in a
+ * GEMM of several tiles; scale: the values of A times 2^-a, of B 2^-b. */
+static int check_bf16_tiny(int mode, int ta, int tb, int64_t m, int64_t n, int64_t k, int sa, int sb, int shape) {
+  int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  uint16_t *A = malloc((size_t)(m * k) * 2), *B = malloc((size_t)(k * n) * 2);
+  float *C = malloc((size_t)(m * n) * 4), *C0 = malloc((size_t)(m * n) * 4);
+  uint16_t *Ch = malloc((size_t)(m * n) * 2);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t q = 0; q < k; q++) {
+      int tiny = shape == 0 || i == m / 2;
+      A[ta ? q * lda + i : i * lda + q] = to_bf16(ldexp(next_val(), tiny ? -sa : 0));
+    }
+  for (int64_t i = 0; i < k * n; i++) B[i] = to_bf16(ldexp(next_val(), shape == 0 ? -sb : 0));
+  for (int64_t i = 0; i < m * n; i++) C0[i] = (float)next_val(), C[i] = C0[i];
+  if (mode == 1) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, C, n, 0), 0);
+  else if (mode == 2) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, Ch, n, 1), 0);
+  else KT_EQ_INT(kiln_gemm_bf16_upd(ta, tb, m, n, k, A, lda, B, ldb, C, n, C, -0.5f), 0); /* in place */
+  int bad = 0;
+  for (int64_t i = 0; i < m && !bad; i++)
+    for (int64_t j = 0; j < n && !bad; j++) {
+      double s = 0, mag = 0;
+      for (int64_t q = 0; q < k; q++) {
+        double p = from_bf16(A[ta ? q * lda + i : i * lda + q]) * from_bf16(B[tb ? j * ldb + q : q * ldb + j]);
+        s += p, mag += fabs(p);
+      }
+      double got = mode == 2 ? from_bf16(Ch[i * n + j]) : C[i * n + j], want = s;
+      /* a subnormal f32 product is rounded to a multiple of 2^-149: up to half of that per product */
+      double floor32 = ldexp((double)k + 1, -149);
+      double tol = mode == 2 ? mag / 256 + ldexp(1, -133) : 1e-6 * mag * (1.0 + (double)k / 256) + floor32;
+      if (mode == 3) {
+        want = C0[i * n + j] + from_bf16(to_bf16(s)) * -0.5;
+        tol = mag / 256 + 1e-6 * fabs(want) + ldexp(1, -133);
+      }
+      if (fabs(got - want) > tol) {
+        KT_FAIL("bf16 tiny mode %d ta=%d tb=%d %lldx%lldx%lld 2^-%d x 2^-%d shape %d: C[%lld][%lld] = %.9g, want %.9g (tol %g)",
+                mode, ta, tb, (long long)m, (long long)n, (long long)k, sa, sb, shape, (long long)i, (long long)j,
+                got, want, tol);
+        bad = 1;
+      }
+    }
+  free(A), free(B), free(C), free(C0), free(Ch);
+  return bad;
+}
+
+static void bf16_subnormals(void) {
+  /* 2^-133..: subnormal bf16 inputs; 2^-66 x 2^-66: normal inputs, subnormal products; 2^-60 x 2^-60: normal
+   * products whose partial sums may not be; the shapes span several MR x NR tiles and an odd K */
+  static const int scales[4][2] = {{133, 0}, {66, 66}, {60, 60}, {126, 3}};
+  int64_t before = kiln_counter_value("Bf16GemmExactTiles");
+  for (int s = 0; s < 4; s++)
+    for (int mode = 1; mode <= 3; mode++)
+      for (int t = 0; t < 4; t++) {
+        check_bf16_tiny(mode, t & 1, t >> 1, 13, 37, 41, scales[s][0], scales[s][1], 0);
+        check_bf16_tiny(mode, t & 1, t >> 1, 100, 70, 64, scales[s][0], scales[s][1], 1);
+      }
+  KT_CHECK(kiln_counter_value("Bf16GemmExactTiles") > before);
+  /* values of ordinary size never leave the kernel */
+  before = kiln_counter_value("Bf16GemmExactTiles");
+  for (int t = 0; t < 4; t++) check_bf16(1, t & 1, t >> 1, 100, 70, 801);
+  KT_EQ_INT(kiln_counter_value("Bf16GemmExactTiles"), before);
+}
+
 static int child_bf16(void) {
   /* edge tiles, odd K (zero-padded), K = 0, a transposed B of whole 16 x 16
    * word blocks and a rest (K 130), K past one block (2048), full panels of
@@ -253,6 +321,7 @@ static int child_bf16(void) {
     for (int s = 0; s < ns; s++)
       for (int t = 0; t < 4; t++)
         for (int mode = 1; mode <= 2; mode++) check_bf16(mode, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
+  if (have) bf16_subnormals();
   return kt_failed_checks ? 1 : 0;
 }
 

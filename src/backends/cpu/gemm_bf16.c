@@ -19,13 +19,21 @@
  * panels of MR = 12 rows, one 32-bit (k, k+1) pair per row and k-pair,
  * broadcast to all lanes. An odd K is padded with a zero. Products of two
  * bf16 values are exact in f32; only the order of the f32 sums differs from
- * the f32 GEMM of the same (rounded) inputs. */
+ * the f32 GEMM of the same (rounded) inputs.
+ *
+ * vdpbf16ps treats subnormal inputs and results as zero (its DAZ and FTZ are
+ * fixed, whatever MXCSR says), where f32 arithmetic, ref and PyTorch keep
+ * them: a tile whose packed A and B blocks hold a subnormal, or values small
+ * enough that a product or a partial sum could be one, is computed by the
+ * library's sgemm on f32 copies instead (exact_tile; counter
+ * Bf16GemmExactTiles). Real data almost never gets there. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/gemm.h"
 #include "base/config.h"
+#include "base/counters.h"
 #include "ir/scalar.h"          /* kf32_bf16 */
 #include "toolchain/compiler.h" /* kiln_cpu_features, kiln_cpu_is_amd */
 
@@ -315,6 +323,65 @@ static void block(int64_t mc, int64_t nc, int64_t kc, const uint16_t *pa, const 
     }
 }
 
+/* The smallest exponent field of the nonzero values of n packed bf16 words
+ * (255 when all are zero or padding; 0: a subnormal). */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static int min_exponent(const uint16_t *p, int64_t n) {
+  const __m512i mag = _mm512_set1_epi16(0x7fff), ff = _mm512_set1_epi16(0xff);
+  __m512i lo = ff;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512i v = _mm512_loadu_si512(p + i);
+    lo = _mm512_mask_min_epu16(lo, _mm512_test_epi16_mask(v, mag), lo, _mm512_and_si512(_mm512_srli_epi16(v, 7), ff));
+  }
+  uint16_t w[32];
+  _mm512_storeu_si512(w, lo);
+  int m = 255;
+  for (int x = 0; x < 32; x++) m = w[x] < m ? w[x] : m;
+  for (; i < n; i++)
+    if ((p[i] & 0x7fff) && ((p[i] >> 7) & 0xff) < m) m = (p[i] >> 7) & 0xff;
+  return m;
+}
+
+/* Whether vdpbf16ps computes a tile of blocks with smallest exponent fields
+ * ea, eb as f32 arithmetic does: no subnormal input (field 0), and every
+ * nonzero product and partial sum normal. A bf16 value with field e is a
+ * multiple of 2^(e-134), so products and their sums (exact, or rounded to
+ * an ulp at least as large) are multiples of 2^(ea+eb-268): at least 2^-126
+ * when ea + eb >= 142. */
+static inline int kernel_exact(int ea, int eb) { return ea > 0 && eb > 0 && ea + eb >= 142; }
+
+/* Rows [i0, i0+mc) x columns [j0, j0+nc) of op(A) op(B) over k [k0, k0+kc)
+ * in f32 (the library's sgemm on f32 copies, or f32 dot products without
+ * memory for them), stored as the micro-kernel stores a tile (st, c0, alpha;
+ * c and c0 at the tile's corner). */
+static void exact_tile(int ta, int tb, const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int64_t i0,
+                       int64_t mc, int64_t j0, int64_t nc, int64_t k0, int64_t kc, void *c, int64_t ldc, int st,
+                       const float *c0, float alpha) {
+  kiln_counter_add("Bf16GemmExactTiles", 1);
+  float *fa = malloc(sizeof(float) * (size_t)(mc * kc + kc * nc + mc * nc) + 1);
+  float *fb = fa ? fa + mc * kc : NULL, *fc = fa ? fb + kc * nc : NULL;
+  if (fa) {
+    for (int64_t i = 0; i < mc; i++)
+      for (int64_t q = 0; q < kc; q++) fa[i * kc + q] = kbf16_f32(a[at(ta, i0 + i, k0 + q, lda)]);
+    for (int64_t q = 0; q < kc; q++)
+      for (int64_t j = 0; j < nc; j++) fb[q * nc + j] = kbf16_f32(b[at(tb, k0 + q, j0 + j, ldb)]);
+    kiln_gemm_sgemm(0, 0, mc, nc, kc, 1.0f, fa, kc, fb, nc, 0.0f, fc, nc);
+  }
+  for (int64_t i = 0; i < mc; i++)
+    for (int64_t j = 0; j < nc; j++) {
+      float v = 0.0f;
+      if (fc) v = fc[i * nc + j];
+      else
+        for (int64_t q = 0; q < kc; q++)
+          v += kbf16_f32(a[at(ta, i0 + i, k0 + q, lda)]) * kbf16_f32(b[at(tb, k0 + q, j0 + j, ldb)]);
+      if (st == ST_BF16) ((uint16_t *)c)[i * ldc + j] = kf32_bf16(v);
+      else if (st == ST_UPD) ((float *)c)[i * ldc + j] = upd_one(v, c0[i * ldc + j], alpha);
+      else if (st == ST_F32_ACC) ((float *)c)[i * ldc + j] += v;
+      else ((float *)c)[i * ldc + j] = v;
+    }
+  free(fa);
+}
+
 /* C = op(A) op(B), K in blocks of KC, the packed panels in pa, pb: f32, or
  * stored as st says (ST_BF16, ST_UPD: c0, alpha) only with K in one block
  * (gemm_bf16 sends a longer K through f32 sums) */
@@ -326,12 +393,19 @@ static void run_blocks(int ta, int tb, int64_t m, int64_t n, int64_t k, const ui
     int64_t nc = n - j0 < NC ? n - j0 : NC;
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
       int64_t kc = k - k0 < KC ? k - k0 : KC;
+      int64_t kp = (kc + 1) / 2;
       pack_b(tb, b, ldb, k0, kc, j0, nc, pb);
+      int eb = min_exponent(pb, (nc + NR - 1) / NR * NR * kp * 2);
       for (int64_t i0 = 0; i0 < m; i0 += MC) {
         int64_t mc = m - i0 < MC ? m - i0 : MC;
+        int tst = st != ST_F32 ? st : k0 > 0 ? ST_F32_ACC : ST_F32;
+        void *ct = (char *)c + (size_t)(i0 * ldc + j0) * es;
+        const float *c0t = c0 ? c0 + i0 * ldc + j0 : NULL;
         pack_a(ta, a, lda, i0, mc, k0, kc, pa);
-        block(mc, nc, kc, pa, pb, (char *)c + (size_t)(i0 * ldc + j0) * es, ldc,
-              st != ST_F32 ? st : k0 > 0 ? ST_F32_ACC : ST_F32, c0 ? c0 + i0 * ldc + j0 : NULL, alpha);
+        if (kernel_exact(min_exponent(pa, (mc + MR - 1) / MR * MR * kp * 2), eb))
+          block(mc, nc, kc, pa, pb, ct, ldc, tst, c0t, alpha);
+        else
+          exact_tile(ta, tb, a, lda, b, ldb, i0, mc, j0, nc, k0, kc, ct, ldc, tst, c0t, alpha);
       }
     }
   }

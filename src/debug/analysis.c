@@ -19,7 +19,6 @@ enum {
   KILN_AN_COMPILE_RATIO = 4, /* warn when, after warm-up, compiles >= steps / 4 */
   KILN_AN_UNMARKED_READS = 10000, /* value reads in one step that make it a loop missing its marker */
   KILN_AN_DIFF_CAP = 8192,   /* bytes of "what changed" text per compile */
-  KILN_AN_MAX_BUCKETS = 4,
   KILN_AN_DIFF_LINES = 10,   /* "what changed" lines printed per compile */
   KILN_AN_BRIEF_ROWS = 10,   /* graphs listed by KILN_DEBUG=1's exit summary */
   KILN_AN_FULL_RECORDS = 4,  /* KILN_DEBUG=1: full compile records per call site before a pattern is named */
@@ -172,10 +171,15 @@ static int varying_dim(const kiln_analysis *a, const int *hist, int n, int *in_o
   return 0;
 }
 
+/* A graph's weight in bucket advice: how often it ran; a graph compiled
+ * but not run yet (the report of its own compile) counts once, the run it
+ * was compiled for. */
+static int64_t runs_of(const kiln_cache_entry *e) { return (int64_t)(e->execs ? e->execs : 1); }
+
 /* For a site whose recent graphs hist[0..n) differ in an input dimension:
  * the sizes of that (input, dim) over all the site's graphs (those with the
  * same inputs), each weighted by the executions of its graphs, and
- * kiln_bucket_advise's boundaries. */
+ * kiln_bucket_suggest's boundaries: the site's one suggestion. */
 static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hist, int n, kiln_text *t,
                           const char *indent) {
   int in, d;
@@ -188,7 +192,7 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
     const kiln_cache_entry *e = a->graphs[s->all[k] - 1].e;
     const kiln_graph *g = eg(e);
     if (g->n_inputs != g0->n_inputs || g->nodes[g->input_node[in]].rank != x0->rank) continue; /* another program */
-    int64_t v = g->nodes[g->input_node[in]].shape[d], c = (int64_t)(e->execs ? e->execs : 1);
+    int64_t v = g->nodes[g->input_node[in]].shape[d], c = runs_of(e);
     int j = 0;
     while (j < nv && values[j] != v) j++;
     if (j == nv) values[nv] = v, counts[nv++] = 0;
@@ -201,12 +205,9 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
       values[q] = values[q - 1], counts[q] = counts[q - 1];
       values[q - 1] = tv, counts[q - 1] = tc;
     }
-  int64_t bounds[KILN_AN_MAX_BUCKETS], maxv = nv ? values[nv - 1] : 0;
+  int64_t bounds[KILN_BUCKET_SUGGEST_MAX];
   double waste = 0;
-  /* fewer buckets than sizes, as the pattern's own suggestion: a bucket per
-   * size seen would compile exactly as many graphs as before */
-  int maxb = nv - 1 < KILN_AN_MAX_BUCKETS ? (nv - 1 < 1 ? 1 : nv - 1) : KILN_AN_MAX_BUCKETS;
-  int nb = nv ? kiln_bucket_advise(values, counts, nv, maxb, maxv >= 64 ? 8 : 1, bounds, &waste) : 0;
+  int nb = nv ? kiln_bucket_suggest(values, counts, nv, bounds, &waste) : 0;
   if (nb > 0) {
     kiln_text_printf(t, "%sexecutions per size of input %d (%s:%d) dim %d: ", indent, in, kiln_fmt_file(x0->loc.file),
                      x0->loc.line, d);
@@ -256,10 +257,20 @@ static kiln_diff_pattern classify_site(kiln_analysis *a, const kiln_an_site *s, 
   int n = n_all - first;
   const kiln_graph *gs[KILN_AN_HISTORY];
   for (int k = 0; k < n; k++) gs[k] = eg(a->graphs[hist[k] - 1].e);
+  /* One bucket suggestion per site: the advice over all its graphs, weighted
+   * by their executions, printed under the pattern; only when it cannot be
+   * made (the graphs' inputs differ in number or rank) does the pattern
+   * suggest from its own window, weighted the same way. */
+  kiln_text adv = {0};
+  bucket_advice(a, s, hist, n, &adv, indent);
+  int64_t runs[KILN_AN_HISTORY];
+  for (int k = 0; k < n; k++) runs[k] = runs_of(a->graphs[hist[k] - 1].e);
   buf[0] = 0;
-  kiln_diff_pattern p = kiln_graphdiff_classify_site(gs, n, s->n - (n_all - n), buf, KILN_AN_DIFF_CAP);
+  kiln_diff_pattern p =
+      kiln_graphdiff_classify_site(gs, n, s->n - (n_all - n), adv.len == 0, runs, buf, KILN_AN_DIFF_CAP);
   if (p != KILN_DIFF_PATTERN_NONE && buf[0]) kiln_text_printf(t, "%s%s\n", prefix, buf);
-  if (p == KILN_DIFF_PATTERN_VARYING_INPUT) bucket_advice(a, s, hist, n, t, indent);
+  if (p == KILN_DIFF_PATTERN_VARYING_INPUT && adv.len) kiln_text_printf(t, "%s", kiln_text_str(&adv));
+  kiln_text_free(&adv);
   free(buf);
   return p;
 }

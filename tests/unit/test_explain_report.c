@@ -120,4 +120,33 @@ KT_TEST(one_bucket_suggestion_with_its_real_padding) {
   free(out);
 }
 
-KT_MAIN(KT_CASE(one_bucket_suggestion_with_its_real_padding))
+/* Ten steps of two executions and ten of three: the median is 2.5, in
+ * kiln_explain, kiln_metric_data and the metrics report (before: "median 2",
+ * the lower middle value, where the profiler takes the mean of the two). */
+KT_TEST(median_of_an_even_count_is_the_mean_of_the_middle_two) {
+  start(0);
+  kiln_tensor w = kiln_keep(vec(4));
+  for (int s = 0; s < 20; s++) {
+    kiln_assign(w, kiln_add_c(w, 1.0));
+    int reads = s % 2 ? 1 : 2; /* + the step's own execution: 2 or 3 */
+    for (int r = 0; r < reads; r++) KT_CHECK(isfinite(kiln_item_f64(kiln_sum(kiln_mul_c(w, r + 1), 0, NULL, 0))));
+    kiln_mark_step();
+  }
+  kiln_wait();
+  kiln_metric_stats st;
+  KT_EQ_INT(kiln_metric_data("ExecutionsPerStep", &st), 0);
+  KT_EQ_INT(st.count, 20);
+  KT_NEAR(st.min, 2, 0);
+  KT_NEAR(st.max, 3, 0);
+  KT_NEAR(st.p50, 2.5, 0);
+  KT_STR_CONTAINS(kiln_explain(), "  executions per step: median 2.5, max 3 over 20 steps\n");
+  const char *rep = kiln_metrics_report(), *m = strstr(rep, "Metric: ExecutionsPerStep");
+  KT_CHECK(m != NULL);
+  if (m) {
+    const char *pc = strstr(m, "50%=");
+    KT_CHECK(pc && strncmp(pc, "50%=2.5;", 8) == 0);
+  }
+}
+
+KT_MAIN(KT_CASE(one_bucket_suggestion_with_its_real_padding),
+        KT_CASE(median_of_an_even_count_is_the_mean_of_the_middle_two))

@@ -148,5 +148,48 @@ KT_TEST(median_of_an_even_count_is_the_mean_of_the_middle_two) {
   }
 }
 
+/* The S2 bug without step markers: a tensor accumulated by concat, read
+ * every iteration, never a kiln_mark_step(). Every read compiles a new graph;
+ * the "too frequent" warning must come while the loop runs (before: only at
+ * kiln_mark_step, so nothing until the exit summary), rate-limited: again
+ * only when the count doubled. */
+KT_TEST(compiles_without_step_marker_warn_while_running) {
+  start(1);
+  int64_t one = 1;
+  kiln_tensor acc = kiln_zeros(KILN_F32, 1, &one);
+  const int iters = 80;
+  int read_line = 0;
+  for (int s = 0; s < iters; s++) {
+    kiln_tensor both[2] = {acc, vec(2)};
+    acc = kiln_concat(2, both, 0);
+    KT_CHECK(isfinite(kiln_item_f64(kiln_sum(acc, 0, NULL, 0)))); read_line = __LINE__;
+  }
+  KT_EQ_INT(kiln_counter_value("MarkStep"), 0);
+  KT_CHECK(kiln_counter_value("UncachedCompile") >= iters);
+  char *out = debug_output(); /* before the exit summary */
+  KT_CHECK(!strstr(out, "kiln: summary"));
+  int warnings = count_of(out, "kiln: warning: CompileTime too frequent:");
+  KT_CHECK(warnings >= 1);
+  KT_CHECK(warnings <= 3); /* 32 -> 64 cuts: at most one per doubling */
+  KT_STR_CONTAINS(out, "graph cuts since the last kiln_mark_step()");
+  char want[64];
+  snprintf(want, sizeof want, "test_explain_report.c:%d (value read)", read_line);
+  KT_STR_CONTAINS(out, want);
+  free(out);
+  /* a loop with its step markers and a steady graph: no warning at all */
+  start(1);
+  kiln_tensor w = kiln_keep(vec(4));
+  for (int s = 0; s < iters; s++) {
+    kiln_assign(w, kiln_add_c(w, 1.0));
+    KT_CHECK(isfinite(kiln_item_f64(kiln_sum(w, 0, NULL, 0))));
+    kiln_mark_step();
+  }
+  out = debug_output();
+  KT_CHECK(!strstr(out, "CompileTime too frequent"));
+  free(out);
+  start(0);
+}
+
 KT_MAIN(KT_CASE(one_bucket_suggestion_with_its_real_padding),
-        KT_CASE(median_of_an_even_count_is_the_mean_of_the_middle_two))
+        KT_CASE(median_of_an_even_count_is_the_mean_of_the_middle_two),
+        KT_CASE(compiles_without_step_marker_warn_while_running))

@@ -4,6 +4,7 @@
  * frequent" warnings of a loop that never marks a step. Oracles: the sizes
  * and counts the program makes, computed here by hand. */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +191,58 @@ KT_TEST(compiles_without_step_marker_warn_while_running) {
   start(0);
 }
 
+/* Two threads trace in turn, handing over at their step markers (the only
+ * way kiln allows, kiln.h "Threads"); thread 0 also reads a value each
+ * step. The report counts both threads' steps, executions and cuts, and
+ * the read's line, exactly. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_turn, g_read_line;
+static kiln_tensor g_w;
+
+static void *tracer(void *arg) {
+  int me = (int)(intptr_t)arg;
+  for (int s = 0; s < 10; s++) {
+    pthread_mutex_lock(&g_mu);
+    while (g_turn != me) pthread_cond_wait(&g_cv, &g_mu);
+    kiln_assign(g_w, kiln_add(g_w, kiln_sum(vec(4 + me), 0, NULL, 1)));
+    if (me == 0) {
+      (void)kiln_item_f64(kiln_sum(g_w, 0, NULL, 0)); g_read_line = __LINE__;
+    }
+    if (kiln_mark_step() != KILN_OK) g_turn = -1;
+    else g_turn = 1 - me;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+  }
+  return NULL;
+}
+
+KT_TEST(two_threads_tracing_in_turn_are_counted) {
+  start(0);
+  int64_t one = 1;
+  g_w = kiln_keep(kiln_zeros(KILN_F32, 1, &one));
+  kiln_mark_step();
+  g_turn = 0;
+  pthread_t t[2];
+  for (intptr_t i = 0; i < 2; i++) KT_EQ_INT(pthread_create(&t[i], NULL, tracer, (void *)i), 0);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  kiln_wait();
+  KT_CHECK(g_turn != -1);
+  const char *ex = kiln_explain();
+  KT_STR_CONTAINS(ex, "  steps: 21\n");
+  KT_STR_CONTAINS(ex, "  executions: 31 (1.48 per step)"); /* 1 + 10 reads + 20 steps */
+  KT_STR_CONTAINS(ex, "  graph cuts: step marker 21, value read 10,");
+  char want[128];
+  snprintf(want, sizeof want, "        10        0        40B");
+  KT_STR_CONTAINS(ex, want); /* ten 4-byte reads */
+  snprintf(want, sizeof want, "read               test_explain_report.c:%d\n", g_read_line);
+  KT_STR_CONTAINS(ex, want);
+  float v = 0;
+  KT_EQ_INT(kiln_to_host(g_w, &v, sizeof v), KILN_OK);
+  KT_NEAR(v, 10 * (0 + 0.25 + 0.5 + 0.75) + 10 * (0 + 0.2 + 0.4 + 0.6 + 0.8), 1e-4);
+}
+
 KT_MAIN(KT_CASE(one_bucket_suggestion_with_its_real_padding),
         KT_CASE(median_of_an_even_count_is_the_mean_of_the_middle_two),
-        KT_CASE(compiles_without_step_marker_warn_while_running))
+        KT_CASE(compiles_without_step_marker_warn_while_running),
+        KT_CASE(two_threads_tracing_in_turn_are_counted))

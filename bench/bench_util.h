@@ -43,7 +43,8 @@ static int kb_cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Median of v[0..n) (sorts v). */
+/* Median of v[0..n) (sorts v): the mean of the middle two for an even n, the
+ * rule of src/base/stats.h (kept here: the benchmarks use the public API only). */
 static inline double kb_median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, kb_cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);

@@ -15,6 +15,7 @@
  * few times per step (compile, execute, transfer), never per element.
  */
 #include "base/counters.h"
+#include "base/stats.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -206,9 +207,12 @@ static void kiln_metric_entry_snapshot(kiln_metric_entry *e, kiln_metric_snapsho
 }
 
 /* Nearest-rank percentile of the sorted window: the smallest sample with at
- * least p% of the samples at or below it. */
+ * least p% of the samples at or below it; the 50th is the median
+ * (base/stats.h: the mean of the middle two for an even count), as every
+ * report of kiln takes it. */
 double kiln_metric_percentile(const kiln_metric_snapshot *s, double p) {
   if (s->n == 0) return 0;
+  if (p == 50) return kiln_median_sorted(s->window, s->n);
   double rank = ceil(p / 100.0 * (double)s->n);
   size_t idx = rank < 1 ? 0 : (size_t)rank - 1;
   if (idx >= s->n) idx = s->n - 1;

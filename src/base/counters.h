@@ -31,7 +31,8 @@ typedef struct kiln_metric_snapshot {
 
 /* Copy metric `name` into *s; -1 when it was never recorded. */
 int kiln_metric_snapshot_take(const char *name, kiln_metric_snapshot *s);
-/* Nearest-rank percentile of the sorted window. */
+/* Nearest-rank percentile of the sorted window; p = 50: the median (the
+ * mean of the middle two for an even count, base/stats.h). */
 double kiln_metric_percentile(const kiln_metric_snapshot *s, double p);
 /* Every name of the counters (metrics = 0) or metrics (1), sorted, with or
  * without a value: *names is malloc'd (the caller frees the array, not the

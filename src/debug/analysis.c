@@ -18,8 +18,8 @@ enum {
   KILN_AN_HISTORY = 16,      /* graphs remembered per cut site (most recent) */
   KILN_AN_COMPILE_RATIO = 4, /* warn when, after warm-up, compiles >= steps / 4 */
   KILN_AN_UNMARKED_READS = 10000, /* value reads in one step that make it a loop missing its marker */
+  KILN_AN_UNMARKED_CUTS = 32, /* cuts in one step (and twice a marked step's) before the warnings are checked at cuts */
   KILN_AN_DIFF_CAP = 8192,   /* bytes of "what changed" text per compile */
-  KILN_AN_MAX_BUCKETS = 4,
   KILN_AN_DIFF_LINES = 10,   /* "what changed" lines printed per compile */
   KILN_AN_BRIEF_ROWS = 10,   /* graphs listed by KILN_DEBUG=1's exit summary */
   KILN_AN_FULL_RECORDS = 4,  /* KILN_DEBUG=1: full compile records per call site before a pattern is named */
@@ -61,6 +61,11 @@ struct kiln_analysis {
   int64_t base_compiles, base_transfers, base_value_cuts; /* at the end of warm-up */
   int64_t warned_compiles, warned_transfers;              /* counts at the last warning */
   int64_t reads_this_step, warned_unmarked;               /* value-read cuts since the last step marker */
+  /* The warnings checked at a cut that is not a step marker (a loop that
+   * never marks a step): its cuts since the last marker, the compiles and
+   * transfers at that marker, the most cuts a marked step made, and the
+   * count of cuts at which to check (one compare per cut until then). */
+  int64_t cuts_this_step, compiles_at_step, transfers_at_step, max_step_cuts, unmarked_at;
   kiln_an_graph *graphs; /* index compile_no - 1 */
   int n_graphs, cap_graphs;
   kiln_an_site *sites;
@@ -79,6 +84,7 @@ kiln_analysis *kiln_analysis_create(void) {
   const char *wu = kiln_cfg()->debug_warmup;
   a->warmup = wu && *wu ? atoll(wu) : 5;
   if (a->warmup < 0) a->warmup = 0;
+  a->unmarked_at = KILN_AN_UNMARKED_CUTS;
   a->out = stderr;
   const char *file = kiln_cfg()->debug_file;
   if (a->level > 0 && file && *file) {
@@ -172,10 +178,15 @@ static int varying_dim(const kiln_analysis *a, const int *hist, int n, int *in_o
   return 0;
 }
 
+/* A graph's weight in bucket advice: how often it ran; a graph compiled
+ * but not run yet (the report of its own compile) counts once, the run it
+ * was compiled for. */
+static int64_t runs_of(const kiln_cache_entry *e) { return (int64_t)(e->execs ? e->execs : 1); }
+
 /* For a site whose recent graphs hist[0..n) differ in an input dimension:
  * the sizes of that (input, dim) over all the site's graphs (those with the
  * same inputs), each weighted by the executions of its graphs, and
- * kiln_bucket_advise's boundaries. */
+ * kiln_bucket_suggest's boundaries: the site's one suggestion. */
 static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hist, int n, kiln_text *t,
                           const char *indent) {
   int in, d;
@@ -188,7 +199,7 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
     const kiln_cache_entry *e = a->graphs[s->all[k] - 1].e;
     const kiln_graph *g = eg(e);
     if (g->n_inputs != g0->n_inputs || g->nodes[g->input_node[in]].rank != x0->rank) continue; /* another program */
-    int64_t v = g->nodes[g->input_node[in]].shape[d], c = (int64_t)(e->execs ? e->execs : 1);
+    int64_t v = g->nodes[g->input_node[in]].shape[d], c = runs_of(e);
     int j = 0;
     while (j < nv && values[j] != v) j++;
     if (j == nv) values[nv] = v, counts[nv++] = 0;
@@ -201,12 +212,9 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
       values[q] = values[q - 1], counts[q] = counts[q - 1];
       values[q - 1] = tv, counts[q - 1] = tc;
     }
-  int64_t bounds[KILN_AN_MAX_BUCKETS], maxv = nv ? values[nv - 1] : 0;
+  int64_t bounds[KILN_BUCKET_SUGGEST_MAX];
   double waste = 0;
-  /* fewer buckets than sizes, as the pattern's own suggestion: a bucket per
-   * size seen would compile exactly as many graphs as before */
-  int maxb = nv - 1 < KILN_AN_MAX_BUCKETS ? (nv - 1 < 1 ? 1 : nv - 1) : KILN_AN_MAX_BUCKETS;
-  int nb = nv ? kiln_bucket_advise(values, counts, nv, maxb, maxv >= 64 ? 8 : 1, bounds, &waste) : 0;
+  int nb = nv ? kiln_bucket_suggest(values, counts, nv, bounds, &waste) : 0;
   if (nb > 0) {
     kiln_text_printf(t, "%sexecutions per size of input %d (%s:%d) dim %d: ", indent, in, kiln_fmt_file(x0->loc.file),
                      x0->loc.line, d);
@@ -256,10 +264,20 @@ static kiln_diff_pattern classify_site(kiln_analysis *a, const kiln_an_site *s, 
   int n = n_all - first;
   const kiln_graph *gs[KILN_AN_HISTORY];
   for (int k = 0; k < n; k++) gs[k] = eg(a->graphs[hist[k] - 1].e);
+  /* One bucket suggestion per site: the advice over all its graphs, weighted
+   * by their executions, printed under the pattern; only when it cannot be
+   * made (the graphs' inputs differ in number or rank) does the pattern
+   * suggest from its own window, weighted the same way. */
+  kiln_text adv = {0};
+  bucket_advice(a, s, hist, n, &adv, indent);
+  int64_t runs[KILN_AN_HISTORY];
+  for (int k = 0; k < n; k++) runs[k] = runs_of(a->graphs[hist[k] - 1].e);
   buf[0] = 0;
-  kiln_diff_pattern p = kiln_graphdiff_classify_site(gs, n, s->n - (n_all - n), buf, KILN_AN_DIFF_CAP);
+  kiln_diff_pattern p =
+      kiln_graphdiff_classify_site(gs, n, s->n - (n_all - n), adv.len == 0, runs, buf, KILN_AN_DIFF_CAP);
   if (p != KILN_DIFF_PATTERN_NONE && buf[0]) kiln_text_printf(t, "%s%s\n", prefix, buf);
-  if (p == KILN_DIFF_PATTERN_VARYING_INPUT) bucket_advice(a, s, hist, n, t, indent);
+  if (p == KILN_DIFF_PATTERN_VARYING_INPUT && adv.len) kiln_text_printf(t, "%s", kiln_text_str(&adv));
+  kiln_text_free(&adv);
   free(buf);
   return p;
 }
@@ -459,8 +477,47 @@ out:
   pthread_mutex_unlock(&a->mu);
 }
 
+/* The "too frequent" warnings of kiln_analysis_step, checked at a cut that
+ * is not a step marker once the step has cut KILN_AN_UNMARKED_CUTS times
+ * and twice as often as any marked step: a loop without kiln_mark_step()
+ * is one long step, which the step marker's check never sees. The step's
+ * own counts stand for the ratio (a quarter of its cuts compiled), and the
+ * warnings share the step marker's rate limit (again only when the count
+ * doubled). */
+static void unmarked_warnings(kiln_analysis *a) {
+  int64_t n = a->cuts_this_step, comp = a->compiles - a->compiles_at_step;
+  int64_t xfer = a->transfers - a->transfers_at_step;
+  int wc = comp >= 2 && comp * KILN_AN_COMPILE_RATIO >= n && a->compiles >= 2 * a->warned_compiles;
+  int wt = xfer >= 2 && a->transfers >= 2 * a->warned_transfers;
+  if (!wc && !wt) return;
+  kiln_text t = {0};
+  if (wc) {
+    kiln_text_printf(&t, "kiln: warning: CompileTime too frequent: %" PRId64 " counts during %" PRId64
+                     " steps; %" PRId64 " of them in the %" PRId64 " graph cuts since the last kiln_mark_step()"
+                     " (a loop that never marks a step is one step, its graph cut only by its reads)\n",
+                     a->compiles, a->steps, comp, n);
+    kiln_sites_format_brief(&t, ~(1u | 1u << KILN_SITE_CUT_EXPLICIT_COMPILE), 1, 8, "");
+    a->warned_compiles = a->compiles;
+  }
+  if (wt) {
+    kiln_text_printf(&t, "kiln: warning: TransferFromDeviceTime too frequent: %" PRId64 " counts during %" PRId64
+                     " steps; %" PRId64 " of them since the last kiln_mark_step(), over %" PRId64 " graph cuts\n",
+                     a->transfers, a->steps, xfer, n);
+    kiln_sites_format_brief(&t, 1u << KILN_SITE_READ, 0, 8, "");
+    a->warned_transfers = a->transfers;
+  }
+  pthread_mutex_lock(&a->mu);
+  kiln_log_puts(a->out, kiln_text_str(&t));
+  fflush(a->out);
+  pthread_mutex_unlock(&a->mu);
+  kiln_text_free(&t);
+}
+
 void kiln_analysis_cut_done(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause,
                             const kiln_cache_entry *e, int hit, double host_ns, uint32_t step_tensors) {
+  if (a && cause->why != KILN_CUT_STEP_MARKER && cause->why != KILN_CUT_EXPLICIT_COMPILE &&
+      ++a->cuts_this_step >= a->unmarked_at && a->level >= 1)
+    unmarked_warnings(a);
   if (cause->why == KILN_CUT_VALUE_READ && a) {
     a->value_cuts++;
     /* A loop that reads results but never marks a step keeps every tensor
@@ -501,6 +558,11 @@ void kiln_analysis_step(kiln_analysis *a, kiln_runtime *rt) {
   if (!a) return;
   a->steps++;
   a->reads_this_step = 0;
+  if (a->cuts_this_step > a->max_step_cuts) a->max_step_cuts = a->cuts_this_step;
+  a->unmarked_at = 2 * a->max_step_cuts > KILN_AN_UNMARKED_CUTS ? 2 * a->max_step_cuts : KILN_AN_UNMARKED_CUTS;
+  a->cuts_this_step = 0;
+  a->compiles_at_step = a->compiles;
+  a->transfers_at_step = a->transfers;
   if (a->steps == a->warmup) {
     a->base_compiles = a->compiles;
     a->base_transfers = a->transfers;

@@ -162,3 +162,15 @@ int kiln_bucket_advise(const int64_t *values, const int64_t *counts, int n, int 
   free(d);
   return nb;
 }
+
+int kiln_bucket_suggest(const int64_t *values, const int64_t *counts, int n, int64_t *bounds, double *waste_frac) {
+  if (waste_frac) *waste_frac = 0;
+  if (!values || !counts || !bounds || n < 1) return 0;
+  int m = 0;
+  vc *d = sorted_values(values, counts, n, &m);
+  if (!d) return 0;
+  int64_t maxv = d[m - 1].v;
+  free(d);
+  int maxb = m - 1 < 1 ? 1 : m - 1 < KILN_BUCKET_SUGGEST_MAX ? m - 1 : KILN_BUCKET_SUGGEST_MAX;
+  return kiln_bucket_advise(values, counts, n, maxb, maxv >= 64 ? 8 : 1, bounds, waste_frac);
+}

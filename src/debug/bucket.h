@@ -34,4 +34,19 @@
 int kiln_bucket_advise(const int64_t *values, const int64_t *counts, int n, int max_buckets, int64_t align,
                        int64_t *bounds, double *waste_frac);
 
+/* The most boundaries kiln_bucket_suggest returns. */
+#define KILN_BUCKET_SUGGEST_MAX 4
+
+/* The one suggestion kiln's reports make for a dimension (the KILN_DEBUG
+ * records, kiln_explain, `kiln graph diff`): kiln_bucket_advise with fewer
+ * buckets than distinct sizes (a bucket per size would compile as many
+ * graphs as before; one bucket when there is one size), at most
+ * KILN_BUCKET_SUGGEST_MAX, aligned to 8 when the largest size is 64 or more.
+ * counts[i] is how often values[i] ran (the executions of its graphs), so
+ * that *waste_frac is the padding the program would see following the
+ * suggestion: sum(bound(v) - v) / sum(bound(v)) over what ran, bound(v) the
+ * smallest boundary >= v. bounds: room for KILN_BUCKET_SUGGEST_MAX. Returns
+ * the number of boundaries (0: as kiln_bucket_advise). */
+int kiln_bucket_suggest(const int64_t *values, const int64_t *counts, int n, int64_t *bounds, double *waste_frac);
+
 #endif

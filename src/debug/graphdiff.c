@@ -396,7 +396,12 @@ static void explain_growing(const kiln_gnode *node, int d, const int64_t *v, int
                       "preallocate a fixed-size buffer.");
 }
 
-static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int n, int n_site, kiln_text *b) {
+/* advise: 0, the caller gives the site's one suggestion itself (the
+ * KILN_DEBUG analysis: weighted by the executions of all the site's graphs);
+ * 1, suggest here, each size weighted by weights[k] (the executions of
+ * graph k; NULL: each graph once, as said). */
+static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, const int64_t *weights, int n,
+                            int n_site, int advise, kiln_text *b) {
   char name[400];
   fmt_node(node, name, sizeof name);
   int64_t *sorted = malloc(sizeof *sorted * (size_t)n), *vals = malloc(sizeof *vals * (size_t)n),
@@ -408,6 +413,7 @@ static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int
   }
   memcpy(sorted, v, sizeof *v * (size_t)n);
   qsort(sorted, (size_t)n, sizeof *sorted, cmp_i64);
+  int64_t *runs = advise ? malloc(sizeof *runs * (size_t)n) : NULL; /* executions per distinct size */
   int nd = 0;
   for (int k = 0; k < n; k++) {
     if (nd && vals[nd - 1] == sorted[k]) {
@@ -416,6 +422,11 @@ static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int
       vals[nd] = sorted[k];
       cnts[nd++] = 1;
     }
+  }
+  for (int j = 0; runs && j < nd; j++) {
+    runs[j] = 0;
+    for (int k = 0; k < n; k++)
+      if (v[k] == vals[j]) runs[j] += weights ? (weights[k] > 0 ? weights[k] : 1) : 1;
   }
   if (n_site > n)
     kiln_text_printf(b, "varying input: dim %d of %s takes %d sizes over the last %d of the site's %d compiles (", d,
@@ -431,18 +442,19 @@ static void explain_varying(const kiln_gnode *node, int d, const int64_t *v, int
     if (cnts[k] > 1) kiln_text_printf(b, " x%" PRId64, cnts[k]);
   }
   kiln_text_printf(b, "). Each new size is a new graph; pad to buckets");
-  int64_t bounds[8];
+  int64_t bounds[KILN_BUCKET_SUGGEST_MAX];
   double waste = 0;
-  int64_t align = vals[nd - 1] >= 64 ? 8 : 1;
-  int maxb = nd - 1 < 4 ? (nd - 1 < 1 ? 1 : nd - 1) : 4;
-  int nb = kiln_bucket_advise(vals, cnts, nd, maxb, align, bounds, &waste);
-  if (nb > 0) {
+  int nb = runs ? kiln_bucket_suggest(vals, runs, nd, bounds, &waste) : 0;
+  if (!advise) {
+    kiln_text_printf(b, " (suggested below)");
+  } else if (nb > 0) {
     kiln_text_printf(b, " (suggested boundaries: ");
     for (int k = 0; k < nb; k++) kiln_text_printf(b, k ? ", %" PRId64 : "%" PRId64, bounds[k]);
-    kiln_text_printf(b, "; %.1f%% padding)", 100.0 * waste);
+    kiln_text_printf(b, "; %.1f%% padding, %s)", 100.0 * waste,
+                     weights ? "weighted by executions" : "each graph's size counted once");
   }
   kiln_text_printf(b, " with kiln's bucketing batcher (include/kiln/data.h) and warm them up with kiln_compile.");
-  free(sorted), free(vals), free(cnts);
+  free(sorted), free(vals), free(cnts), free(runs);
 }
 
 /* back[k][j]: the node of history[k-1] aligned with node j of history[k]
@@ -553,11 +565,11 @@ static void explain_other(const kiln_graph *const *history, int n, kiln_text *b)
 }
 
 kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int n, char *out, size_t cap) {
-  return kiln_graphdiff_classify_site(history, n, n, out, cap);
+  return kiln_graphdiff_classify_site(history, n, n, 1, NULL, out, cap);
 }
 
-kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history, int n, int n_site, char *out,
-                                               size_t cap) {
+kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history, int n, int n_site, int advise,
+                                               const int64_t *weights, char *out, size_t cap) {
   kiln_text b = kiln_text_on(out, cap);
   if (n < 2 || !history) {
     kiln_text_printf(&b, "no recompilation: fewer than two graphs to compare.");
@@ -617,7 +629,7 @@ kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history,
           explain_growing(node, d, vals, n, &b);
           pat = KILN_DIFF_PATTERN_GROWING;
         } else if (pass == 2 && varies) {
-          explain_varying(node, d, vals, n, n_site < n ? n : n_site, &b);
+          explain_varying(node, d, vals, weights, n, n_site < n ? n : n_site, advise, &b);
           pat = KILN_DIFF_PATTERN_VARYING_INPUT;
         }
       }

@@ -105,7 +105,7 @@ char *kiln_graphdiff_summary(const kiln_diff_stats *s, char *out, size_t cap);
  *   VARYING_INPUT  otherwise, a graph input's dimension takes differing
  *                  values (listed sorted with counts, the first
  *                  KILN_DIFF_LIST_MAX of them, with a bucket suggestion from
- *                  kiln_bucket_advise): a size that comes from outside, such
+ *                  kiln_bucket_suggest): a size that comes from outside, such
  *                  as a sweep of batch sizes, even a steady one;
  *   OTHER          the graphs differ in another way (the first difference
  *                  of the last two graphs is quoted);
@@ -116,9 +116,15 @@ kiln_diff_pattern kiln_graphdiff_classify(const kiln_graph *const *history, int 
 
 /* The same for the most recent n graphs of a call site that compiled n_site
  * graphs in all (n_site >= n): a varying input then says "over the last n of
- * the site's n_site compiles", so that a window is never read as the whole. */
-kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history, int n, int n_site, char *out,
-                                               size_t cap);
+ * the site's n_site compiles", so that a window is never read as the whole.
+ * A varying input's bucket suggestion (kiln_bucket_suggest, the one rule of
+ * every report): advise 0 leaves it out ("suggested below": the caller
+ * prints the site's one suggestion, weighted by the executions of all its
+ * graphs); advise 1 gives it here, each size weighted by weights[k], the
+ * executions of history[k] (NULL: each graph once, and the text says so;
+ * kiln_graphdiff_classify passes 1, NULL). */
+kiln_diff_pattern kiln_graphdiff_classify_site(const kiln_graph *const *history, int n, int n_site, int advise,
+                                               const int64_t *weights, char *out, size_t cap);
 
 /* How many distinct sizes a varying-input explanation lists before "... N
  * more of the M sizes". */

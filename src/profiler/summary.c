@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/stats.h"
 #include "profiler/ceilings.h"
 #include "profiler/xspace_check.h"
 
@@ -230,8 +231,6 @@ static int cmp_double(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-/* The median of v[0..n) (sorted, n > 0): the mean of the middle two for an even n. */
-static double median_sorted(const double *v, int n) { return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; }
 
 /* One region's statistics over its whole steps (w: scratch for n_steps
  * doubles); returns nonzero when out of memory. The rules are documented
@@ -250,12 +249,12 @@ static int region_stats(kiln_prof_analysis *out, kiln_prof_region_stats *rg, dou
   rg->n_whole = n;
   if (n == 0) return 0;
   qsort(w, (size_t)n, sizeof *w, cmp_double);
-  rg->median_ns = median_sorted(w, n);
+  rg->median_ns = kiln_median_sorted(w, (size_t)n);
   rg->p90_ns = w[(9 * n + 9) / 10 - 1]; /* nearest rank: the ceil(0.9 n)-th smallest */
   rg->max_ns = w[n - 1];
   for (int i = 0; i < n; i++) w[i] = fabs(w[i] - rg->median_ns);
   qsort(w, (size_t)n, sizeof *w, cmp_double);
-  rg->mad_ns = median_sorted(w, n);
+  rg->mad_ns = kiln_median_sorted(w, (size_t)n);
   if (n < 3) return 0; /* two steps say nothing about what is usual */
   rg->outlier_ns = fmax(1.5 * rg->median_ns, rg->median_ns + 3 * rg->mad_ns);
   for (int i = 0; i < out->n_steps; i++) {

@@ -188,7 +188,7 @@ KT_TEST(classify_varying_input) {
   KT_EQ_INT(p, KILN_DIFF_PATTERN_VARYING_INPUT);
   KT_STR_CONTAINS(buf, "varying input: dim 1 of input 0 (leaf) at train.c:88 takes 3 sizes over 3 compiles (10, 20, 30)");
   /* the last 3 of a site's 29 compiles: the window is named as such */
-  p = kiln_graphdiff_classify_site((const kiln_graph *const *)g3, 3, 29, buf, sizeof buf);
+  p = kiln_graphdiff_classify_site((const kiln_graph *const *)g3, 3, 29, 1, NULL, buf, sizeof buf);
   KT_EQ_INT(p, KILN_DIFF_PATTERN_VARYING_INPUT);
   KT_STR_CONTAINS(buf, "takes 3 sizes over the last 3 of the site's 29 compiles (10, 20, 30)");
   for (int i = 0; i < 5; i++) kiln_graph_free(h[i]);

@@ -497,7 +497,9 @@ typedef struct kiln_metric_stats {
   int64_t count;   /* samples */
   double sum;      /* accumulator */
   double min, max; /* over all samples */
-  double p50, p90, p99; /* over the retained window of recent samples */
+  /* over the retained window of recent samples: p50 the median (the mean of the
+   * middle two for an even count), p90 and p99 by nearest rank */
+  double p50, p90, p99;
 } kiln_metric_stats;
 /* Value of a counter (0 if it never counted). */
 int64_t kiln_counter_value(const char *name);

@@ -39,7 +39,22 @@ kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const i
   for (int i = 0; i < rank; i++) n *= shape[i];
   size_t bytes = (size_t)n * kiln_dtype_size(dt);
   if (bytes && !data) return kiln_api_fail(fe, loc, "from_host: data is NULL for %lld elements", (long long)n);
+  /* bool: any non-zero byte is true, stored as 1 (as NumPy's and PyTorch's
+   * bool views of bytes read it); the kernels assume 0 or 1 */
+  uint8_t *norm = NULL;
+  if (dt == KILN_BOOL) {
+    const uint8_t *u = data;
+    size_t i = 0;
+    while (i < bytes && u[i] <= 1) i++;
+    if (i < bytes) {
+      if (!(norm = malloc(bytes)))
+        return kiln_api_fail_at(KILN_ERR_OUT_OF_MEMORY, loc, "from_host: out of memory for %zu bytes", bytes);
+      for (size_t k = 0; k < bytes; k++) norm[k] = u[k] != 0;
+      data = norm;
+    }
+  }
   kiln_buf *b = fe->hooks.upload(fe->hooks.ctx, data, bytes, loc);
+  free(norm);
   if (!b) return kiln_fe_poison(fe, loc);
   return kiln_fe_tensor_buf(fe, b, dt, rank, shape, loc);
 }

@@ -263,6 +263,7 @@ void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc) {
     return;
   }
   if (d == s) return;
+  if (d->node && d->node != n && kiln_fe_note_replaced(fe, dst, d->node, loc)) return;
   d->traced = NULL; /* a new value: the tape of the old one no longer describes it */
   if (n->op == KILN_OP_LEAF) { /* a computed value: share the buffer */
     kiln_buf_ref(n->buf);

@@ -82,10 +82,16 @@ kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step
   if (!kiln_dtype_is_float(dt) && step != trunc(step))
     return kiln_api_fail(fe, loc, "arange: the step %g of an integer arange (%s) is not an integer", step,
                          kiln_dtype_name(dt));
-  /* floats: start + i * step computed in PyTorch's accumulation type and
-   * rounded once to dt: double for f32 and f64, float for bf16 and f16
-   * (computed in f32, arange(0, 1, 0.3) gave 0.900000036 for 0.899999976) */
-  kiln_dtype cdt = dt == KILN_F32 ? KILN_F64 : kiln_dt_is_half(dt) ? KILN_F32 : dt;
+  /* start + i * step computed in PyTorch's accumulation type and rounded
+   * once to dt: double for f32 and f64, float for bf16 and f16 (computed in
+   * f32, arange(0, 1, 0.3) gave 0.900000036 for 0.899999976); int64 for the
+   * integers, then wrapped to dt (computed in i32, arange(-3e9, 0, 1e9) was
+   * an i32 constant of -3e9: INT32_MIN on cpu, an internal error on ref).
+   * start and step must fit int64, as in PyTorch (1e29 was INT64_MIN). */
+  if (!kiln_dtype_is_float(dt) &&
+      (kiln_api_check_value(KILN_I64, &start, "arange", loc) || kiln_api_check_value(KILN_I64, &step, "arange", loc)))
+    return kiln_fe_poison(fe, loc);
+  kiln_dtype cdt = dt == KILN_F32 ? KILN_F64 : kiln_dt_is_half(dt) ? KILN_F32 : kiln_dtype_is_float(dt) ? dt : KILN_I64;
   int64_t n = (int64_t)len, axis = 0;
   kiln_node *io = kiln_fe_node(fe, KILN_OP_IOTA, cdt, 1, &n, 0, NULL, 1, &axis, 0.0, loc);
   kiln_node *r = io;

@@ -6,8 +6,12 @@
 #include "frontend/api.h"
 
 static int check_shape(kiln_frontend *fe, const char *op, int rank, const int64_t *shape, kiln_loc loc) {
-  if (rank < 0 || rank > KILN_MAX_RANK || (rank && !shape)) {
+  if (rank < 0 || rank > KILN_MAX_RANK) {
     kiln_api_fail(fe, loc, "%s: rank %d is out of range [0,%d]", op, rank, KILN_MAX_RANK);
+    return -1;
+  }
+  if (rank && !shape) {
+    kiln_api_fail(fe, loc, "%s: the shape of rank %d is NULL", op, rank);
     return -1;
   }
   for (int i = 0; i < rank; i++)

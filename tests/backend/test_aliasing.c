@@ -8,7 +8,9 @@
  *     variable needed for gradient computation has been modified by an
  *     inplace operation"), not a gradient without that use's part;
  *     backward then assign, and a second forward/backward after the
- *     assign in the same step, still work. */
+ *     assign in the same step, still work;
+ *   - mistakes at the host boundary (a NULL shape, a short destination) and
+ *     in expand's target name what is wrong. */
 #include <kiln/autograd.h>
 #include <kiln/kiln.h>
 
@@ -142,6 +144,27 @@ KT_TEST(backward_then_assign_and_a_second_update_in_one_step_still_work) {
   }
 }
 
-KT_MAIN(KT_CASE(bool_host_bytes_other_than_0_and_1_are_true),
+/* Mistakes at the host boundary and in view arguments name what is wrong */
+KT_TEST(host_transfer_and_view_mistakes_name_the_problem) {
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  float buf[4] = {0};
+  KT_CHECK(!kiln_is_valid(kiln_from_host(buf, KILN_F32, 1, NULL)));
+  KT_STR_CONTAINS(kiln_last_error(), "from_host: the shape of rank 1 is NULL");
+  kiln_clear_error();
+  KT_CHECK(!kiln_is_valid(kiln_full(KILN_F32, 9, s4, 0.0)));
+  KT_STR_CONTAINS(kiln_last_error(), "full: rank 9 is out of range [0,8]");
+  kiln_clear_error();
+  kiln_tensor x = kiln_zeros(KILN_F32, 1, s4);
+  static const int64_t s9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 4};
+  KT_CHECK(!kiln_is_valid(kiln_expand(x, 9, s9)));
+  KT_STR_CONTAINS(kiln_last_error(), "expand: the target rank 9 is out of range [0,8]");
+  kiln_clear_error();
+  KT_EQ_INT(kiln_to_host(x, buf, 8), KILN_ERR_INVALID_ARGUMENT);
+  KT_STR_CONTAINS(kiln_last_error(), "to_host: destination has 8 bytes, the tensor needs 16");
+  kiln_clear_error();
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(bool_host_bytes_other_than_0_and_1_are_true), KT_CASE(host_transfer_and_view_mistakes_name_the_problem),
         KT_CASE(backward_through_a_value_replaced_by_assign_is_an_error),
         KT_CASE(backward_then_assign_and_a_second_update_in_one_step_still_work))

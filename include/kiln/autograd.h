@@ -17,7 +17,9 @@
  *    carry none.
  *  - Gradients flow through the graph of the current step. Call backward
  *    before assigning new values to the parameters it differentiates (a
- *    tensor's graph position is its value at backward time).
+ *    tensor's graph position is its value at backward time): a backward
+ *    whose output depends on the value a requiring-grad tensor had before a
+ *    kiln_assign of this step is an error naming that assign.
  *  - Gradient tensors (kiln_grad) are kept tensors owned by kiln: do not
  *    release them; kiln_zero_grad() or releasing the parameter frees them.
  *  - Reductions to a max/min spread the gradient evenly over ties (as

@@ -243,7 +243,8 @@ void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc);
 
 /* Copy host data (row-major, packed) into a new device tensor. bf16 and f16
  * data are their 16-bit patterns (uint16_t), u8/i8 are uint8_t/int8_t,
- * bool one byte 0 or 1; kiln_to_host copies out the same layouts. */
+ * bool one byte (any non-zero byte is true, stored as 1); kiln_to_host
+ * copies out the same layouts (bool: 0 or 1). */
 kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const int64_t *shape, kiln_loc loc);
 /* A tensor filled with v (a constant of the graph). */
 kiln_tensor kiln_full_at(kiln_dtype dt, int rank, const int64_t *shape, double v, kiln_loc loc);

@@ -214,6 +214,63 @@ static void mark_needs(sweep *w) {
   }
 }
 
+/* 1b. A value a requiring-grad tensor had before a kiln_assign of this
+ * step is not a gradient target (the tensor's current value is): a loss
+ * that depends on it would get a gradient without that use's part. Refuse
+ * it, as PyTorch refuses a backward through a tensor modified in place.
+ * Dependence is traced as in mark_needs, stopping at the tensors' current
+ * values (an update p = p - lr * g is the new value, not a use of the old). */
+static kiln_status check_replaced(sweep *w, int64_t po) {
+  kiln_frontend *fe = w->fe;
+  uint32_t *from = NULL; /* per position: 1 + the kiln_replaced entry it depends on, or 0 */
+  kiln_status st = KILN_OK;
+  for (uint32_t r = 0; r < fe->n_replaced; r++) {
+    const kiln_replaced *rp = &fe->replaced[r];
+    if (!find((kiln_tensor){rp->index, rp->gen})) continue;
+    int64_t p = posmap_get(&w->pm, rp->old);
+    if (p < 0 || p > po) continue;
+    if (!from && !(from = calloc((size_t)po + 1, sizeof *from)))
+      return kiln_error(KILN_ERR_OUT_OF_MEMORY, w->loc, "backward: out of memory");
+    if (!from[p]) from[p] = r + 1;
+  }
+  if (!from) return KILN_OK;
+  uint8_t *current = calloc((size_t)po + 1, 1);
+  if (!current) {
+    free(from);
+    return kiln_error(KILN_ERR_OUT_OF_MEMORY, w->loc, "backward: out of memory");
+  }
+  for (uint32_t k = 0; k < g_ag.n; k++)
+    if (w->epos[k] >= 0 && w->epos[k] <= po) current[w->epos[k]] = 1;
+  for (int64_t i = 0; i <= po; i++) {
+    kiln_node *x = fe->created[i];
+    if (from[i] || current[i]) continue;
+    if (x->op == KILN_OP_LEAF && x->tape) {
+      int64_t p = posmap_get(&w->pm, x->tape);
+      if (p >= 0 && p < i) from[i] = from[p];
+      continue;
+    }
+    if (x->no_grad || !kiln_dtype_is_float((kiln_dtype)x->dtype) || !kiln_ag_differentiable(x->op)) continue;
+    for (int k = 0; k < x->n_in && !from[i]; k++) {
+      int64_t p = posmap_get(&w->pm, x->in[k]);
+      if (p >= 0 && p < i) from[i] = from[p];
+    }
+  }
+  if (from[po]) {
+    const kiln_replaced *rp = &fe->replaced[from[po] - 1];
+    const kiln_tslot *s = &fe->slots[rp->index];
+    char sa[128];
+    st = kiln_error(KILN_ERR_INVALID_ARGUMENT, w->loc,
+                    "backward: the output depends on the value a tensor that requires grad (%s %s) had before "
+                    "kiln_assign at %s:%d replaced it; its gradient would miss that use (call kiln_backward before "
+                    "assigning new values to what it differentiates)",
+                    kiln_dtype_name(s->dtype), kiln_fe_shape_str(s->rank, s->shape, sa, sizeof sa),
+                    rp->loc.file ? rp->loc.file : "?", rp->loc.line);
+  }
+  free(from);
+  free(current);
+  return st;
+}
+
 /* Add gradient g into position p's (the first one is taken as is). 0, or -1
  * when out of memory. */
 static int add_grad(sweep *w, int64_t p, kiln_node *g) {
@@ -322,6 +379,8 @@ static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *se
                     "kiln_requires_grad; no gradient flows through no-grad regions, integer tensors or comparisons)");
     goto done;
   }
+  st = check_replaced(&w, po);
+  if (st != KILN_OK) goto done;
   w.grads[po] = seed;
   st = reverse_sweep(&w, po);
   if (st == KILN_OK) accumulate_grads(&w);

@@ -6,8 +6,12 @@
 #include "frontend/api.h"
 
 static int check_shape(kiln_frontend *fe, const char *op, int rank, const int64_t *shape, kiln_loc loc) {
-  if (rank < 0 || rank > KILN_MAX_RANK || (rank && !shape)) {
+  if (rank < 0 || rank > KILN_MAX_RANK) {
     kiln_api_fail(fe, loc, "%s: rank %d is out of range [0,%d]", op, rank, KILN_MAX_RANK);
+    return -1;
+  }
+  if (rank && !shape) {
+    kiln_api_fail(fe, loc, "%s: the shape of rank %d is NULL", op, rank);
     return -1;
   }
   for (int i = 0; i < rank; i++)
@@ -39,7 +43,22 @@ kiln_tensor kiln_from_host_at(const void *data, kiln_dtype dt, int rank, const i
   for (int i = 0; i < rank; i++) n *= shape[i];
   size_t bytes = (size_t)n * kiln_dtype_size(dt);
   if (bytes && !data) return kiln_api_fail(fe, loc, "from_host: data is NULL for %lld elements", (long long)n);
+  /* bool: any non-zero byte is true, stored as 1 (as NumPy's and PyTorch's
+   * bool views of bytes read it); the kernels assume 0 or 1 */
+  uint8_t *norm = NULL;
+  if (dt == KILN_BOOL) {
+    const uint8_t *u = data;
+    size_t i = 0;
+    while (i < bytes && u[i] <= 1) i++;
+    if (i < bytes) {
+      if (!(norm = malloc(bytes)))
+        return kiln_api_fail_at(KILN_ERR_OUT_OF_MEMORY, loc, "from_host: out of memory for %zu bytes", bytes);
+      for (size_t k = 0; k < bytes; k++) norm[k] = u[k] != 0;
+      data = norm;
+    }
+  }
   kiln_buf *b = fe->hooks.upload(fe->hooks.ctx, data, bytes, loc);
+  free(norm);
   if (!b) return kiln_fe_poison(fe, loc);
   return kiln_fe_tensor_buf(fe, b, dt, rank, shape, loc);
 }
@@ -67,10 +86,16 @@ kiln_tensor kiln_arange_at(kiln_dtype dt, double start, double stop, double step
   if (!kiln_dtype_is_float(dt) && step != trunc(step))
     return kiln_api_fail(fe, loc, "arange: the step %g of an integer arange (%s) is not an integer", step,
                          kiln_dtype_name(dt));
-  /* floats: start + i * step computed in PyTorch's accumulation type and
-   * rounded once to dt: double for f32 and f64, float for bf16 and f16
-   * (computed in f32, arange(0, 1, 0.3) gave 0.900000036 for 0.899999976) */
-  kiln_dtype cdt = dt == KILN_F32 ? KILN_F64 : kiln_dt_is_half(dt) ? KILN_F32 : dt;
+  /* start + i * step computed in PyTorch's accumulation type and rounded
+   * once to dt: double for f32 and f64, float for bf16 and f16 (computed in
+   * f32, arange(0, 1, 0.3) gave 0.900000036 for 0.899999976); int64 for the
+   * integers, then wrapped to dt (computed in i32, arange(-3e9, 0, 1e9) was
+   * an i32 constant of -3e9: INT32_MIN on cpu, an internal error on ref).
+   * start and step must fit int64, as in PyTorch (1e29 was INT64_MIN). */
+  if (!kiln_dtype_is_float(dt) &&
+      (kiln_api_check_value(KILN_I64, &start, "arange", loc) || kiln_api_check_value(KILN_I64, &step, "arange", loc)))
+    return kiln_fe_poison(fe, loc);
+  kiln_dtype cdt = dt == KILN_F32 ? KILN_F64 : kiln_dt_is_half(dt) ? KILN_F32 : kiln_dtype_is_float(dt) ? dt : KILN_I64;
   int64_t n = (int64_t)len, axis = 0;
   kiln_node *io = kiln_fe_node(fe, KILN_OP_IOTA, cdt, 1, &n, 0, NULL, 1, &axis, 0.0, loc);
   kiln_node *r = io;
@@ -248,6 +273,7 @@ void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc) {
     return;
   }
   if (d == s) return;
+  if (d->node && d->node != n && kiln_fe_note_replaced(fe, dst, d->node, loc)) return;
   d->traced = NULL; /* a new value: the tape of the old one no longer describes it */
   if (n->op == KILN_OP_LEAF) { /* a computed value: share the buffer */
     kiln_buf_ref(n->buf);

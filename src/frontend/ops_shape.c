@@ -102,7 +102,10 @@ kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_l
   kiln_node *n;
   if (kiln_api_input(fe, x, "expand", loc, NULL, &n)) return kiln_fe_poison(fe, loc);
   char sa[128], sb[128];
-  int ok = rank >= n->rank && rank <= KILN_MAX_RANK && (shape || !rank);
+  if (rank < 0 || rank > KILN_MAX_RANK || (rank && !shape))
+    return kiln_api_fail(fe, loc, "expand: the target rank %d is out of range [0,%d] or its shape is NULL", rank,
+                         KILN_MAX_RANK);
+  int ok = rank >= n->rank;
   /* -1 keeps the dimension's size (torch.Tensor.expand); not for a new
    * leading dimension */
   int64_t want[KILN_MAX_RANK];
@@ -114,7 +117,7 @@ kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_l
   if (!ok)
     return kiln_api_fail(fe, loc, "expand: cannot broadcast shape %s to %s",
                          kiln_fe_shape_str(n->rank, n->shape, sa, sizeof sa),
-                         kiln_fe_shape_str(rank > 0 && rank <= KILN_MAX_RANK ? rank : 0, shape, sb, sizeof sb));
+                         kiln_fe_shape_str(rank, shape, sb, sizeof sb));
   return kiln_fe_tensor(fe, kiln_api_broadcast(fe, n, rank, want, loc), loc);
 }
 

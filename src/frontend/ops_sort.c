@@ -180,7 +180,21 @@ kiln_tensor kiln_index_put_at(kiln_tensor x, kiln_tensor idx, kiln_tensor values
   int64_t sh[KILN_MAX_RANK];
   memcpy(sh, n->shape, sizeof(int64_t) * (size_t)n->rank);
   sh[0] = m;
-  kiln_tensor v = kiln_expand_at(values, n->rank, sh, loc); /* NumPy broadcasting, as x[idx] = values */
+  kiln_node *vn;
+  if (kiln_api_input(fe, values, "index_put", loc, NULL, &vn)) return kiln_fe_poison(fe, loc);
+  int ok = vn->rank <= n->rank; /* NumPy broadcasting, as x[idx] = values */
+  for (int i = 0; ok && i < vn->rank; i++) {
+    int64_t d = vn->shape[vn->rank - 1 - i], want = sh[n->rank - 1 - i];
+    ok = d == want || d == 1;
+  }
+  if (!ok) {
+    char sa[128], sb[128], sc[128];
+    return kiln_api_fail(fe, loc, "index_put: values of shape %s do not broadcast to %s (x %s indexed by %lld indices)",
+                         kiln_fe_shape_str(vn->rank, vn->shape, sa, sizeof sa),
+                         kiln_fe_shape_str(n->rank, sh, sb, sizeof sb),
+                         kiln_fe_shape_str(n->rank, n->shape, sc, sizeof sc), (long long)m);
+  }
+  kiln_tensor v = kiln_expand_at(values, n->rank, sh, loc);
   const char *name = accumulate ? "index_put(accumulate)" : "index_put";
   return scatter(accumulate ? KILN_OP_SCATTER_ADD : KILN_OP_SCATTER, name, x, 0, slice_index(idx, 0, n->rank, sh, loc),
                  v, loc);

@@ -45,6 +45,7 @@ static void release_nodes(kiln_frontend *fe) {
   for (uint32_t i = 0; i < fe->n_leaves; i++) kiln_buf_unref(fe->leaves[i]->buf);
   fe->n_leaves = 0;
   fe->n_created = 0;
+  fe->n_replaced = 0;
   memset(fe->cons, 0, sizeof *fe->cons * fe->cons_cap);
   kiln_arena_reset(&fe->arena);
   fe->n_nodes = 0;
@@ -69,6 +70,7 @@ void kiln_frontend_destroy(kiln_frontend *fe) {
   free(fe->kept_list);
   free(fe->leaves);
   free(fe->created);
+  free(fe->replaced);
   memset(fe, 0, sizeof *fe);
 }
 
@@ -423,4 +425,19 @@ void kiln_fe_end_step(kiln_frontend *fe) {
     KILN_ASSERT(!s->node || s->poisoned);
   }
   release_nodes(fe);
+}
+
+int kiln_fe_note_replaced(kiln_frontend *fe, kiln_tensor t, kiln_node *old, kiln_loc loc) {
+  if (fe->n_replaced == fe->cap_replaced) {
+    uint32_t nc = fe->cap_replaced ? fe->cap_replaced * 2 : 16;
+    kiln_replaced *nl = realloc(fe->replaced, nc * sizeof *nl);
+    if (!nl) {
+      kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "assign: out of memory");
+      return -1;
+    }
+    fe->replaced = nl;
+    fe->cap_replaced = nc;
+  }
+  fe->replaced[fe->n_replaced++] = (kiln_replaced){old, t.index, t.gen, loc};
+  return 0;
 }

@@ -82,6 +82,15 @@ typedef struct kiln_device_hooks {
   kiln_buf *(*upload)(void *ctx, const void *host, size_t bytes, kiln_loc loc);
 } kiln_device_hooks;
 
+/* A value kiln_assign replaced this step: the tensor's node before the
+ * assign (autograd refuses a backward that reaches it from a tensor that
+ * requires grad: its gradient would miss that use). */
+typedef struct kiln_replaced {
+  kiln_node *old;
+  uint32_t index, gen; /* the tensor's handle */
+  kiln_loc loc;        /* the kiln_assign */
+} kiln_replaced;
+
 typedef struct kiln_frontend {
   kiln_tslot *slots;
   uint32_t n_slots, cap_slots;
@@ -103,6 +112,8 @@ typedef struct kiln_frontend {
   uint32_t no_grad_depth; /* > 0 inside kiln_no_grad_begin/end (autograd) */
   uint8_t autocast[16];   /* kiln_autocast_begin's dtypes, innermost last (autocast.c) */
   uint32_t autocast_depth;
+  kiln_replaced *replaced; /* this step's, in order; die with the step's nodes */
+  uint32_t n_replaced, cap_replaced;
 
   kiln_device_hooks hooks;
   uint64_t ops_traced;
@@ -156,6 +167,9 @@ static inline uint32_t kiln_fe_index(kiln_tensor t) { return t.index; }
 /* Step end: release non-kept tensors made this step, reset the arena.
  * Every kept tensor must already be computed or poisoned. */
 void kiln_fe_end_step(kiln_frontend *fe);
+/* Record that kiln_assign at loc replaced t's node old (see kiln_replaced).
+ * 0, or -1 when out of memory (recorded). */
+int kiln_fe_note_replaced(kiln_frontend *fe, kiln_tensor t, kiln_node *old, kiln_loc loc);
 /* A computed value for a slot: replaces its pending node. */
 void kiln_fe_set_computed(kiln_frontend *fe, kiln_tslot *s, kiln_buf *buf);
 void kiln_fe_set_poisoned(kiln_frontend *fe, kiln_tslot *s);

@@ -10,6 +10,17 @@ static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
 kiln_tensor kiln_sdpa_at(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, bool training,
                          uint64_t seed, kiln_loc loc) {
   int r = kiln_rank(k);
+  /* checked here so that a mistake names sdpa and the shapes passed, not the
+   * matmul of a transposed k the user never wrote */
+  if (kiln_is_valid(q) && kiln_is_valid(k) && kiln_is_valid(v) &&
+      (kiln_rank(q) < 2 || r < 2 || kiln_rank(v) < 2 || kiln_dim(q, -1) != kiln_dim(k, -1) ||
+       kiln_dim(k, -2) != kiln_dim(v, -2))) {
+    char sq[128], sk[128], sv[128];
+    return kiln_nn_fail(loc,
+                        "sdpa: q %s, k %s and v %s do not fit: expected q [..., L, E], k [..., S, E], v [..., S, Ev]",
+                        kiln_nn_shape_str(q, sq, sizeof sq), kiln_nn_shape_str(k, sk, sizeof sk),
+                        kiln_nn_shape_str(v, sv, sizeof sv));
+  }
   if (r < 2) return kiln_nn_fail(loc, "sdpa: q, k, v need rank >= 2 (k has rank %d)", r);
   double scale = 1.0 / sqrt((double)kiln_dim(q, -1));
   kiln_tensor s = kiln_mul_c_at(kiln_matmul_at(q, kiln_transpose_at(k, r - 2, r - 1, loc), loc), scale, loc);

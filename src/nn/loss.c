@@ -41,6 +41,16 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
 }
 
 kiln_tensor kiln_mse_loss_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
+  int ra = kiln_rank(a), rb = kiln_rank(b), ok = 1; /* broadcast, as F.mse_loss (with its warning) */
+  for (int i = 1; ra >= 0 && rb >= 0 && i <= ra && i <= rb; i++) {
+    int64_t x = kiln_dim(a, -i), y = kiln_dim(b, -i);
+    ok &= x == y || x == 1 || y == 1;
+  }
+  if (!ok) {
+    char sa[128], sb[128];
+    return kiln_nn_fail(loc, "mse_loss: input %s and target %s cannot be broadcast",
+                        kiln_nn_shape_str(a, sa, sizeof sa), kiln_nn_shape_str(b, sb, sizeof sb));
+  }
   kiln_tensor d = kiln_sub_at(kiln_nn_autocast_f32(a, loc), kiln_nn_autocast_f32(b, loc), loc);
   return kiln_mean_at(kiln_mul_at(d, d, loc), 0, NULL, 0, loc);
 }

@@ -10,6 +10,13 @@
  * fail-and-poison helper of code that holds no frontend. */
 #define kiln_nn_fail(loc, ...) kiln_api_fail_at(KILN_ERR_INVALID_ARGUMENT, (loc), __VA_ARGS__)
 
+/* t's shape as "[2,3]" in buf ("[]" for an invalid tensor). */
+static inline const char *kiln_nn_shape_str(kiln_tensor t, char *buf, size_t cap) {
+  int64_t s[KILN_MAX_RANK];
+  int r = kiln_shape(t, s);
+  return kiln_fe_shape_str(r < 0 ? 0 : r, s, buf, cap);
+}
+
 /* Append a named tensor to m (names are truncated to fit). */
 void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer);
 /* Append every entry of sub with "prefix." prepended. */

@@ -7,12 +7,16 @@
  *     of bf16 values are exact in f32, only the order of the sums differs;
  *   - a two-layer network's loss and f32 parameter gradients in a bf16
  *     region against the same network in f32, within bf16's precision;
- *     and ref against the backend under test. */
+ *     and ref against the backend under test;
+ *   - a linear layer's forward and backward in a bf16 region against
+ *     PyTorch's CPU autocast (tests/data/autocast_reference.txt, made by
+ *     tests/data/autocast_reference.py): dtypes, integer and f64 matmuls
+ *     (never cast, exact), and values within bf16's rounding. */
 #include <kiln/autograd.h>
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
 
-#include "backend/backend_compare.h"
+#include "backend/ref_cases.h"
 
 enum { NB = 24, NI = 40, NH = 32, NO = 10 };
 
@@ -163,4 +167,81 @@ KT_TEST(which_ops_run_in_16_bits) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(which_ops_run_in_16_bits), KT_CASE(bf16_network_matches_f32_within_bf16_precision))
+static kiln_tensor ac_vals(int n, int a, int m, double d, double off, int rank, const int64_t *shape) {
+  double v[24];
+  for (int i = 0; i < n; i++) v[i] = (double)(float)(((i * a) % m) / d - off);
+  return kiln_cast(kiln_from_host(v, KILN_F64, rank, shape), KILN_F32);
+}
+
+static void prog_torch(bc_result *r, const void *arg) {
+  (void)arg;
+  int64_t sx[2] = {4, 6}, sw[2] = {3, 6}, sb[1] = {3}, sy[1] = {4};
+  kiln_tensor x = ac_vals(24, 13, 17, 7.0, 1.1, 2, sx), w = ac_vals(18, 5, 11, 9.0, 0.6, 2, sw);
+  kiln_tensor b = ac_vals(3, 1, 3, 10.0, 0.05, 1, sb);
+  kiln_requires_grad(x);
+  kiln_requires_grad(w);
+  kiln_requires_grad(b);
+  int64_t tg[4] = {0, 2, 1, 2};
+  int32_t hi[24];
+  for (int i = 0; i < 24; i++) hi[i] = (i * 3) % 7 - 3;
+  kiln_tensor xi = kiln_from_host(hi, KILN_I32, 2, sx), xd = kiln_cast(x, KILN_F64);
+  kiln_autocast_begin(KILN_BF16);
+  kiln_tensor lin = kiln_linear_apply(x, w, b), h = kiln_relu(lin);
+  kiln_tensor loss = kiln_add(kiln_cross_entropy(h, kiln_from_host(tg, KILN_I64, 1, sy), -100, 0.0),
+                              kiln_mul_c(kiln_sum(kiln_log_softmax(h, -1), 0, NULL, false), 0.01));
+  kiln_tensor mi = kiln_matmul(xi, kiln_transpose(xi, 0, 1)), md = kiln_matmul(xd, kiln_transpose(xd, 0, 1));
+  kiln_autocast_end();
+  kiln_backward(loss);
+  bc_emit(r, lin, 0, 0, "lin");
+  bc_emit(r, h, 0, 0, "h");
+  bc_emit(r, mi, 0, 0, "mi");
+  bc_emit(r, md, 0, 0, "md");
+  bc_emit(r, loss, 0, 0, "loss");
+  bc_emit(r, kiln_grad(x), 0, 0, "gx");
+  bc_emit(r, kiln_grad(w), 0, 0, "gw");
+  bc_emit(r, kiln_grad(b), 0, 0, "gb");
+}
+
+/* Tolerances: lin is the bf16 product rounded, then the bias added and
+ * rounded again (PyTorch's addmm rounds once): half an ulp of the product
+ * plus half an ulp of the sum, within one bf16 ulp (2^-7 relative) of the
+ * largest value; relu keeps it. The loss and the f32 gradients are computed
+ * from those bf16 values and from the bf16 GEMMs of the backward pass: a
+ * few bf16 ulps of the largest gradient (1/64 of it). The integer and f64
+ * matmuls are never cast: exact (f64: up to the order of 6 products). */
+KT_TEST(a_linear_layer_matches_pytorch_cpu_autocast) {
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  static bc_result res;
+  static rc_want want;
+  for (int k = 0; k < 2; k++) {
+    bc_run(backends[k], prog_torch, NULL, &res);
+    KT_CHECK_MSG(res.status == KILN_OK && res.n == 8, "%s: %s", backends[k], res.err);
+    for (int o = 0; o < res.n && res.status == KILN_OK; o++) {
+      const bc_out *out = &res.o[o];
+      if (rc_read_want("autocast_reference.txt", out->name, &want)) {
+        KT_FAIL("%s missing from tests/data/autocast_reference.txt (set KILN_TEST_DATA)", out->name);
+        break;
+      }
+      KT_CHECK_MSG(!strcmp(kiln_dtype_name(out->dt), want.dt) && out->numel == want.n,
+                   "%s: %s is %s [%lld], PyTorch %s [%lld]", backends[k], out->name, kiln_dtype_name(out->dt),
+                   (long long)out->numel, want.dt, (long long)want.n);
+      if (out->numel != want.n) continue;
+      double mag = 0;
+      for (int64_t i = 0; i < want.n; i++) mag = fmax(mag, fabs(want.v[i]));
+      int grad = out->name[0] == 'g' || !strcmp(out->name, "loss"), exact = out->dt == KILN_I32;
+      for (int64_t i = 0; i < want.n; i++) {
+        double got = bc_get_f(out, i);
+        double tol = exact ? 0 : out->dt == KILN_F64 ? 1e-15 * (1 + mag) : grad ? mag / 64 : mag / 128;
+        if (fabs(got - want.v[i]) > tol) {
+          KT_FAIL("%s: %s[%lld] = %.9g, PyTorch autocast %.9g (tolerance %.3g)", backends[k], out->name, (long long)i,
+                  got, want.v[i], tol);
+          break;
+        }
+      }
+    }
+    bc_result_free(&res);
+  }
+}
+
+KT_MAIN(KT_CASE(which_ops_run_in_16_bits), KT_CASE(bf16_network_matches_f32_within_bf16_precision),
+        KT_CASE(a_linear_layer_matches_pytorch_cpu_autocast))

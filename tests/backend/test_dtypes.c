@@ -413,6 +413,64 @@ static const struct {
   int64_t n;
 } k_unif[4] = {{KILN_F32, 28, 348288}, {KILN_BF16, 1, 65536}, {KILN_F16, 1, 65536}, {KILN_F64, 28, 348288}};
 
+/* ───────────── integer arange ───────────── */
+
+/* Integer aranges accumulate in int64 and wrap to the dtype, as PyTorch's
+ * (values printed by torch 1.13: torch.arange(-3e9, 0, 1e9, dtype=torch.int32)
+ * is [1294967296, -2000000000, -1000000000]); a start or step beyond int64 is
+ * an error in both. kiln computed in the dtype: an i32 constant of -3e9 gave
+ * INT32_MIN on cpu and an internal error on ref, and a step of 1e29 gave
+ * INT64_MIN elements with status OK on cpu. */
+typedef struct arange_case {
+  kiln_dtype dt;
+  double start, stop, step;
+  int n;
+  int64_t want[4];
+} arange_case;
+static const arange_case k_arange[] = {
+    {KILN_I32, -3e9, 0, 1e9, 3, {1294967296, -2000000000, -1000000000}},
+    {KILN_I32, 2147483640.0, 2147483650.0, 4, 3, {2147483640, 2147483644, -2147483648LL}},
+    {KILN_I64, -3e9, 0, 1e9, 3, {-3000000000LL, -2000000000, -1000000000}},
+    {KILN_U8, 5, -3, -2, 4, {5, 3, 1, 255}},
+    {KILN_I8, 250, 255, 2, 3, {-6, -4, -2}},
+    {KILN_I32, -2.5, 2, 1, 4, {-2, -1, 0, 1}},
+};
+enum { N_ARANGE = sizeof k_arange / sizeof k_arange[0] };
+
+static void prog_arange(bc_result *r, const void *arg) {
+  (void)arg;
+  for (int i = 0; i < N_ARANGE; i++) {
+    const arange_case *c = &k_arange[i];
+    bc_emit(r, kiln_slice(kiln_arange(c->dt, c->start, c->stop, c->step), 0, 0, c->n, 1), 0, 0, "arange %d", i);
+  }
+}
+
+KT_TEST(integer_arange_accumulates_in_int64_and_wraps) {
+  const char *backends[2] = {"ref", bc_backend_under_test()};
+  static bc_result res;
+  for (int k = 0; k < 2; k++) {
+    bc_run(backends[k], prog_arange, NULL, &res);
+    KT_CHECK_MSG(res.status == KILN_OK && res.n == N_ARANGE, "%s: %s", backends[k], res.err);
+    for (int i = 0; i < res.n && res.status == KILN_OK; i++)
+      for (int j = 0; j < k_arange[i].n; j++)
+        KT_CHECK_MSG(bc_get_i(&res.o[i], j) == k_arange[i].want[j], "%s: %s arange(%g, %g, %g)[%d] = %lld, want %lld",
+                     backends[k], kiln_dtype_name(k_arange[i].dt), k_arange[i].start, k_arange[i].stop,
+                     k_arange[i].step, j, (long long)bc_get_i(&res.o[i], j), (long long)k_arange[i].want[j]);
+    bc_result_free(&res);
+  }
+  KT_CHECK(kiln_init(NULL) == KILN_OK);
+  const double bad[3][3] = {{0, 1e30, 1e29}, {-1e19, 0, 1e18}, {0, 10, 1e19}};
+  for (int i = 0; i < 3; i++) {
+    kiln_tensor t = kiln_arange(i == 1 ? KILN_I32 : KILN_I64, bad[i][0], bad[i][1], bad[i][2]);
+    KT_CHECK(!kiln_is_valid(t));
+    KT_EQ_INT(kiln_last_status(), KILN_ERR_INVALID_ARGUMENT);
+    KT_STR_CONTAINS(kiln_last_error(), "arange: value");
+    KT_STR_CONTAINS(kiln_last_error(), "is not representable as i64");
+    kiln_clear_error();
+  }
+  kiln_shutdown();
+}
+
 static void prog_uniform(bc_result *r, const void *arg) {
   (void)arg;
   for (int k = 0; k < 4; k++) {
@@ -458,4 +516,5 @@ KT_TEST(uniform_draws_stay_below_one) {
 KT_MAIN(KT_CASE(casts_match_pytorch_bits), KT_CASE(every_16bit_pattern_widens_and_narrows_exactly),
         KT_CASE(promotion_is_pytorchs), KT_CASE(fused_kernels_round_like_ref), KT_CASE(eight_bit_reduction_identities),
         KT_CASE(matmul_16bit_and_integer), KT_CASE(matmul_on_bool_is_an_error),
-        KT_CASE(gradients_through_16bit_casts), KT_CASE(uniform_draws_stay_below_one))
+        KT_CASE(gradients_through_16bit_casts), KT_CASE(uniform_draws_stay_below_one),
+        KT_CASE(integer_arange_accumulates_in_int64_and_wraps))

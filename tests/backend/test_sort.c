@@ -164,6 +164,10 @@ static kiln_tensor b_index_put_neg(kiln_tensor x) {
 static kiln_tensor b_index_add_shape(kiln_tensor x) {
   return kiln_index_add(x, 1, kiln_from_host(kIDXADD, KILN_I64, 1, S3), kiln_reshape(src(), 2, S43));
 }
+static const int64_t kTwo[2] = {0, 2}, S23[2] = {2, 3};
+static kiln_tensor b_index_put_bcast(kiln_tensor x) { /* values [2,3] for x[[0,2]] of shape [2,4] */
+  return kiln_index_put(x, kiln_from_host(kTwo, KILN_I64, 1, S2), kiln_zeros(KILN_F64, 2, S23), true);
+}
 static kiln_tensor b_index_2d(kiln_tensor x) { return kiln_index_put(x, kiln_from_host(kIDX0, KILN_I64, 2, S24), x, 0); }
 
 KT_TEST(errors_name_the_op_and_line) {
@@ -177,6 +181,7 @@ KT_TEST(errors_name_the_op_and_line) {
     expect_error(be[i], b_scatter_add_range, "scatter_add: index 3 is out of range for axis 0 of size 3");
     expect_error(be[i], b_index_put_neg, "scatter: index -1 is out of range for axis 0 of size 3");
     expect_error(be[i], b_index_add_shape, "index_add: source shape [4,3] must be the tensor's [3,4]");
+    expect_error(be[i], b_index_put_bcast, "index_put: values of shape [2,3] do not broadcast to [2,4] (x [3,4]");
     expect_error(be[i], b_index_2d, "index_put: the index must be a 1-D i32 or i64 tensor, got i64 [2,4]");
   }
 }

@@ -547,6 +547,16 @@ KT_TEST(bad_arguments_are_errors) {
   kiln_tensor y = kiln_linear_apply(kiln_zeros(KILN_F32, 2, x2), kiln_zeros(KILN_F32, 2, wok), no_bias);
   KT_CHECK(kiln_is_valid(y) && kiln_dim(y, 0) == 8 && kiln_dim(y, 1) == 4);
   KT_EQ_INT(kiln_last_status(), KILN_OK);
+  /* sdpa and mse_loss name themselves and the shapes passed, not an inner matmul or sub */
+  int64_t q3[3] = {2, 4, 6}, k3[3] = {2, 5, 7}, v3[3] = {2, 5, 6}, t2[2] = {8, 4};
+  KT_CHECK(!kiln_is_valid(kiln_sdpa(kiln_zeros(KILN_F32, 3, q3), kiln_zeros(KILN_F32, 3, k3),
+                                    kiln_zeros(KILN_F32, 3, v3), no_bias, 0.0, false, 0)));
+  KT_STR_CONTAINS(kiln_last_error(), "sdpa: q [2,4,6], k [2,5,7] and v [2,5,6] do not fit");
+  kiln_clear_error();
+  KT_CHECK(!kiln_is_valid(kiln_mse_loss(kiln_zeros(KILN_F32, 2, x2), kiln_zeros(KILN_F32, 2, t2))));
+  KT_STR_CONTAINS(kiln_last_error(), "mse_loss: input [8,3] and target [8,4] cannot be broadcast");
+  KT_STR_CONTAINS(kiln_last_error(), "test_nn.c:");
+  kiln_clear_error();
   int64_t xs[4] = {1, 1, 2, 2};
   KT_CHECK(!kiln_is_valid(kiln_max_pool2d(kiln_zeros(KILN_F32, 4, xs), 3, 1, 0)));
   KT_STR_CONTAINS(kiln_last_error(), "larger than the padded input");

@@ -29,6 +29,7 @@
   /* compile cache */                               \
   X(cache_dir, "KILN_CACHE_DIR")                    \
   X(disk_cache, "KILN_DISK_CACHE")                  \
+  X(cache_max_size, "KILN_CACHE_MAX_SIZE")          \
   X(xdg_cache_home, "XDG_CACHE_HOME")               \
   X(home, "HOME")                                   \
   /* kernel compiler */                             \

@@ -12,14 +12,119 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/config.h"
+#include "base/counters.h"
 #include "base/log.h"
 #include "base/fs.h"
 #include "base/hash.h"
 
 struct kiln_diskcache {
   char *dir;
-  int dirfd; /* every access goes through this verified descriptor */
+  int dirfd;       /* every access goes through this verified descriptor */
+  int64_t cap;     /* KILN_CACHE_MAX_SIZE in bytes; 0: no limit */
+  int64_t written; /* bytes stored since the last size check (atomic) */
+  int said;        /* the one line about removing entries was printed (atomic) */
 };
+
+/* ── the size limit ─────────────────────────────────────────────────── */
+
+/* KILN_CACHE_MAX_SIZE: bytes, or a number with K, M or G (powers of 1024);
+ * 0: no limit; unset or malformed: 2 GiB. */
+static int64_t cap_from_config(void) {
+  const int64_t def = (int64_t)2 << 30;
+  const char *v = kiln_cfg()->cache_max_size;
+  if (!v || !*v) return def;
+  char *end = NULL;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (end == v || errno || !(x >= 0)) return def;
+  double mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end || x * mul > 9e18) return def;
+  return (int64_t)(x * mul);
+}
+
+typedef struct cache_file {
+  int64_t size;
+  struct timespec mtime;
+  char name[32];
+} cache_file;
+
+static int older_first(const void *a, const void *b) {
+  const cache_file *x = a, *y = b;
+  if (x->mtime.tv_sec != y->mtime.tv_sec) return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+  if (x->mtime.tv_nsec != y->mtime.tv_nsec) return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* Above the limit, remove the least recently used entries (a hit sets an
+ * entry's mtime) down to 80% of it. Entries are only ever replaced whole,
+ * so removing one is always safe: another process that has opened it reads
+ * it to the end, one that has not compiles it again. Returns how many. */
+static int prune(kiln_diskcache *dc) {
+  int fd = dup(dc->dirfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  rewinddir(d); /* a dup shares the offset another scan of the directory left at its end */
+  cache_file *f = NULL;
+  size_t n = 0, cap = 0;
+  int64_t total = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    struct stat st;
+    if (len != 20 || strcmp(e->d_name + 16, ".kce") || fstatat(dc->dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+        !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    if (n == cap) {
+      cache_file *g = realloc(f, sizeof *f * (cap = cap ? 2 * cap : 256));
+      if (!g) break;
+      f = g;
+    }
+    f[n].size = (int64_t)st.st_size;
+    f[n].mtime = st.st_mtim;
+    memcpy(f[n].name, e->d_name, len + 1);
+    total += f[n++].size;
+  }
+  closedir(d);
+  int removed = 0;
+  if (total > dc->cap) {
+    qsort(f, n, sizeof *f, older_first);
+    int64_t goal = dc->cap / 10 * 8;
+    for (size_t i = 0; i < n && total > goal; i++)
+      if (unlinkat(dc->dirfd, f[i].name, 0) == 0 || errno == ENOENT) total -= f[i].size, removed++;
+    kiln_counter_add("PersistentCacheEvicted", removed);
+    if (removed && !__atomic_exchange_n(&dc->said, 1, __ATOMIC_RELAXED))
+      kiln_log_printf(stderr,
+                      "kiln: cache directory %s is over KILN_CACHE_MAX_SIZE (%.1f MiB): removed the %d least "
+                      "recently used entries\n",
+                      dc->dir, (double)dc->cap / 1048576.0, removed);
+  }
+  free(f);
+  return removed;
+}
+
+/* At open: a size check at most once an hour across processes (the stamp
+ * file's mtime), so that many short runs are bounded too. */
+static void prune_hourly(kiln_diskcache *dc) {
+  static const char stamp[] = ".size-checked";
+  struct stat st;
+  if (fstatat(dc->dirfd, stamp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+      time(NULL) - st.st_mtime < 3600)
+    return;
+  int fd = openat(dc->dirfd, stamp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    (void)futimens(fd, NULL);
+    close(fd);
+  }
+  prune(dc);
+}
 
 /* ── entry encoding ─────────────────────────────────────────────────── */
 
@@ -144,6 +249,7 @@ static void sweep_stale(kiln_diskcache *dc) {
     close(fd);
     return;
   }
+  rewinddir(d);
   time_t now = time(NULL);
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
@@ -188,7 +294,9 @@ kiln_status kiln_diskcache_open(const char *dir, kiln_diskcache **out, kiln_err 
     return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   }
   dc->dirfd = fd;
+  dc->cap = cap_from_config();
   sweep_stale(dc);
+  if (dc->cap > 0) prune_hourly(dc);
   *out = dc;
   return KILN_OK;
 }
@@ -274,6 +382,8 @@ kiln_status kiln_diskcache_lookup(kiln_diskcache *dc, uint64_t key, const char *
     memset(view, 0, sizeof *view);
     return KILN_OK;
   }
+  /* used now: the size limit removes the least recently used first */
+  if (dc->cap > 0) (void)utimensat(dc->dirfd, name, NULL, AT_SYMLINK_NOFOLLOW);
   *out_buf = buf;
   return KILN_OK;
 }
@@ -291,6 +401,11 @@ kiln_status kiln_diskcache_store(kiln_diskcache *dc, uint64_t key, const char *m
   if (s != KILN_OK) return s;
   s = kiln_fs_write_atomic_at(dc->dirfd, dc->dir, name, buf, n, err);
   free(buf);
+  /* every eighth of the limit written, one size check (by one thread) */
+  if (s == KILN_OK && dc->cap > 0 &&
+      __atomic_add_fetch(&dc->written, (int64_t)n, __ATOMIC_RELAXED) >= dc->cap / 8 &&
+      __atomic_exchange_n(&dc->written, 0, __ATOMIC_RELAXED) >= dc->cap / 8)
+    prune(dc);
   return s;
 }
 

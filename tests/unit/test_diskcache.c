@@ -10,9 +10,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "base/config.h"
 #include "base/fs.h"
+#include "kiln/kiln.h"
 #include "kt.h"
 #include "toolchain/diskcache.h"
 
@@ -233,6 +236,92 @@ KT_TEST(abandoned_work_directories_are_swept) {
   kiln_fs_remove_tree(dir);
 }
 
+/* The cache had no size limit: a program that compiled a new graph every
+ * step filled the disk over a long run. KILN_CACHE_MAX_SIZE bounds it: the
+ * least recently used entries (a hit renews an entry) go down to 80%, on a
+ * store every eighth of the limit and at open at most once an hour. */
+static int entry_exists(const char *dir, uint64_t key) {
+  char name[32], path[1200];
+  kiln_diskcache_entry_name(key, name, sizeof name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void set_max_size(const char *v) {
+  kiln_config c = *kiln_cfg();
+  c.cache_max_size = v;
+  kiln_config_set(&c);
+}
+
+KT_TEST(cache_size_is_bounded_least_recently_used_first) {
+  char dir[1024];
+  fresh_dir(dir, sizeof dir);
+  static uint8_t so[10000]; /* an entry of about 10 KB */
+  for (size_t i = 0; i < sizeof so; i++) so[i] = (uint8_t)(i * 7);
+  set_max_size("80K");
+  kiln_diskcache *dc = NULL;
+  kiln_err err = {0};
+  KT_EQ_INT(kiln_diskcache_open(dir, &dc, &err), KILN_OK);
+  if (!dc) return;
+  int64_t evicted0 = kiln_counter_value("PersistentCacheEvicted");
+  /* 7 entries, 70 KB: under the limit; each older than the next */
+  for (uint64_t k = 1; k <= 7; k++) {
+    KT_EQ_INT(kiln_diskcache_store(dc, k, "m", k_src, strlen(k_src), so, sizeof so, &err), KILN_OK);
+    char name[32], path[1200];
+    kiln_diskcache_entry_name(k, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct timespec t[2] = {{.tv_sec = 1000000000 + (time_t)k}, {.tv_sec = 1000000000 + (time_t)k}};
+    KT_CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
+  }
+  for (uint64_t k = 1; k <= 7; k++) KT_CHECK(entry_exists(dir, k));
+  /* a hit renews entry 1: now the most recently used */
+  uint8_t *buf = NULL;
+  kiln_cache_entry_view v;
+  KT_EQ_INT(kiln_diskcache_lookup(dc, 1, k_src, strlen(k_src), &buf, &v, NULL, &err), KILN_OK);
+  KT_CHECK(buf != NULL);
+  free(buf);
+  /* 3 more: past 80 KB; the check runs at the store that completes 10 KB (an eighth) */
+  for (uint64_t k = 8; k <= 10; k++)
+    KT_EQ_INT(kiln_diskcache_store(dc, k, "m", k_src, strlen(k_src), so, sizeof so, &err), KILN_OK);
+  int left = 0;
+  for (uint64_t k = 1; k <= 10; k++) left += entry_exists(dir, k);
+  KT_CHECK_MSG(left * 10100 <= 80 * 1024 * 8 / 10 + 10100, "%d entries left", left);
+  KT_CHECK(entry_exists(dir, 1));  /* renewed by its hit */
+  KT_CHECK(!entry_exists(dir, 2)); /* the least recently used went first */
+  KT_CHECK(entry_exists(dir, 10));
+  KT_CHECK(kiln_counter_value("PersistentCacheEvicted") > evicted0);
+  kiln_diskcache_close(dc);
+  /* at open: a cache already over the limit is cut when the last check is an hour old */
+  set_max_size("20K");
+  KT_EQ_INT(kiln_diskcache_open(dir, &dc, &err), KILN_OK); /* checked less than an hour ago: left */
+  kiln_diskcache_close(dc);
+  KT_CHECK(entry_exists(dir, 10) && entry_exists(dir, 1));
+  char stamp[1200];
+  snprintf(stamp, sizeof stamp, "%s/.size-checked", dir);
+  struct timespec old[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+  KT_CHECK(utimensat(AT_FDCWD, stamp, old, 0) == 0);
+  KT_EQ_INT(kiln_diskcache_open(dir, &dc, &err), KILN_OK);
+  kiln_diskcache_close(dc);
+  left = 0;
+  for (uint64_t k = 1; k <= 10; k++) left += entry_exists(dir, k);
+  KT_CHECK_MSG(left <= 1, "%d entries left under a 20K limit", left);
+  /* 0: no limit; a malformed value: the default (2 GiB) */
+  set_max_size("0");
+  KT_EQ_INT(kiln_diskcache_open(dir, &dc, &err), KILN_OK);
+  for (uint64_t k = 20; k <= 25; k++)
+    KT_EQ_INT(kiln_diskcache_store(dc, k, "m", k_src, strlen(k_src), so, sizeof so, &err), KILN_OK);
+  kiln_diskcache_close(dc);
+  for (uint64_t k = 20; k <= 25; k++) KT_CHECK(entry_exists(dir, k));
+  set_max_size("a lot");
+  KT_EQ_INT(kiln_diskcache_open(dir, &dc, &err), KILN_OK);
+  KT_EQ_INT(kiln_diskcache_store(dc, 30, "m", k_src, strlen(k_src), so, sizeof so, &err), KILN_OK);
+  kiln_diskcache_close(dc);
+  KT_CHECK(entry_exists(dir, 20) && entry_exists(dir, 30));
+  set_max_size(NULL);
+  kiln_fs_remove_tree(dir);
+}
+
 KT_TEST(fs_atomic_write_replaces_and_is_private) {
   char dir[1024];
   fresh_dir(dir, sizeof dir);
@@ -310,5 +399,6 @@ KT_TEST(fs_check_private_dir) {
 
 KT_MAIN(KT_CASE(entry_roundtrip), KT_CASE(every_truncation_is_corrupt), KT_CASE(every_single_bit_flip_is_corrupt),
         KT_CASE(parse_reasons_are_specific), KT_CASE(store_lookup_hit_miss_corrupt),
-        KT_CASE(stale_temp_files_are_swept), KT_CASE(abandoned_work_directories_are_swept), KT_CASE(fs_atomic_write_replaces_and_is_private),
+        KT_CASE(stale_temp_files_are_swept), KT_CASE(abandoned_work_directories_are_swept),
+        KT_CASE(cache_size_is_bounded_least_recently_used_first), KT_CASE(fs_atomic_write_replaces_and_is_private),
         KT_CASE(fs_remove_tree_does_not_follow_symlinks), KT_CASE(fs_check_private_dir))

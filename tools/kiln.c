@@ -99,8 +99,8 @@ static void kiln_cli_usage(FILE *f) {
   char doc[4200];
   kiln_cli_env_doc(doc, sizeof doc);
   fprintf(f, "\nenvironment: KILN_BACKEND, KILN_NUM_THREADS, KILN_CACHE_DIR, KILN_CC, KILN_CFLAGS,\n"
-             "KILN_METRICS, KILN_METRICS_FILE, KILN_GEMM, KILN_DISK_CACHE, KILN_DEBUG, KILN_DEBUG_FILE,\n"
-             "KILN_SAVE_GRAPHS, KILN_SAVE_GRAPHS_FMT (see %s)\n",
+             "KILN_CACHE_MAX_SIZE, KILN_METRICS, KILN_METRICS_FILE, KILN_GEMM, KILN_DISK_CACHE, KILN_DEBUG,\n"
+             "KILN_DEBUG_FILE, KILN_SAVE_GRAPHS, KILN_SAVE_GRAPHS_FMT (see %s)\n",
           doc);
 }
 

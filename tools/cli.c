@@ -131,3 +131,15 @@ int kiln_cli_check_output_dir(const char *cmd, const char *flag, const char *pat
   if (!ok) fprintf(stderr, "kiln %s: %s: cannot write to '%s': %s\n", cmd, flag, path, why);
   return ok ? 0 : -1;
 }
+
+static int g_stdout_errno; /* the first write error on stdout, 0 while none */
+
+int kiln_cli_stdout_ok(void) {
+  if (g_stdout_errno) return 0;
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout)) return 1;
+  g_stdout_errno = errno ? errno : EIO; /* ferror alone: the failed write's errno is gone */
+  return 0;
+}
+
+int kiln_cli_stdout_errno(void) { return g_stdout_errno; }

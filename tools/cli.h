@@ -38,4 +38,11 @@ int kiln_cli_check_output_file(const char *cmd, const char *flag, const char *pa
  * 'PATH': <why>" and returns -1. */
 int kiln_cli_check_output_dir(const char *cmd, const char *flag, const char *path);
 
+/* Whether everything written to stdout so far has reached its file: flushes
+ * it; 0 after a write error (then kiln_cli_stdout_errno says which; it
+ * stays 0 once so). A command that writes much checks it as it goes, to stop
+ * early; main checks it after every command. */
+int kiln_cli_stdout_ok(void);
+int kiln_cli_stdout_errno(void);
+
 #endif

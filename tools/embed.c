@@ -264,16 +264,14 @@ int kiln_cli_embed(int argc, char **argv) {
       free(s[i].emb);
     }
     free(s);
+    if (!rc && !kiln_cli_stdout_ok()) rc = 1; /* output that cannot be written: stop reading */
   }
   free(rd.line);
   if (o.stats && !rc && !o.ids_only)
     fprintf(stderr, "kiln embed: %lld sentences, %lld batches, %lld tokens, %lld with padding, %lld compiles\n",
             (long long)st.sentences, (long long)st.batches, (long long)st.tokens, (long long)st.padded,
             (long long)(kiln_counter_value("UncachedCompile") - compiles0));
-  if (fflush(stdout) || ferror(stdout)) {
-    fprintf(stderr, "kiln embed: writing the output: %s\n", strerror(errno));
-    rc = 1;
-  }
+  if (!kiln_cli_stdout_ok()) rc = 1; /* reported by main */
   kiln_bert_destroy(m);
   kiln_tokenizer_destroy(tok);
   kiln_shutdown();

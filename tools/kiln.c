@@ -10,7 +10,10 @@
  * Subcommands live in one table (kiln_cli_commands) so that later ones
  * (train, profile, graph diff) are one row and one function each. A bad
  * command line prints usage and exits 2; a subcommand that finds a problem
- * exits 1; nothing here aborts.
+ * exits 1; nothing here aborts. Standard output that cannot be written (a
+ * full disk, /dev/full, a closed pipe while SIGPIPE is ignored) is such a
+ * problem whatever the command: main reports it and exits 1 (`graph diff`:
+ * 2, its "cannot do it" status), never 0. SIGPIPE keeps its default action.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,6 +42,7 @@ typedef struct kiln_cli_command {
   const char *args;    /* argument synopsis for usage */
   const char *summary; /* one line */
   int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+  int trouble;                       /* the exit status when its output cannot be written */
 } kiln_cli_command;
 
 static int kiln_cli_version(int argc, char **argv);
@@ -46,17 +50,17 @@ static int kiln_cli_doctor(int argc, char **argv);
 static int kiln_cli_help(int argc, char **argv);
 
 static const kiln_cli_command kiln_cli_commands[] = {
-    {"version", "", "print the library version and the backends", kiln_cli_version},
-    {"doctor", "[--quick]", "check this machine: CPU, threads, GEMM, compiler, cache", kiln_cli_doctor},
+    {"version", "", "print the library version and the backends", kiln_cli_version, 1},
+    {"doctor", "[--quick]", "check this machine: CPU, threads, GEMM, compiler, cache", kiln_cli_doctor, 1},
     {"train", "[--model mlp|cnn|transformer] [...]", "train a classifier on Fashion-MNIST (--help for options)",
-     kiln_cli_train},
+     kiln_cli_train, 1},
     {"embed", "--model DIR [--batch N] [--ids]", "sentence embeddings of stdin's lines with a BERT model folder",
-     kiln_cli_embed},
-    {"graph", "diff A B", "compare two graphs dumped with KILN_SAVE_GRAPHS", kiln_cli_graph},
-    {"ops", "[--markdown]", "list kiln's ops: kind, arity, public functions, dtypes, gradient, doc", kiln_cli_ops},
+     kiln_cli_embed, 1},
+    {"graph", "diff A B", "compare two graphs dumped with KILN_SAVE_GRAPHS", kiln_cli_graph, 2},
+    {"ops", "[--markdown]", "list kiln's ops: kind, arity, public functions, dtypes, gradient, doc", kiln_cli_ops, 1},
     {"profile", "capture|summary [...]", "capture a profile from a running program, or summarize one",
-     kiln_cli_profile},
-    {"help", "", "print this message", kiln_cli_help},
+     kiln_cli_profile, 1},
+    {"help", "", "print this message", kiln_cli_help, 1},
 };
 enum { KILN_CLI_N_COMMANDS = sizeof kiln_cli_commands / sizeof kiln_cli_commands[0] };
 
@@ -335,16 +339,27 @@ static int kiln_cli_doctor(int argc, char **argv) {
 
 /* ───────────── main ───────────── */
 
+/* rc, or `trouble` (when rc is less) after reporting that standard output
+ * could not be written. */
+static int kiln_cli_finish(const char *cmd, int rc, int trouble) {
+  if (kiln_cli_stdout_ok()) return rc;
+  fprintf(stderr, "kiln%s%s: cannot write standard output: %s\n", cmd ? " " : "", cmd ? cmd : "",
+          strerror(kiln_cli_stdout_errno()));
+  return rc < trouble ? trouble : rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return kiln_cli_usage_error("%s", "missing command");
   const char *cmd = argv[1];
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
     if (argc > 2) return kiln_cli_usage_error("--version takes no arguments (got '%s')", argv[2]);
-    return kiln_cli_version(1, argv + 1);
+    return kiln_cli_finish(NULL, kiln_cli_version(1, argv + 1), KILN_CLI_PROBLEM);
   }
-  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return kiln_cli_help(argc - 1, argv + 1);
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
+    return kiln_cli_finish(NULL, kiln_cli_help(argc - 1, argv + 1), KILN_CLI_PROBLEM);
   for (int i = 0; i < KILN_CLI_N_COMMANDS; i++)
-    if (strcmp(cmd, kiln_cli_commands[i].name) == 0) return kiln_cli_commands[i].run(argc - 1, argv + 1);
+    if (strcmp(cmd, kiln_cli_commands[i].name) == 0)
+      return kiln_cli_finish(cmd, kiln_cli_commands[i].run(argc - 1, argv + 1), kiln_cli_commands[i].trouble);
   if (cmd[0] == '-') return kiln_cli_usage_error("unknown option '%s'", cmd);
   return kiln_cli_usage_error("unknown command '%s'", cmd);
 }

@@ -1,0 +1,106 @@
+/* End-to-end: the `kiln` program on inputs and arguments nobody meant to
+ * give it. The oracle is the command-line contract (tools/kiln.c): a bad
+ * argument or input is a clear error naming it, with a meaningful exit
+ * status (2 usage, 1 a problem; `graph diff` 2), never a crash, never
+ * success when the output could not be written, and memory bounded by
+ * what the input holds. `kiln embed --ids` runs on a small vocabulary
+ * written here (a model folder needs only vocab.txt for ids): no model
+ * download. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kt.h"
+
+static char g_bin[4096]; /* <build>/bin */
+static char g_tmp[4096]; /* a scratch directory of this run */
+
+static void cleanup(void) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+  if (g_tmp[0] && system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_tmp);
+}
+
+static void setup(void) {
+  if (g_bin[0]) return;
+  ssize_t n = readlink("/proc/self/exe", g_bin, sizeof g_bin - 1);
+  g_bin[n > 0 ? n : 0] = 0;
+  for (int i = 0; i < 2; i++) { /* <build>/bin/tests/test_cli_inputs -> <build>/bin */
+    char *s = strrchr(g_bin, '/');
+    if (s) *s = 0;
+  }
+  const char *t = getenv("TMPDIR");
+  snprintf(g_tmp, sizeof g_tmp, "%s/kiln-cli-inputs-XXXXXX", t && *t ? t : "/tmp");
+  if (!mkdtemp(g_tmp)) KT_FAIL("mkdtemp %s", g_tmp);
+  atexit(cleanup);
+  /* a vocabulary for `embed --ids` */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model", g_tmp);
+  mkdir(path, 0700);
+  snprintf(path, sizeof path, "%s/model/vocab.txt", g_tmp);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld\n##s\n", f);
+    fclose(f);
+  }
+}
+
+/* Run a shell command (sh -c) with stderr merged into stdout, read into out
+ * (cap bytes); returns the exit status (-1 if it did not exit). */
+static int run_cmd(const char *cmd, char *out, size_t cap) {
+  char full[12300];
+  snprintf(full, sizeof full, "{ %s ; } 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  while (fgetc(p) != EOF) {
+  }
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Every command's output to a full device: an error naming the write, and
+ * exit status 1 (graph: 2), not 0. */
+KT_TEST(output_to_a_full_device_fails) {
+  setup();
+  static const struct {
+    const char *args;
+    int status;
+  } cases[] = {{"version", 1}, {"--version", 1}, {"help", 1},        {"ops", 1},
+               {"ops --markdown", 1}, {"graph --help", 2}, {"train --help", 1}, {"embed --help", 1}};
+  char cmd[12288], out[8192];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(cmd, sizeof cmd, "'%s/kiln' %s > /dev/full", g_bin, cases[i].args);
+    KT_EQ_INT(run_cmd(cmd, out, sizeof out), cases[i].status);
+    KT_STR_CONTAINS(out, "cannot write standard output: No space left on device");
+    snprintf(cmd, sizeof cmd, "'%s/kiln' %s > /dev/null", g_bin, cases[i].args);
+    KT_EQ_INT(run_cmd(cmd, out, sizeof out), 0);
+  }
+  snprintf(cmd, sizeof cmd, "printf 'hello\\n' | '%s/kiln' embed --model '%s/model' --ids > /dev/full", g_bin, g_tmp);
+  KT_EQ_INT(run_cmd(cmd, out, sizeof out), 1);
+  KT_STR_CONTAINS(out, "kiln embed: cannot write standard output: No space left on device");
+}
+
+/* A reader that goes away while SIGPIPE is ignored (as under Python's
+ * subprocess with restore_signals=False): embed stops at the next chunk
+ * with status 1 and says why, instead of reading all its input. */
+KT_TEST(embed_stops_when_its_reader_goes_away) {
+  setup();
+  char cmd[12288], out[8192];
+  snprintf(cmd, sizeof cmd,
+           "trap '' PIPE; yes 'hello worlds' | head -n 400000 | "
+           "{ '%s/kiln' embed --model '%s/model' --ids; echo \"kiln status $?\" >&2; } | head -n 1",
+           g_bin, g_tmp);
+  run_cmd(cmd, out, sizeof out);
+  KT_STR_CONTAINS(out, "2 5 6 7 3\n");
+  KT_STR_CONTAINS(out, "kiln embed: cannot write standard output: Broken pipe");
+  KT_STR_CONTAINS(out, "kiln status 1");
+}
+
+KT_MAIN(KT_CASE(output_to_a_full_device_fails), KT_CASE(embed_stops_when_its_reader_goes_away))

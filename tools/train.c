@@ -103,6 +103,16 @@ static int parse_value(train_opts *o, const char *a, const char *v) {
   return 0;
 }
 
+/* The options that take a value (parse_value's). */
+static int takes_value(const char *a) {
+  static const char *const names[] = {"--model", "--optim", "--data", "--logdir", "--checkpoint", "--amp",
+                                      "--epochs", "--eval-every", "--max-steps", "--rows", "--batch", "--lr",
+                                      "--weight-decay", "--seed"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(a, names[i])) return 1;
+  return 0;
+}
+
 /* 0: run; 1: --help was printed; 2: a usage error (printed). */
 static int parse_opts(int argc, char **argv, train_opts *o) {
   *o = (train_opts){.model = "mlp", .optim = "adamw", .batch = 128, .lr = 1e-3, .weight_decay = 0.01, .seed = 1,
@@ -116,6 +126,10 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
       return 1;
     } else if (a[0] != '-' || a[1] != '-') {
       fprintf(stderr, "kiln train: unexpected argument '%s' (options start with --)\n\n", a);
+      usage(stderr);
+      return 2;
+    } else if (!takes_value(a)) {
+      fprintf(stderr, "kiln train: unknown option '%s'\n\n", a);
       usage(stderr);
       return 2;
     } else if (i + 1 >= argc) {
@@ -345,15 +359,28 @@ typedef struct train_progress {
   double t_last, acc, eval_loss;
   int64_t last_step;
   int epoch;
+  int diverged; /* the loss became NaN or infinite: no checkpoint, status 1 */
 } train_progress;
 
 /* The progress line and the periodic evaluation after step `step`; 1 when
  * the evaluation failed. */
 static int after_step(const train_opts *o, train_ctx *c, train_progress *p, int64_t step, int64_t total,
                       int64_t eval_every, double lr) {
+  double l = 0;
+  if (step % 50 == 0 || step == total) {
+    /* every rank reads the same (averaged) loss: all stop together */
+    l = kiln_item_f64(c->loss_kept);
+    if (!isfinite(l) && kiln_last_status() == KILN_OK) {
+      if (o->rank == 0)
+        fprintf(stderr, "%skiln train: the training loss is %g at step %lld: training diverged (try a smaller --lr)\n",
+                !o->quiet && isatty(STDOUT_FILENO) ? "\n" : "", l, (long long)step);
+      p->diverged = 1;
+      return 1;
+    }
+  }
   if (o->rank != 0) return 0; /* rank 0 prints, evaluates and logs */
   if (step % 50 == 0 || step == total) {
-    double l = kiln_item_f64(c->loss_kept), t = now_s();
+    double t = now_s();
     double ex_s = (double)(step - p->last_step) * o->batch / (t - p->t_last);
     progress(o, step, total, p->epoch, l, ex_s, (double)(total - step) * o->batch / (ex_s > 0 ? ex_s : 1));
     if (c->sw) {
@@ -366,6 +393,12 @@ static int after_step(const train_opts *o, train_ctx *c, train_progress *p, int6
   }
   if (step % eval_every == 0 || step == total) {
     if (evaluate(c->m, c->tb, o->amp, &p->acc, &p->eval_loss)) return 1;
+    if (step == total && !isfinite(p->eval_loss)) { /* the last update's result: the training loss came before it */
+      fprintf(stderr, "kiln train: the test loss is %g after the last step: training diverged (try a smaller --lr)\n",
+              p->eval_loss);
+      p->diverged = 1;
+      return 1;
+    }
     if (!o->quiet)
       printf("%sevaluation after %lld steps: test accuracy %.2f%%, test loss %.4f\n",
              isatty(STDOUT_FILENO) ? "\n" : "", (long long)step, p->acc * 100, p->eval_loss);
@@ -463,8 +496,8 @@ int kiln_cli_train(int argc, char **argv) {
     if (after_step(&o, &c, &p, step, total, eval_every, lr)) break;
   }
   double wall = now_s() - t0;
-  int ok = kiln_last_status() == KILN_OK && step == total;
-  if (!ok) {
+  int ok = kiln_last_status() == KILN_OK && step == total && !p.diverged;
+  if (!ok && !p.diverged) {
     char who[32] = ""; /* kiln's own lines carry the rank too (docs/distributed.md) */
     if (o.world > 1) snprintf(who, sizeof who, "[rank %d] ", o.rank);
     fprintf(stderr, "%skiln train: stopped at step %lld: %s\n", who, (long long)step, kiln_cli_error_message());
@@ -477,8 +510,9 @@ int kiln_cli_train(int argc, char **argv) {
     fprintf(stderr, "kiln train: checkpoint not written: %s\n", kiln_cli_error_message());
     ok = 0;
   }
-  printf("\nfinal test accuracy %.2f%% (test loss %.4f) after %lld steps in %.1f s\n", p.acc * 100, p.eval_loss,
-         (long long)step, wall);
+  if (!p.diverged)
+    printf("\nfinal test accuracy %.2f%% (test loss %.4f) after %lld steps in %.1f s\n", p.acc * 100, p.eval_loss,
+           (long long)step, wall);
   if (ok) printf("checkpoint: %s\n", ckpt);
   if (c.sw) printf("TensorBoard logs: %s (tensorboard --logdir %s)\n", kiln_summary_path(c.sw), o.logdir);
   report(wall);

@@ -17,8 +17,8 @@
 
 #include "kt.h"
 
-static char g_bin[4096]; /* <build>/bin */
-static char g_tmp[4096]; /* a scratch directory of this run */
+static char g_bin[1024]; /* <build>/bin */
+static char g_tmp[1024]; /* a scratch directory of this run */
 
 static void cleanup(void) {
   char cmd[4200];
@@ -103,4 +103,86 @@ KT_TEST(embed_stops_when_its_reader_goes_away) {
   KT_STR_CONTAINS(out, "kiln status 1");
 }
 
-KT_MAIN(KT_CASE(output_to_a_full_device_fails), KT_CASE(embed_stops_when_its_reader_goes_away))
+/* An IDX file (big-endian magic and dims) of n bytes of data. */
+static void write_idx(const char *path, int rank, const int *dims, const unsigned char *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    KT_FAIL("cannot write %s", path);
+    return;
+  }
+  unsigned char head[4] = {0, 0, 0x08, (unsigned char)rank};
+  fwrite(head, 1, 4, f);
+  for (int i = 0; i < rank; i++) {
+    unsigned char d[4] = {0, 0, (unsigned char)(dims[i] >> 8), (unsigned char)dims[i]};
+    fwrite(d, 1, 4, f);
+  }
+  fwrite(data, 1, n, f);
+  fclose(f);
+}
+
+/* A Fashion-MNIST directory of 16 random 28x28 images (train and test). */
+static void write_tiny_fashion_mnist(const char *dir) {
+  mkdir(dir, 0700);
+  static unsigned char img[16 * 28 * 28], lab[16];
+  unsigned x = 12345;
+  for (size_t i = 0; i < sizeof img; i++) img[i] = (unsigned char)((x = x * 1103515245u + 12345u) >> 24);
+  for (int i = 0; i < 16; i++) lab[i] = (unsigned char)(i % 10);
+  char path[4300];
+  for (int t = 0; t < 2; t++) {
+    const char *pre = t ? "t10k" : "train";
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, pre);
+    write_idx(path, 3, (const int[]){16, 28, 28}, img, sizeof img);
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, pre);
+    write_idx(path, 1, (const int[]){16}, lab, sizeof lab);
+  }
+}
+
+/* A learning rate that makes the loss NaN: status 1, a message that says
+ * so, and no checkpoint (it would hold NaN weights). */
+KT_TEST(train_refuses_a_diverged_run) {
+  setup();
+  char cmd[12288], out[8192], data[1200], ckpt[1200];
+  snprintf(data, sizeof data, "%s/fm", g_tmp);
+  write_tiny_fashion_mnist(data);
+  snprintf(ckpt, sizeof ckpt, "%s/ckpt/m.safetensors", g_tmp);
+  char ckdir[1200];
+  snprintf(ckdir, sizeof ckdir, "%s/ckpt", g_tmp);
+  mkdir(ckdir, 0700);
+  static const char *const steps[] = {"1", "3"}; /* 1: only the final evaluation sees the NaN weights */
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, "'%s/kiln' train --quiet --data '%s' --batch 4 --max-steps %s --lr 1e30 --checkpoint '%s'",
+             g_bin, data, steps[i], ckpt);
+    KT_EQ_INT(run_cmd(cmd, out, sizeof out), 1);
+    KT_STR_CONTAINS(out, "training diverged (try a smaller --lr)");
+    KT_CHECK_MSG(strstr(out, "final test accuracy") == NULL, "%s", out);
+    KT_CHECK_MSG(access(ckpt, F_OK) != 0, "a checkpoint was written after: %s", out);
+  }
+  snprintf(cmd, sizeof cmd, "ls -A '%s'", ckdir);
+  KT_EQ_INT(run_cmd(cmd, out, sizeof out), 0);
+  KT_CHECK_MSG(out[0] == 0, "left in the checkpoint's directory: %s", out);
+  /* the same data with a sane rate trains and checkpoints */
+  snprintf(cmd, sizeof cmd, "'%s/kiln' train --quiet --data '%s' --batch 4 --max-steps 2 --checkpoint '%s'", g_bin,
+           data, ckpt);
+  KT_EQ_INT(run_cmd(cmd, out, sizeof out), 0);
+  KT_CHECK(access(ckpt, F_OK) == 0);
+}
+
+/* An unknown option is called one, wherever it stands (at the end it was
+ * "needs a value"). */
+KT_TEST(train_names_an_unknown_option) {
+  setup();
+  static const char *const args[] = {"--bogus", "--epochs 3 --bogus", "--bogus 3", "--max-steps 1 --resume"};
+  char cmd[12288], out[8192];
+  for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+    snprintf(cmd, sizeof cmd, "'%s/kiln' train %s", g_bin, args[i]);
+    KT_EQ_INT(run_cmd(cmd, out, sizeof out), 2);
+    KT_STR_CONTAINS(out, "kiln train: unknown option '--");
+    KT_CHECK_MSG(strstr(out, "needs a value") == NULL, "%s: %s", args[i], out);
+  }
+  snprintf(cmd, sizeof cmd, "'%s/kiln' train --lr", g_bin);
+  KT_EQ_INT(run_cmd(cmd, out, sizeof out), 2);
+  KT_STR_CONTAINS(out, "kiln train: --lr needs a value");
+}
+
+KT_MAIN(KT_CASE(output_to_a_full_device_fails), KT_CASE(embed_stops_when_its_reader_goes_away),
+        KT_CASE(train_refuses_a_diverged_run), KT_CASE(train_names_an_unknown_option))

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -636,13 +637,21 @@ kiln_status kiln_graphtext_parse(const char *text, size_t len, const char *name,
 
 kiln_status kiln_graphtext_load(const char *path, kiln_graphtext *out, kiln_err *err) {
   if (out) memset(out, 0, sizeof *out);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* A blocking open: a FIFO waits for its writer, as with cat, so that
+   * `kiln graph diff <(...) <(...)` reads pipes. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return kiln_err_set(err, KILN_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    close(fd);
+    return kiln_err_set(err, KILN_ERR_IO, "%s: is a directory, not a graph file", path);
+  }
   uint8_t *data = NULL;
   size_t n = 0;
-  kiln_status st = kiln_fs_read_fd(fd, KILN_GRAPHTEXT_MAX_BYTES, &data, &n, err);
+  kiln_err rerr = {0};
+  kiln_status st = kiln_fs_read_fd(fd, KILN_GRAPHTEXT_MAX_BYTES, &data, &n, &rerr);
   close(fd);
-  if (st != KILN_OK) return st;
+  if (st != KILN_OK) return kiln_err_set(err, st, "%s: %s", path, rerr.msg); /* which file, not just why */
   st = kiln_graphtext_parse((const char *)data, n, path, out, err);
   free(data);
   return st;

@@ -65,6 +65,14 @@ static int run_cmd(const char *cmd, char *out, size_t cap) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static void write_file(const char *name, const char *data, size_t n) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, n, f) != n) KT_FAIL("cannot write %s", path);
+  if (f) fclose(f);
+}
+
 /* Every command's output to a full device: an error naming the write, and
  * exit status 1 (graph: 2), not 0. */
 KT_TEST(output_to_a_full_device_fails) {
@@ -184,5 +192,42 @@ KT_TEST(train_names_an_unknown_option) {
   KT_STR_CONTAINS(out, "kiln train: --lr needs a value");
 }
 
+static const char k_graph[] = "# kiln graph dump, text format v1 (docs/graphs.md)\nkey 0x1\n"
+                               "cause step marker at x.c:1\ngraph 0x2: 3 nodes, 2 inputs, 1 outputs\n"
+                               "%0 = leaf f32[4] input=0 @ x.c:1\n%1 = leaf f32[4] input=1 @ x.c:2\n"
+                               "%2 = add f32[4] %0, %1 @ x.c:3\ninputs: %0 %1\noutputs: %2\n";
+
+/* graph diff on files that are no graphs: status 2 and a message that
+ * names the file; the same file twice, or one read from a pipe, is equal. */
+KT_TEST(graph_diff_names_the_unusable_file) {
+  setup();
+  write_file("g.txt", k_graph, sizeof k_graph - 1);
+  write_file("empty.txt", "", 0);
+  write_file("cut.txt", k_graph, 150);
+  write_file("junk.bin", "\x7f\x00\xff\x12garbage\n\x01", 14);
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/adir", g_tmp);
+  mkdir(dir, 0700);
+  static const struct {
+    const char *file, *says;
+  } bad[] = {{"empty.txt", "empty.txt:1: "}, {"cut.txt", "cut.txt:5: "},    {"junk.bin", "junk.bin:1: "},
+             {"adir", "adir: is a directory, not a graph file"}, {"nonexistent", "cannot open "}};
+  char cmd[12288], out[8192];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/kiln' graph diff g.txt %s", g_tmp, g_bin, bad[i].file);
+    KT_EQ_INT(run_cmd(cmd, out, sizeof out), 2);
+    KT_STR_CONTAINS(out, bad[i].says);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/kiln' graph diff %s g.txt", g_tmp, g_bin, bad[i].file);
+    KT_EQ_INT(run_cmd(cmd, out, sizeof out), 2);
+    KT_STR_CONTAINS(out, bad[i].says);
+  }
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s/kiln' graph diff g.txt g.txt", g_tmp, g_bin);
+  KT_EQ_INT(run_cmd(cmd, out, sizeof out), 0);
+  KT_STR_CONTAINS(out, "no differences");
+  snprintf(cmd, sizeof cmd, "cd '%s' && cat g.txt | '%s/kiln' graph diff /dev/stdin g.txt", g_tmp, g_bin);
+  KT_EQ_INT(run_cmd(cmd, out, sizeof out), 0);
+}
+
 KT_MAIN(KT_CASE(output_to_a_full_device_fails), KT_CASE(embed_stops_when_its_reader_goes_away),
-        KT_CASE(train_refuses_a_diverged_run), KT_CASE(train_names_an_unknown_option))
+        KT_CASE(train_refuses_a_diverged_run), KT_CASE(train_names_an_unknown_option),
+        KT_CASE(graph_diff_names_the_unusable_file))

@@ -398,38 +398,60 @@ static void wordpiece(const kiln_tokenizer *t, const int32_t *w, size_t nw, sink
   }
 }
 
+/* A word being gathered, possibly across segments: its first
+ * KILN_TOKENIZER_MAX_WORD_CHARS + 1 code points (one more makes it [UNK])
+ * and its length. */
+typedef struct word {
+  int32_t c[KILN_TOKENIZER_MAX_WORD_CHARS + 1];
+  size_t n;
+} word;
+
+static void word_end(const kiln_tokenizer *t, word *w, sink *k) {
+  if (w->n && k->pieces_left > 0) wordpiece(t, w->c, w->n, k);
+  w->n = 0;
+}
+
 /* Step 5: split on whitespace and punctuation, each word to step 6, until
- * truncation says stop. */
-static void split_words(const kiln_tokenizer *t, const cpvec *s, sink *k) {
-  size_t i = 0;
-  while (i < s->n && k->pieces_left > 0) {
+ * truncation says stop. The segment's last word stays in *w: the next
+ * segment may go on with it. */
+static void split_words(const kiln_tokenizer *t, const cpvec *s, word *w, sink *k) {
+  for (size_t i = 0; i < s->n && k->pieces_left > 0; i++) {
     int32_t c = s->v[i];
-    if (is_space(c)) {
-      i++;
-    } else if (is_punct(c)) {
-      wordpiece(t, &s->v[i], 1, k);
-      i++;
+    if (is_space(c) || is_punct(c)) {
+      word_end(t, w, k);
+      if (is_punct(c) && k->pieces_left > 0) wordpiece(t, &c, 1, k);
     } else {
-      size_t j = i;
-      while (j < s->n && !is_space(s->v[j]) && !is_punct(s->v[j])) j++;
-      wordpiece(t, &s->v[i], j - i, k);
-      i = j;
+      if (w->n <= KILN_TOKENIZER_MAX_WORD_CHARS) w->c[w->n] = c;
+      w->n++;
     }
   }
 }
 
+/* Whether the text may be cut before code point c, each side normalized on
+ * its own: whitespace, punctuation and CJK ideographs (a word starts there
+ * whatever precedes it), or, inside a word, a code point that cleaning keeps
+ * and whose decomposition starts with a starter (canonical ordering never
+ * moves a mark across it; every other step maps one code point at a time).
+ * Cut inside a word, the word goes on in the next segment (struct word). */
+static bool cut_before(int32_t c) {
+  if (kiln_bert_char_class(c) & (BC_SPACE | BC_PUNCT | BC_CJK)) return true;
+  if (is_control(c)) return false;
+  int32_t d[32];
+  int bound = 0;
+  utf8proc_ssize_t k = utf8proc_decompose_char(c, d, 32, UTF8PROC_DECOMPOSE, &bound);
+  return k >= 1 && k <= 32 && ccc(d[0]) == 0;
+}
+
 /* Where the segment of valid UTF-8 s[at..len) that starts at `at` ends: the
- * first code point, SEGMENT_BYTES or more past `at`, that is whitespace,
- * punctuation or a CJK ideograph, else len. Such a code point starts a word
- * whatever precedes it (no control joins across it, it is a starter, so
- * canonical ordering does not cross it, and its decomposition, if any, is
- * of the same class), so the segments normalize and split as the whole. */
+ * first code point SEGMENT_BYTES or more past `at` before which the text
+ * may be cut (cut_before), else len. A segment is normalized at a time: a
+ * long line, or a long word, costs memory for one segment. */
 enum { SEGMENT_BYTES = 4096 };
 static size_t segment_end(const uint8_t *s, size_t len, size_t at) {
   for (size_t i = at; i < len;) {
     int32_t c;
     utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
-    if (i - at >= SEGMENT_BYTES && (kiln_bert_char_class(c) & (BC_SPACE | BC_PUNCT | BC_CJK))) return i;
+    if (i - at >= SEGMENT_BYTES && cut_before(c)) return i;
     i += (size_t)(k > 0 ? k : 1);
   }
   return len;
@@ -461,6 +483,7 @@ static bool encode_text(const kiln_tokenizer *t, const uint8_t *s, size_t at, si
   /* Normalize and split a segment at a time, and stop once truncation has
    * all its pieces: a long line costs memory for one segment (not ~9 bytes
    * per byte of the line) and time for what is kept. */
+  word w = {.n = 0};
   while (at < end && k->pieces_left > 0) {
     size_t e = segment_end(s, end, at);
     cpvec norm = {0};
@@ -468,10 +491,11 @@ static bool encode_text(const kiln_tokenizer *t, const uint8_t *s, size_t at, si
       free(norm.v);
       return false;
     }
-    split_words(t, &norm, k);
+    split_words(t, &norm, &w, k);
     free(norm.v);
     at = e;
   }
+  word_end(t, &w, k);
   return true;
 }
 

@@ -192,6 +192,57 @@ KT_TEST(train_names_an_unknown_option) {
   KT_STR_CONTAINS(out, "kiln train: --lr needs a value");
 }
 
+/* Run cmd in a child of a child, so that RUSAGE_CHILDREN counts it alone:
+ * its exit status; *max_rss_kb the largest resident size among its
+ * processes. */
+static int run_measured(const char *cmd, char *out, size_t cap, long *max_rss_kb) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    long r[2] = {run_cmd(cmd, out, cap), 0};
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0) r[1] = ru.ru_maxrss;
+    if (write(fds[1], r, sizeof r) != (ssize_t)sizeof r) _exit(1);
+    if (write(fds[1], out, strlen(out) + 1) < 0) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  long r[2] = {-1, 0};
+  if (pid < 0 || read(fds[0], r, sizeof r) != (ssize_t)sizeof r) r[0] = -1;
+  ssize_t n = pid < 0 ? 0 : read(fds[0], out, cap - 1);
+  out[n > 0 ? n : 0] = 0;
+  close(fds[0]);
+  if (pid > 0) waitpid(pid, NULL, 0);
+  *max_rss_kb = r[1];
+  return (int)r[0];
+}
+
+/* A 32 MiB line that is one word: [UNK], with memory for the line and a
+ * segment of it (it took ~9 bytes per byte: 280 MiB for 30 MB). Words cut
+ * into segments keep their ids: controls inside a word are dropped, and
+ * the pieces on either side of a cut are one word. */
+KT_TEST(embed_long_word_memory_is_bounded) {
+  setup();
+  char cmd[12288], out[8192];
+  long rss = 0;
+  snprintf(cmd, sizeof cmd, "head -c 33554432 /dev/zero | tr '\\0' x | '%s/kiln' embed --model '%s/model' --ids",
+           g_bin, g_tmp);
+  KT_EQ_INT(run_measured(cmd, out, sizeof out, &rss), 0);
+  KT_CHECK_MSG(strcmp(out, "2 1 3\n") == 0, "got: %.200s", out);
+  KT_CHECK_MSG(rss > 0 && rss < 3 * 32768, "max RSS %ld KiB for a 32 MiB line", rss);
+  /* 6000 controls, then hello: one word, the controls dropped; a word cut
+   * by 5000 controls; a 5000-letter word then a short one */
+  snprintf(cmd, sizeof cmd,
+           "{ head -c 6000 /dev/zero | tr '\\0' '\\001'; printf 'hello\\n'; printf 'hel'; "
+           "head -c 5000 /dev/zero | tr '\\0' '\\001'; printf 'lo worlds\\n'; head -c 5000 /dev/zero | tr '\\0' a; "
+           "printf ' hello\\n'; } | '%s/kiln' embed --model '%s/model' --ids",
+           g_bin, g_tmp);
+  KT_EQ_INT(run_cmd(cmd, out, sizeof out), 0);
+  KT_CHECK_MSG(strcmp(out, "2 5 3\n2 5 6 7 3\n2 1 5 3\n") == 0, "got: %.200s", out);
+}
+
 static const char k_graph[] = "# kiln graph dump, text format v1 (docs/graphs.md)\nkey 0x1\n"
                                "cause step marker at x.c:1\ngraph 0x2: 3 nodes, 2 inputs, 1 outputs\n"
                                "%0 = leaf f32[4] input=0 @ x.c:1\n%1 = leaf f32[4] input=1 @ x.c:2\n"
@@ -230,4 +281,4 @@ KT_TEST(graph_diff_names_the_unusable_file) {
 
 KT_MAIN(KT_CASE(output_to_a_full_device_fails), KT_CASE(embed_stops_when_its_reader_goes_away),
         KT_CASE(train_refuses_a_diverged_run), KT_CASE(train_names_an_unknown_option),
-        KT_CASE(graph_diff_names_the_unusable_file))
+        KT_CASE(graph_diff_names_the_unusable_file), KT_CASE(embed_long_word_memory_is_bounded))

@@ -7,7 +7,7 @@
  * model.safetensors; the default --max-length and the tokenizer's
  * lower-casing and accent stripping are sentence-transformers': from
  * sentence_bert_config.json, tokenizer_config.json, config.json). Input is
- * read 64 batches at a time (memory bounded by that, not by the input), and
+ * read 64 batches (at most 8192 sentences) at a time (memory bounded by that, not by the input), and
  * in each such chunk sentences are sorted by length and batched (--batch,
  * default 32) so that padding is small. An error (invalid UTF-8, a line
  * longer than the model's positions) stops the run with status 1 after the
@@ -215,7 +215,16 @@ static int embed_chunk(const embed_opts *o, const kiln_bert *m, sentence *s, int
  * memory is bounded by the chunk, not by the input (a sentence's ids and
  * embedding take ~3.5 KB for MiniLM: 10 million lines would be 35 GB). The
  * embeddings do not depend on the batching. */
-enum { CHUNK_BATCHES = 64 };
+enum { CHUNK_BATCHES = 64, CHUNK_MAX_SENTENCES = 8192 };
+
+/* Sentences per chunk: 64 batches, but at most 8192 sentences (a large
+ * --batch held 64 x 4096 sentences' embeddings, 600 MB for 100k empty
+ * lines) unless one batch is larger. */
+static int64_t chunk_sentences(long long batch) {
+  int64_t n = (int64_t)batch * CHUNK_BATCHES;
+  if (n > CHUNK_MAX_SENTENCES) n = batch > CHUNK_MAX_SENTENCES ? batch : CHUNK_MAX_SENTENCES;
+  return n;
+}
 
 int kiln_cli_embed(int argc, char **argv) {
   embed_opts o = {.batch = 32};
@@ -246,7 +255,7 @@ int kiln_cli_embed(int argc, char **argv) {
   int rc = 0;
   while (!rc && !rd.eof) {
     sentence *s = NULL;
-    int64_t first = rd.lineno, n = read_sentences(&rd, tok, o.max_len, o.batch * CHUNK_BATCHES, &s);
+    int64_t first = rd.lineno, n = read_sentences(&rd, tok, o.max_len, chunk_sentences(o.batch), &s);
     if (n < 0) {
       rc = 1;
       break;

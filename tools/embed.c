@@ -131,8 +131,9 @@ fail:
 
 static sentence *g_sort_base;
 static int by_length(const void *a, const void *b) {
-  int64_t x = g_sort_base[*(const int64_t *)a].n, y = g_sort_base[*(const int64_t *)b].n;
-  return x < y ? -1 : x > y ? 1 : (*(const int64_t *)a > *(const int64_t *)b) - (*(const int64_t *)a < *(const int64_t *)b);
+  int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+  int64_t x = g_sort_base[i].n, y = g_sort_base[j].n;
+  return x < y ? -1 : x > y ? 1 : (i > j) - (i < j);
 }
 
 /* Embed sentences order[0..count) as one ragged batch (kiln_bert_embed_ragged:

@@ -158,8 +158,9 @@ KT_TEST(train_refuses_a_diverged_run) {
   mkdir(ckdir, 0700);
   static const char *const steps[] = {"1", "3"}; /* 1: only the final evaluation sees the NaN weights */
   for (int i = 0; i < 2; i++) {
-    snprintf(cmd, sizeof cmd, "'%s/kiln' train --quiet --data '%s' --batch 4 --max-steps %s --lr 1e30 --checkpoint '%s'",
-             g_bin, data, steps[i], ckpt);
+    snprintf(cmd, sizeof cmd,
+             "'%s/kiln' train --quiet --data '%s' --batch 4 --max-steps %s --lr 1e30 --checkpoint '%s'", g_bin,
+             data, steps[i], ckpt);
     KT_EQ_INT(run_cmd(cmd, out, sizeof out), 1);
     KT_STR_CONTAINS(out, "training diverged (try a smaller --lr)");
     KT_CHECK_MSG(strstr(out, "final test accuracy") == NULL, "%s", out);

@@ -180,14 +180,35 @@ static void pack_a(int ta, const uint16_t *a, int64_t lda, int64_t i0, int64_t m
   }
 }
 
+/* The smallest nonzero magnitude (the bits below the sign) of bf16 values,
+ * kept while packing as its value minus 1 in 16-bit lanes, so that a zero
+ * (0 - 1 = 0xffff) never wins: one and, one subtract, one min per 32
+ * values. mag_field turns it into the smallest exponent field (255 when
+ * every value is zero; 0: a subnormal). */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m512i mag_add(__m512i lo, __m512i v) {
+  return _mm512_min_epu16(lo, _mm512_sub_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x7fff)), _mm512_set1_epi16(1)));
+}
+static inline unsigned mag_one(unsigned lo, uint16_t h) {
+  unsigned m = (unsigned)(uint16_t)((h & 0x7fffu) - 1u);
+  return m < lo ? m : lo;
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static int mag_field(__m512i lo, unsigned m) {
+  uint16_t w[32];
+  _mm512_storeu_si512(w, lo);
+  for (int x = 0; x < 32; x++) m = w[x] < m ? w[x] : m;
+  return m == 0xffffu ? 0xff : (int)((m + 1) >> 7);
+}
+
 /* NR-column panels [j, j+cols) (cols a multiple of NR), k-pairs [0, kp)
  * of a full block (2·kp == kc). B not transposed: rows k and k+1 are
  * interleaved 16 columns at a time, a pair of rows into every panel before
  * the next pair (the rows are read in order); transposed: a (k, k+1) pair
  * is one 32-bit word, a panel the transpose of NR rows of those words. */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_b_full(int tb, const uint16_t *b, int64_t ldb,
-                                                                             int64_t k0, int64_t kp, int64_t j,
-                                                                             int64_t cols, uint16_t *p) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static int pack_b_full(int tb, const uint16_t *b, int64_t ldb,
+                                                                            int64_t k0, int64_t kp, int64_t j,
+                                                                            int64_t cols, uint16_t *p) {
+  __m512i em = _mm512_set1_epi16(-1);
+  unsigned m = 0xffffu;
   if (!tb) {
     for (int64_t q = 0; q < kp; q++) {
       const uint16_t *r0 = b + (k0 + 2 * q) * ldb + j, *r1 = r0 + ldb;
@@ -196,11 +217,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_b_full(int
         for (int h = 0; h < NR; h += 16) {
           __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(r0 + c0 + h)));
           __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(r1 + c0 + h)));
-          _mm512_storeu_si512(o + 2 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+          __m512i w = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+          em = mag_add(em, w);
+          _mm512_storeu_si512(o + 2 * h, w);
         }
       }
     }
-    return;
+    return mag_field(em, m);
   }
   for (int64_t c0 = 0; c0 < cols; c0 += NR) {
     uint32_t *w = (uint32_t *)(void *)(p + c0 * kp * 2);
@@ -212,22 +235,29 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_b_full(int
           const uint16_t *row = b + (j + c0 + c + i) * ldb + k0 + 2 * q0;
           _mm_prefetch((const char *)(row + 32 * PF_LINES), _MM_HINT_T0);
           r[i] = _mm512_loadu_si512(row);
+          em = mag_add(em, r[i]);
         }
         transpose16(r);
         for (int x = 0; x < 16; x++) _mm512_storeu_si512(w + (q0 + transpose16_word[x]) * NR + c, r[x]);
       }
     for (int c = 0; c < NR; c++) {
       const uint16_t *col = b + (j + c0 + c) * ldb + k0;
-      for (int64_t q = q0; q < kp; q++) memcpy(&w[q * NR + c], col + 2 * q, 4);
+      for (int64_t q = q0; q < kp; q++) {
+        memcpy(&w[q * NR + c], col + 2 * q, 4);
+        m = mag_one(mag_one(m, col[2 * q]), col[2 * q + 1]);
+      }
     }
   }
+  return mag_field(em, m);
 }
 
-/* k [k0, k0+kc) x columns [j0, j0+nc) of op(B) into NR-column panels */
-static void pack_b(int tb, const uint16_t *b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                   uint16_t *pb) {
+/* k [k0, k0+kc) x columns [j0, j0+nc) of op(B) into NR-column panels;
+ * returns the block's smallest exponent field (mag_field) */
+static int pack_b(int tb, const uint16_t *b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                  uint16_t *pb) {
   int64_t kp = (kc + 1) / 2, full = kc % 2 == 0 ? nc / NR * NR : 0;
-  if (full) pack_b_full(tb, b, ldb, k0, kp, j0, full, pb);
+  int m = full ? pack_b_full(tb, b, ldb, k0, kp, j0, full, pb) : 0xff;
+  unsigned mm = 0xffffu;
   for (int64_t c0 = full; c0 < nc; c0 += NR) {
     uint16_t *p = pb + c0 * kp * 2;
     for (int64_t q = 0; q < kp; q++)
@@ -236,8 +266,11 @@ static void pack_b(int tb, const uint16_t *b, int64_t ldb, int64_t k0, int64_t k
         int in = c0 + c < nc;
         p[0] = in ? b[at(tb, k, j, ldb)] : 0;
         p[1] = in && 2 * q + 1 < kc ? b[at(tb, k + 1, j, ldb)] : 0;
+        mm = mag_one(mag_one(mm, p[0]), p[1]);
       }
   }
+  int f = mm == 0xffffu ? 0xff : (int)((mm + 1) >> 7);
+  return f < m ? f : m;
 }
 
 /* f32 lanes to bf16, nearest even, a NaN to the quiet 0x7fc0: kf32_bf16's
@@ -324,22 +357,15 @@ static void block(int64_t mc, int64_t nc, int64_t kc, const uint16_t *pa, const 
 }
 
 /* The smallest exponent field of the nonzero values of n packed bf16 words
- * (255 when all are zero or padding; 0: a subnormal). */
+ * (255 when all are zero or padding; 0: a subnormal): of a packed A block,
+ * which is small (B's is kept while packing, pack_b). */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static int min_exponent(const uint16_t *p, int64_t n) {
-  const __m512i mag = _mm512_set1_epi16(0x7fff), ff = _mm512_set1_epi16(0xff);
-  __m512i lo = ff;
+  __m512i lo = _mm512_set1_epi16(-1);
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m512i v = _mm512_loadu_si512(p + i);
-    lo = _mm512_mask_min_epu16(lo, _mm512_test_epi16_mask(v, mag), lo, _mm512_and_si512(_mm512_srli_epi16(v, 7), ff));
-  }
-  uint16_t w[32];
-  _mm512_storeu_si512(w, lo);
-  int m = 255;
-  for (int x = 0; x < 32; x++) m = w[x] < m ? w[x] : m;
-  for (; i < n; i++)
-    if ((p[i] & 0x7fff) && ((p[i] >> 7) & 0xff) < m) m = (p[i] >> 7) & 0xff;
-  return m;
+  for (; i + 32 <= n; i += 32) lo = mag_add(lo, _mm512_loadu_si512(p + i));
+  unsigned m = 0xffffu;
+  for (; i < n; i++) m = mag_one(m, p[i]);
+  return mag_field(lo, m);
 }
 
 /* Whether vdpbf16ps computes a tile of blocks with smallest exponent fields
@@ -394,8 +420,7 @@ static void run_blocks(int ta, int tb, int64_t m, int64_t n, int64_t k, const ui
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
       int64_t kc = k - k0 < KC ? k - k0 : KC;
       int64_t kp = (kc + 1) / 2;
-      pack_b(tb, b, ldb, k0, kc, j0, nc, pb);
-      int eb = min_exponent(pb, (nc + NR - 1) / NR * NR * kp * 2);
+      int eb = pack_b(tb, b, ldb, k0, kc, j0, nc, pb);
       for (int64_t i0 = 0; i0 < m; i0 += MC) {
         int64_t mc = m - i0 < MC ? m - i0 : MC;
         int tst = st != ST_F32 ? st : k0 > 0 ? ST_F32_ACC : ST_F32;

@@ -64,7 +64,13 @@ kiln_tensor kiln_argmin_at(kiln_tensor x, int axis, bool keepdim, kiln_loc loc) 
   FE_OR_NULL(fe);
   kiln_node *n = input(fe, x, "argmin", loc);
   if (!n) return kiln_fe_poison(fe, loc);
-  if (n->rank > 0 && axis_of(fe, "argmin", axis, n->rank, loc) < 0) return kiln_fe_poison(fe, loc);
+  int a = n->rank > 0 ? axis_of(fe, "argmin", axis, n->rank, loc) : 0;
+  if (a < 0) return kiln_fe_poison(fe, loc);
+  if (n->rank > 0 && n->shape[a] == 0) { /* named here: argmax's error would name argmax */
+    char sb[128];
+    return kiln_api_fail(fe, loc, "argmin: reduction over an empty axis of shape %s has no identity",
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  }
   kiln_dtype dt = (kiln_dtype)n->dtype;
   kiln_tensor r;
   if (kiln_dtype_is_float(dt)) {

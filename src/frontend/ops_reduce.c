@@ -19,6 +19,8 @@ static kiln_node *reduce_node(kiln_frontend *fe, int op, kiln_node *n, uint64_t 
     for (int i = 0; i < n->rank; i++)
       if ((mask >> i) & 1) attr = i;
   }
+  /* no axis (a 0-d x): the value itself; its argmax is 0 (torch) */
+  if (!mask && op == KILN_OP_ARGMAX) return kiln_api_const(fe, KILN_I64, 0, NULL, 0.0, loc);
   kiln_node *r = mask ? kiln_fe_node(fe, op, dt, n->rank, kshape, 1, &n, 1, &attr, 0.0, loc) : n;
   if (!r || keepdim) return r;
   return kiln_api_reshape(fe, r, orank, oshape, loc);
@@ -26,14 +28,21 @@ static kiln_node *reduce_node(kiln_frontend *fe, int op, kiln_node *n, uint64_t 
 
 /* Parse axes into a bitmask; 0 axes = all. Returns -1 on a bad axis, -2 on
  * an axis named twice (PyTorch: "dim ... appears multiple times"; a silent
- * union would hide a typo such as {1, -1} meant as {0, 1}). */
+ * union would hide a typo such as {1, -1} meant as {0, 1}). A 0-d tensor
+ * takes axis 0 or -1 (as PyTorch), which reduces over nothing (mask 0). */
 static int axes_mask(int rank, int n_axes, const int *axes, uint64_t *mask, int *bad) {
   *mask = 0;
   if (n_axes <= 0 || !axes) {
     *mask = rank ? ((1ULL << rank) - 1) : 0;
     return 0;
   }
+  int scalar_axes = 0;
   for (int i = 0; i < n_axes; i++) {
+    if (rank == 0 && (axes[i] == 0 || axes[i] == -1)) {
+      *bad = axes[i];
+      if (scalar_axes++) return -2;
+      continue;
+    }
     int a = kiln_api_axis(axes[i], rank);
     if (a < 0 || rank == 0) {
       *bad = axes[i];
@@ -154,11 +163,12 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
   kiln_node *n;
   if (kiln_api_input(fe, x, name, loc, NULL, &n)) return kiln_fe_poison(fe, loc);
   char sb[128];
-  int a = kiln_api_axis(axis, n->rank);
-  if (a < 0 || n->rank == 0)
+  /* a 0-d x takes axis 0 or -1 (PyTorch): a softmax over its one value */
+  int a = n->rank ? kiln_api_axis(axis, n->rank) : (axis == 0 || axis == -1) ? 0 : -1;
+  if (a < 0)
     return kiln_api_fail(fe, loc, "%s: axis %d is out of range for shape %s", name, axis,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
-  if (n->shape[a] == 0)
+  if (n->rank && n->shape[a] == 0)
     return kiln_api_fail(fe, loc, "%s: axis %d of shape %s is empty", name, axis,
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
   /* integers, and 16-bit floats inside an autocast region, in f32 (an f32
@@ -171,7 +181,7 @@ static kiln_tensor softmax(kiln_tensor x, int axis, int log_form, kiln_loc loc) 
   if (n->dtype == KILN_BF16 || n->dtype == KILN_F16 || !kiln_dtype_is_float((kiln_dtype)n->dtype))
     n = kiln_api_cast(fe, n, KILN_F32, loc);
   if (!n) return kiln_fe_tensor(fe, NULL, loc);
-  uint64_t mask = 1ULL << a;
+  uint64_t mask = n->rank ? 1ULL << a : 0;
   /* The max only shifts the exponent's argument: softmax and log_softmax do
    * not depend on it, so its gradient is exactly zero and is not built (as
    * PyTorch's softmax backward, p·(g − Σ g·p), has no max term). Built, it

@@ -64,6 +64,11 @@ kiln_tensor kiln_conv2d_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, in
   if (kiln_shape(w, ws) != 4 || kiln_shape(x, xs) != 4)
     return kiln_nn_fail(loc, "conv2d: weight must be [O, C/g, kh, kw] and input [N, C, H, W]");
   int64_t O = ws[0], N = xs[0], C = xs[1], g = groups;
+  if (O == 0) /* PyTorch: "expected weight to be at least 1 at dimension 0" (kiln gave an empty output) */
+    return kiln_nn_fail(loc,
+                        "conv2d: weight [0, %lld, %lld, %lld] has no output channel (input [%lld, %lld, %lld, %lld])",
+                        (long long)ws[1], (long long)ws[2], (long long)ws[3], (long long)N, (long long)C,
+                        (long long)xs[2], (long long)xs[3]);
   if (g <= 0 || C % g || O % g || ws[1] != C / g)
     return kiln_nn_fail(
         loc, "conv2d: %lld input channels, %lld output channels and weight [%lld, %lld, ..] do not fit %d groups",

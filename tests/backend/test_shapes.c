@@ -325,6 +325,53 @@ CASE(maxpool_T, kiln_max_pool2d(kiln_transpose(IN(0, 1, 1, 4, 6), 2, 3), 2, 0, 0
 CASE(cross_entropy_1class, kiln_cross_entropy(IN(0, 3, 1), IDX(k_z3, 3), -100, 0.0))
 CASE(cross_entropy_T, kiln_cross_entropy(T(IN(0, 4, 3)), IDX(k_ce, 3), -100, 0.0))
 CASE(mse_0x3, kiln_mse_loss(IN(0, 0, 3), IN(1, 0, 3)))
+/* ── more: dtypes, big rows, columns, rank 8 views ── */
+static const int64_t k_2[1] = {2}, k_1[1] = {1}, k_ce2[2] = {4096, 7}, k_R2[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+static const int64_t k_perm8[8] = {2, 1, 3, 1, 2, 1, 1, 2};
+#define IN8(seed, sh) fuse(make(KILN_F32, 8, (sh), (seed)))
+CASE(sum_bool_0, kiln_sum(kiln_gt_c(IN(0, 0), 0), 0, NULL, false))
+CASE(sum_i32_big, kiln_sum(kiln_cast(IN(0, BIG), KILN_I32), 0, NULL, false))
+CASE(sum_f64_big_mid, SUM(IND(0, 2, (1 << 19) + 1, 2), AX(1), true))
+CASE(argmax_ties_big, kiln_argmax(kiln_zeros(KILN_F32, 1, S(BIG)), 0, false))
+CASE(max_1x4097_ax0, MAX(IN(0, 1, 4097), AX(0), false))
+CASE(max_4097x2_ax0, MAX(IN(0, 4097, 2), AX(0), false))
+CASE(argmax_4097x2_ax0, kiln_argmax(IN(0, 4097, 2), 0, false))
+CASE(sum_rank8_2s_ax0246, SUM(IN8(0, k_R2), AX(0, 2, 4, 6), false))
+CASE(sum_rank8_perm, SUM(kiln_permute(IN8(0, k_perm8), ((const int[]){7, 6, 5, 4, 3, 2, 1, 0})), AX(0, 7), false))
+CASE(cumsum_big, kiln_cumsum(IN(0, BIG), 0))
+CASE(cumsum_T_4097, kiln_cumsum(T(IN(0, 4097, 2)), 1))
+CASE(softmax_4097x2_ax0, kiln_softmax(IN(0, 4097, 2), 0))
+CASE(log_softmax_T_4097, kiln_log_softmax(T(IN(0, 4097, 2)), 1))
+CASE(matmul_1x1_1x4097, kiln_matmul(IN(3, 1, 1), IN(1, 1, 4097)))
+CASE(matmul_4097_dot, kiln_matmul(IN(0, 4097), IN(1, 4097)))
+CASE(matmul_b0_bcast, kiln_matmul(IN(0, 0, 1, 2, 3), IN(1, 5, 3, 2)))
+CASE(matmul_step_v, kiln_matmul(IN(0, 2, 3), kiln_slice(IN(0, 7), 0, 0, END, 3)))
+CASE(matmul_rank8, kiln_matmul(IN(0, 2, 1, 1, 1, 1, 1, 2, 3), IN(1, 1, 1, 1, 1, 1, 2, 3, 2)))
+CASE(conv2d_out0, kiln_conv2d_apply(IN(0, 1, 1, 4, 4), IN(1, 0, 1, 3, 3), k_null, 1, 0, 1, 1))
+CASE(conv2d_small_err, kiln_conv2d_apply(IN(0, 1, 1, 2, 2), IN(1, 1, 1, 3, 3), k_null, 1, 0, 1, 1))
+CASE(max_pool2d_big_k_err, kiln_max_pool2d(IN(0, 1, 1, 2, 2), 3, 0, 0))
+CASE(cross_entropy_0, kiln_cross_entropy(IN(0, 0, 3), IDX(k_e, 0), -100, 0.0))
+CASE(cross_entropy_4097, kiln_cross_entropy(IN(0, 2, 4097), IDX(k_ce2, 2), -100, 0.0))
+CASE(gather_x_0x4, kiln_gather(IN(0, 0, 4), 1, IDX(k_e, 0, 2)))
+CASE(index_select_rank0_idx, kiln_index_select(IN(0, 3, 4), 0, fuse(kiln_from_host(k_1, KILN_I64, 0, k_none))))
+CASE(one_hot_rank0, kiln_one_hot(fuse(kiln_from_host(k_2, KILN_I64, 0, k_none)), 4, KILN_F32))
+CASE(embedding_rank0, embedding(fuse(kiln_from_host(k_2, KILN_I64, 0, k_none)), IN(0, 5, 3)))
+CASE(topk_4097_all, topk(IN(2, 4097), 4097, 0, true, 1))
+CASE(sort_4097x2_ax0_i, sorted(IN(2, 4097, 2), 0, false, 1))
+CASE(where_rank8_0, kiln_where(kiln_gt_c(IN(0, 2, 1, 2, 1, 2, 1, 2, 0), 0), IN8(1, R8B), IN0(2)))
+CASE(roll_rank8, kiln_roll(IN8(0, k_R2), 3, 5))
+CASE(tril_1x4097, kiln_tril(IN(0, 2, 4097), 4000))
+CASE(sum_expanded_T, SUM(T(kiln_expand(IN(0, 3, 1), 2, S(3, 4))), AX(1), false))
+CASE(concat_mid0_rank3, CAT(1, IN(0, 2, 0, 3), IN(1, 2, 2, 3), IN(2, 2, 0, 3)))
+CASE(stack_axm1, STACK(-1, IN(0, 2, 0), IN(1, 2, 0)))
+CASE(pad_reflect_T, kiln_pad_with(T(IN(0, 4, 3)), S(0, 2), S(0, 1), KILN_PAD_REFLECT, 0))
+CASE(mse_big, kiln_mse_loss(IN(0, BIG), IN(1, BIG)))
+CASE(layer_norm_2x0x4, layer_norm(IN(0, 2, 0, 4)))
+CASE(grad_mean_big, grad_of(kiln_mean(GL(0, BIG), 0, NULL, false), 0))
+CASE(grad_softmax_4097, grad_of(kiln_mul(kiln_softmax(GL(0, 2, 4097), 1), IND(1, 2, 4097)), 0))
+CASE(grad_matmul_b0_bcast_b, grad_of(kiln_matmul(GL(0, 0, 1, 2, 3), GL(1, 5, 3, 2)), 1))
+static kiln_tensor where_x_3x(kiln_tensor c, kiln_tensor a) { return kiln_where(c, a, kiln_mul_c(a, 3)); }
+CASE(grad_where_rank8, grad_of(where_x_3x(kiln_gt_c(fuse(make(KILN_F64, 8, R8B, 1)), 0), leaf(8, R8A, 0)), 0))
 /* ── gradients of sum(f(x)), in f64 ── */
 static kiln_tensor sq(kiln_tensor a) { return kiln_mul(a, a); }
 CASE(grad_sum_0x3, grad_of(kiln_sum(GL(0, 0, 3), 0, NULL, false), 0))
@@ -386,10 +433,18 @@ static const shape_case k_cases[] = {
     E(softmax_2x4097), E(log_softmax_2x4097), E(softmax_T_ax1), E(softmax_T_ax0), E(softmax_expanded),
     E(layer_norm_3x1), E(layer_norm_0x4), E(layer_norm_2x4097), E(layer_norm_T), E(conv2d_batch0), E(conv2d_1x1),
     E(maxpool_batch0), E(avgpool_batch0), E(maxpool_T), E(cross_entropy_1class), E(cross_entropy_T), E(mse_0x3),
-    E(grad_sum_0x3), E(grad_mean_3x0_ax1), E(grad_add_bcast_a), E(grad_add_bcast_b), E(grad_mul_rank0_a),
-    E(grad_mul_rank8_a), E(grad_matmul_2x0_a), E(grad_matmul_2x0_b), E(grad_matmul_0x3_b), E(grad_matmul_v_v),
-    E(grad_softmax_3x1), E(grad_gather_empty), E(grad_concat_empty), E(grad_max_2x3_ax0_keep), E(grad_expand_rank0),
-    E(grad_cumsum_3x0), E(grad_sort_0), E(grad_layer_norm_3x1),
+    E(sum_bool_0), E(sum_i32_big), E(sum_f64_big_mid), E(argmax_ties_big), E(max_1x4097_ax0), E(max_4097x2_ax0),
+    E(argmax_4097x2_ax0), E(sum_rank8_2s_ax0246), E(sum_rank8_perm), E(cumsum_big), E(cumsum_T_4097),
+    E(softmax_4097x2_ax0), E(log_softmax_T_4097), E(matmul_1x1_1x4097), E(matmul_4097_dot), E(matmul_b0_bcast),
+    E(matmul_step_v), E(matmul_rank8), E(conv2d_out0), E(conv2d_small_err), E(max_pool2d_big_k_err), E(cross_entropy_0),
+    E(cross_entropy_4097), E(gather_x_0x4), E(index_select_rank0_idx), E(one_hot_rank0), E(embedding_rank0),
+    E(topk_4097_all), E(sort_4097x2_ax0_i), E(where_rank8_0), E(roll_rank8), E(tril_1x4097), E(sum_expanded_T),
+    E(concat_mid0_rank3), E(stack_axm1), E(pad_reflect_T), E(mse_big), E(layer_norm_2x0x4), E(grad_mean_big),
+    E(grad_softmax_4097), E(grad_matmul_b0_bcast_b), E(grad_where_rank8), E(grad_sum_0x3), E(grad_mean_3x0_ax1),
+    E(grad_add_bcast_a), E(grad_add_bcast_b), E(grad_mul_rank0_a), E(grad_mul_rank8_a), E(grad_matmul_2x0_a),
+    E(grad_matmul_2x0_b), E(grad_matmul_0x3_b), E(grad_matmul_v_v), E(grad_softmax_3x1), E(grad_gather_empty),
+    E(grad_concat_empty), E(grad_max_2x3_ax0_keep), E(grad_expand_rank0), E(grad_cumsum_3x0), E(grad_sort_0),
+    E(grad_layer_norm_3x1),
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
@@ -573,24 +628,25 @@ KT_TEST(every_reference_line_has_a_case) {
 }
 KT_TEST(elementwise_and_broadcasting) {
   static const char *groups[] = {"add_", "sub_", "mul_", "exp_", "neg_", "lt_", "where_", "cast_"};
-  for (int g = 0; g < 8; g++) run_all(groups[g]);
+  for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) run_all(groups[g]);
 }
 KT_TEST(reductions_and_scans) {
   static const char *groups[] = {"sum_", "prod_", "mean_", "max_", "min_", "argm", "cum"};
-  for (int g = 0; g < 7; g++) run_all(groups[g]);
+  for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) run_all(groups[g]);
 }
 KT_TEST(sorting_and_indexing) {
   static const char *groups[] = {"sort", "topk", "gather", "argsort", "index_", "scatter", "one_hot", "embedding"};
-  for (int g = 0; g < 8; g++) run_all(groups[g]);
+  for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) run_all(groups[g]);
 }
 KT_TEST(shape_ops) {
   static const char *groups[] = {"concat", "stack", "pad_", "slice", "flip", "roll", "tril", "triu", "permute",
                                  "reshape", "expand_"};
-  for (int g = 0; g < 11; g++) run_all(groups[g]);
+  for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) run_all(groups[g]);
 }
 KT_TEST(matmul_rows_and_nn) {
-  static const char *groups[] = {"matmul", "softmax", "log_softmax", "layer_norm", "conv2d", "maxpool", "avgpool", "cross_entropy", "mse"};
-  for (int g = 0; g < 9; g++) run_all(groups[g]);
+  static const char *groups[] = {"matmul",  "softmax",       "log_softmax", "layer_norm", "conv2d",
+                                 "maxpool", "avgpool", "cross_entropy", "mse"};
+  for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) run_all(groups[g]);
 }
 KT_TEST(gradients) { run_all("grad_"); }
 KT_TEST(every_case_ran) {

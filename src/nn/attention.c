@@ -22,6 +22,11 @@ kiln_tensor kiln_sdpa_at(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tenso
                         kiln_nn_shape_str(v, sv, sizeof sv));
   }
   if (r < 2) return kiln_nn_fail(loc, "sdpa: q, k, v need rank >= 2 (k has rank %d)", r);
+  if (kiln_is_valid(k) && kiln_dim(k, -2) == 0) { /* softmax over no keys: an error, as softmax of an empty axis */
+    char sq[128], sk[128];
+    return kiln_nn_fail(loc, "sdpa: k %s has no keys (S = 0): the softmax over keys is empty (q %s)",
+                        kiln_nn_shape_str(k, sk, sizeof sk), kiln_nn_shape_str(q, sq, sizeof sq));
+  }
   double scale = 1.0 / sqrt((double)kiln_dim(q, -1));
   kiln_tensor s = kiln_mul_c_at(kiln_matmul_at(q, kiln_transpose_at(k, r - 2, r - 1, loc), loc), scale, loc);
   /* PyTorch's convention (F.scaled_dot_product_attention's attn_mask): a

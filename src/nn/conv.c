@@ -186,9 +186,16 @@ kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x
     return kiln_nn_fail(loc, "batchnorm2d: input must be [N, %d, H, W]", b->ch);
   int64_t cs[4] = {1, b->ch, 1, 1}, fs[1] = {b->ch};
   kiln_tensor mean, var;
-  if (training) {
-    int64_t n = s[0] * s[2] * s[3];
-    if (n < 2) return kiln_nn_fail(loc, "batchnorm2d: training needs more than one value per channel");
+  int64_t n = s[0] * s[2] * s[3];
+  if (training && n == 1) {
+    char sx[128];
+    return kiln_nn_fail(loc, "batchnorm2d: training needs more than one value per channel (input %s)",
+                        kiln_nn_shape_str(x, sx, sizeof sx));
+  }
+  /* no values per channel (N·H·W = 0): an empty output and the running
+   * statistics unchanged, as PyTorch (the eval path; a mean of nothing would
+   * write NaN into them) */
+  if (training && n > 0) {
     int ax[3] = {0, 2, 3};
     mean = kiln_mean_at(x, 3, ax, 1, loc);
     kiln_tensor d = kiln_sub_at(x, mean, loc);

@@ -1,0 +1,232 @@
+/* Dynamic shapes at edge sizes (docs/dynamic-shapes.md): programs whose
+ * input dimensions are marked dynamic, traced at one size (the family's
+ * compile) and then at sizes 0, 1, 2, 3, primes, powers of two +-1, around
+ * the vector widths (8, 16) and the row cache (4096), and sizes above every
+ * size seen before, small first and large first, in one session; each size's
+ * values against the "ref" backend (the oracle: every size specialised).
+ * Ops whose sizes follow a symbol arithmetically: concats of two dynamic
+ * inputs, pads and slices by constants, reshapes merging and splitting a
+ * dynamic dim, expand, matmul contracting a dynamic K, reductions (a mean's
+ * 1/n at run time), argmax, softmax and a layer norm over a dynamic row,
+ * cumsum and sort, index_select of a dynamic count, conv and pool over a
+ * dynamic spatial size, and the gradient of a mean (1/n backwards). */
+#include "backend/backend_compare.h"
+#include "kiln/autograd.h"
+#include "kiln/nn.h"
+
+typedef struct ecase {
+  int probe; /* the step after the last: reads the counters, traces nothing */
+  int which;
+  int64_t T, U;
+} ecase;
+
+/* [rows, cols] f32, dims in `marks` (bit per axis) marked dynamic. */
+static kiln_tensor din(int64_t rows, int64_t cols, unsigned marks, uint64_t seed) {
+  int64_t sh[2] = {rows, cols};
+  kiln_tensor t = bc_input(KILN_F32, 2, sh, seed, 0);
+  for (int a = 0; a < 2; a++)
+    if (marks & (1u << a)) t = kiln_dynamic(t, a);
+  return t;
+}
+
+/* Reductions over a dynamic axis: the columns' (axis 0 of [T, 5]) and the
+ * rows' (axis 1 of [3, T]: a row of T elements, T up to past the row cache). */
+static void prog_reduce(bc_result *r, int64_t T) {
+  kiln_tensor x = din(T, 5, 1, 51), y = din(3, T, 2, 52);
+  int a0[1] = {0}, a1[1] = {1};
+  bc_emit(r, kiln_sum(x, 1, a0, 0), 1e-5, 1e-5, "sum over T");
+  bc_emit(r, kiln_mean(x, 1, a0, 1), 1e-5, 1e-6, "mean over T");
+  bc_emit(r, kiln_sum(y, 1, a1, 0), 1e-5, 1e-4, "row sum");
+  bc_emit(r, kiln_mean(y, 1, a1, 1), 1e-5, 1e-6, "row mean");
+  bc_emit(r, kiln_mean(kiln_mul(y, y), 0, NULL, 0), 1e-5, 1e-6, "mean of all 3T");
+  if (T > 0) {
+    bc_emit(r, kiln_max(x, 1, a0, 0), 0, 0, "max over T");
+    bc_emit(r, kiln_max(y, 1, a1, 1), 0, 0, "row max");
+    bc_emit(r, kiln_argmax(x, 0, 0), 0, 0, "argmax over T");
+    bc_emit(r, kiln_argmax(y, 1, 1), 0, 0, "row argmax");
+    bc_emit(r, kiln_argmin(y, 1, 0), 0, 0, "row argmin");
+    bc_emit(r, kiln_softmax(y, 1), 1e-5, 1e-7, "row softmax"); /* an error over an empty axis */
+    bc_emit(r, kiln_log_softmax(x, 0), 1e-5, 1e-6, "log_softmax over T");
+  }
+  kiln_tensor m = kiln_mean(y, 1, a1, 1), d = kiln_sub(y, m);
+  kiln_tensor var = kiln_mean(kiln_mul(d, d), 1, a1, 1);
+  bc_emit(r, kiln_div(d, kiln_sqrt(kiln_add_c(var, 1e-5))), 1e-4, 1e-5, "layer norm of a row");
+  bc_emit(r, kiln_cumsum(y, 1), 1e-5, 1e-4, "row cumsum");
+  bc_emit(r, kiln_cumsum(x, 0), 1e-5, 1e-5, "cumsum over T");
+  kiln_tensor sv;
+  kiln_sort(y, 1, 0, &sv, NULL);
+  bc_emit(r, sv, 0, 0, "row sort");
+  bc_emit(r, kiln_argsort(x, 0, 1), 0, 0, "argsort over T");
+}
+
+/* Shapes that follow T arithmetically. */
+static void prog_shapes(bc_result *r, int64_t T) {
+  kiln_tensor x = din(T, 4, 1, 61), x2 = din(T, 4, 1, 62);
+  kiln_tensor two[2] = {kiln_tanh(x), kiln_mul_c(x2, 2.0)};
+  bc_emit(r, kiln_concat(2, two, 0), 0, 0, "concat of two [T, 4]");
+  bc_emit(r, kiln_concat(2, two, 1), 0, 0, "concat across of two [T, 4]");
+  int64_t lo[2] = {2, 0}, hi[2] = {3, 1};
+  bc_emit(r, kiln_pad(x, lo, hi, 0.5), 0, 0, "pad T by 2, 3");
+  kiln_tensor pd = kiln_pad(kiln_exp(x), lo, hi, -1.0);
+  bc_emit(r, kiln_slice(pd, 0, 1, T + 4, 1), 1e-6, 1e-6, "rows 1..T+3 of padded");
+  bc_emit(r, kiln_slice(pd, 0, 0, 5, 1), 1e-6, 1e-6, "rows 0..4 of padded");
+  int64_t m1[1] = {4 * T}, m2[3] = {T, 2, 2};
+  kiln_tensor fl = kiln_reshape(kiln_add_c(x, 1.0), 1, m1);
+  bc_emit(r, fl, 0, 0, "flatten [T, 4]");
+  bc_emit(r, kiln_reshape(kiln_mul_c(fl, 3.0), 3, m2), 0, 0, "split back [T, 2, 2]");
+  bc_emit(r, kiln_slice(kiln_neg(fl), 0, 0, 6, 1), 0, 0, "the first 6 of the flatten");
+  int64_t us[3] = {1, T, 4}, es[3] = {3, T, 4};
+  bc_emit(r, kiln_expand(kiln_reshape(kiln_abs(x), 3, us), 3, es), 0, 0, "expand [1, T, 4] to [3, T, 4]");
+  kiln_tensor a = din(3, T, 2, 63);
+  bc_emit(r, kiln_matmul(a, x), 1e-4, 1e-4, "[3, T] @ [T, 4] (K = T)");
+  bc_emit(r, kiln_matmul(x, kiln_transpose(x2, 0, 1)), 1e-4, 1e-4, "[T, 4] @ [4, T]");
+  int64_t is[1] = {T};
+  int64_t *idx = malloc((size_t)(T > 0 ? T : 1) * sizeof *idx);
+  for (int64_t i = 0; i < T; i++) idx[i] = (i * 7 + 3) % (T > 0 ? T : 1);
+  kiln_tensor ix = kiln_dynamic(kiln_from_host(idx, KILN_I64, 1, is), 0);
+  free(idx);
+  bc_emit(r, kiln_index_select(x, 0, ix), 0, 0, "index_select T rows by T indices");
+  int64_t ws[2] = {3, 4};
+  kiln_tensor w = bc_input(KILN_F32, 2, ws, 64, 0);
+  int64_t i3[1] = {T};
+  int64_t *id3 = malloc((size_t)(T > 0 ? T : 1) * sizeof *id3);
+  for (int64_t i = 0; i < T; i++) id3[i] = (i * 5 + 1) % 3;
+  kiln_tensor ix3 = kiln_dynamic(kiln_from_host(id3, KILN_I64, 1, i3), 0);
+  free(id3);
+  bc_emit(r, kiln_index_select(w, 0, ix3), 0, 0, "index_select of a [3, 4] by T indices");
+}
+
+/* conv and pool over a dynamic spatial size: [1, 2, T, 7]. */
+static void prog_conv(bc_result *r, int64_t T) {
+  int64_t xs[4] = {1, 2, T, 7}, ws[4] = {3, 2, 3, 3}, bs[1] = {3};
+  kiln_tensor x = kiln_dynamic(bc_input(KILN_F32, 4, xs, 71, 0), 2);
+  kiln_tensor w = bc_input(KILN_F32, 4, ws, 72, 0), b = bc_input(KILN_F32, 1, bs, 73, 0);
+  if (T >= 3) bc_emit(r, kiln_conv2d_apply(x, w, b, 1, 0, 1, 1), 1e-4, 1e-4, "conv 3x3");
+  if (T >= 1) bc_emit(r, kiln_conv2d_apply(x, w, b, 1, 1, 1, 1), 1e-4, 1e-4, "conv 3x3 pad 1");
+  if (T >= 2) {
+    bc_emit(r, kiln_max_pool2d(x, 2, 2, 0), 0, 0, "max pool 2");
+    bc_emit(r, kiln_avg_pool2d(x, 2, 2, 0), 1e-5, 1e-6, "avg pool 2");
+  }
+}
+
+/* The gradient of a mean over a dynamic axis: 1/n with the run-time n. */
+static void prog_grad(bc_result *r, int64_t T) {
+  kiln_tensor x = din(T, 3, 1, 81);
+  kiln_requires_grad(x);
+  kiln_tensor t = kiln_tanh(x);
+  int a0[1] = {0};
+  kiln_tensor loss = kiln_add(kiln_mean(kiln_mul(t, t), 0, NULL, 0),
+                              kiln_sum(kiln_mean(t, 1, a0, 0), 0, NULL, 0));
+  kiln_backward(loss);
+  bc_emit(r, loss, 1e-5, 1e-6, "loss");
+  bc_emit(r, kiln_grad(x), 1e-5, 1e-7, "d loss / dx");
+}
+
+/* Two symbols varying independently: [T, 3] and [U, 3] concatenated, and
+ * a [T, U] matrix's row and column means. */
+static void prog_two(bc_result *r, int64_t T, int64_t U) {
+  kiln_tensor x = din(T, 3, 1, 91), y = din(U, 3, 1, 92), z = din(T, U, 3, 93);
+  kiln_tensor two[2] = {kiln_exp(x), kiln_neg(y)};
+  int a0[1] = {0}, a1[1] = {1};
+  kiln_tensor c = kiln_concat(2, two, 0);
+  bc_emit(r, c, 1e-6, 1e-6, "concat [T + U, 3]");
+  bc_emit(r, kiln_mean(c, 1, a0, 0), 1e-5, 1e-6, "its mean over T + U");
+  bc_emit(r, kiln_mean(z, 1, a0, 0), 1e-5, 1e-6, "[T, U] mean over T");
+  bc_emit(r, kiln_mean(z, 1, a1, 0), 1e-5, 1e-6, "[T, U] mean over U");
+  bc_emit(r, kiln_softmax(z, 1), 1e-5, 1e-7, "[T, U] softmax over U");
+  bc_emit(r, kiln_matmul(z, y), 1e-4, 1e-4, "[T, U] @ [U, 3]");
+}
+
+static int64_t g_compiles, g_plans;
+
+static void prog(bc_result *r, const void *arg) {
+  const ecase *c = arg;
+  if (c->probe) {
+    g_compiles = kiln_counter_value("UncachedCompile");
+    g_plans = kiln_counter_value("DynamicPlan");
+    return;
+  }
+  switch (c->which) {
+  case 0: prog_reduce(r, c->T); break;
+  case 1: prog_shapes(r, c->T); break;
+  case 2: prog_conv(r, c->T); break;
+  case 3: prog_grad(r, c->T); break;
+  default: prog_two(r, c->T, c->U); break;
+  }
+}
+
+enum { MAX_SIZES = 32 };
+
+/* Program `which` at the sizes given, in order, in one session on ref and
+ * on the backend under test; each size against ref. */
+static void check_sizes(int which, const char *what, const int64_t *T, const int64_t *U, int n) {
+  static bc_result ref[MAX_SIZES + 1], got[MAX_SIZES + 1];
+  ecase cs[MAX_SIZES + 1];
+  const void *args[MAX_SIZES + 1];
+  for (int k = 0; k <= n; k++) {
+    cs[k] = k < n ? (ecase){0, which, T[k], U ? U[k] : 0} : (ecase){1, which, 0, 0};
+    args[k] = &cs[k];
+  }
+  KT_CHECK(bc_run_steps("ref", prog, args, n + 1, ref) == 0);
+  kiln_metrics_clear();
+  KT_CHECK_MSG(bc_run_steps(bc_backend_under_test(), prog, args, n + 1, got) == 0, "%s: %s", what, got[0].err);
+  if (getenv("KT_VERBOSE"))
+    fprintf(stderr, "%s: %lld compiles, %lld sizes planned\n", what, (long long)g_compiles, (long long)g_plans);
+  for (int k = 0; k < n; k++) {
+    char name[96];
+    snprintf(name, sizeof name, "%s at T = %lld, U = %lld (step %d)", what, (long long)T[k],
+             (long long)(U ? U[k] : 0), k);
+    if (got[k].status != KILN_OK) KT_FAIL("%s: %s", name, got[k].err);
+    else KT_EQ_INT(bc_compare(name, &ref[k], &got[k]), 0);
+  }
+  for (int k = 0; k <= n; k++) {
+    bc_result_free(&ref[k]);
+    bc_result_free(&got[k]);
+  }
+}
+
+static const int64_t k_small_first[] = {37, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 1, 0, 4095, 4096, 4097, 5003};
+static const int64_t k_large_first[] = {4099, 2, 3, 7, 8, 9, 16, 17, 0, 1, 63, 65, 4097, 6007};
+static const int64_t k_from_two[] = {2, 3, 17, 1, 8, 4097, 5, 16};
+#define N_OF(a) ((int)(sizeof a / sizeof a[0]))
+
+KT_TEST(reductions_small_first) { check_sizes(0, "reduce", k_small_first, NULL, N_OF(k_small_first)); }
+KT_TEST(reductions_large_first) { check_sizes(0, "reduce", k_large_first, NULL, N_OF(k_large_first)); }
+KT_TEST(reductions_from_two) { check_sizes(0, "reduce", k_from_two, NULL, N_OF(k_from_two)); }
+KT_TEST(shapes_small_first) { check_sizes(1, "shapes", k_small_first, NULL, N_OF(k_small_first)); }
+KT_TEST(shapes_large_first) { check_sizes(1, "shapes", k_large_first, NULL, N_OF(k_large_first)); }
+KT_TEST(shapes_from_two) { check_sizes(1, "shapes", k_from_two, NULL, N_OF(k_from_two)); }
+
+static const int64_t k_conv_sizes[] = {37, 3, 4, 5, 8, 9, 17, 2, 1, 0, 64, 101};
+static const int64_t k_conv_large[] = {101, 2, 3, 8, 17, 1, 129};
+KT_TEST(conv_and_pool) { check_sizes(2, "conv", k_conv_sizes, NULL, N_OF(k_conv_sizes)); }
+KT_TEST(conv_and_pool_large_first) { check_sizes(2, "conv", k_conv_large, NULL, N_OF(k_conv_large)); }
+KT_TEST(gradient_of_a_mean) { check_sizes(3, "grad", k_small_first, NULL, N_OF(k_small_first)); }
+KT_TEST(gradient_of_a_mean_large_first) { check_sizes(3, "grad", k_large_first, NULL, N_OF(k_large_first)); }
+
+static const int64_t k_t2[] = {37, 2, 3, 2, 17, 4097, 8, 1, 5, 300};
+static const int64_t k_u2[] = {11, 2, 29, 9, 17, 3, 8, 5, 1, 4099};
+KT_TEST(two_symbols) { check_sizes(4, "two", k_t2, k_u2, N_OF(k_t2)); }
+KT_TEST(two_symbols_swapped) { check_sizes(4, "two", k_u2, k_t2, N_OF(k_t2)); }
+
+/* The same symbol on two inputs that must agree: a mismatch is an error
+ * naming the shapes, not a value. */
+KT_TEST(mismatched_sizes_are_an_error) {
+  KT_CHECK(kiln_init(&(kiln_options){.backend = bc_backend_under_test()}) == KILN_OK);
+  for (int k = 0; k < 3; k++) {
+    int64_t T = k == 2 ? 9 : 17 + k;
+    kiln_tensor x = din(T, 3, 1, 1), y = din(k == 2 ? 10 : T, 3, 1, 2);
+    kiln_tensor s = kiln_keep(kiln_add(x, y));
+    kiln_status st = kiln_mark_step();
+    if (k < 2) KT_CHECK_MSG(st == KILN_OK, "%s", kiln_last_error());
+    else KT_CHECK(!kiln_is_valid(s) || st != KILN_OK || kiln_last_status() != KILN_OK);
+    kiln_release(s);
+    kiln_clear_error();
+  }
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_large_first), KT_CASE(reductions_from_two),
+        KT_CASE(shapes_small_first), KT_CASE(shapes_large_first), KT_CASE(shapes_from_two), KT_CASE(conv_and_pool),
+        KT_CASE(conv_and_pool_large_first), KT_CASE(gradient_of_a_mean), KT_CASE(gradient_of_a_mean_large_first),
+        KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(mismatched_sizes_are_an_error))

@@ -11,6 +11,7 @@
  * cumsum and sort, index_select of a dynamic count, conv and pool over a
  * dynamic spatial size, and the gradient of a mean (1/n backwards). */
 #include "backend/backend_compare.h"
+#include "codegen/codegen.h" /* kiln_cg_sym_lt_always */
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
 
@@ -137,6 +138,83 @@ static void prog_two(bc_result *r, int64_t T, int64_t U) {
   bc_emit(r, kiln_matmul(z, y), 1e-4, 1e-4, "[T, U] @ [U, 3]");
 }
 
+/* A program's own constants that equal a size's 1/n, 2/n or n - 1 where the
+ * family is made (T = 8: 0.125, 0.25, 7; 5T = 40: 0.025), beside a mean over
+ * T that holds the real 1/T: at other sizes they stay what they are. */
+static void prog_lookalike(bc_result *r, int64_t T) {
+  kiln_tensor x = din(T, 5, 1, 101);
+  int a0[1] = {0};
+  bc_emit(r, kiln_add(kiln_mul_c(x, 0.125), kiln_mean(x, 1, a0, 1)), 1e-5, 1e-6, "x/8 + mean over T");
+  bc_emit(r, kiln_add_c(kiln_mul_c(kiln_mean(x, 0, NULL, 0), 0.025), 0.25), 1e-5, 1e-6, "mean/40 + 1/4");
+  bc_emit(r, kiln_add_c(kiln_mul_c(x, 7.0), 2.0), 1e-5, 1e-6, "7 x + 2");
+  int64_t is[1] = {3};
+  int64_t idx[3] = {7, 0, 6};
+  kiln_tensor ix = kiln_from_host(idx, KILN_I64, 1, is);
+  if (T >= 8) bc_emit(r, kiln_index_select(x, 0, ix), 0, 0, "rows 7, 0, 6");
+  kiln_tensor sq = kiln_mul(x, x);
+  kiln_tensor loss = kiln_mean(sq, 0, NULL, 0);
+  bc_emit(r, kiln_mul_c(loss, 0.05), 1e-5, 1e-7, "mean square / 20");
+}
+
+/* Along T: rolls by shifts above small sizes (the shift mod T changes),
+ * strided slices (ceil(T / 2) rows), topk of a constant k, triangles with
+ * offsets beyond small sizes, scatter_add and gather of T indices, batch
+ * norm statistics over a dynamic H. */
+static void prog_misc(bc_result *r, int64_t T, int64_t part) {
+  kiln_tensor x = din(T, 5, 1, 111);
+  kiln_tensor v;
+  int64_t is[2] = {T, 5}, zs[2] = {4, 5}, bs[4] = {2, 3, T, 4};
+  int64_t *idx;
+  kiln_tensor ix, sq = kiln_matmul(x, kiln_transpose(x, 0, 1));
+  int red[3] = {0, 2, 3};
+  switch (part) {
+  case 0:
+    if (T >= 2) bc_emit(r, kiln_roll(x, 7, 0), 0, 0, "roll T by 7");
+    break;
+  case 1:
+    if (T >= 2) bc_emit(r, kiln_roll(x, -3, 0), 0, 0, "roll T by -3");
+    break;
+  case 2: bc_emit(r, kiln_slice(x, 0, 0, T, 2), 0, 0, "x[::2]"); break;
+  case 3: bc_emit(r, kiln_slice(x, 0, 1, T, 3), 0, 0, "x[1::3]"); break;
+  case 4:
+    if (T < 3) break;
+    kiln_topk(x, 3, 0, 1, &v, NULL);
+    bc_emit(r, v, 0, 0, "top 3 over T");
+    break;
+  case 5:
+    bc_emit(r, kiln_tril(sq, 4), 1e-4, 1e-4, "tril +4 of T x T");
+    bc_emit(r, kiln_triu(sq, -3), 1e-4, 1e-4, "triu -3 of T x T");
+    break;
+  case 6:
+  case 7:
+    idx = malloc((size_t)(T > 0 ? 5 * T : 1) * sizeof *idx);
+    for (int64_t i = 0; i < 5 * T; i++) idx[i] = (i * 3 + 1) % 4;
+    ix = kiln_dynamic(kiln_from_host(idx, KILN_I64, 2, is), 0);
+    free(idx);
+    if (part == 6)
+      bc_emit(r, kiln_scatter_add(kiln_zeros(KILN_F32, 2, zs), 0, ix, x), 1e-5, 1e-5, "scatter_add T rows");
+    else bc_emit(r, kiln_gather(bc_input(KILN_F32, 2, zs, 112, 0), 0, ix), 0, 0, "gather T rows of 4");
+    break;
+  default: {
+    kiln_tensor b = kiln_dynamic(bc_input(KILN_F32, 4, bs, 113, 0), 2);
+    kiln_tensor m = kiln_mean(b, 3, red, 1), d = kiln_sub(b, m);
+    bc_emit(r, kiln_mean(kiln_mul(d, d), 3, red, 0), 1e-5, 1e-6, "batch norm variance over N, H, W");
+  }
+  }
+}
+
+/* Two symbols whose order where the family is made (U < T) changes later:
+ * the first U elements of x^T flattened ([U, T] -> [U T]) are x[i % T,
+ * i / T], not x[i, 0] (i < U < T holds at the family's sizes only; before,
+ * T = 3, U = 29 read rows past x's 3). */
+static void prog_order(bc_result *r, int64_t T, int64_t U) {
+  kiln_tensor x = din(T, U, 3, 121);
+  int64_t ys[1] = {U}, fl[1] = {U * T};
+  kiln_tensor y = kiln_dynamic(bc_input(KILN_F32, 1, ys, 122, 0), 0);
+  kiln_tensor f = kiln_reshape(kiln_transpose(kiln_mul_c(x, 2.0), 0, 1), 1, fl);
+  bc_emit(r, kiln_exp(kiln_add(kiln_slice(f, 0, 0, U, 1), y)), 1e-6, 1e-6, "exp(the first U of x^T flattened + y)");
+}
+
 static int64_t g_compiles, g_plans;
 
 static void prog(bc_result *r, const void *arg) {
@@ -151,6 +229,9 @@ static void prog(bc_result *r, const void *arg) {
   case 1: prog_shapes(r, c->T); break;
   case 2: prog_conv(r, c->T); break;
   case 3: prog_grad(r, c->T); break;
+  case 5: prog_lookalike(r, c->T); break;
+  case 6: prog_misc(r, c->T, c->U); break;
+  case 7: prog_order(r, c->T, c->U); break;
   default: prog_two(r, c->T, c->U); break;
   }
 }
@@ -209,6 +290,44 @@ static const int64_t k_u2[] = {11, 2, 29, 9, 17, 3, 8, 5, 1, 4099};
 KT_TEST(two_symbols) { check_sizes(4, "two", k_t2, k_u2, N_OF(k_t2)); }
 KT_TEST(two_symbols_swapped) { check_sizes(4, "two", k_u2, k_t2, N_OF(k_t2)); }
 
+static const int64_t k_from_eight[] = {8, 16, 9, 32, 4, 40, 3, 8, 7, 4097};
+static const int64_t k_from_four[] = {4, 16, 2, 8, 40, 3, 4};
+KT_TEST(lookalike_constants) { check_sizes(5, "lookalike", k_from_eight, NULL, N_OF(k_from_eight)); }
+KT_TEST(lookalike_constants_from_four) { check_sizes(5, "lookalike", k_from_four, NULL, N_OF(k_from_four)); }
+
+static void check_misc(const int64_t *T, int n) {
+  int64_t part[MAX_SIZES];
+  for (int p = 0; p < 9; p++) {
+    char what[32];
+    snprintf(what, sizeof what, "misc %d", p);
+    for (int k = 0; k < n; k++) part[k] = p;
+    check_sizes(6, what, T, part, n);
+  }
+}
+KT_TEST(misc_small_first) { check_misc(k_small_first, N_OF(k_small_first)); }
+KT_TEST(misc_large_first) { check_misc(k_large_first, N_OF(k_large_first)); }
+
+static const int64_t k_t3[] = {37, 3, 2, 5, 40, 7, 12, 4, 3};
+static const int64_t k_u3[] = {11, 29, 5, 3, 9, 40, 11, 3, 2};
+KT_TEST(two_symbols_in_another_order) { check_sizes(7, "order", k_t3, k_u3, N_OF(k_t3)); }
+
+/* The rule behind the index folding of a family's kernels: hi < m at every
+ * size, read at an instance where U = 131 and T = 137. */
+KT_TEST(an_index_range_below_a_size_at_every_size) {
+  const int64_t p[2] = {131, 137}, U = 131, T = 137;
+  KT_CHECK(kiln_cg_sym_lt_always(2, p, U, T - 1, T));          /* i < T */
+  KT_CHECK(kiln_cg_sym_lt_always(2, p, U, 5 * T - 1, 5 * T));  /* i < 5 T */
+  KT_CHECK(kiln_cg_sym_lt_always(2, p, U, T - 1, 5 * T - 5));  /* T - 1 < 5 (T - 1) */
+  KT_CHECK(kiln_cg_sym_lt_always(2, p, U, T + 1, T * U));      /* T + 1 < T U: U >= 2, T >= 2 */
+  KT_CHECK(!kiln_cg_sym_lt_always(2, p, U, T + 2, T * U));     /* not at T = U = 2 */
+  KT_CHECK(kiln_cg_sym_lt_always(2, p, U, 1, T));              /* a constant below every size */
+  KT_CHECK(!kiln_cg_sym_lt_always(2, p, U, 2, T));             /* not at T = 2 */
+  KT_CHECK(!kiln_cg_sym_lt_always(2, p, U, U - 1, T));         /* not where U > T */
+  KT_CHECK(!kiln_cg_sym_lt_always(2, p, U, U + 2, T));         /* not at T = U + 1 */
+  KT_CHECK(!kiln_cg_sym_lt_always(2, p, U, 2 * T - 1, 3 * T - 4)); /* not at T = 2 */
+  KT_CHECK(!kiln_cg_sym_lt_always(2, p, U, T * U - 1, 2 * T)); /* not at U = 3 */
+}
+
 /* The same symbol on two inputs that must agree: a mismatch is an error
  * naming the shapes, not a value. */
 KT_TEST(mismatched_sizes_are_an_error) {
@@ -229,4 +348,7 @@ KT_TEST(mismatched_sizes_are_an_error) {
 KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_large_first), KT_CASE(reductions_from_two),
         KT_CASE(shapes_small_first), KT_CASE(shapes_large_first), KT_CASE(shapes_from_two), KT_CASE(conv_and_pool),
         KT_CASE(conv_and_pool_large_first), KT_CASE(gradient_of_a_mean), KT_CASE(gradient_of_a_mean_large_first),
-        KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(mismatched_sizes_are_an_error))
+        KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(lookalike_constants),
+        KT_CASE(lookalike_constants_from_four), KT_CASE(misc_small_first), KT_CASE(misc_large_first),
+        KT_CASE(two_symbols_in_another_order),
+        KT_CASE(an_index_range_below_a_size_at_every_size), KT_CASE(mismatched_sizes_are_an_error))

@@ -274,6 +274,12 @@ static const int64_t k_from_two[] = {2, 3, 17, 1, 8, 4097, 5, 16};
 KT_TEST(reductions_small_first) { check_sizes(0, "reduce", k_small_first, NULL, N_OF(k_small_first)); }
 KT_TEST(reductions_large_first) { check_sizes(0, "reduce", k_large_first, NULL, N_OF(k_large_first)); }
 KT_TEST(reductions_from_two) { check_sizes(0, "reduce", k_from_two, NULL, N_OF(k_from_two)); }
+/* sizes that recur: a planned size's hits bind to the family, and from the
+ * 4th keep a graph of their own (KILN_FAMILY_KEEP_HITS) */
+static const int64_t k_recur[] = {37, 5, 9, 5, 9, 5, 9, 5, 9, 5, 37, 5, 2, 9, 2, 2, 2, 2, 9};
+KT_TEST(reductions_at_recurring_sizes) { check_sizes(0, "reduce", k_recur, NULL, N_OF(k_recur)); }
+KT_TEST(shapes_at_recurring_sizes) { check_sizes(1, "shapes", k_recur, NULL, N_OF(k_recur)); }
+KT_TEST(lookalike_at_recurring_sizes) { check_sizes(5, "lookalike", k_recur, NULL, N_OF(k_recur)); }
 KT_TEST(shapes_small_first) { check_sizes(1, "shapes", k_small_first, NULL, N_OF(k_small_first)); }
 KT_TEST(shapes_large_first) { check_sizes(1, "shapes", k_large_first, NULL, N_OF(k_large_first)); }
 KT_TEST(shapes_from_two) { check_sizes(1, "shapes", k_from_two, NULL, N_OF(k_from_two)); }
@@ -289,6 +295,9 @@ static const int64_t k_t2[] = {37, 2, 3, 2, 17, 4097, 8, 1, 5, 300};
 static const int64_t k_u2[] = {11, 2, 29, 9, 17, 3, 8, 5, 1, 4099};
 KT_TEST(two_symbols) { check_sizes(4, "two", k_t2, k_u2, N_OF(k_t2)); }
 KT_TEST(two_symbols_swapped) { check_sizes(4, "two", k_u2, k_t2, N_OF(k_t2)); }
+static const int64_t k_t4[] = {37, 20, 5, 9, 64, 3};
+static const int64_t k_u4[] = {37, 9, 5, 20, 2, 64};
+KT_TEST(two_symbols_equal_where_traced) { check_sizes(4, "two equal", k_t4, k_u4, N_OF(k_t4)); }
 
 static const int64_t k_from_eight[] = {8, 16, 9, 32, 4, 40, 3, 8, 7, 4097};
 static const int64_t k_from_four[] = {4, 16, 2, 8, 40, 3, 4};
@@ -345,10 +354,92 @@ KT_TEST(mismatched_sizes_are_an_error) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_large_first), KT_CASE(reductions_from_two),
+/* A bounded mark: sizes up to the bound (the bound itself included) are
+ * planned and right, one above it is an error at the mark, and the sizes
+ * after it run again. */
+KT_TEST(a_bounded_family_at_and_above_its_bound) {
+  KT_CHECK(kiln_init(&(kiln_options){.backend = bc_backend_under_test()}) == KILN_OK);
+  static const int64_t sizes[] = {37, 64, 2, 65, 1000, 63, 16};
+  static float buf[1000 * 3];
+  for (int k = 0; k < 7; k++) {
+    int64_t T = sizes[k], sh[2] = {T, 3};
+    for (int64_t i = 0; i < 3 * T; i++) buf[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    kiln_tensor x = kiln_dynamic_bounded(kiln_from_host(buf, KILN_F32, 2, sh), 0, 64);
+    int ax[1] = {0};
+    kiln_tensor m = kiln_keep(kiln_mean(kiln_mul(x, x), 1, ax, 0));
+    kiln_status st = kiln_mark_step();
+    float got[3] = {0};
+    if (T <= 64) {
+      KT_CHECK_MSG(st == KILN_OK && kiln_to_host(m, got, sizeof got) == KILN_OK, "T = %lld: %s", (long long)T,
+                   kiln_last_error());
+      for (int j = 0; j < 3; j++) {
+        double want = 0;
+        for (int64_t i = 0; i < T; i++) want += (double)buf[i * 3 + j] * buf[i * 3 + j];
+        want /= (double)T;
+        KT_CHECK_MSG(fabs(got[j] - want) <= 1e-5 * (1 + fabs(want)), "T = %lld: mean %d is %.9g, want %.9g",
+                     (long long)T, j, got[j], want);
+      }
+    } else {
+      KT_CHECK_MSG(kiln_last_status() != KILN_OK || st != KILN_OK, "T = %lld above the bound ran", (long long)T);
+      KT_STR_CONTAINS(kiln_last_error(), "above its bound 64");
+    }
+    kiln_release(m);
+    kiln_clear_error();
+  }
+  kiln_shutdown();
+}
+
+/* Steps of growing sizes in flight together: nothing is read until the
+ * last step, each step's state feeds the next, and every size's
+ * intermediates share the family's arena (grown by a later, larger size
+ * while an earlier one may still run). */
+KT_TEST(sizes_in_flight_then_read) {
+  KT_CHECK(kiln_init(&(kiln_options){.backend = bc_backend_under_test()}) == KILN_OK);
+  enum { N = 8 };
+  static const int64_t sizes[N] = {37, 5003, 2, 200003, 3, 65537, 400009, 17};
+  kiln_tensor out[N], acc = kiln_keep(kiln_zeros(KILN_F32, 1, (int64_t[]){5}));
+  double want[N][5], wacc[5] = {0};
+  for (int k = 0; k < N; k++) {
+    int64_t T = sizes[k], sh[2] = {T, 5};
+    float *buf = malloc((size_t)(5 * T) * sizeof *buf);
+    for (int64_t i = 0; i < 5 * T; i++) buf[i] = (float)((i * 37 + k) % 101) / 50.0f - 1.0f;
+    kiln_tensor x = kiln_dynamic(kiln_from_host(buf, KILN_F32, 2, sh), 0);
+    int ax[1] = {0};
+    kiln_tensor sm = kiln_softmax(kiln_mul_c(x, 2.0), 0); /* [T, 5]: an intermediate of 20 T bytes */
+    kiln_tensor m = kiln_add(kiln_mean(kiln_mul(sm, x), 1, ax, 0), acc);
+    kiln_release(acc);
+    acc = kiln_keep(m);
+    out[k] = kiln_keep(kiln_mul_c(m, 1.0));
+    KT_CHECK_MSG(kiln_mark_step() == KILN_OK, "T = %lld: %s", (long long)T, kiln_last_error());
+    for (int j = 0; j < 5; j++) {
+      double mx = -1e300, z = 0, s = 0;
+      for (int64_t i = 0; i < T; i++) mx = fmax(mx, 2.0 * buf[i * 5 + j]);
+      for (int64_t i = 0; i < T; i++) z += exp(2.0 * buf[i * 5 + j] - mx);
+      for (int64_t i = 0; i < T; i++) s += exp(2.0 * buf[i * 5 + j] - mx) / z * buf[i * 5 + j];
+      wacc[j] += s / (double)T;
+      want[k][j] = wacc[j];
+    }
+    free(buf);
+  }
+  for (int k = 0; k < N; k++) {
+    float got[5];
+    KT_CHECK(kiln_to_host(out[k], got, sizeof got) == KILN_OK);
+    for (int j = 0; j < 5; j++)
+      KT_CHECK_MSG(fabs(got[j] - want[k][j]) <= 1e-4 * (1 + fabs(want[k][j])), "T = %lld: %d is %.9g, want %.9g",
+                   (long long)sizes[k], j, got[j], want[k][j]);
+    kiln_release(out[k]);
+  }
+  kiln_release(acc);
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_at_recurring_sizes), KT_CASE(shapes_at_recurring_sizes),
+        KT_CASE(lookalike_at_recurring_sizes), KT_CASE(reductions_large_first), KT_CASE(reductions_from_two),
         KT_CASE(shapes_small_first), KT_CASE(shapes_large_first), KT_CASE(shapes_from_two), KT_CASE(conv_and_pool),
         KT_CASE(conv_and_pool_large_first), KT_CASE(gradient_of_a_mean), KT_CASE(gradient_of_a_mean_large_first),
-        KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(lookalike_constants),
+        KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(two_symbols_equal_where_traced), KT_CASE(lookalike_constants),
         KT_CASE(lookalike_constants_from_four), KT_CASE(misc_small_first), KT_CASE(misc_large_first),
         KT_CASE(two_symbols_in_another_order),
-        KT_CASE(an_index_range_below_a_size_at_every_size), KT_CASE(mismatched_sizes_are_an_error))
+        KT_CASE(an_index_range_below_a_size_at_every_size), KT_CASE(mismatched_sizes_are_an_error),
+        KT_CASE(a_bounded_family_at_and_above_its_bound),
+        KT_CASE(sizes_in_flight_then_read))

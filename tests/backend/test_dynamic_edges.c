@@ -215,6 +215,38 @@ static void prog_order(bc_result *r, int64_t T, int64_t U) {
   bc_emit(r, kiln_exp(kiln_add(kiln_slice(f, 0, 0, U, 1), y)), 1e-6, 1e-6, "exp(the first U of x^T flattened + y)");
 }
 
+/* The first U rows of a concat of T rows and U rows (inside the first part
+ * where U < T, across both where U > T), plus z [U, 5]; and the rows T - 1 ..
+ * T + U - 2 (across both parts at any order). */
+static void prog_concat_slices(bc_result *r, int64_t T, int64_t U) {
+  kiln_tensor x = din(T, 5, 1, 131), y = din(U, 5, 1, 132), z = din(U, 5, 1, 133);
+  kiln_tensor parts[2] = {kiln_tanh(x), kiln_exp(y)};
+  kiln_tensor cat = kiln_concat(2, parts, 0);
+  bc_emit(r, kiln_add(kiln_slice(cat, 0, 0, U, 1), z), 1e-6, 1e-6, "the first U rows of [T + U] plus z");
+  bc_emit(r, kiln_mul(kiln_slice(cat, 0, T - 1, T + U - 1, 1), z), 1e-6, 1e-6, "rows T - 1 .. T + U - 2, times z");
+  kiln_tensor two[2] = {z, kiln_neg(z)};
+  kiln_tensor c2 = kiln_concat(2, two, 0); /* [2U, 5] */
+  bc_emit(r, kiln_add(kiln_slice(c2, 0, 0, U, 1), y), 0, 0, "the first U rows of [2U] plus y");
+}
+
+/* The gradients of means over T + U rows and over a [T, U] matrix. */
+static void prog_grad_two(bc_result *r, int64_t T, int64_t U) {
+  kiln_tensor x = din(T, 3, 1, 141), y = din(U, 3, 1, 142), z = din(T, U, 3, 143);
+  kiln_requires_grad(x);
+  kiln_requires_grad(y);
+  kiln_requires_grad(z);
+  kiln_tensor parts[2] = {kiln_tanh(x), kiln_mul(y, y)};
+  kiln_tensor c = kiln_concat(2, parts, 0);
+  int a0[1] = {0};
+  kiln_tensor loss = kiln_add(kiln_sum(kiln_mean(kiln_mul(c, c), 1, a0, 0), 0, NULL, 0),
+                              kiln_mean(kiln_exp(kiln_mul_c(z, 0.5)), 0, NULL, 0));
+  kiln_backward(loss);
+  bc_emit(r, loss, 1e-5, 1e-6, "loss");
+  bc_emit(r, kiln_grad(x), 1e-5, 1e-7, "dx");
+  bc_emit(r, kiln_grad(y), 1e-5, 1e-7, "dy");
+  bc_emit(r, kiln_grad(z), 1e-5, 1e-8, "dz");
+}
+
 static int64_t g_compiles, g_plans;
 
 static void prog(bc_result *r, const void *arg) {
@@ -232,6 +264,8 @@ static void prog(bc_result *r, const void *arg) {
   case 5: prog_lookalike(r, c->T); break;
   case 6: prog_misc(r, c->T, c->U); break;
   case 7: prog_order(r, c->T, c->U); break;
+  case 8: prog_concat_slices(r, c->T, c->U); break;
+  case 9: prog_grad_two(r, c->T, c->U); break;
   default: prog_two(r, c->T, c->U); break;
   }
 }
@@ -319,6 +353,8 @@ KT_TEST(misc_large_first) { check_misc(k_large_first, N_OF(k_large_first)); }
 static const int64_t k_t3[] = {37, 3, 2, 5, 40, 7, 12, 4, 3};
 static const int64_t k_u3[] = {11, 29, 5, 3, 9, 40, 11, 3, 2};
 KT_TEST(two_symbols_in_another_order) { check_sizes(7, "order", k_t3, k_u3, N_OF(k_t3)); }
+KT_TEST(gradients_of_means_over_two_symbols) { check_sizes(9, "grad two", k_t2, k_u2, N_OF(k_t2)); }
+KT_TEST(slices_of_a_concat_in_another_order) { check_sizes(8, "concat slices", k_t3, k_u3, N_OF(k_t3)); }
 
 /* The rule behind the index folding of a family's kernels: hi < m at every
  * size, read at an instance where U = 131 and T = 137. */
@@ -439,7 +475,8 @@ KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_at_recurring_sizes),
         KT_CASE(conv_and_pool_large_first), KT_CASE(gradient_of_a_mean), KT_CASE(gradient_of_a_mean_large_first),
         KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(two_symbols_equal_where_traced), KT_CASE(lookalike_constants),
         KT_CASE(lookalike_constants_from_four), KT_CASE(misc_small_first), KT_CASE(misc_large_first),
-        KT_CASE(two_symbols_in_another_order),
+        KT_CASE(two_symbols_in_another_order), KT_CASE(slices_of_a_concat_in_another_order),
+        KT_CASE(gradients_of_means_over_two_symbols),
         KT_CASE(an_index_range_below_a_size_at_every_size), KT_CASE(mismatched_sizes_are_an_error),
         KT_CASE(a_bounded_family_at_and_above_its_bound),
         KT_CASE(sizes_in_flight_then_read))

@@ -469,6 +469,39 @@ KT_TEST(sizes_in_flight_then_read) {
   kiln_shutdown();
 }
 
+/* Constant indices into a varying axis: right where they are inside it, an
+ * error naming the index where a smaller size puts them past it (the
+ * family's kernels check against the run-time size, not the family's). */
+KT_TEST(constant_indices_past_a_smaller_size_are_an_error) {
+  KT_CHECK(kiln_init(&(kiln_options){.backend = bc_backend_under_test()}) == KILN_OK);
+  static const int64_t sizes[] = {37, 16, 5, 9, 2, 8};
+  static float buf[37 * 5];
+  for (int i = 0; i < 37 * 5; i++) buf[i] = (float)i;
+  for (int k = 0; k < 6; k++) {
+    int64_t T = sizes[k];
+    int64_t sh[2] = {T, 5}, is[1] = {3}, idx[3] = {7, 0, 6};
+    kiln_tensor x = kiln_dynamic(kiln_from_host(buf, KILN_F32, 2, sh), 0);
+    kiln_tensor ix = kiln_from_host(idx, KILN_I64, 1, is);
+    kiln_tensor g = kiln_keep(kiln_mul_c(kiln_index_select(kiln_exp(kiln_mul_c(x, 0.0)), 0, ix), 2.0));
+    kiln_tensor h = kiln_keep(kiln_add_c(kiln_index_select(x, 0, ix), 1.0));
+    kiln_status st = kiln_mark_step();
+    float got[15] = {0};
+    if (T > 7) {
+      KT_CHECK_MSG(st == KILN_OK && kiln_to_host(h, got, sizeof got) == KILN_OK, "T = %lld: %s", (long long)T,
+                   kiln_last_error());
+      for (int j = 0; j < 15; j++) KT_CHECK(got[j] == buf[idx[j / 5] * 5 + j % 5] + 1.0f);
+    } else {
+      int bad = st != KILN_OK || kiln_to_host(h, got, sizeof got) != KILN_OK || kiln_last_status() != KILN_OK;
+      KT_CHECK_MSG(bad, "T = %lld: index 7 read (%g)", (long long)T, got[0]);
+      KT_STR_CONTAINS(kiln_last_error(), "7");
+    }
+    kiln_release(g);
+    kiln_release(h);
+    kiln_clear_error();
+  }
+  kiln_shutdown();
+}
+
 KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_at_recurring_sizes), KT_CASE(shapes_at_recurring_sizes),
         KT_CASE(lookalike_at_recurring_sizes), KT_CASE(reductions_large_first), KT_CASE(reductions_from_two),
         KT_CASE(shapes_small_first), KT_CASE(shapes_large_first), KT_CASE(shapes_from_two), KT_CASE(conv_and_pool),
@@ -478,4 +511,4 @@ KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_at_recurring_sizes),
         KT_CASE(misc_large_first), KT_CASE(two_symbols_in_another_order), KT_CASE(slices_of_a_concat_in_another_order),
         KT_CASE(gradients_of_means_over_two_symbols), KT_CASE(an_index_range_below_a_size_at_every_size),
         KT_CASE(mismatched_sizes_are_an_error), KT_CASE(a_bounded_family_at_and_above_its_bound),
-        KT_CASE(sizes_in_flight_then_read))
+        KT_CASE(sizes_in_flight_then_read), KT_CASE(constant_indices_past_a_smaller_size_are_an_error))

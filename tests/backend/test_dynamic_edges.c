@@ -207,10 +207,11 @@ static void prog_misc(bc_result *r, int64_t T, int64_t part) {
  * the first U elements of x^T flattened ([U, T] -> [U T]) are x[i % T,
  * i / T], not x[i, 0] (i < U < T holds at the family's sizes only; before,
  * T = 3, U = 29 read rows past x's 3). */
-static void prog_order(bc_result *r, int64_t T, int64_t U) {
-  kiln_tensor x = din(T, U, 3, 121);
+static void prog_order(bc_result *r, int64_t T, int64_t U, int marked) {
+  kiln_tensor x = din(T, U, marked ? 3 : 0, 121);
   int64_t ys[1] = {U}, fl[1] = {U * T};
-  kiln_tensor y = kiln_dynamic(bc_input(KILN_F32, 1, ys, 122, 0), 0);
+  kiln_tensor y = bc_input(KILN_F32, 1, ys, 122, 0);
+  if (marked) y = kiln_dynamic(y, 0);
   kiln_tensor f = kiln_reshape(kiln_transpose(kiln_mul_c(x, 2.0), 0, 1), 1, fl);
   bc_emit(r, kiln_exp(kiln_add(kiln_slice(f, 0, 0, U, 1), y)), 1e-6, 1e-6, "exp(the first U of x^T flattened + y)");
 }
@@ -263,7 +264,8 @@ static void prog(bc_result *r, const void *arg) {
   case 3: prog_grad(r, c->T); break;
   case 5: prog_lookalike(r, c->T); break;
   case 6: prog_misc(r, c->T, c->U); break;
-  case 7: prog_order(r, c->T, c->U); break;
+  case 7: prog_order(r, c->T, c->U, 1); break;
+  case 10: prog_order(r, c->T, c->U, 0); break; /* the automatic rule: dynamic from the second size */
   case 8: prog_concat_slices(r, c->T, c->U); break;
   case 9: prog_grad_two(r, c->T, c->U); break;
   default: prog_two(r, c->T, c->U); break;
@@ -354,6 +356,9 @@ static const int64_t k_t3[] = {37, 3, 2, 5, 40, 7, 12, 4, 3};
 static const int64_t k_u3[] = {11, 29, 5, 3, 9, 40, 11, 3, 2};
 KT_TEST(two_symbols_in_another_order) { check_sizes(7, "order", k_t3, k_u3, N_OF(k_t3)); }
 KT_TEST(gradients_of_means_over_two_symbols) { check_sizes(9, "grad two", k_t2, k_u2, N_OF(k_t2)); }
+static const int64_t k_t5[] = {37, 41, 3, 2, 5, 40, 7, 12};
+static const int64_t k_u5[] = {11, 13, 29, 5, 3, 9, 40, 11};
+KT_TEST(two_symbols_in_another_order_unmarked) { check_sizes(10, "order auto", k_t5, k_u5, N_OF(k_t5)); }
 KT_TEST(slices_of_a_concat_in_another_order) { check_sizes(8, "concat slices", k_t3, k_u3, N_OF(k_t3)); }
 
 /* The rule behind the index folding of a family's kernels: hi < m at every
@@ -509,6 +514,7 @@ KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_at_recurring_sizes),
         KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(two_symbols_equal_where_traced),
         KT_CASE(lookalike_constants), KT_CASE(lookalike_constants_from_four), KT_CASE(misc_small_first),
         KT_CASE(misc_large_first), KT_CASE(two_symbols_in_another_order), KT_CASE(slices_of_a_concat_in_another_order),
+        KT_CASE(two_symbols_in_another_order_unmarked),
         KT_CASE(gradients_of_means_over_two_symbols), KT_CASE(an_index_range_below_a_size_at_every_size),
         KT_CASE(mismatched_sizes_are_an_error), KT_CASE(a_bounded_family_at_and_above_its_bound),
         KT_CASE(sizes_in_flight_then_read), KT_CASE(constant_indices_past_a_smaller_size_are_an_error))

@@ -248,6 +248,20 @@ static void prog_grad_two(bc_result *r, int64_t T, int64_t U) {
   bc_emit(r, kiln_grad(z), 1e-5, 1e-8, "dz");
 }
 
+/* Three symbols (V = the third, passed as T + U + 1 scrambled): z [T, U] @ w
+ * [U, V], its transpose flattened and the first V of it plus y [V]; a mean
+ * over all of z @ w. */
+static void prog_three(bc_result *r, int64_t T, int64_t U) {
+  int64_t V = (T * 7 + U * 3) % 23 + 2;
+  kiln_tensor z = din(T, U, 3, 161), w = din(U, V, 3, 162);
+  int64_t ys[1] = {V}, fl[1] = {T * V};
+  kiln_tensor y = kiln_dynamic(bc_input(KILN_F32, 1, ys, 163, 0), 0);
+  kiln_tensor p = kiln_matmul(z, w);
+  kiln_tensor f = kiln_reshape(kiln_transpose(kiln_tanh(p), 0, 1), 1, fl);
+  bc_emit(r, kiln_add(kiln_slice(f, 0, 0, V, 1), y), 1e-5, 1e-5, "the first V of (z w)^T flattened, plus y");
+  bc_emit(r, kiln_mean(p, 0, NULL, 0), 1e-4, 1e-5, "mean of z w");
+}
+
 static int64_t g_compiles, g_plans;
 
 static void prog(bc_result *r, const void *arg) {
@@ -265,6 +279,7 @@ static void prog(bc_result *r, const void *arg) {
   case 5: prog_lookalike(r, c->T); break;
   case 6: prog_misc(r, c->T, c->U); break;
   case 7: prog_order(r, c->T, c->U, 1); break;
+  case 11: prog_three(r, c->T, c->U); break;
   case 10: prog_order(r, c->T, c->U, 0); break; /* the automatic rule: dynamic from the second size */
   case 8: prog_concat_slices(r, c->T, c->U); break;
   case 9: prog_grad_two(r, c->T, c->U); break;
@@ -359,6 +374,7 @@ KT_TEST(gradients_of_means_over_two_symbols) { check_sizes(9, "grad two", k_t2, 
 static const int64_t k_t5[] = {37, 41, 3, 2, 5, 40, 7, 12};
 static const int64_t k_u5[] = {11, 13, 29, 5, 3, 9, 40, 11};
 KT_TEST(two_symbols_in_another_order_unmarked) { check_sizes(10, "order auto", k_t5, k_u5, N_OF(k_t5)); }
+KT_TEST(three_symbols_in_several_orders) { check_sizes(11, "three", k_t2, k_u2, N_OF(k_t2)); }
 KT_TEST(slices_of_a_concat_in_another_order) { check_sizes(8, "concat slices", k_t3, k_u3, N_OF(k_t3)); }
 
 /* The rule behind the index folding of a family's kernels: hi < m at every
@@ -514,7 +530,7 @@ KT_MAIN(KT_CASE(reductions_small_first), KT_CASE(reductions_at_recurring_sizes),
         KT_CASE(two_symbols), KT_CASE(two_symbols_swapped), KT_CASE(two_symbols_equal_where_traced),
         KT_CASE(lookalike_constants), KT_CASE(lookalike_constants_from_four), KT_CASE(misc_small_first),
         KT_CASE(misc_large_first), KT_CASE(two_symbols_in_another_order), KT_CASE(slices_of_a_concat_in_another_order),
-        KT_CASE(two_symbols_in_another_order_unmarked),
+        KT_CASE(two_symbols_in_another_order_unmarked), KT_CASE(three_symbols_in_several_orders),
         KT_CASE(gradients_of_means_over_two_symbols), KT_CASE(an_index_range_below_a_size_at_every_size),
         KT_CASE(mismatched_sizes_are_an_error), KT_CASE(a_bounded_family_at_and_above_its_bound),
         KT_CASE(sizes_in_flight_then_read), KT_CASE(constant_indices_past_a_smaller_size_are_an_error))

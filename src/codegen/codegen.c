@@ -706,11 +706,11 @@ void kiln_kernel_src_clear(kiln_kernel_src *k) {
   memset(k, 0, sizeof *k);
 }
 
-static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t sym_floor, kiln_kernel_src *out,
-                              kiln_err *err) {
+static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t sym_floor, int n_syms,
+                              const int64_t *primes, kiln_kernel_src *out, kiln_err *err) {
   memset(out, 0, sizeof *out);
   cg c = {.g = s->g, .s = s, .k = &s->kernels[kid], .kid = kid, .st = KILN_OK, .sm_store = -1, .sm_sum = -1,
-         .sym = sym, .sym_floor = sym_floor};
+         .sym = sym, .sym_floor = sym_floor, .n_syms = n_syms, .sym_p = primes};
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);
@@ -775,10 +775,10 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t
 }
 
 kiln_status kiln_codegen_kernel(const kiln_sched *s, int32_t kid, kiln_kernel_src *out, kiln_err *err) {
-  return gen_kernel(s, kid, 0, 0, out, err);
+  return gen_kernel(s, kid, 0, 0, 0, NULL, out, err);
 }
 
-kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, int64_t sym_floor, kiln_kernel_src *out,
-                                    kiln_err *err) {
-  return gen_kernel(s, kid, 1, sym_floor, out, err);
+kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, int64_t sym_floor, int n_syms,
+                                    const int64_t *primes, kiln_kernel_src *out, kiln_err *err) {
+  return gen_kernel(s, kid, 1, sym_floor, n_syms, primes, out, err);
 }

@@ -77,9 +77,19 @@ void kiln_kernel_src_clear(kiln_kernel_src *k);
  * sym_floor: the same for every instance of the family, the smallest size
  * a symbolic dimension takes at any of them (above every constant size): a
  * length at or above it may vary, so the kernel sizes no local array by it
- * (a row of any length must not overflow a thread's stack). */
-kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, int64_t sym_floor, kiln_kernel_src *out,
-                                    kiln_err *err);
+ * (a row of any length must not overflow a thread's stack). primes: the
+ * instance's n_syms symbol values: an index range is taken to stay below a
+ * size only where it does at every size of the family, not only at these
+ * primes (two symbols in another order at run time). */
+kiln_status kiln_codegen_kernel_sym(const kiln_sched *s, int32_t kid, int64_t sym_floor, int n_syms,
+                                    const int64_t *primes, kiln_kernel_src *out, kiln_err *err);
+/* Whether hi < m holds at every size of a family (each symbol at least 2),
+ * both read back from their values at an instance whose n_syms symbols are
+ * the primes p (floor: its smallest symbolic size) as c * (a product of
+ * symbols) + d (codegen_sym.c): an index range below a size at the
+ * instance's primes only (the first U of a [U, T] flattened, U < T there) is
+ * not. Used by the index folding of kiln_codegen_kernel_sym. */
+int kiln_cg_sym_lt_always(int n_syms, const int64_t *p, int64_t floor, int64_t hi, int64_t m);
 /* How far a size may be from a product of symbols for kiln_codegen_family
  * to read it back (the instances' primes must be above every constant size
  * plus twice this). */

@@ -282,13 +282,13 @@ static void ix_split(cg *c, const kiln_ix *x, int64_t g, kiln_ix **h, kiln_ix **
   }
 }
 
-/* In a family's instance (c->sym): whether hi, the end of a range too small
- * to be a symbol's (below the smallest symbolic size by more than a size's
- * offset), is compared with m, a symbol's size. hi < m holds at the
- * instances' primes, not at every smaller size of the family (a constant
- * window of a transposed [3, T] flattened: its x / T is not 0 at T = 2). */
+/* In a family's instance (c->sym): whether hi, the end of an index range,
+ * may be compared with m, a symbol's size, only at the instances' primes:
+ * hi < m holds there but not at every size of the family (a constant window
+ * of a transposed [3, T] flattened: its x / T is not 0 at T = 2; the first U
+ * elements of a [U, T] flattened, made where U < T, at a size where U > T). */
 static int sym_small_vs_size(const cg *c, int64_t hi, int64_t m) {
-  return c->sym && m >= c->sym_floor && hi < c->sym_floor - KILN_CG_SYM_ADD_MARGIN / 2;
+  return c->sym && m >= c->sym_floor && hi < m && !kiln_cg_sym_lt_always(c->n_syms, c->sym_p, c->sym_floor, hi, m);
 }
 
 /* floor(x / d), d >= 1, for x >= 0 wherever it is used. With g a divisor
@@ -353,7 +353,7 @@ static const kiln_ix *ix_mod(cg *c, const kiln_ix *x, int64_t n) {
     if (x->t[i].c % n != 0) r->t[r->n++] = x->t[i];
   int64_t rlo, rhi;
   ix_range(r, &rlo, &rhi);
-  if (rlo >= 0 && rhi < n) return r;
+  if (rlo >= 0 && rhi < n && !sym_small_vs_size(c, rhi, n)) return r;
   const kiln_ix *base = rlo >= 0 ? r : x;
   return ix_divmod_atom(c, base, '%', n, 0, n - 1);
 }

@@ -99,6 +99,11 @@ typedef struct cg {
    * it may be a symbol's (any size at run time): no local array has it as
    * its length (kiln_codegen_kernel_sym) */
   int64_t sym_floor;
+  /* with sym: the instance's symbol values (primes), n_syms of them: a size
+   * reads back as c * (product of symbols) + d over them (codegen_expr.c,
+   * sym_lt_always) */
+  int n_syms;
+  const int64_t *sym_p;
 } cg;
 
 /* "i0".."i7": the canonical axis variables of a kernel's loops. */

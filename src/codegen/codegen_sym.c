@@ -100,6 +100,51 @@ static int read_back_poly(int64_t va, int64_t vb, int n, const int64_t *pa, cons
   return 0;
 }
 
+/* v at the instance's primes read as c * M + d, M a product of symbols
+ * (exponents e), |d| <= KILN_CG_SYM_ADD_MARGIN / 2, the smallest |d| first;
+ * a value that no symbol divides and is below every symbolic size: the
+ * constant c = v. 0: no such reading (a sum of products, s0 + s1). */
+typedef struct sym_read {
+  int64_t c, d;
+  int n; /* the degree of M */
+  uint8_t e[KILN_SYM_MAX];
+} sym_read;
+
+static int sym_read_of(int n_syms, const int64_t *p, int64_t floor, int64_t v, sym_read *r) {
+  for (int64_t d = 0; d <= KILN_CG_SYM_ADD_MARGIN / 2; d = d > 0 ? -d : 1 - d) {
+    memset(r, 0, sizeof *r);
+    int64_t x = v - d;
+    for (int k = 0; k < n_syms && k < KILN_SYM_MAX; k++)
+      while (x != 0 && p[k] > 1 && x % p[k] == 0 && r->e[k] < 60) {
+        x /= p[k];
+        r->e[k]++;
+        r->n++;
+      }
+    if (r->n && x >= 1) {
+      r->c = x;
+      r->d = d;
+      return 1;
+    }
+  }
+  memset(r, 0, sizeof *r);
+  r->c = v;
+  return v < floor - KILN_CG_SYM_ADD_MARGIN / 2;
+}
+
+int kiln_cg_sym_lt_always(int n_syms, const int64_t *p, int64_t floor, int64_t hi, int64_t m) {
+  sym_read h, s;
+  int rh = sym_read_of(n_syms, p, floor, hi, &h), rm = sym_read_of(n_syms, p, floor, m, &s);
+  if (!rh && !rm) return hi < m && m - hi <= KILN_CG_SYM_ADD_MARGIN / 2; /* one sum of products, offsets */
+  if (!rh || !rm || s.n > 60) return 0;
+  for (int k = 0; k < KILN_SYM_MAX; k++)
+    if (h.e[k] > s.e[k]) return 0; /* a symbol of hi's that m lacks: either may be the larger */
+  /* m - hi = X (c_m R - c_h) + d_m - d_h, X = hi's product >= 2^n_h, R = the
+   * rest of m's >= 2^(n_m - n_h): smallest at the smallest X and R where
+   * c_m R >= c_h */
+  __int128 X = (__int128)1 << h.n, R = (__int128)1 << (s.n - h.n);
+  return (__int128)s.c * R >= h.c && X * ((__int128)s.c * R - h.c) + s.d - h.d > 0;
+}
+
 /* c times the symbols to exponents e: "5LL * a0[0] * a0[1]". */
 static void emit_product(kiln_text *o, int64_t c, const uint8_t *e, int n) {
   kiln_text_printf(o, "%lldLL", (long long)c);

@@ -153,7 +153,7 @@ static kiln_status read_kernel(const fam *m, const kiln_kernel_src *ka, const ki
                                const int64_t *pa, const int64_t *px, const fam_polys *fp, kiln_kernel_src *out,
                                kiln_sym_mono *items, kiln_err *e) {
   kiln_kernel_src kx;
-  kiln_status st = kiln_codegen_kernel_sym(sx, i, m->sym_floor, &kx, e);
+  kiln_status st = kiln_codegen_kernel_sym(sx, i, m->sym_floor, m->s0.n_syms, px, &kx, e);
   if (st != KILN_OK) return st;
   st = kiln_codegen_family(ka, &kx, m->s0.n_syms, pa, px, fp->v, fp->n, out, items, e);
   kiln_kernel_src_clear(&kx);
@@ -180,7 +180,7 @@ static void make_templates(fam *m, const kiln_sched *sa, const kiln_sched *sb, c
     kiln_kernel_src ka, t3 = {0};
     kiln_sym_mono it3;
     kiln_err e = {0};
-    kiln_status st = kiln_codegen_kernel_sym(sa, i, m->sym_floor, &ka, &e);
+    kiln_status st = kiln_codegen_kernel_sym(sa, i, m->sym_floor, m->s0.n_syms, pa, &ka, &e);
     if (st == KILN_OK) st = read_kernel(m, &ka, sb, i, pa, pb, fp, &m->tmpl[i], &m->items[i], &e);
     if (st == KILN_OK && sc) { /* the third reading */
       st = read_kernel(m, &ka, sc, i, pa, pc, fp, &t3, &it3, &e);

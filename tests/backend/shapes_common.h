@@ -26,7 +26,7 @@ static __attribute__((unused)) kiln_tensor fuse(kiln_tensor x) {
 static __attribute__((unused)) kiln_tensor make(kiln_dtype dt, int rank, const int64_t *shape, int seed) {
   int64_t n = 1;
   for (int d = 0; d < rank; d++) n *= shape[d];
-  double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+  double *v = calloc((size_t)(n > 0 ? n : 1), sizeof *v); /* zeroed: an empty tensor reads none of it */
   for (int64_t i = 0; i < n; i++) v[i] = (double)((7 * i + 5 * seed) % 17 - 8) / 4.0;
   kiln_tensor x = kiln_from_host(v, KILN_F64, rank, rank ? shape : k_none);
   free(v);

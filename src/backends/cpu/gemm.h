@@ -27,6 +27,13 @@ void kiln_gemm_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, 
  * (accumulated in dt, wrapping). gemm_convert.c. */
 void kiln_gemm_other(int dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                      const void *b, int64_t ldb, void *c, int64_t ldc);
+/* bf16/f16 op(A) op(B) as f32 sums into dense fc (m x n): the library's
+ * sgemm on copies widened to f32 (0), or -1 without memory for them; and one
+ * element (i, j) of it as f32 sums in order, which needs no memory. */
+int kiln_gemm_half_products(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                            const uint16_t *b, int64_t ldb, float *fc);
+float kiln_gemm_half_dot(int dt, int ta, int tb, int64_t i, int64_t j, int64_t k, const uint16_t *a, int64_t lda,
+                         const uint16_t *b, int64_t ldb);
 /* f32 C = C0 + alpha·bf16(op(A) op(B)) for bf16 A and B, by kiln_gemm_bf16_upd
  * where preferred, else the library's sgemm on widened copies; C0 may be C */
 void kiln_gemm_bf16_update(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a,

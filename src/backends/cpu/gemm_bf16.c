@@ -384,28 +384,18 @@ static void exact_tile(int ta, int tb, const uint16_t *a, int64_t lda, const uin
                        int64_t mc, int64_t j0, int64_t nc, int64_t k0, int64_t kc, void *c, int64_t ldc, int st,
                        const float *c0, float alpha) {
   kiln_counter_add("Bf16GemmExactTiles", 1);
-  float *fa = malloc(sizeof(float) * (size_t)(mc * kc + kc * nc + mc * nc) + 1);
-  float *fb = fa ? fa + mc * kc : NULL, *fc = fa ? fb + kc * nc : NULL;
-  if (fa) {
-    for (int64_t i = 0; i < mc; i++)
-      for (int64_t q = 0; q < kc; q++) fa[i * kc + q] = kbf16_f32(a[at(ta, i0 + i, k0 + q, lda)]);
-    for (int64_t q = 0; q < kc; q++)
-      for (int64_t j = 0; j < nc; j++) fb[q * nc + j] = kbf16_f32(b[at(tb, k0 + q, j0 + j, ldb)]);
-    kiln_gemm_sgemm(0, 0, mc, nc, kc, 1.0f, fa, kc, fb, nc, 0.0f, fc, nc);
-  }
+  const uint16_t *at_a = a + at(ta, i0, k0, lda), *at_b = b + at(tb, k0, j0, ldb); /* the tile's blocks */
+  float *fc = malloc(sizeof(float) * (size_t)(mc * nc) + 1);
+  int have = fc && kiln_gemm_half_products(KILN_BF16, ta, tb, mc, nc, kc, at_a, lda, at_b, ldb, fc) == 0;
   for (int64_t i = 0; i < mc; i++)
     for (int64_t j = 0; j < nc; j++) {
-      float v = 0.0f;
-      if (fc) v = fc[i * nc + j];
-      else
-        for (int64_t q = 0; q < kc; q++)
-          v += kbf16_f32(a[at(ta, i0 + i, k0 + q, lda)]) * kbf16_f32(b[at(tb, k0 + q, j0 + j, ldb)]);
+      float v = have ? fc[i * nc + j] : kiln_gemm_half_dot(KILN_BF16, ta, tb, i, j, kc, at_a, lda, at_b, ldb);
       if (st == ST_BF16) ((uint16_t *)c)[i * ldc + j] = kf32_bf16(v);
       else if (st == ST_UPD) ((float *)c)[i * ldc + j] = upd_one(v, c0[i * ldc + j], alpha);
       else if (st == ST_F32_ACC) ((float *)c)[i * ldc + j] += v;
       else ((float *)c)[i * ldc + j] = v;
     }
-  free(fa);
+  free(fc);
 }
 
 /* C = op(A) op(B), K in blocks of KC, the packed panels in pa, pb: f32, or

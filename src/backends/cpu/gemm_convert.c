@@ -19,8 +19,8 @@ static inline float ld_half(int dt, const uint16_t *p, int64_t i) {
 
 /* Element (i, j) of op(A) op(B) as f32 sums, in order: the fallback
  * without memory for the widened copies (another order than the library's). */
-static float dot_half(int dt, int ta, int tb, int64_t i, int64_t j, int64_t k, const uint16_t *a, int64_t lda,
-                      const uint16_t *b, int64_t ldb) {
+float kiln_gemm_half_dot(int dt, int ta, int tb, int64_t i, int64_t j, int64_t k, const uint16_t *a,
+                         int64_t lda, const uint16_t *b, int64_t ldb) {
   float s = 0.0f;
   for (int64_t q = 0; q < k; q++) s += ld_half(dt, a, at(ta, i, q, lda)) * ld_half(dt, b, at(tb, q, j, ldb));
   return s;
@@ -43,8 +43,8 @@ static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, f
 
 /* fc (m x n, dense) = op(A) op(B) by the library's sgemm on copies widened
  * to f32. 0, or -1 without memory for the copies. */
-static int products_f32(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
-                        const uint16_t *b, int64_t ldb, float *fc) {
+int kiln_gemm_half_products(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                            int64_t lda, const uint16_t *b, int64_t ldb, float *fc) {
   if (k <= 0) { /* sums of nothing, without asking the library about K = 0 */
     memset(fc, 0, sizeof *fc * (size_t)(m * n));
     return 0;
@@ -70,11 +70,11 @@ static void gemm_half(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, c
   if (dt == KILN_BF16 && kiln_gemm_bf16_preferred() && kiln_gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, 1) == 0)
     return;
   float *fc = malloc(((size_t)(m * n) + 1) * sizeof(float));
-  if (!fc || products_f32(dt, ta, tb, m, n, k, a, lda, b, ldb, fc) != 0) {
+  if (!fc || kiln_gemm_half_products(dt, ta, tb, m, n, k, a, lda, b, ldb, fc) != 0) {
     free(fc);
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) {
-        float v = dot_half(dt, ta, tb, i, j, k, a, lda, b, ldb);
+        float v = kiln_gemm_half_dot(dt, ta, tb, i, j, k, a, lda, b, ldb);
         c[i * ldc + j] = dt == KILN_BF16 ? kf32_bf16(v) : kf32_f16(v);
       }
     return;
@@ -95,10 +95,10 @@ void kiln_gemm_bf16_update(int ta, int tb, int64_t m, int64_t n, int64_t k, cons
   if (kiln_gemm_bf16_preferred() && kiln_gemm_bf16_upd(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, c0, alpha) == 0)
     return;
   float *fc = malloc(((size_t)(m * n) + 1) * sizeof(float));
-  int have = fc && products_f32(KILN_BF16, ta, tb, m, n, k, a, lda, b, ldb, fc) == 0;
+  int have = fc && kiln_gemm_half_products(KILN_BF16, ta, tb, m, n, k, a, lda, b, ldb, fc) == 0;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
-      float v = have ? fc[i * n + j] : dot_half(KILN_BF16, ta, tb, i, j, k, a, lda, b, ldb);
+      float v = have ? fc[i * n + j] : kiln_gemm_half_dot(KILN_BF16, ta, tb, i, j, k, a, lda, b, ldb);
       c[i * ldc + j] = c0[i * ldc + j] + kbf16r(v) * alpha; /* the unfused kernels' two roundings */
     }
   free(fc);

@@ -44,6 +44,32 @@ kiln_status kiln_fs_mkdirs_private(const char *path, kiln_err *err) {
   return KILN_OK;
 }
 
+size_t kiln_fs_existing_prefix(const char *path) {
+  char buf[PATH_MAX];
+  size_t n = path ? strlen(path) : 0;
+  if (n == 0 || n >= sizeof buf) return 0;
+  memcpy(buf, path, n + 1);
+  struct stat st;
+  while (n > 0) {
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return n;
+    while (n > 0 && buf[n - 1] != '/') buf[--n] = 0; /* drop the last component */
+  }
+  return 0;
+}
+
+void kiln_fs_rmdirs_empty(const char *path, size_t keep) {
+  char buf[PATH_MAX];
+  size_t n = path ? strlen(path) : 0;
+  if (n == 0 || n >= sizeof buf) return;
+  memcpy(buf, path, n + 1);
+  while (n > keep) {
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    if (n <= keep || rmdir(buf) != 0) return; /* not empty, or not ours */
+    while (n > 0 && buf[n - 1] != '/') buf[--n] = 0;
+  }
+}
+
 const char *kiln_fs_stat_unsafe_reason(const struct stat *st, int want_dir) {
   if (S_ISLNK(st->st_mode)) return "is a symbolic link";
   if (want_dir && !S_ISDIR(st->st_mode)) return "is not a directory";

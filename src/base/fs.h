@@ -27,6 +27,16 @@
  * kiln_fs_check_private_dir on the leaf). Errors: KILN_ERR_IO. */
 kiln_status kiln_fs_mkdirs_private(const char *path, kiln_err *err);
 
+/* The length of path's longest prefix that names an existing directory
+ * ("a/b" of "a/b/c/d" when a/b exists; 0 when none does): taken before
+ * kiln_fs_mkdirs_private, it is what kiln_fs_rmdirs_empty keeps. */
+size_t kiln_fs_existing_prefix(const char *path);
+
+/* Undo kiln_fs_mkdirs_private after a failure: remove path, then each
+ * parent, while it is an empty directory and longer than keep bytes (what
+ * existed before). A directory that holds anything stays. */
+void kiln_fs_rmdirs_empty(const char *path, size_t keep);
+
 /* Why `st` (from lstat/fstat) is not a safe place to load code from, or
  * NULL when it is safe: it must be owned by the effective user, not be a
  * symlink, be of the expected kind (want_dir: directory, else regular file)

@@ -66,7 +66,13 @@ static void host_name(char *out, size_t cap) {
 }
 
 kiln_status kiln_prof_write_run(const kiln_prof_capture *c, const char *dir, kiln_err *err) {
-  KILN_RETURN_IF_ERROR(err, kiln_fs_mkdirs_private(dir, err), "while creating the profile directory");
+  size_t existed = kiln_fs_existing_prefix(dir); /* a failed write leaves no empty directories */
+  kiln_status s = kiln_fs_mkdirs_private(dir, err);
+  if (s != KILN_OK) {
+    kiln_fs_rmdirs_empty(dir, existed);
+    kiln_err_context(err, "while creating the profile directory");
+    return s;
+  }
   char stem[300];
   if (c->world > 1)
     snprintf(stem, sizeof stem, "%s-rank%d", c->host, c->rank);
@@ -74,14 +80,17 @@ kiln_status kiln_prof_write_run(const kiln_prof_capture *c, const char *dir, kil
     snprintf(stem, sizeof stem, "%s", c->host);
   size_t n = strlen(dir) + strlen(stem) + 32;
   char *path = malloc(n);
-  if (!path) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profiler: out of memory");
-  snprintf(path, n, "%s/%s.xplane.pb", dir, stem);
-  kiln_status s = kiln_prof_write_xplane(c, path, err);
-  if (s == KILN_OK) {
-    snprintf(path, n, "%s/%s.trace.json.gz", dir, stem);
-    s = kiln_prof_write_chrome(c, path, err);
+  if (!path) s = kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "profiler: out of memory");
+  else {
+    snprintf(path, n, "%s/%s.xplane.pb", dir, stem);
+    s = kiln_prof_write_xplane(c, path, err);
+    if (s == KILN_OK) {
+      snprintf(path, n, "%s/%s.trace.json.gz", dir, stem);
+      s = kiln_prof_write_chrome(c, path, err);
+    }
+    free(path);
   }
-  free(path);
+  if (s != KILN_OK) kiln_fs_rmdirs_empty(dir, existed); /* a written file stays, and its directories */
   return s;
 }
 

@@ -6,6 +6,7 @@
  * 2 ms lasts at least 2 ms and contains its children), a plain C JSON
  * validator, protobuf-c's own unpack of the written file. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <kiln/kiln.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -655,6 +656,41 @@ KT_TEST(timed_capture_with_null_err_reports_through_the_sticky_status) {
   kiln_clear_error();
 }
 
+/* A capture that cannot be written leaves no empty directories behind: the
+ * run directory and the parents kiln made for it go, what existed stays. */
+KT_TEST(failed_stop_removes_the_directories_it_made) {
+  kiln_clear_error();
+  char base[512], logdir[700], made[900];
+  kiln_err err = {0};
+  KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-prof-", base, sizeof base, &err) == KILN_OK);
+  snprintf(logdir, sizeof logdir, "%s/new/logs", base);
+  KT_CHECK(kiln_profiler_start() == KILN_OK);
+  kiln_fs_test_write_fault(10, ENOSPC); /* the first file's write fails */
+  char run[1024];
+  KT_EQ_INT(kiln_profiler_stop(logdir, run, sizeof run), KILN_ERR_IO);
+  kiln_fs_test_write_fault(0, 0);
+  KT_STR_CONTAINS(kiln_last_error(), "profiler_stop");
+  kiln_clear_error();
+  snprintf(made, sizeof made, "%s/new", base);
+  KT_CHECK(access(made, F_OK) != 0); /* new/logs/plugins/profile/<run> all gone */
+  KT_CHECK(access(base, F_OK) == 0); /* what existed before stays */
+  /* a directory that holds something stays too */
+  KT_CHECK(kiln_fs_mkdirs_private(logdir, &err) == KILN_OK);
+  snprintf(made, sizeof made, "%s/keep.txt", logdir);
+  FILE *f = fopen(made, "w");
+  KT_CHECK(f != NULL);
+  if (f) fclose(f);
+  KT_CHECK(kiln_profiler_start() == KILN_OK);
+  kiln_fs_test_write_fault(10, ENOSPC);
+  KT_EQ_INT(kiln_profiler_stop(logdir, run, sizeof run), KILN_ERR_IO);
+  kiln_fs_test_write_fault(0, 0);
+  kiln_clear_error();
+  KT_CHECK(access(made, F_OK) == 0);
+  snprintf(made, sizeof made, "%s/plugins", logdir);
+  KT_CHECK(access(made, F_OK) != 0);
+  kiln_fs_remove_tree(base);
+}
+
 KT_MAIN(KT_CASE(annotations_nest_with_parent_child_timing), KT_CASE(step_trace_marks_steps_and_closes_inner_regions),
         KT_CASE(work_that_ended_before_the_capture_is_not_in_it),
         KT_CASE(two_threads_annotate_during_a_capture), KT_CASE(full_buffers_drop_and_count),
@@ -662,4 +698,5 @@ KT_MAIN(KT_CASE(annotations_nest_with_parent_child_timing), KT_CASE(step_trace_m
         KT_CASE(timed_capture_rejects_bad_arguments_and_concurrent_runs),
         KT_CASE(a_capture_from_another_thread_holds_regions_across_its_edges),
         KT_CASE(programmatic_capture_of_queued_steps_has_kernel_lanes),
-        KT_CASE(timed_capture_with_null_err_reports_through_the_sticky_status))
+        KT_CASE(timed_capture_with_null_err_reports_through_the_sticky_status),
+        KT_CASE(failed_stop_removes_the_directories_it_made))

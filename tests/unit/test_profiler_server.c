@@ -331,6 +331,18 @@ KT_TEST(nothing_listening) {
                             .host_name = "h", .connect_timeout_ms = 500};
   KT_EQ_INT(kiln_profsrv_call_profile(&call, msg, sizeof msg), KILN_ERR_IO);
   KT_STR_CONTAINS(msg, "cannot reach a profiler server at 127.0.0.1:");
+  /* the public client: the failure leaves none of the directories it made
+   * for the run (logdir/plugins/profile), and what existed stays */
+  char base[512], logdir[700], run[1024];
+  kiln_err err = {0};
+  KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-profsrv-", base, sizeof base, &err) == KILN_OK);
+  snprintf(logdir, sizeof logdir, "%s/logs", base);
+  KT_EQ_INT(kiln_profiler_client_capture(addr, 50, logdir, run, sizeof run), KILN_ERR_IO);
+  KT_STR_CONTAINS(kiln_last_error(), "cannot reach a profiler server");
+  kiln_clear_error();
+  KT_CHECK(access(logdir, F_OK) != 0);
+  KT_CHECK(access(base, F_OK) == 0);
+  kiln_fs_remove_tree(base);
 }
 
 KT_TEST(public_api_usage_errors) {

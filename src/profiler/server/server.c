@@ -382,11 +382,12 @@ kiln_status kiln_profiler_client_capture_at(const char *addr, uint32_t duration_
   /* TensorBoard's layout: <logdir>/plugins/profile/<session>/<host>.xplane.pb.
    * Sent absolute: the server would resolve a relative path against its own
    * working directory, and the user of this client means ours. */
-  char root[KILN_PROFILE_PATH_MAX], abs_root[PATH_MAX], session[32];
+  char root[KILN_PROFILE_PATH_MAX], abs_root[PATH_MAX], session[32] = "";
   kiln_status s = KILN_OK;
+  size_t existed = 0; /* what of root existed before: a failed capture leaves no empty directories */
   if (snprintf(root, sizeof root, "%s/plugins/profile", logdir) >= (int)sizeof root)
     s = kiln_err_set(&err, KILN_ERR_INVALID_ARGUMENT, "log directory path too long");
-  else if (kiln_fs_mkdirs_private(root, &err) != KILN_OK)
+  else if ((existed = kiln_fs_existing_prefix(root)), kiln_fs_mkdirs_private(root, &err) != KILN_OK)
     s = err.code;
   else if (!realpath(root, abs_root))
     s = kiln_err_set(&err, KILN_ERR_IO, "cannot resolve %s", root);
@@ -399,7 +400,15 @@ kiln_status kiln_profiler_client_capture_at(const char *addr, uint32_t duration_
     s = client_run(jobs, n, &err);
   }
   free(jobs);
-  if (s != KILN_OK) return kiln_error(s, loc, "profile capture: %s", err.msg);
+  if (s != KILN_OK) {
+    if (session[0]) { /* the servers' run directory, when one made it and wrote nothing */
+      char run[PATH_MAX + 40];
+      snprintf(run, sizeof run, "%s/%s", abs_root, session);
+      kiln_fs_rmdirs_empty(run, strlen(abs_root));
+    }
+    kiln_fs_rmdirs_empty(root, existed);
+    return kiln_error(s, loc, "profile capture: %s", err.msg);
+  }
   if (out_dir && out_cap) snprintf(out_dir, out_cap, "%s/%s", abs_root, session);
   return KILN_OK;
 }

@@ -22,6 +22,11 @@ maxpool + linear, eval under no-grad interleaved with training), heads (two
 heads, one on a detached trunk), encoder (encoder layer with causal and
 padding masks trained with SGD).
 
+Every zero_grad is zero_grad(set_to_none=True), torch 2's default and
+kiln's meaning (kiln_optim_zero_grad releases the gradients): with 1.13's
+default the zeroed gradient of a parameter a step does not reach would still
+be stepped with (momentum, weight decay), where kiln skips it.
+
 Run (PyTorch 1.13, NumPy):  /usr/bin/python3 tests/data/train_programs_reference.py [out_path]
 The committed .txt is what the test reads; rerun only to regenerate it.
 """
@@ -93,7 +98,7 @@ def tied():
         logits = h @ E.t()
         loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1), ignore_index=-100)
         losses.append(loss.item())
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         norms.append(torch.nn.utils.clip_grad_norm_(ps, 0.22).item())
         for g in opt.param_groups:
@@ -107,11 +112,15 @@ def tied():
 
 # ───────────── freeze: frozen, unfrozen, and gradient-less steps ─────────────
 def freeze():
+    """layer 1 (SGD with momentum and dampening) frozen for 4 steps, then
+    unfrozen; layer 2 (AdamW) gets no gradient in steps 6 and 7; clipping
+    over all four parameters skips the missing gradients"""
     w1, b1 = fill(11, [10, 6], 0.4, grad=False), fill(12, [10], 0.2, grad=False)
     w2, b2 = fill(13, [3, 10], 0.3, grad=True), fill(14, [3], 0.2, grad=True)
     ps = [w1, b1, w2, b2]
-    opt = torch.optim.AdamW(ps, lr=0.02, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.05)
-    losses = []
+    opt1 = torch.optim.SGD([w1, b1], lr=0.05, momentum=0.8, dampening=0.5, weight_decay=0.02)
+    opt2 = torch.optim.AdamW([w2, b2], lr=0.02, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.05)
+    losses, norms = [], []
     for s in range(10):
         if s == 4:
             w1.requires_grad_(True)
@@ -120,13 +129,17 @@ def freeze():
         t = fill(600 + s, [5, 3], 1.0)
         loss = F.mse_loss(torch.relu(x @ w1.t() + b1) @ w2.t() + b2, t)
         losses.append(loss.item())
-        opt.zero_grad()
+        opt1.zero_grad(set_to_none=True)
+        opt2.zero_grad(set_to_none=True)
         loss.backward()
         if s in (6, 7):  # layer 2 gets no gradient in these steps
             w2.grad = None
             b2.grad = None
-        opt.step()
+        norms.append(torch.nn.utils.clip_grad_norm_(ps, 0.3).item())
+        opt1.step()
+        opt2.step()
     W("freeze.loss", losses)
+    W("freeze.norm", norms)
     for n, p in zip(["w1", "b1", "w2", "b2"], ps):
         W("freeze.p." + n, p)
 
@@ -139,7 +152,7 @@ def accum():
     opt = torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)
     losses = []
     for s in range(6):
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         for m in range(3):
             B = 2 + (3 * s + m) % 3
             x = fill(700 + 3 * s + m, [B, 6], 1.0)
@@ -167,7 +180,7 @@ def sgdsched():
         y = labels(1000 + s, B, 4, 4)
         loss = F.cross_entropy(torch.relu(x @ w1.t() + b1) @ w2.t() + b2, y, ignore_index=-100, label_smoothing=0.1)
         losses.append(loss.item())
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         norms.append(torch.nn.utils.clip_grad_norm_(ps, 0.55).item())
         for g in opt.param_groups:
@@ -205,7 +218,7 @@ def bncnn():
         y = ints(1200 + s, N, 3)
         loss = F.cross_entropy(fwd(x, True), y)
         losses.append(loss.item())
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if s in (1, 3):
@@ -233,10 +246,14 @@ def heads():
         y = ints(1700 + s, 6, 3)
         h = torch.tanh(x @ tw.t() + tb)
         la = F.mse_loss(h @ aw.t() + ab, t)
-        lc = F.cross_entropy(h.detach() @ cw.t() + cb, y)
-        loss = la + 0.5 * lc
-        losses += [la.item(), lc.item()]
-        opt.zero_grad()
+        if s % 3 == 2:  # head C unused: no gradient, AdamW skips it
+            loss = la
+            losses += [la.item(), 0.0]
+        else:
+            lc = F.cross_entropy(h.detach() @ cw.t() + cb, y)
+            loss = la + 0.5 * lc
+            losses += [la.item(), lc.item()]
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     W("heads.loss", losses)
@@ -276,7 +293,7 @@ def encoder():
         out = layer(x, src_mask=causal, src_key_padding_mask=pad)
         loss = F.cross_entropy((out @ hw.t() + hb).reshape(-1, C), y.reshape(-1), ignore_index=-100)
         losses.append(loss.item())
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     W("encoder.loss", losses)
@@ -302,7 +319,7 @@ def amp():
             logits = F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
         loss = F.cross_entropy(logits.float(), y, ignore_index=-100)
         losses.append(loss.item())
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     W("amp.loss", losses)

@@ -86,7 +86,8 @@ static int64_t numel_of(int rank, const int64_t *shape) {
 static kiln_tensor fill(uint64_t seed, int rank, const int64_t *shape, double scale, double off) {
   int64_t n = numel_of(rank, shape);
   float *h = malloc(sizeof(float) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) h[i] = (float)(off + scale * ((double)(mix(seed, (uint64_t)i) >> 11) * 0x1.0p-52 - 1));
+  for (int64_t i = 0; i < n; i++)
+    h[i] = (float)(off + scale * ((double)(mix(seed, (uint64_t)i) >> 11) * 0x1.0p-52 - 1));
   kiln_tensor t = kiln_from_host(h, KILN_F32, rank, shape);
   free(h);
   return t;
@@ -222,16 +223,23 @@ static void prog_tied(void) {
   kiln_optim_destroy(o);
 }
 
-/* ───────────── freeze: frozen, then unfrozen; steps without a gradient ───────────── */
+/* ───────────── freeze: frozen, then unfrozen; steps without a gradient ─────────────
+ * Layer 1 (SGD, momentum + dampening) is frozen for 4 steps then unfrozen:
+ * its momentum buffer starts at its own first gradient. Layer 2 (AdamW, a
+ * second optimizer stepping in the same step) gets no gradient in steps 6
+ * and 7: no update, no weight decay, no step count. Clipping spans all four
+ * parameters and skips the missing gradients (torch's None). */
 static void prog_freeze(void) {
   enum { S = 10 };
   kiln_tensor ps[4] = {param(11, SHAPE(10, 6), 0.4, 0, 0), param(12, SHAPE(10), 0.2, 0, 0),
                        param(13, SHAPE(3, 10), 0.3, 0, 1), param(14, SHAPE(3), 0.2, 0, 1)};
-  kiln_optim *o = NULL;
+  kiln_optim *o1 = NULL, *o2 = NULL;
+  kiln_sgd_opts so = {.lr = 0.05, .momentum = 0.8, .dampening = 0.5, .weight_decay = 0.02};
   kiln_adamw_opts ao = {.lr = 0.02, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.05};
-  KT_CHECK(kiln_optim_create_adamw(4, ps, &ao, &o) == KILN_OK);
+  KT_CHECK(kiln_optim_create_sgd(2, ps, &so, &o1) == KILN_OK);
+  KT_CHECK(kiln_optim_create_adamw(2, ps + 2, &ao, &o2) == KILN_OK);
   kiln_mark_step();
-  double losses[S];
+  double losses[S], norms[S];
   for (int s = 0; s < S; s++) {
     if (s == 4) kiln_requires_grad(ps[0]), kiln_requires_grad(ps[1]);
     kiln_tensor x = fill(500 + s, SHAPE(5, 6), 1, 0), t = fill(600 + s, SHAPE(5, 3), 1, 0);
@@ -239,19 +247,24 @@ static void prog_freeze(void) {
     kiln_tensor loss = kiln_mse_loss(y, t);
     losses[s] = item(loss);
     KT_CHECK(kiln_backward(loss) == KILN_OK);
-    kiln_tensor g[4];
+    kiln_tensor g[4], c[4];
     grads_of(4, ps, g);
     if (s == 0) KT_CHECK(!kiln_is_valid(g[0]) && !kiln_is_valid(g[1]));
     if (s == 6 || s == 7) g[2] = g[3] = (kiln_tensor){0, 0}; /* torch: p.grad = None */
-    KT_CHECK(kiln_optim_step_tensors(o, 4, ps, g) == KILN_OK);
-    kiln_optim_zero_grad(o);
+    norms[s] = item(kiln_clip_grad_norm(4, g, c, 0.3));
+    KT_CHECK(kiln_optim_step_tensors(o1, 2, ps, c) == KILN_OK);
+    KT_CHECK(kiln_optim_step_tensors(o2, 2, ps + 2, c + 2) == KILN_OK);
+    kiln_optim_zero_grad(o1);
+    kiln_optim_zero_grad(o2);
     KT_CHECK(kiln_mark_step() == KILN_OK);
   }
-  KT_EQ_INT(kiln_optim_param_step_count(o, 0), 6);
-  KT_EQ_INT(kiln_optim_param_step_count(o, 2), 8);
+  KT_EQ_INT(kiln_optim_param_step_count(o1, 0), 6);
+  KT_EQ_INT(kiln_optim_param_step_count(o2, 0), 8);
   cmp_vals("freeze.loss", losses, S);
+  cmp_vals("freeze.norm", norms, S);
   cmp_params("freeze", 4, ps, (const char *const[]){"w1", "b1", "w2", "b2"});
-  kiln_optim_destroy(o);
+  kiln_optim_destroy(o1);
+  kiln_optim_destroy(o2);
 }
 
 /* ───────────── accum: micro-batches in separate steps, one weight used twice ───────────── */
@@ -400,11 +413,15 @@ static void prog_heads(void) {
     kiln_tensor x = fill(1500 + s, SHAPE(6, 5), 1, 0), t = fill(1600 + s, SHAPE(6, 2), 1, 0);
     kiln_tensor y = labels(1700 + s, SHAPE(6), 3, 0);
     kiln_tensor h = kiln_tanh(kiln_linear_apply(x, ps[0], ps[1]));
-    kiln_tensor la = kiln_mse_loss(kiln_linear_apply(h, ps[2], ps[3]), t);
-    kiln_tensor lc = kiln_cross_entropy(kiln_linear_apply(detach(h), ps[4], ps[5]), y, -100, 0.0);
+    kiln_tensor la = kiln_mse_loss(kiln_linear_apply(h, ps[2], ps[3]), t), loss = la;
     losses[2 * s] = item(la);
-    losses[2 * s + 1] = item(lc);
-    KT_CHECK(kiln_backward(kiln_add(la, kiln_mul_c(lc, 0.5))) == KILN_OK);
+    losses[2 * s + 1] = 0;
+    if (s % 3 != 2) { /* else head C is unused: no gradient, AdamW skips it */
+      kiln_tensor lc = kiln_cross_entropy(kiln_linear_apply(detach(h), ps[4], ps[5]), y, -100, 0.0);
+      losses[2 * s + 1] = item(lc);
+      loss = kiln_add(la, kiln_mul_c(lc, 0.5));
+    }
+    KT_CHECK(kiln_backward(loss) == KILN_OK);
     KT_CHECK(kiln_optim_step(o) == KILN_OK);
     kiln_optim_zero_grad(o);
     KT_CHECK(kiln_mark_step() == KILN_OK);

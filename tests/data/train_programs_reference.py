@@ -262,8 +262,11 @@ def heads():
 
 
 # ───────────── encoder: TransformerEncoderLayer with masks, trained ─────────────
-def encoder():
+def encoder(amp=False):
+    """amp: the same in float32 with the forward under torch.autocast("cpu",
+    bfloat16), the loss on f32 logits"""
     D, H, FF, B, T, C = 16, 2, 32, 3, 6, 4
+    tag = "encamp" if amp else "encoder"
     layer = torch.nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, activation="gelu", batch_first=True,
                                              norm_first=True)
     names = [n for n, _ in layer.named_parameters()]
@@ -276,6 +279,9 @@ def encoder():
             else:
                 p.copy_(fill(60 + i, list(p.shape), 0.3))
     hw, hb = fill(80, [C, D], 0.3, grad=True), fill(81, [C], 0.1, grad=True)
+    if amp:
+        layer.float()
+        hw, hb = hw.detach().float().requires_grad_(True), hb.detach().float().requires_grad_(True)
     ps = list(layer.parameters()) + [hw, hb]
     # SGD, not AdamW: the key bias's gradient is zero in exact arithmetic (a
     # softmax ignores a constant per row), so AdamW would turn each side's
@@ -290,15 +296,16 @@ def encoder():
         x = fill(1800 + s, [B, T, D], 1.0)
         y = labels(1900 + s, B * T, C, 0).reshape(B, T)
         y[pad] = -100
-        out = layer(x, src_mask=causal, src_key_padding_mask=pad)
-        loss = F.cross_entropy((out @ hw.t() + hb).reshape(-1, C), y.reshape(-1), ignore_index=-100)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            logits = F.linear(layer(x.to(hw.dtype), src_mask=causal, src_key_padding_mask=pad), hw, hb)
+        loss = F.cross_entropy(logits.to(hw.dtype).reshape(-1, C), y.reshape(-1), ignore_index=-100)
         losses.append(loss.item())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    W("encoder.loss", losses)
+    W(tag + ".loss", losses)
     for n, p in zip(names + ["head.weight", "head.bias"], ps):
-        W("encoder.p." + n, p)
+        W(tag + ".p." + n, p)
 
 
 # ───────────── amp: an MLP trained under bf16 autocast ─────────────
@@ -328,7 +335,7 @@ def amp():
 
 
 def main():
-    for prog in (tied, freeze, accum, sgdsched, bncnn, heads, encoder, amp):
+    for prog in (tied, freeze, accum, sgdsched, bncnn, heads, encoder, amp, lambda: encoder(amp=True)):
         prog()
     out = sys.argv[1] if len(sys.argv) > 1 else __file__.replace(".py", ".txt")
     with open(out, "w") as f:

@@ -82,7 +82,8 @@ static int64_t numel_of(int rank, const int64_t *shape) {
   for (int i = 0; i < rank; i++) n *= shape[i];
   return n;
 }
-/* f32 tensor off + scale·u, u uniform in [-1, 1) from the hash */
+static kiln_dtype g_dt = KILN_F32; /* the programs with plain parameters also run in f64 */
+/* f32 tensor off + scale·u, u uniform in [-1, 1) from the hash (then cast to g_dt) */
 static kiln_tensor fill(uint64_t seed, int rank, const int64_t *shape, double scale, double off) {
   int64_t n = numel_of(rank, shape);
   float *h = malloc(sizeof(float) * (size_t)n);
@@ -90,7 +91,7 @@ static kiln_tensor fill(uint64_t seed, int rank, const int64_t *shape, double sc
     h[i] = (float)(off + scale * ((double)(mix(seed, (uint64_t)i) >> 11) * 0x1.0p-52 - 1));
   kiln_tensor t = kiln_from_host(h, KILN_F32, rank, shape);
   free(h);
-  return t;
+  return g_dt == KILN_F32 ? t : kiln_cast(t, g_dt);
 }
 /* i64 labels in [0, mod); with ignore_every, those whose second hash is 0
  * mod ignore_every become -100 */
@@ -432,7 +433,9 @@ static void prog_heads(void) {
 }
 
 /* ───────────── encoder: encoder layer with causal + padding masks, trained ───────────── */
+static int g_amp; /* the encoder program under bf16 autocast */
 static void prog_encoder(void) {
+  const char *tag = g_amp ? "encamp" : "encoder";
   enum { D = 16, H = 2, FF = 32, B = 3, T = 6, C = 4, S = 5 };
   kiln_encoder_layer *l = NULL;
   kiln_encoder_layer_create(D, H, FF, 0.0, KILN_ACTIVATION_GELU, KILN_NORM_PRE, 1e-5, 9, &l);
@@ -471,16 +474,20 @@ static void prog_encoder(void) {
     kiln_tensor y = kiln_from_host(yh, KILN_I64, 2, ((int64_t[]){B, T}));
     kiln_attn_opts ao2 = {.causal = true, .key_padding_mask = kiln_from_host(pad, KILN_BOOL, 2, ((int64_t[]){B, T})),
                           .training = true};
-    kiln_tensor out = kiln_encoder_layer_forward(l, x, &ao2);
-    kiln_tensor loss = kiln_cross_entropy(kiln_linear_apply(out, ps[np], ps[np + 1]), y, -100, 0.0);
+    if (g_amp) kiln_autocast_begin(KILN_BF16);
+    kiln_tensor logits = kiln_linear_apply(kiln_encoder_layer_forward(l, x, &ao2), ps[np], ps[np + 1]);
+    if (g_amp) kiln_autocast_end();
+    kiln_tensor loss = kiln_cross_entropy(kiln_cast(logits, KILN_F32), y, -100, 0.0);
     losses[s] = item(loss);
     KT_CHECK(kiln_backward(loss) == KILN_OK);
     KT_CHECK(kiln_optim_step(o) == KILN_OK);
     kiln_optim_zero_grad(o);
     KT_CHECK(kiln_mark_step() == KILN_OK);
   }
-  cmp_vals("encoder.loss", losses, S);
-  cmp_params("encoder", np + 2, ps, names);
+  char key[32];
+  snprintf(key, sizeof key, "%s.loss", tag);
+  cmp_vals(key, losses, S);
+  cmp_params(tag, np + 2, ps, names);
   kiln_optim_destroy(o);
   kiln_release(ps[np]);
   kiln_release(ps[np + 1]);
@@ -554,6 +561,20 @@ KT_TEST(batchnorm_cnn_with_eval_between_steps) { both(prog_bncnn); }
 KT_TEST(two_heads_detached_trunk) { both(prog_heads); }
 KT_TEST(encoder_with_masks_trained) { both(prog_encoder); }
 KT_TEST(mlp_under_bf16_autocast) { both(prog_amp); }
+KT_TEST(encoder_with_masks_under_bf16_autocast) {
+  g_amp = 1, g_rtol = RTOL_BF16, g_atol = ATOL_BF16;
+  both(prog_encoder);
+  g_amp = 0, g_rtol = RTOL, g_atol = ATOL;
+}
+
+/* The programs with plain parameters in f64: torch's float64 answer to
+ * ~1e-12, so even a rounding of a constant or a scalar input to f32 shows. */
+KT_TEST(f64_programs_match_tightly) {
+  g_dt = KILN_F64, g_rtol = 1e-12, g_atol = 1e-13;
+  void (*progs[])(void) = {prog_tied, prog_freeze, prog_accum, prog_sgdsched, prog_heads};
+  for (int i = 0; i < 5; i++) both(progs[i]);
+  g_dt = KILN_F32, g_rtol = RTOL, g_atol = ATOL;
+}
 
 KT_TEST(negative_controls_are_detected) {
   g_report = 0;
@@ -571,4 +592,6 @@ KT_TEST(negative_controls_are_detected) {
 KT_MAIN(KT_CASE(tied_embedding_adamw_clip_cosine), KT_CASE(freeze_unfreeze_and_missing_grads),
         KT_CASE(grad_accumulation_across_steps), KT_CASE(sgd_dampening_step_schedule_clip),
         KT_CASE(batchnorm_cnn_with_eval_between_steps), KT_CASE(two_heads_detached_trunk),
-        KT_CASE(encoder_with_masks_trained), KT_CASE(mlp_under_bf16_autocast), KT_CASE(negative_controls_are_detected))
+        KT_CASE(encoder_with_masks_trained), KT_CASE(mlp_under_bf16_autocast),
+        KT_CASE(encoder_with_masks_under_bf16_autocast), KT_CASE(f64_programs_match_tightly),
+        KT_CASE(negative_controls_are_detected))

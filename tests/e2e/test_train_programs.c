@@ -576,6 +576,64 @@ KT_TEST(f64_programs_match_tightly) {
   g_dt = KILN_F32, g_rtol = RTOL, g_atol = ATOL;
 }
 
+/* A class label or a token id past the end in a training step whose loss is
+ * neither read nor kept: only the gradients of the gather / index_select
+ * run, and they must report the index (they clamped it and trained on the
+ * wrong row, status OK). k: 0 label == C, 1 label -1 (not the ignore_index),
+ * 2 embedding id == V, 3 scatter_add index == dim (its source's gradient). */
+static void bad_index_step(int k) {
+  kiln_tensor w = kiln_param(fill(3001, SHAPE(4, 3), 0.5, 0));
+  kiln_requires_grad(w);
+  kiln_optim *o = NULL;
+  kiln_sgd_opts so = {.lr = 0.1};
+  KT_CHECK(kiln_optim_create_sgd(1, &w, &so, &o) == KILN_OK);
+  KT_CHECK(kiln_mark_step() == KILN_OK);
+  int64_t ids[4] = {0, 1, 2, 1};
+  if (k == 0) ids[2] = 3;
+  if (k == 1) ids[2] = -1;
+  if (k == 2 || k == 3) ids[2] = 4;
+  kiln_tensor idx = kiln_from_host(ids, KILN_I64, 1, ((int64_t[]){4})), loss;
+  int line = 0;
+  if (k <= 1) {
+    line = __LINE__ + 1;
+    loss = kiln_cross_entropy(w, idx, -100, 0.0);
+  } else if (k == 2) {
+    line = __LINE__ + 1;
+    loss = kiln_sum(kiln_tanh(kiln_index_select(w, 0, idx)), 0, NULL, 0);
+  } else {
+    kiln_tensor ix = kiln_reshape(idx, 2, ((int64_t[]){4, 1}));
+    line = __LINE__ + 1;
+    kiln_tensor y = kiln_scatter_add(kiln_zeros(KILN_F32, 2, ((int64_t[]){4, 1})), 0, ix, kiln_slice(w, 1, 0, 1, 1));
+    loss = kiln_sum(kiln_mul(y, y), 0, NULL, 0);
+  }
+  KT_CHECK(kiln_backward(loss) == KILN_OK);
+  KT_CHECK(kiln_optim_step(o) == KILN_OK);
+  kiln_optim_zero_grad(o);
+  kiln_status st = kiln_mark_step();
+  if (st == KILN_OK) st = kiln_wait();
+  char where[64];
+  snprintf(where, sizeof where, "test_train_programs.c:%d", line);
+  KT_CHECK_MSG(st == KILN_ERR_INVALID_ARGUMENT, "case %d on %s: status %s, want INVALID_ARGUMENT", k, g_backend,
+               kiln_status_name(st));
+  KT_STR_CONTAINS(kiln_last_error(), "out of range");
+  KT_STR_CONTAINS(kiln_last_error(), where);
+  kiln_clear_error();
+  kiln_optim_destroy(o);
+  kiln_release(w);
+}
+KT_TEST(bad_index_in_a_training_step_is_reported) {
+  for (int b = 0; b < 2; b++) {
+    g_backend = b ? backend_under_test() : "ref";
+    for (int k = 0; k < 4; k++) {
+      kiln_shutdown();
+      kiln_clear_error();
+      KT_CHECK(kiln_init(&(kiln_options){.backend = g_backend}) == KILN_OK);
+      bad_index_step(k);
+      kiln_shutdown();
+    }
+  }
+}
+
 KT_TEST(negative_controls_are_detected) {
   g_report = 0;
   void (*progs[4])(void) = {prog_tied, prog_accum, prog_bncnn, prog_amp};
@@ -594,4 +652,4 @@ KT_MAIN(KT_CASE(tied_embedding_adamw_clip_cosine), KT_CASE(freeze_unfreeze_and_m
         KT_CASE(batchnorm_cnn_with_eval_between_steps), KT_CASE(two_heads_detached_trunk),
         KT_CASE(encoder_with_masks_trained), KT_CASE(mlp_under_bf16_autocast),
         KT_CASE(encoder_with_masks_under_bf16_autocast), KT_CASE(f64_programs_match_tightly),
-        KT_CASE(negative_controls_are_detected))
+        KT_CASE(bad_index_in_a_training_step_is_reported),         KT_CASE(negative_controls_are_detected))

@@ -218,6 +218,16 @@ kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *
     if (params[i].index != o->params[i].index || params[i].gen != o->params[i].gen)
       return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim step: parameter %d is not the optimizer's parameter %d",
                         i, i);
+    /* a released parameter, or one that was a step's temporary (never
+     * kept), has no gradient either: without this the step skipped it and
+     * returned OK, training nothing */
+    if (!kiln_is_valid(params[i])) {
+      if (kiln_last_status() != KILN_OK) return kiln_last_status(); /* poisoned by that error */
+      return kiln_error(KILN_ERR_STALE_HANDLE, loc,
+                        "optim step: parameter %d is not a live tensor (released, or a temporary of an earlier "
+                        "step: make parameters with kiln_param)",
+                        i);
+    }
     if (is_null(grads[i])) continue;
     int64_t ps[KILN_MAX_RANK], gs[KILN_MAX_RANK];
     int pr = kiln_shape(params[i], ps), gr = kiln_shape(grads[i], gs);

@@ -634,6 +634,38 @@ KT_TEST(bad_index_in_a_training_step_is_reported) {
   }
 }
 
+/* An optimizer over a parameter that is no longer live trained nothing and
+ * said OK: a temporary given as a parameter (kiln_param forgotten) is
+ * stale after its step; a released one is stale at once. */
+KT_TEST(optimizer_over_a_dead_parameter_is_an_error) {
+  for (int b = 0; b < 2; b++) {
+    g_backend = b ? backend_under_test() : "ref";
+    for (int k = 0; k < 2; k++) {
+      kiln_shutdown();
+      kiln_clear_error();
+      KT_CHECK(kiln_init(&(kiln_options){.backend = g_backend}) == KILN_OK);
+      kiln_tensor w = fill(3002, SHAPE(3), 1, 0); /* k == 0: not kept */
+      if (k == 1) w = kiln_param(w);
+      kiln_requires_grad(w);
+      kiln_optim *o = NULL;
+      kiln_adamw_opts ao = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+      KT_CHECK(kiln_optim_create_adamw(1, &w, &ao, &o) == KILN_OK);
+      KT_CHECK(kiln_mark_step() == KILN_OK);
+      if (k == 1) kiln_release(w);
+      kiln_status st = kiln_optim_step(o);
+      KT_CHECK_MSG(st == KILN_ERR_STALE_HANDLE, "case %d on %s: %s", k, g_backend, kiln_status_name(st));
+      KT_STR_CONTAINS(kiln_last_error(), "optim step: parameter 0 is not a live tensor");
+      KT_STR_CONTAINS(kiln_last_error(), "test_train_programs.c");
+      kiln_clear_error();
+      kiln_tensor none = {0, 0};
+      KT_CHECK(kiln_optim_step_tensors(o, 1, &w, &none) == KILN_ERR_STALE_HANDLE);
+      kiln_clear_error();
+      kiln_optim_destroy(o);
+      kiln_shutdown();
+    }
+  }
+}
+
 KT_TEST(negative_controls_are_detected) {
   g_report = 0;
   void (*progs[4])(void) = {prog_tied, prog_accum, prog_bncnn, prog_amp};
@@ -652,4 +684,5 @@ KT_MAIN(KT_CASE(tied_embedding_adamw_clip_cosine), KT_CASE(freeze_unfreeze_and_m
         KT_CASE(batchnorm_cnn_with_eval_between_steps), KT_CASE(two_heads_detached_trunk),
         KT_CASE(encoder_with_masks_trained), KT_CASE(mlp_under_bf16_autocast),
         KT_CASE(encoder_with_masks_under_bf16_autocast), KT_CASE(f64_programs_match_tightly),
-        KT_CASE(bad_index_in_a_training_step_is_reported),         KT_CASE(negative_controls_are_detected))
+        KT_CASE(bad_index_in_a_training_step_is_reported),
+        KT_CASE(optimizer_over_a_dead_parameter_is_an_error),         KT_CASE(negative_controls_are_detected))

@@ -286,6 +286,11 @@ kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor 
   if (n <= 0 || !grads || !out || !(max_norm > 0)) {
     return kiln_nn_fail(loc, "clip_grad_norm: need n > 0 gradients, an output array and max_norm > 0");
   }
+  kiln_tensor bad;
+  if (kiln_nn_check_inputs("clip_grad_norm", loc, &bad, n, grads)) {
+    for (int i = 0; i < n; i++) out[i] = bad;
+    return bad;
+  }
   /* f64 when a gradient is f64 (torch computes each norm in its gradient's
    * dtype): squaring f64 gradients in f32 lost half their digits */
   kiln_dtype acc = KILN_F32;

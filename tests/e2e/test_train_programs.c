@@ -666,6 +666,60 @@ KT_TEST(optimizer_over_a_dead_parameter_is_an_error) {
   }
 }
 
+/* The usual slip of a training loop: a batch made before the loop without
+ * kiln_keep is stale from the second step on. Every layer and loss reports
+ * it as a stale handle naming itself (they said "logits [..., C] need
+ * targets [...]", "input must be [N, C, H, W]", or named an inner op:
+ * "sub", "matmul", "mean", "cast"). */
+KT_TEST(stale_batch_names_the_layer) {
+  kiln_shutdown();
+  kiln_clear_error();
+  KT_CHECK(kiln_init(&(kiln_options){.backend = backend_under_test()}) == KILN_OK);
+  kiln_tensor x2 = fill(3003, SHAPE(2, 4), 1, 0), x4 = fill(3004, SHAPE(2, 4, 3, 3), 1, 0);
+  kiln_tensor x3 = fill(3005, SHAPE(2, 3, 4), 1, 0), ids = labels(3006, SHAPE(2), 4, 0);
+  KT_CHECK(kiln_mark_step() == KILN_OK); /* all four are stale now */
+  kiln_tensor w = fill(3007, SHAPE(4, 4), 1, 0), w4 = fill(3008, SHAPE(4, 4, 1, 1), 1, 0), none = {0, 0}, g[1] = {x2};
+  kiln_batchnorm2d *bn = NULL;
+  kiln_layernorm *ln = NULL;
+  kiln_embedding *em = NULL;
+  kiln_mha *mha = NULL;
+  kiln_batchnorm2d_create(4, 1e-5, 0.1, &bn);
+  kiln_layernorm_create(4, 1e-5, true, &ln);
+  kiln_embedding_create(4, 4, 1, &em);
+  kiln_mha_create(4, 2, 0.0, 1, &mha);
+  for (int k = 0; k < 12; k++) {
+    static const char *const ops[12] = {"cross_entropy", "mse_loss", "linear",    "conv2d", "max_pool2d", "batchnorm2d",
+                                        "layernorm",     "embedding", "dropout",  "sdpa",   "mha",        "clip_grad_norm"};
+    kiln_tensor r = none, c[1];
+    switch (k) {
+      case 0: r = kiln_cross_entropy(w, ids, -100, 0.0); break;
+      case 1: r = kiln_mse_loss(x2, w); break;
+      case 2: r = kiln_linear_apply(x2, w, none); break;
+      case 3: r = kiln_conv2d_apply(x4, w4, none, 1, 0, 1, 1); break;
+      case 4: r = kiln_max_pool2d(x4, 2, 0, 0); break;
+      case 5: r = kiln_batchnorm2d_forward(bn, x4, true); break;
+      case 6: r = kiln_layernorm_forward(ln, x2); break;
+      case 7: r = kiln_embedding_forward(em, ids); break;
+      case 8: r = kiln_dropout(x2, 0.1, 1, true); break;
+      case 9: r = kiln_sdpa(x4, x4, x4, none, 0.0, false, 0); break;
+      case 10: r = kiln_mha_forward(mha, x3, NULL); break;
+      case 11: r = kiln_clip_grad_norm(1, g, c, 1.0); break;
+    }
+    char want[64];
+    snprintf(want, sizeof want, "%s: tensor handle", ops[k]);
+    KT_CHECK_MSG(!kiln_is_valid(r) && kiln_last_status() == KILN_ERR_STALE_HANDLE, "%s: %s", ops[k],
+                 kiln_last_error());
+    KT_STR_CONTAINS(kiln_last_error(), want);
+    KT_STR_CONTAINS(kiln_last_error(), "test_train_programs.c");
+    kiln_clear_error();
+  }
+  kiln_batchnorm2d_destroy(bn);
+  kiln_layernorm_destroy(ln);
+  kiln_embedding_destroy(em);
+  kiln_mha_destroy(mha);
+  kiln_shutdown();
+}
+
 KT_TEST(negative_controls_are_detected) {
   g_report = 0;
   void (*progs[4])(void) = {prog_tied, prog_accum, prog_bncnn, prog_amp};
@@ -685,4 +739,5 @@ KT_MAIN(KT_CASE(tied_embedding_adamw_clip_cosine), KT_CASE(freeze_unfreeze_and_m
         KT_CASE(encoder_with_masks_trained), KT_CASE(mlp_under_bf16_autocast),
         KT_CASE(encoder_with_masks_under_bf16_autocast), KT_CASE(f64_programs_match_tightly),
         KT_CASE(bad_index_in_a_training_step_is_reported),
-        KT_CASE(optimizer_over_a_dead_parameter_is_an_error),         KT_CASE(negative_controls_are_detected))
+        KT_CASE(optimizer_over_a_dead_parameter_is_an_error),
+        KT_CASE(stale_batch_names_the_layer),         KT_CASE(negative_controls_are_detected))

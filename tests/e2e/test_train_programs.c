@@ -688,8 +688,9 @@ KT_TEST(stale_batch_names_the_layer) {
   kiln_embedding_create(4, 4, 1, &em);
   kiln_mha_create(4, 2, 0.0, 1, &mha);
   for (int k = 0; k < 12; k++) {
-    static const char *const ops[12] = {"cross_entropy", "mse_loss", "linear",    "conv2d", "max_pool2d", "batchnorm2d",
-                                        "layernorm",     "embedding", "dropout",  "sdpa",   "mha",        "clip_grad_norm"};
+    static const char *const ops[12] = {"cross_entropy", "mse_loss",  "linear",  "conv2d", "max_pool2d",
+                                        "batchnorm2d",   "layernorm", "embedding", "dropout", "sdpa",
+                                        "mha",           "clip_grad_norm"};
     kiln_tensor r = none, c[1];
     switch (k) {
       case 0: r = kiln_cross_entropy(w, ids, -100, 0.0); break;

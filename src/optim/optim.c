@@ -52,6 +52,15 @@ static kiln_status create(int kind, int n, const kiln_tensor *params, int nstate
     if (!kiln_is_valid(params[i]) || (dt != KILN_F32 && dt != KILN_F64)) {
       return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: parameter %d is not a live f32/f64 tensor", i);
     }
+    /* a tied weight gathered from two modules' parameter lists: each entry
+     * had its own state and the weight was updated twice a step (torch
+     * dedups model.parameters() and keys its state by the tensor) */
+    for (int j = 0; j < i; j++)
+      if (params[j].index == params[i].index && params[j].gen == params[i].gen)
+        return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                          "optim: parameter %d is parameter %d again (a tied weight listed twice?): list each "
+                          "parameter once",
+                          i, j);
   }
   kiln_optim *o = calloc(1, sizeof *o);
   if (o) {

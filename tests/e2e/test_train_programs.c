@@ -666,6 +666,32 @@ KT_TEST(optimizer_over_a_dead_parameter_is_an_error) {
   }
 }
 
+/* A tied weight gathered from two modules' parameter lists appears twice:
+ * each entry had its own AdamW state and the weight moved twice a step
+ * (torch dedups model.parameters()); now an error naming both entries. */
+KT_TEST(optimizer_with_a_parameter_listed_twice_is_an_error) {
+  kiln_shutdown();
+  kiln_clear_error();
+  KT_CHECK(kiln_init(&(kiln_options){.backend = backend_under_test()}) == KILN_OK);
+  kiln_embedding *em = NULL;
+  kiln_linear *out = NULL;
+  kiln_embedding_create(5, 4, 1, &em);
+  kiln_linear_create(4, 5, true, 2, &out);
+  kiln_tensor ps[4];
+  int n = kiln_module_params(&em->m, NULL, ps, 4);
+  n += kiln_module_params(&out->m, NULL, ps + n, 4 - n);
+  KT_EQ_INT(n, 3);
+  ps[1] = em->weight; /* the output projection tied to the embedding, listed again */
+  kiln_optim *o = (kiln_optim *)1;
+  kiln_adamw_opts ao = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+  KT_CHECK(kiln_optim_create_adamw(3, ps, &ao, &o) == KILN_ERR_INVALID_ARGUMENT && o == NULL);
+  KT_STR_CONTAINS(kiln_last_error(), "parameter 1 is parameter 0 again");
+  kiln_clear_error();
+  kiln_embedding_destroy(em);
+  kiln_linear_destroy(out);
+  kiln_shutdown();
+}
+
 /* The usual slip of a training loop: a batch made before the loop without
  * kiln_keep is stale from the second step on. Every layer and loss reports
  * it as a stale handle naming itself (they said "logits [..., C] need
@@ -741,4 +767,5 @@ KT_MAIN(KT_CASE(tied_embedding_adamw_clip_cosine), KT_CASE(freeze_unfreeze_and_m
         KT_CASE(encoder_with_masks_under_bf16_autocast), KT_CASE(f64_programs_match_tightly),
         KT_CASE(bad_index_in_a_training_step_is_reported),
         KT_CASE(optimizer_over_a_dead_parameter_is_an_error),
-        KT_CASE(stale_batch_names_the_layer),         KT_CASE(negative_controls_are_detected))
+        KT_CASE(stale_batch_names_the_layer),
+        KT_CASE(optimizer_with_a_parameter_listed_twice_is_an_error),         KT_CASE(negative_controls_are_detected))

@@ -334,8 +334,32 @@ def amp():
         W("amp.p." + n, p)
 
 
+# ───────────── loader: kiln's loader, a padded last batch, 2 epochs ─────────────
+def loader():
+    """22 examples in batches of 8 in dataset order (no shuffle): 8, 8, 6;
+    kiln pads the last batch to 8 with mask 0 and the program ignores those
+    rows (label -100), torch's DataLoader gives a batch of 6"""
+    X, Y = fill(2200, [22, 6], 1.0), ints(2201, 22, 3)
+    w1, b1 = fill(2202, [8, 6], 0.4, grad=True), fill(2203, [8], 0.1, grad=True)
+    w2, b2 = fill(2204, [3, 8], 0.4, grad=True), fill(2205, [3], 0.1, grad=True)
+    ps = [w1, b1, w2, b2]
+    opt = torch.optim.SGD(ps, lr=0.2, momentum=0.5)
+    losses = []
+    for epoch in range(2):
+        for i in range(0, 22, 8):
+            x, y = X[i:i + 8], Y[i:i + 8]
+            loss = F.cross_entropy(torch.tanh(x @ w1.t() + b1) @ w2.t() + b2, y)
+            losses.append(loss.item())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    W("loader.loss", losses)
+    for n, p in zip(["w1", "b1", "w2", "b2"], ps):
+        W("loader.p." + n, p)
+
+
 def main():
-    for prog in (tied, freeze, accum, sgdsched, bncnn, heads, encoder, amp, lambda: encoder(amp=True)):
+    for prog in (tied, freeze, accum, sgdsched, bncnn, heads, encoder, amp, lambda: encoder(amp=True), loader):
         prog()
     out = sys.argv[1] if len(sys.argv) > 1 else __file__.replace(".py", ".txt")
     with open(out, "w") as f:

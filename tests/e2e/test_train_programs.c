@@ -526,6 +526,53 @@ static void prog_amp(void) {
   kiln_optim_destroy(o);
 }
 
+/* ───────────── loader: kiln's loader, a padded last batch, 2 epochs ─────────────
+ * 22 examples in batches of 8: the third batch has 6 real rows and 2 of
+ * padding (mask 0), which the program turns into ignored labels. */
+static void prog_loader(void) {
+  enum { N = 22, F = 6, BS = 8, S = 6 };
+  float xh[N * F];
+  int64_t yh[N];
+  for (int i = 0; i < N * F; i++) xh[i] = (float)((double)(mix(2200, (uint64_t)i) >> 11) * 0x1.0p-52 - 1);
+  for (int i = 0; i < N; i++) yh[i] = (int64_t)((mix(2201, (uint64_t)i) >> 11) % 3);
+  kiln_dataset *ds = NULL;
+  KT_CHECK(kiln_dataset_create_from_host(xh, 2, ((int64_t[]){N, F}), yh, &ds) == KILN_OK);
+  kiln_loader *ld = NULL;
+  kiln_batch_options bo = {.batch_size = BS, .shuffle = false, .drop_last = false};
+  KT_CHECK(kiln_loader_create(ds, &bo, &ld) == KILN_OK);
+  if (!ds || !ld) return;
+  kiln_tensor ps[4] = {param(2202, SHAPE(8, 6), 0.4, 0, 1), param(2203, SHAPE(8), 0.1, 0, 1),
+                       param(2204, SHAPE(3, 8), 0.4, 0, 1), param(2205, SHAPE(3), 0.1, 0, 1)};
+  kiln_optim *o = NULL;
+  kiln_sgd_opts so = {.lr = 0.2, .momentum = 0.5};
+  KT_CHECK(kiln_optim_create_sgd(4, ps, &so, &o) == KILN_OK);
+  kiln_mark_step();
+  double losses[S];
+  int s = 0;
+  for (int guard = 0; s < S && guard < 2 * S; guard++) {
+    kiln_batch b;
+    int r = kiln_loader_next(ld, &b);
+    KT_CHECK(r >= 0);
+    if (r != 1) continue; /* end of an epoch */
+    KT_EQ_INT(b.n_valid, s % 3 == 2 ? 6 : 8);
+    kiln_tensor x = g_dt == KILN_F32 ? b.x : kiln_cast(b.x, g_dt);
+    kiln_tensor y = kiln_where(kiln_gt_c(b.mask, 0.5), b.y, kiln_constant(KILN_I64, -100)); /* padding: ignored */
+    kiln_tensor logits = kiln_linear_apply(kiln_tanh(kiln_linear_apply(x, ps[0], ps[1])), ps[2], ps[3]);
+    kiln_tensor loss = kiln_cross_entropy(logits, y, -100, 0.0);
+    losses[s++] = item(loss);
+    KT_CHECK(kiln_backward(loss) == KILN_OK);
+    KT_CHECK(kiln_optim_step(o) == KILN_OK);
+    kiln_optim_zero_grad(o);
+    KT_CHECK(kiln_mark_step() == KILN_OK);
+  }
+  KT_EQ_INT(s, S);
+  cmp_vals("loader.loss", losses, s);
+  cmp_params("loader", 4, ps, (const char *const[]){"w1", "b1", "w2", "b2"});
+  kiln_optim_destroy(o);
+  kiln_loader_destroy(ld);
+  kiln_dataset_destroy(ds);
+}
+
 /* ── driver ── */
 static const char *backend_under_test(void) {
   const char *b = getenv("KILN_TEST_BACKEND");
@@ -561,6 +608,7 @@ KT_TEST(batchnorm_cnn_with_eval_between_steps) { both(prog_bncnn); }
 KT_TEST(two_heads_detached_trunk) { both(prog_heads); }
 KT_TEST(encoder_with_masks_trained) { both(prog_encoder); }
 KT_TEST(mlp_under_bf16_autocast) { both(prog_amp); }
+KT_TEST(loader_with_a_padded_last_batch) { both(prog_loader); }
 KT_TEST(encoder_with_masks_under_bf16_autocast) {
   g_amp = 1, g_rtol = RTOL_BF16, g_atol = ATOL_BF16;
   both(prog_encoder);
@@ -571,8 +619,8 @@ KT_TEST(encoder_with_masks_under_bf16_autocast) {
  * ~1e-12, so even a rounding of a constant or a scalar input to f32 shows. */
 KT_TEST(f64_programs_match_tightly) {
   g_dt = KILN_F64, g_rtol = 1e-12, g_atol = 1e-13;
-  void (*progs[])(void) = {prog_tied, prog_freeze, prog_accum, prog_sgdsched, prog_heads};
-  for (int i = 0; i < 5; i++) both(progs[i]);
+  void (*progs[])(void) = {prog_tied, prog_freeze, prog_accum, prog_sgdsched, prog_heads, prog_loader};
+  for (int i = 0; i < 6; i++) both(progs[i]);
   g_dt = KILN_F32, g_rtol = RTOL, g_atol = ATOL;
 }
 
@@ -763,7 +811,7 @@ KT_TEST(negative_controls_are_detected) {
 KT_MAIN(KT_CASE(tied_embedding_adamw_clip_cosine), KT_CASE(freeze_unfreeze_and_missing_grads),
         KT_CASE(grad_accumulation_across_steps), KT_CASE(sgd_dampening_step_schedule_clip),
         KT_CASE(batchnorm_cnn_with_eval_between_steps), KT_CASE(two_heads_detached_trunk),
-        KT_CASE(encoder_with_masks_trained), KT_CASE(mlp_under_bf16_autocast),
+        KT_CASE(encoder_with_masks_trained), KT_CASE(mlp_under_bf16_autocast), KT_CASE(loader_with_a_padded_last_batch),
         KT_CASE(encoder_with_masks_under_bf16_autocast), KT_CASE(f64_programs_match_tightly),
         KT_CASE(bad_index_in_a_training_step_is_reported),
         KT_CASE(optimizer_over_a_dead_parameter_is_an_error),

@@ -97,7 +97,9 @@ kiln_status kiln_optim_set_param_step_count_at(kiln_optim *o, int i, int64_t ste
  * parameter (same handle; n the same count) and grads[i] its gradient of the
  * same shape. A null grads[i] skips that parameter (torch's grad None).
  * Traces the update and assigns parameters and state in place; the values
- * are computed at the next sync point. Returns KILN_OK or the error status. */
+ * are computed at the next sync point. Returns KILN_OK or the error status;
+ * a parameter that is no longer live (released, or a temporary of an earlier
+ * step that was never kept) is KILN_ERR_STALE_HANDLE. */
 #define kiln_optim_step_tensors(o, n, params, grads) kiln_optim_step_tensors_at((o), (n), (params), (grads), KILN_HERE)
 kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *params, const kiln_tensor *grads,
                                        kiln_loc loc);

@@ -120,11 +120,15 @@ static kiln_node *crop(vctx *c, kiln_node *a, const int64_t *start, const int64_
   }
   return id ? a : mk(c, KILN_OP_SLICE, (kiln_dtype)a->dtype, a->rank, shape, 1, &a, 2 * a->rank, attr, 0.0);
 }
-/* Clamp integer indices to [0, d) as INDEX_SELECT and GATHER do. */
-static kiln_node *clamp_idx(vctx *c, kiln_node *ix, int64_t d) {
-  kiln_node *lo = bin(c, KILN_OP_MAX, ix, cst(c, ix, 0.0));
-  return bin(c, KILN_OP_MIN, lo, cst(c, ix, (double)(d - 1)));
-}
+/* The builders of an index op's gradient (INDEX_SELECT, GATHER, SCATTER*)
+ * pass the indices on unclamped and make their nodes at the forward op's
+ * line: the gradient's own gather/scatter then checks the indices when it
+ * runs and reports an out-of-range one at the user's line. A training step
+ * often computes only the gradient of an index op, not its value (the loss
+ * is neither read nor kept that step): with clamped indices such a step
+ * trained on the wrong rows (an embedding id or a class label past the
+ * end) with status OK. */
+static vctx at_forward(const vctx *c, const kiln_node *n) { return (vctx){c->fe, n->loc}; }
 static kiln_node *iota(vctx *c, kiln_dtype dt, int rank, const int64_t *shape, int64_t axis) {
   return mk(c, KILN_OP_IOTA, dt, rank, shape, 0, NULL, 1, &axis, 0.0);
 }
@@ -410,14 +414,15 @@ static kiln_node *scatter(vctx *c, int op, kiln_node *x, int axis, kiln_node *ix
   return mk(c, op, (kiln_dtype)x->dtype, x->rank, x->shape, 3, in, 1, &at, 0.0);
 }
 
-/* INDEX_SELECT: g added into zeros of x's shape at the (clamped) indices,
+/* INDEX_SELECT: g added into zeros of x's shape at the indices,
  * torch.index_add's rule, as one SCATTER_ADD over [A, D, B] along D of g
  * seen as [A, N, B]. (A matmul with a one-hot [D, N] matrix gave the same
  * sums, but multiplied every row of g by the zeros of the rows it does not
  * go to: an inf or NaN in one row of g made the gradient of every row of x
  * NaN.) 16-bit floats are accumulated in f32 and rounded once, as the
  * matmul did. */
-static kiln_node *index_select_grad(vctx *c, kiln_node *n, kiln_node *g) {
+static kiln_node *index_select_grad(vctx *c0, kiln_node *n, kiln_node *g) {
+  vctx cx = at_forward(c0, n), *c = &cx;
   kiln_node *x = n->in[0], *ix = n->in[1];
   int a = (int)n->iattr[0];
   int64_t D = x->shape[a], A = numel(a, x->shape), B = numel(x->rank - a - 1, x->shape + a + 1);
@@ -425,7 +430,7 @@ static kiln_node *index_select_grad(vctx *c, kiln_node *n, kiln_node *g) {
   if (N == 0 || numel(x->rank, x->shape) == 0) return cst(c, x, 0.0);
   kiln_dtype dt = (kiln_dtype)g->dtype, acc = dt == KILN_BF16 || dt == KILN_F16 ? KILN_F32 : dt;
   int64_t s1n1[3] = {1, N, 1}, sanb[3] = {A, N, B}, sadb[3] = {A, D, B};
-  kiln_node *ci = expand(c, reshape(c, clamp_idx(c, ix, D), 3, s1n1), 3, sanb);
+  kiln_node *ci = expand(c, reshape(c, ix, 3, s1n1), 3, sanb);
   kiln_node *z = kiln_api_const(c->fe, acc, 3, sadb, 0.0, c->loc);
   kiln_node *r = scatter(c, KILN_OP_SCATTER_ADD, z, 1, ci, cast(c, reshape(c, g, 3, sanb), acc));
   return reshape(c, cast(c, r, dt), x->rank, x->shape);
@@ -438,24 +443,26 @@ static kiln_node *gather(vctx *c, kiln_node *a, int axis, kiln_node *ix) {
   int64_t at = axis;
   return mk(c, KILN_OP_GATHER, (kiln_dtype)a->dtype, ix->rank, ix->shape, 2, in, 1, &at, 0.0);
 }
-/* GATHER: g added into zeros of x's shape at the (clamped) indices, in one
+/* GATHER: g added into zeros of x's shape at the indices, in one
  * SCATTER_ADD line kernel (sort and topk values are gathers: their
  * gradient goes to the positions the values came from). */
-static kiln_node *gather_grad(vctx *c, kiln_node *n, kiln_node *g) {
+static kiln_node *gather_grad(vctx *c0, kiln_node *n, kiln_node *g) {
+  vctx cx = at_forward(c0, n), *c = &cx;
   kiln_node *x = n->in[0], *ix = n->in[1];
   int a = (int)n->iattr[0];
   if (numel(ix->rank, ix->shape) == 0) return cst(c, x, 0.0);
-  return scatter(c, KILN_OP_SCATTER_ADD, cst(c, x, 0.0), a, clamp_idx(c, ix, x->shape[a]), g);
+  return scatter(c, KILN_OP_SCATTER_ADD, cst(c, x, 0.0), a, ix, g);
 }
 
 /* SCATTER / SCATTER_ADD: x's gradient is g (SCATTER: zero where a value was
  * written over it); src's is g gathered at the indices (SCATTER: only for
  * the duplicate that won, the last along the axis: the exact derivative),
  * zero-padded to src's shape where the indices do not reach. */
-static void scatter_grad(vctx *c, kiln_node *n, kiln_node *g, const uint8_t *want, kiln_node **gin) {
+static void scatter_grad(vctx *c0, kiln_node *n, kiln_node *g, const uint8_t *want, kiln_node **gin) {
+  vctx cx = at_forward(c0, n), *c = &cx;
   kiln_node *x = n->in[0], *ix = n->in[1], *src = n->in[2];
   int a = (int)n->iattr[0], add = n->op == KILN_OP_SCATTER_ADD;
-  kiln_node *ci = clamp_idx(c, ix, x->shape[a] > 0 ? x->shape[a] : 1);
+  kiln_node *ci = ix;
   kiln_node *z = kiln_api_const(c->fe, (kiln_dtype)g->dtype, ix->rank, ix->shape, 0.0, c->loc);
   if (want[0]) gin[0] = add ? g : scatter(c, KILN_OP_SCATTER, g, a, ci, z);
   if (!want[2]) return;

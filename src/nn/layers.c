@@ -46,6 +46,7 @@ static int linear_shapes_bad(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_l
 }
 
 kiln_tensor kiln_linear_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc) {
+  KILN_NN_CHECK("linear", loc, x, w, b);
   kiln_tensor err;
   if (linear_shapes_bad(x, w, b, loc, &err)) return err;
   /* x Wᵀ: matmul broadcasts W over x's batch dims. */
@@ -109,6 +110,7 @@ kiln_status kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_embed
 
 kiln_tensor kiln_embedding_forward_at(const kiln_embedding *e, kiln_tensor ids, kiln_loc loc) {
   if (!e) return kiln_nn_fail(loc, "embedding: layer is NULL");
+  KILN_NN_CHECK("embedding", loc, ids);
   return kiln_index_select_at(e->weight, 0, ids, loc);
 }
 
@@ -142,6 +144,7 @@ kiln_status kiln_layernorm_create_at(int dim, double eps, bool affine, kiln_laye
 
 kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, kiln_loc loc) {
   if (!n) return kiln_nn_fail(loc, "layernorm: layer is NULL");
+  KILN_NN_CHECK("layernorm", loc, x);
   if (kiln_rank(x) >= 1 && kiln_dim(x, -1) != n->dim)
     return kiln_nn_fail(loc, "layernorm: last dim is %lld, the layer normalizes %d", (long long)kiln_dim(x, -1),
                         n->dim);

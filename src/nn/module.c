@@ -92,8 +92,26 @@ kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc)
   return t;
 }
 
+int kiln_nn_check_inputs(const char *op, kiln_loc loc, kiln_tensor *out, int n, const kiln_tensor *ts) {
+  kiln_frontend *fe = NULL;
+  for (int i = 0; i < n; i++) {
+    if (ts[i].index == 0 && ts[i].gen == 0) continue;
+    if (!fe && !(fe = kiln_api_frontend_at(loc))) {
+      *out = (kiln_tensor){0, 0}; /* kiln could not start, or another thread traces: recorded */
+      return 1;
+    }
+    kiln_tslot *s = kiln_fe_slot(fe, ts[i], op, loc); /* records the stale-handle error */
+    if (!s || s->poisoned) {
+      *out = kiln_fe_poison(fe, loc);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool training, kiln_loc loc) {
   if (!(p >= 0.0 && p < 1.0)) return kiln_nn_fail(loc, "dropout: p = %g is outside [0, 1)", p);
+  KILN_NN_CHECK("dropout", loc, x);
   int64_t shape[KILN_MAX_RANK];
   int rank = kiln_shape(x, shape);
   if (rank < 0) return kiln_nn_fail(loc, "dropout: invalid input tensor");

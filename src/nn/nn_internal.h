@@ -10,6 +10,21 @@
  * fail-and-poison helper of code that holds no frontend. */
 #define kiln_nn_fail(loc, ...) kiln_api_fail_at(KILN_ERR_INVALID_ARGUMENT, (loc), __VA_ARGS__)
 
+/* The entry check of a layer or loss on its tensor inputs ts[0..n) (null
+ * entries, the optional ones left out, are skipped): a stale handle records
+ * kiln's stale-handle error naming op (instead of a shape error, or the
+ * error of an inner op the caller never wrote), a poisoned input propagates
+ * without a new message. Returns 1 with *out a poisoned tensor then, else 0.
+ * KILN_NN_CHECK(op, loc, t...) returns that tensor from the caller. */
+int kiln_nn_check_inputs(const char *op, kiln_loc loc, kiln_tensor *out, int n, const kiln_tensor *ts);
+#define KILN_NN_CHECK(op, loc, ...)                                                                    \
+  do {                                                                                                 \
+    const kiln_tensor nn_ts_[] = {__VA_ARGS__};                                                        \
+    kiln_tensor nn_bad_;                                                                               \
+    if (kiln_nn_check_inputs((op), (loc), &nn_bad_, (int)(sizeof nn_ts_ / sizeof nn_ts_[0]), nn_ts_)) \
+      return nn_bad_;                                                                                  \
+  } while (0)
+
 /* t's shape as "[2,3]" in buf ("[]" for an invalid tensor). */
 static inline const char *kiln_nn_shape_str(kiln_tensor t, char *buf, size_t cap) {
   int64_t s[KILN_MAX_RANK];

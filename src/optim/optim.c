@@ -52,6 +52,15 @@ static kiln_status create(int kind, int n, const kiln_tensor *params, int nstate
     if (!kiln_is_valid(params[i]) || (dt != KILN_F32 && dt != KILN_F64)) {
       return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim: parameter %d is not a live f32/f64 tensor", i);
     }
+    /* a tied weight gathered from two modules' parameter lists: each entry
+     * had its own state and the weight was updated twice a step (torch
+     * dedups model.parameters() and keys its state by the tensor) */
+    for (int j = 0; j < i; j++)
+      if (params[j].index == params[i].index && params[j].gen == params[i].gen)
+        return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                          "optim: parameter %d is parameter %d again (a tied weight listed twice?): list each "
+                          "parameter once",
+                          i, j);
   }
   kiln_optim *o = calloc(1, sizeof *o);
   if (o) {
@@ -218,6 +227,16 @@ kiln_status kiln_optim_step_tensors_at(kiln_optim *o, int n, const kiln_tensor *
     if (params[i].index != o->params[i].index || params[i].gen != o->params[i].gen)
       return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "optim step: parameter %d is not the optimizer's parameter %d",
                         i, i);
+    /* a released parameter, or one that was a step's temporary (never
+     * kept), has no gradient either: without this the step skipped it and
+     * returned OK, training nothing */
+    if (!kiln_is_valid(params[i])) {
+      if (kiln_last_status() != KILN_OK) return kiln_last_status(); /* poisoned by that error */
+      return kiln_error(KILN_ERR_STALE_HANDLE, loc,
+                        "optim step: parameter %d is not a live tensor (released, or a temporary of an earlier "
+                        "step: make parameters with kiln_param)",
+                        i);
+    }
     if (is_null(grads[i])) continue;
     int64_t ps[KILN_MAX_RANK], gs[KILN_MAX_RANK];
     int pr = kiln_shape(params[i], ps), gr = kiln_shape(grads[i], gs);
@@ -275,6 +294,11 @@ double kiln_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, double
 kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor *out, double max_norm, kiln_loc loc) {
   if (n <= 0 || !grads || !out || !(max_norm > 0)) {
     return kiln_nn_fail(loc, "clip_grad_norm: need n > 0 gradients, an output array and max_norm > 0");
+  }
+  kiln_tensor bad;
+  if (kiln_nn_check_inputs("clip_grad_norm", loc, &bad, n, grads)) {
+    for (int i = 0; i < n; i++) out[i] = bad;
+    return bad;
   }
   /* f64 when a gradient is f64 (torch computes each norm in its gradient's
    * dtype): squaring f64 gradients in f32 lost half their digits */

@@ -77,6 +77,11 @@ kiln_status kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t se
   kiln_nn_add(&a->m, "in_proj_bias", a->in_proj_bias, 0);
   kiln_nn_add(&a->m, "out_proj.weight", a->out_weight, 0);
   kiln_nn_add(&a->m, "out_proj.bias", a->out_bias, 0);
+  kiln_status chk = kiln_nn_create_check(&a->m, "mha", loc);
+  if (chk != KILN_OK) {
+    kiln_mha_destroy(a);
+    return chk;
+  }
   *out = a;
   return KILN_OK;
 }
@@ -145,6 +150,13 @@ kiln_status kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, d
   KILN_CREATE_BEGIN(out, loc, "encoder_layer");
   if (dim_ff <= 0) {
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "encoder_layer: dim_feedforward %d must be positive", dim_ff);
+  }
+  if ((activation != KILN_ACTIVATION_RELU && activation != KILN_ACTIVATION_GELU) ||
+      (norm_position != KILN_NORM_POST && norm_position != KILN_NORM_PRE)) {
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "encoder_layer: activation %d (KILN_ACTIVATION_RELU or _GELU) or norm_position %d "
+                      "(KILN_NORM_POST or _PRE) out of range",
+                      (int)activation, (int)norm_position);
   }
   kiln_encoder_layer *l = calloc(1, sizeof *l);
   if (!l) {

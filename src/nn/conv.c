@@ -110,6 +110,11 @@ kiln_status kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int str
     c->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
     kiln_nn_add(&c->m, "bias", c->bias, 0);
   }
+  kiln_status chk = kiln_nn_create_check(&c->m, "conv2d", loc);
+  if (chk != KILN_OK) {
+    kiln_conv2d_destroy(c);
+    return chk;
+  }
   *out = c;
   return KILN_OK;
 }
@@ -175,6 +180,11 @@ kiln_status kiln_batchnorm2d_create_at(int ch, double eps, double momentum, kiln
   kiln_nn_add(&b->m, "bias", b->bias, 0);
   kiln_nn_add(&b->m, "running_mean", b->running_mean, 1);
   kiln_nn_add(&b->m, "running_var", b->running_var, 1);
+  kiln_status chk = kiln_nn_create_check(&b->m, "batchnorm2d", loc);
+  if (chk != KILN_OK) {
+    kiln_batchnorm2d_destroy(b);
+    return chk;
+  }
   *out = b;
   return KILN_OK;
 }

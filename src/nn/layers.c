@@ -74,6 +74,11 @@ kiln_status kiln_linear_create_at(int in_features, int out_features, bool bias, 
     l->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
     kiln_nn_add(&l->m, "bias", l->bias, 0);
   }
+  kiln_status chk = kiln_nn_create_check(&l->m, "linear", loc);
+  if (chk != KILN_OK) {
+    kiln_linear_destroy(l);
+    return chk;
+  }
   *out = l;
   return KILN_OK;
 }
@@ -103,6 +108,11 @@ kiln_status kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_embed
   int64_t s[2] = {num, dim};
   e->weight = kiln_param(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, s, kiln_nn_seed(seed, 0), loc));
   kiln_nn_add(&e->m, "weight", e->weight, 0);
+  kiln_status chk = kiln_nn_create_check(&e->m, "embedding", loc);
+  if (chk != KILN_OK) {
+    kiln_embedding_destroy(e);
+    return chk;
+  }
   *out = e;
   return KILN_OK;
 }
@@ -135,6 +145,11 @@ kiln_status kiln_layernorm_create_at(int dim, double eps, bool affine, kiln_laye
     n->bias = kiln_nn_fill(1, s, 0.0, loc);
     kiln_nn_add(&n->m, "weight", n->weight, 0);
     kiln_nn_add(&n->m, "bias", n->bias, 0);
+  }
+  kiln_status chk = kiln_nn_create_check(&n->m, "layernorm", loc);
+  if (chk != KILN_OK) {
+    kiln_layernorm_destroy(n);
+    return chk;
   }
   *out = n;
   return KILN_OK;

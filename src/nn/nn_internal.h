@@ -20,6 +20,11 @@ static inline const char *kiln_nn_shape_str(kiln_tensor t, char *buf, size_t cap
 /* Append a named tensor to m (names are truncated to fit). */
 void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer);
 /* Append every entry of sub with "prefix." prepended. */
+/* Last check of a layer's _create: KILN_OK when every tensor of m is live;
+ * else the error (a shape too large for int64 poisons a parameter; that op
+ * recorded why) and a record naming op and the parameter. The caller then
+ * destroys the layer and returns it, so *out stays NULL. */
+kiln_status kiln_nn_create_check(const kiln_module *m, const char *op, kiln_loc loc);
 void kiln_nn_add_sub(kiln_module *m, const char *prefix, const kiln_module *sub);
 /* A kept f32 tensor of shape drawn from U(-bound, bound) in the graph. */
 kiln_tensor kiln_nn_uniform(int rank, const int64_t *shape, double bound, uint64_t seed, kiln_loc loc);

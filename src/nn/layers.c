@@ -46,7 +46,8 @@ static int linear_shapes_bad(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_l
 }
 
 kiln_tensor kiln_linear_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc) {
-  kiln_tensor err;
+  kiln_tensor err, in[3] = {x, w, b};
+  if (!kiln_nn_inputs("linear", loc, is_null(b) ? 2 : 3, in, &err)) return err;
   if (linear_shapes_bad(x, w, b, loc, &err)) return err;
   /* x Wᵀ: matmul broadcasts W over x's batch dims. */
   kiln_tensor y = kiln_matmul_at(x, kiln_transpose_at(w, 0, 1, loc), loc);

@@ -41,6 +41,8 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
 }
 
 kiln_tensor kiln_mse_loss_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
+  kiln_tensor err, in[2] = {a, b};
+  if (!kiln_nn_inputs("mse_loss", loc, 2, in, &err)) return err;
   int ra = kiln_rank(a), rb = kiln_rank(b), ok = 1; /* broadcast, as F.mse_loss (with its warning) */
   for (int i = 1; ra >= 0 && rb >= 0 && i <= ra && i <= rb; i++) {
     int64_t x = kiln_dim(a, -i), y = kiln_dim(b, -i);

@@ -74,6 +74,20 @@ void kiln_module_release(kiln_module *m) {
   m->n = 0;
 }
 
+int kiln_nn_inputs(const char *op, kiln_loc loc, int n, const kiln_tensor *ts, kiln_tensor *err) {
+  kiln_frontend *fe = kiln_api_frontend_at(loc);
+  for (int i = 0; fe && i < n; i++) {
+    kiln_node *node;
+    if (kiln_api_input(fe, ts[i], op, loc, NULL, &node) != 0) {
+      *err = kiln_fe_poison(fe, loc);
+      return 0;
+    }
+  }
+  if (fe) return 1;
+  *err = (kiln_tensor){0, 0};
+  return 0;
+}
+
 kiln_status kiln_nn_create_check(const kiln_module *m, const char *op, kiln_loc loc) {
   for (int i = 0; i < m->n; i++) {
     if (kiln_is_valid(m->tensors[i])) continue;

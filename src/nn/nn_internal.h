@@ -24,6 +24,11 @@ void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer)
  * else the error (a shape too large for int64 poisons a parameter; that op
  * recorded why) and a record naming op and the parameter. The caller then
  * destroys the layer and returns it, so *out stays NULL. */
+/* The tensor inputs of a composed function (built from other ops), checked
+ * under its own name: a null or stale handle is an error naming op (not the
+ * inner op the caller never wrote). 1 if all are live; else 0 and *err a
+ * poisoned result (a poisoned input propagates without a new message). */
+int kiln_nn_inputs(const char *op, kiln_loc loc, int n, const kiln_tensor *ts, kiln_tensor *err);
 kiln_status kiln_nn_create_check(const kiln_module *m, const char *op, kiln_loc loc);
 void kiln_nn_add_sub(kiln_module *m, const char *prefix, const kiln_module *sub);
 /* A kept f32 tensor of shape drawn from U(-bound, bound) in the graph. */

@@ -310,7 +310,7 @@ KT_TEST(test_module_misuse) {
   EXPECT_ERR("linear");
   kiln_tensor nul = {0, 0};
   KT_CHECK(!kiln_is_valid(kiln_linear_apply(x, nul, nul)));
-  EXPECT_ERR("linear|transpose"); /* names the inner op for a null weight (known, see CHANGELOG) */
+  EXPECT_ERR("linear"); /* not the inner transpose */
   kiln_embedding *e = NULL;
   KT_CHECK(kiln_embedding_create(-1, 4, 1, &e) != KILN_OK && !e);
   EXPECT_ERR("embedding");
@@ -392,7 +392,7 @@ KT_TEST(test_nn_functions_misuse) {
   KT_CHECK(!kiln_is_valid(kiln_cross_entropy(lg, tg, -100, NAN)));
   EXPECT_ERR("cross_entropy");
   KT_CHECK(!kiln_is_valid(kiln_mse_loss(x, nul)));
-  EXPECT_ERR("mse_loss|sub");
+  EXPECT_ERR("mse_loss"); /* not the inner sub */
   kiln_mark_step();
 }
 

@@ -3,6 +3,8 @@
  * dist.h in a single process). As part 1 (test_api_misuse.c): each misuse
  * gives the documented failure value and a sticky error naming the function
  * and this file's call site, and kiln still computes a known result. */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
 #include <kiln/bert.h>
 #include <kiln/kiln.h>
 #include <kiln/text.h>
@@ -15,10 +17,17 @@
 
 static char g_dir[256];
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+static void rm_tmpdir(void) { nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
+
 static const char *tmpdir(void) {
   if (!g_dir[0]) {
     snprintf(g_dir, sizeof g_dir, "%s/kiln-misuse-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) abort();
+    atexit(rm_tmpdir);
   }
   return g_dir;
 }

@@ -137,7 +137,8 @@ typedef struct kiln_batch {
 /* The order of the examples in an epoch: perm[0..N) is a permutation of
  * 0..N-1 by Fisher–Yates driven by kiln's counter-based RNG with seed
  * (seed + epoch); identity when shuffle is false. A pure function of
- * (n, shuffle, seed, epoch). Thread-safe. */
+ * (n, shuffle, seed, epoch). Thread-safe. A NULL perm with n > 0 records
+ * INVALID_ARGUMENT (nothing written); n <= 0 writes nothing. */
 void kiln_data_permutation(int64_t n, bool shuffle, uint64_t seed, int64_t epoch, int64_t *perm);
 
 /* A synchronous batcher. ds must outlive it. INVALID_ARGUMENT (*out NULL)

@@ -144,7 +144,7 @@ typedef enum kiln_switch { KILN_SWITCH_OFF = -1, KILN_SWITCH_DEFAULT = 0, KILN_S
 
 typedef struct kiln_options {
   const char *backend;   /* "cpu" (default) or "ref"; NULL: $KILN_BACKEND or "cpu" */
-  int num_threads;       /* 0: $KILN_NUM_THREADS or all cores */
+  int num_threads;       /* 0: $KILN_NUM_THREADS or all cores; negative: an error */
   const char *cache_dir; /* NULL: $KILN_CACHE_DIR or $XDG_CACHE_HOME/kiln or ~/.cache/kiln */
   kiln_switch disk_cache; /* DEFAULT: on unless KILN_DISK_CACHE=0 */
   /* Dynamic shapes (docs/dynamic-shapes.md): when a call site compiles again
@@ -154,7 +154,9 @@ typedef struct kiln_options {
 } kiln_options;
 
 /* Start the runtime explicitly. Optional: the first kiln call starts it with
- * defaults from the environment. Calling it while started is an error.
+ * defaults from the environment. Calling it while started is an error, and
+ * so are options out of range (a negative num_threads, a kiln_switch other
+ * than -1, 0, 1): INVALID_ARGUMENT naming kiln_init, nothing started.
  * The runtime is a process-wide singleton, so its pair is kiln_init /
  * kiln_shutdown rather than create/destroy (conventions, above). */
 kiln_status kiln_init(const kiln_options *opts);

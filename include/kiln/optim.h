@@ -68,7 +68,9 @@ kiln_status kiln_optim_create_adamw_at(int n, const kiln_tensor *params, const k
 /* Release the state tensors and free o (NULL is a no-op). */
 void kiln_optim_destroy(kiln_optim *o);
 
-/* The learning rate of the next steps (a graph input: never recompiles). */
+/* The learning rate of the next steps (a graph input: never recompiles).
+ * A NULL o, or an lr that is NaN, infinite or negative, records
+ * KILN_ERR_INVALID_ARGUMENT naming kiln_optim_set_lr; the rate is unchanged. */
 void kiln_optim_set_lr(kiln_optim *o, double lr);
 double kiln_optim_lr(const kiln_optim *o);
 /* Steps taken so far; settable to resume from a checkpoint (it sets every

@@ -14,8 +14,13 @@ static int64_t draw_below(uint64_t seed, uint64_t k, int64_t bound) {
 }
 
 void kiln_data_permutation(int64_t n, bool shuffle, uint64_t seed, int64_t epoch, int64_t *perm) {
+  if (n > 0 && !perm) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0}, "kiln_data_permutation: perm is NULL (n = %lld)",
+               (long long)n);
+    return;
+  }
   for (int64_t i = 0; i < n; i++) perm[i] = i;
-  if (!shuffle) return;
+  if (!shuffle || n < 2) return; /* n - 1 below: INT64_MIN - 1 would wrap */
   /* Fisher–Yates; step i uses counter i of stream (seed + epoch), so the
    * order is a pure function of (n, seed, epoch). */
   uint64_t s = seed + (uint64_t)epoch;

@@ -32,7 +32,7 @@ kiln_status kiln_graph_file_create_at(const char *path, kiln_graph_file **out, k
     kiln_graphtext_clear(&f->t);
     free(f);
     /* The parser's message names the file and the line. */
-    return kiln_error(s, loc, "%s", err.msg[0] ? err.msg : kiln_status_name(s));
+    return kiln_error(s, loc, "kiln_graph_file_create: %s", err.msg[0] ? err.msg : kiln_status_name(s));
   }
   *out = f;
   return KILN_OK;

@@ -9,7 +9,7 @@ static int is_null(kiln_tensor t) { return t.index == 0 && t.gen == 0; }
 
 kiln_tensor kiln_sdpa_at(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tensor mask, double dropout, bool training,
                          uint64_t seed, kiln_loc loc) {
-  KILN_NN_CHECK("sdpa", loc, q, k, v, mask);
+  KILN_NN_CHECK("sdpa", loc, 3, q, k, v, mask);
   int r = kiln_rank(k);
   /* checked here so that a mistake names sdpa and the shapes passed, not the
    * matmul of a transposed k the user never wrote */
@@ -78,6 +78,11 @@ kiln_status kiln_mha_create_at(int dim, int n_heads, double dropout, uint64_t se
   kiln_nn_add(&a->m, "in_proj_bias", a->in_proj_bias, 0);
   kiln_nn_add(&a->m, "out_proj.weight", a->out_weight, 0);
   kiln_nn_add(&a->m, "out_proj.bias", a->out_bias, 0);
+  kiln_status chk = kiln_nn_create_check(&a->m, "mha", loc);
+  if (chk != KILN_OK) {
+    kiln_mha_destroy(a);
+    return chk;
+  }
   *out = a;
   return KILN_OK;
 }
@@ -113,7 +118,7 @@ static kiln_tensor build_mask(const kiln_attn_opts *o, int64_t B, int64_t T, kil
 
 kiln_tensor kiln_mha_forward_at(const kiln_mha *a, kiln_tensor x, const kiln_attn_opts *opts, kiln_loc loc) {
   if (!a) return kiln_nn_fail(loc, "mha: layer is NULL");
-  KILN_NN_CHECK("mha", loc, x, opts ? opts->key_padding_mask : (kiln_tensor){0, 0});
+  KILN_NN_CHECK("mha", loc, 1, x, opts ? opts->key_padding_mask : (kiln_tensor){0, 0});
   if (kiln_rank(x) != 3 || kiln_dim(x, 2) != a->dim)
     return kiln_nn_fail(loc, "mha: input must be [B, T, %d] (batch_first)", a->dim);
   int64_t B = kiln_dim(x, 0), T = kiln_dim(x, 1), H = a->n_heads, hd = a->dim / a->n_heads;
@@ -148,6 +153,13 @@ kiln_status kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, d
   if (dim_ff <= 0) {
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "encoder_layer: dim_feedforward %d must be positive", dim_ff);
   }
+  if ((activation != KILN_ACTIVATION_RELU && activation != KILN_ACTIVATION_GELU) ||
+      (norm_position != KILN_NORM_POST && norm_position != KILN_NORM_PRE)) {
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                      "encoder_layer: activation %d (KILN_ACTIVATION_RELU or _GELU) or norm_position %d "
+                      "(KILN_NORM_POST or _PRE) out of range",
+                      (int)activation, (int)norm_position);
+  }
   kiln_encoder_layer *l = calloc(1, sizeof *l);
   if (!l) {
     return kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "encoder_layer: out of host memory");
@@ -178,7 +190,7 @@ kiln_status kiln_encoder_layer_create_at(int d_model, int n_heads, int dim_ff, d
 kiln_tensor kiln_encoder_layer_forward_at(const kiln_encoder_layer *l, kiln_tensor x, const kiln_attn_opts *opts,
                                           kiln_loc loc) {
   if (!l) return kiln_nn_fail(loc, "encoder_layer: layer is NULL");
-  KILN_NN_CHECK("encoder_layer", loc, x, opts ? opts->key_padding_mask : (kiln_tensor){0, 0});
+  KILN_NN_CHECK("encoder_layer", loc, 1, x, opts ? opts->key_padding_mask : (kiln_tensor){0, 0});
   kiln_attn_opts o = {0};
   if (opts) o = *opts;
   uint64_t seed = o.seed;

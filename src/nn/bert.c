@@ -117,10 +117,15 @@ kiln_status kiln_bert_create_at(const kiln_bert_config *cfg, uint64_t seed, kiln
     if (r == 2) m->t[i] = kiln_keep(kiln_mul_c_at(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, s,
                                                                kiln_nn_seed(seed, (uint64_t)i), loc), 0.02, loc));
     else m->t[i] = kiln_nn_fill(1, s, is_ln_w ? 1.0 : 0.0, loc);
-  }
-  if (kiln_last_status() != KILN_OK) {
+    /* A parameter's own validity, not the sticky status: an earlier,
+     * unrelated error the program has not cleared must not fail this
+     * create. Checked as each is made: the vectors are filled on the host,
+     * and after a poisoned (too large) matrix the next could be gigabytes. */
+    if (kiln_is_valid(m->t[i])) continue;
+    kiln_status bad = kiln_last_status() != KILN_OK ? kiln_last_status() : KILN_ERR_INTERNAL;
+    kiln_error(bad, loc, "bert: could not create parameter %s", m->names[i]);
     kiln_bert_destroy(m);
-    return kiln_last_status();
+    return bad;
   }
   *out = m;
   return KILN_OK;

@@ -60,7 +60,7 @@ static kiln_tensor im2col(kiln_tensor x, int kh, int kw, int stride, int pad, in
 
 kiln_tensor kiln_conv2d_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, int stride, int padding, int dilation,
                               int groups, kiln_loc loc) {
-  KILN_NN_CHECK("conv2d", loc, x, w, b);
+  KILN_NN_CHECK("conv2d", loc, 2, x, w, b);
   int64_t ws[KILN_MAX_RANK], xs[KILN_MAX_RANK];
   if (kiln_shape(w, ws) != 4 || kiln_shape(x, xs) != 4)
     return kiln_nn_fail(loc, "conv2d: weight must be [O, C/g, kh, kw] and input [N, C, H, W]");
@@ -111,6 +111,11 @@ kiln_status kiln_conv2d_create_at(int in_ch, int out_ch, int kh, int kw, int str
     c->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
     kiln_nn_add(&c->m, "bias", c->bias, 0);
   }
+  kiln_status chk = kiln_nn_create_check(&c->m, "conv2d", loc);
+  if (chk != KILN_OK) {
+    kiln_conv2d_destroy(c);
+    return chk;
+  }
   *out = c;
   return KILN_OK;
 }
@@ -130,7 +135,7 @@ kiln_tensor kiln_pool2d_at(kiln_tensor x, kiln_pool_kind kind, int k, int stride
   if (kind != KILN_POOL_AVG && kind != KILN_POOL_MAX) return kiln_nn_fail(loc, "pool2d: unknown pool kind %d", (int)kind);
   bool is_max = kind == KILN_POOL_MAX;
   const char *op = is_max ? "max_pool2d" : "avg_pool2d";
-  KILN_NN_CHECK(op, loc, x);
+  KILN_NN_CHECK(op, loc, 1, x);
   if (stride == 0) stride = k;
   if (padding < 0 || 2 * padding > k)
     return kiln_nn_fail(loc, "%s: padding %d must be at most half the window %d", op, padding, k);
@@ -177,13 +182,18 @@ kiln_status kiln_batchnorm2d_create_at(int ch, double eps, double momentum, kiln
   kiln_nn_add(&b->m, "bias", b->bias, 0);
   kiln_nn_add(&b->m, "running_mean", b->running_mean, 1);
   kiln_nn_add(&b->m, "running_var", b->running_var, 1);
+  kiln_status chk = kiln_nn_create_check(&b->m, "batchnorm2d", loc);
+  if (chk != KILN_OK) {
+    kiln_batchnorm2d_destroy(b);
+    return chk;
+  }
   *out = b;
   return KILN_OK;
 }
 
 kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x, bool training, kiln_loc loc) {
   if (!b) return kiln_nn_fail(loc, "batchnorm2d: layer is NULL");
-  KILN_NN_CHECK("batchnorm2d", loc, x);
+  KILN_NN_CHECK("batchnorm2d", loc, 1, x);
   int64_t s[KILN_MAX_RANK];
   if (kiln_shape(x, s) != 4 || s[1] != b->ch)
     return kiln_nn_fail(loc, "batchnorm2d: input must be [N, %d, H, W]", b->ch);

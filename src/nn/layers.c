@@ -46,7 +46,7 @@ static int linear_shapes_bad(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_l
 }
 
 kiln_tensor kiln_linear_apply_at(kiln_tensor x, kiln_tensor w, kiln_tensor b, kiln_loc loc) {
-  KILN_NN_CHECK("linear", loc, x, w, b);
+  KILN_NN_CHECK("linear", loc, 2, x, w, b);
   kiln_tensor err;
   if (linear_shapes_bad(x, w, b, loc, &err)) return err;
   /* x Wᵀ: matmul broadcasts W over x's batch dims. */
@@ -74,6 +74,11 @@ kiln_status kiln_linear_create_at(int in_features, int out_features, bool bias, 
   if (bias) {
     l->bias = kiln_nn_uniform(1, bs, bound, kiln_nn_seed(seed, 1), loc);
     kiln_nn_add(&l->m, "bias", l->bias, 0);
+  }
+  kiln_status chk = kiln_nn_create_check(&l->m, "linear", loc);
+  if (chk != KILN_OK) {
+    kiln_linear_destroy(l);
+    return chk;
   }
   *out = l;
   return KILN_OK;
@@ -104,13 +109,18 @@ kiln_status kiln_embedding_create_at(int num, int dim, uint64_t seed, kiln_embed
   int64_t s[2] = {num, dim};
   e->weight = kiln_param(kiln_rand_at(KILN_RAND_NORMAL, KILN_F32, 2, s, kiln_nn_seed(seed, 0), loc));
   kiln_nn_add(&e->m, "weight", e->weight, 0);
+  kiln_status chk = kiln_nn_create_check(&e->m, "embedding", loc);
+  if (chk != KILN_OK) {
+    kiln_embedding_destroy(e);
+    return chk;
+  }
   *out = e;
   return KILN_OK;
 }
 
 kiln_tensor kiln_embedding_forward_at(const kiln_embedding *e, kiln_tensor ids, kiln_loc loc) {
   if (!e) return kiln_nn_fail(loc, "embedding: layer is NULL");
-  KILN_NN_CHECK("embedding", loc, ids);
+  KILN_NN_CHECK("embedding", loc, 1, ids);
   return kiln_index_select_at(e->weight, 0, ids, loc);
 }
 
@@ -138,13 +148,18 @@ kiln_status kiln_layernorm_create_at(int dim, double eps, bool affine, kiln_laye
     kiln_nn_add(&n->m, "weight", n->weight, 0);
     kiln_nn_add(&n->m, "bias", n->bias, 0);
   }
+  kiln_status chk = kiln_nn_create_check(&n->m, "layernorm", loc);
+  if (chk != KILN_OK) {
+    kiln_layernorm_destroy(n);
+    return chk;
+  }
   *out = n;
   return KILN_OK;
 }
 
 kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, kiln_loc loc) {
   if (!n) return kiln_nn_fail(loc, "layernorm: layer is NULL");
-  KILN_NN_CHECK("layernorm", loc, x);
+  KILN_NN_CHECK("layernorm", loc, 1, x);
   if (kiln_rank(x) >= 1 && kiln_dim(x, -1) != n->dim)
     return kiln_nn_fail(loc, "layernorm: last dim is %lld, the layer normalizes %d", (long long)kiln_dim(x, -1),
                         n->dim);

@@ -3,7 +3,7 @@
 
 kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_t ignore_index,
                                   double label_smoothing, kiln_loc loc) {
-  KILN_NN_CHECK("cross_entropy", loc, logits, target);
+  KILN_NN_CHECK("cross_entropy", loc, 2, logits, target);
   int64_t ls[KILN_MAX_RANK], ts[KILN_MAX_RANK];
   int lr = kiln_shape(logits, ls), tr = kiln_shape(target, ts);
   if (lr < 1 || tr != lr - 1) return kiln_nn_fail(loc, "cross_entropy: logits [..., C] need targets [...]");
@@ -42,7 +42,7 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
 }
 
 kiln_tensor kiln_mse_loss_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
-  KILN_NN_CHECK("mse_loss", loc, a, b);
+  KILN_NN_CHECK("mse_loss", loc, 2, a, b);
   int ra = kiln_rank(a), rb = kiln_rank(b), ok = 1; /* broadcast, as F.mse_loss (with its warning) */
   for (int i = 1; ra >= 0 && rb >= 0 && i <= ra && i <= rb; i++) {
     int64_t x = kiln_dim(a, -i), y = kiln_dim(b, -i);

@@ -142,6 +142,19 @@ kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, bool training, u
     kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "model_forward: NULL model");
     return (kiln_tensor){0, 0};
   }
+  /* The input as the user passed it, checked here so that a mistake names
+   * this call and x's shape, not the reshape inside it. */
+  int64_t xs[KILN_MAX_RANK];
+  int r = kiln_shape(x, xs);
+  if (x.index == 0 && x.gen == 0) return kiln_nn_fail(loc, "model_forward: x is the null tensor");
+  int tf = m->kind == KILN_MODEL_TRANSFORMER;
+  if (r >= 0 && (r < 1 || (tf ? !(r == 3 && xs[2] == 28 && xs[1] >= 1 && xs[1] <= 28)
+                              : xs[0] > INT64_MAX / 784 || kiln_numel(x) != xs[0] * 784))) {
+    char sb[128];
+    return kiln_nn_fail(loc, "model_forward: x has shape %s; the %s model takes images [B, 28, 28]%s",
+                        kiln_nn_shape_str(x, sb, sizeof sb), kiln_model_kind_name(m->kind),
+                        tf ? " (or [B, T, 28] with T <= 28)" : "");
+  }
   int64_t b = kiln_dim(x, 0);
   switch (m->kind) {
     case KILN_MODEL_MLP: {

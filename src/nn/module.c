@@ -39,8 +39,18 @@ int kiln_nn_list(int n, const char *names_base, size_t name_stride, const kiln_t
   return k;
 }
 
+/* kiln_module is a public struct: a program may hand in one it filled (or
+ * corrupted) itself. Its count must index the fixed arrays. */
+static int module_ok(const kiln_module *m, const char *fn) {
+  if (m->n >= 0 && m->n <= KILN_MODULE_MAX_ENTRIES) return 1;
+  kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){NULL, 0},
+             "%s: module has %d entries (0 to %d): not a module of kiln's", fn, m->n, KILN_MODULE_MAX_ENTRIES);
+  return 0;
+}
+
 static int list(const kiln_module *m, int with_buffers, const char **names, kiln_tensor *out, int max) {
   if (!m) return -1;
+  if (!module_ok(m, with_buffers ? "kiln_module_state" : "kiln_module_params")) return -1;
   return kiln_nn_list(m->n, m->names[0], sizeof m->names[0], m->tensors, m->is_buffer, with_buffers, names, out,
                       max);
 }
@@ -54,14 +64,25 @@ int kiln_module_state(const kiln_module *m, const char **names, kiln_tensor *out
 }
 
 void kiln_module_zero_grad(const kiln_module *m) {
-  if (!m) return;
+  if (!m || !module_ok(m, "kiln_module_zero_grad")) return;
   for (int i = 0; i < m->n; i++) kiln_zero_grad(m->tensors[i]);
 }
 
 void kiln_module_release(kiln_module *m) {
-  if (!m) return;
+  if (!m || !module_ok(m, "kiln_module_release")) return;
   for (int i = 0; i < m->n; i++) kiln_release(m->tensors[i]);
   m->n = 0;
+}
+
+kiln_status kiln_nn_create_check(const kiln_module *m, const char *op, kiln_loc loc) {
+  for (int i = 0; i < m->n; i++) {
+    if (kiln_is_valid(m->tensors[i])) continue;
+    /* The op that poisoned it (e.g. rand: a shape too large) recorded why. */
+    kiln_status s = kiln_last_status();
+    kiln_error(s != KILN_OK ? s : KILN_ERR_INTERNAL, loc, "%s: could not create parameter %s", op, m->names[i]);
+    return s != KILN_OK ? s : KILN_ERR_INTERNAL;
+  }
+  return KILN_OK;
 }
 
 uint64_t kiln_nn_seed(uint64_t seed, uint64_t k) {
@@ -92,10 +113,10 @@ kiln_tensor kiln_nn_fill(int rank, const int64_t *shape, double v, kiln_loc loc)
   return t;
 }
 
-int kiln_nn_check_inputs(const char *op, kiln_loc loc, kiln_tensor *out, int n, const kiln_tensor *ts) {
+int kiln_nn_check_inputs(const char *op, kiln_loc loc, kiln_tensor *out, int nreq, int n, const kiln_tensor *ts) {
   kiln_frontend *fe = NULL;
   for (int i = 0; i < n; i++) {
-    if (ts[i].index == 0 && ts[i].gen == 0) continue;
+    if (i >= nreq && ts[i].index == 0 && ts[i].gen == 0) continue;
     if (!fe && !(fe = kiln_api_frontend_at(loc))) {
       *out = (kiln_tensor){0, 0}; /* kiln could not start, or another thread traces: recorded */
       return 1;
@@ -111,7 +132,7 @@ int kiln_nn_check_inputs(const char *op, kiln_loc loc, kiln_tensor *out, int n, 
 
 kiln_tensor kiln_dropout_at(kiln_tensor x, double p, uint64_t seed, bool training, kiln_loc loc) {
   if (!(p >= 0.0 && p < 1.0)) return kiln_nn_fail(loc, "dropout: p = %g is outside [0, 1)", p);
-  KILN_NN_CHECK("dropout", loc, x);
+  KILN_NN_CHECK("dropout", loc, 1, x);
   int64_t shape[KILN_MAX_RANK];
   int rank = kiln_shape(x, shape);
   if (rank < 0) return kiln_nn_fail(loc, "dropout: invalid input tensor");

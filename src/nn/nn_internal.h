@@ -10,19 +10,20 @@
  * fail-and-poison helper of code that holds no frontend. */
 #define kiln_nn_fail(loc, ...) kiln_api_fail_at(KILN_ERR_INVALID_ARGUMENT, (loc), __VA_ARGS__)
 
-/* The entry check of a layer or loss on its tensor inputs ts[0..n) (null
- * entries, the optional ones left out, are skipped): a stale handle records
- * kiln's stale-handle error naming op (instead of a shape error, or the
- * error of an inner op the caller never wrote), a poisoned input propagates
- * without a new message. Returns 1 with *out a poisoned tensor then, else 0.
- * KILN_NN_CHECK(op, loc, t...) returns that tensor from the caller. */
-int kiln_nn_check_inputs(const char *op, kiln_loc loc, kiln_tensor *out, int n, const kiln_tensor *ts);
-#define KILN_NN_CHECK(op, loc, ...)                                                                    \
-  do {                                                                                                 \
-    const kiln_tensor nn_ts_[] = {__VA_ARGS__};                                                        \
-    kiln_tensor nn_bad_;                                                                               \
-    if (kiln_nn_check_inputs((op), (loc), &nn_bad_, (int)(sizeof nn_ts_ / sizeof nn_ts_[0]), nn_ts_)) \
-      return nn_bad_;                                                                                  \
+/* The entry check of a layer or loss on its tensor inputs ts[0..n): the
+ * first nreq must be given, later null entries (the optional ones left out)
+ * are skipped. A null or stale handle records an error naming op (instead
+ * of a shape error, or the error of an inner op the caller never wrote), a
+ * poisoned input propagates without a new message. Returns 1 with *out a
+ * poisoned tensor then, else 0. KILN_NN_CHECK(op, loc, nreq, t...) returns
+ * that tensor from the caller. */
+int kiln_nn_check_inputs(const char *op, kiln_loc loc, kiln_tensor *out, int nreq, int n, const kiln_tensor *ts);
+#define KILN_NN_CHECK(op, loc, nreq, ...)                                                                       \
+  do {                                                                                                          \
+    const kiln_tensor nn_ts_[] = {__VA_ARGS__};                                                                 \
+    kiln_tensor nn_bad_;                                                                                        \
+    if (kiln_nn_check_inputs((op), (loc), &nn_bad_, (nreq), (int)(sizeof nn_ts_ / sizeof nn_ts_[0]), nn_ts_)) \
+      return nn_bad_;                                                                                           \
   } while (0)
 
 /* t's shape as "[2,3]" in buf ("[]" for an invalid tensor). */
@@ -36,6 +37,11 @@ static inline const char *kiln_nn_shape_str(kiln_tensor t, char *buf, size_t cap
 void kiln_nn_add(kiln_module *m, const char *name, kiln_tensor t, int is_buffer);
 /* Append every entry of sub with "prefix." prepended. */
 void kiln_nn_add_sub(kiln_module *m, const char *prefix, const kiln_module *sub);
+/* Last check of a layer's _create: KILN_OK when every tensor of m is live;
+ * else the error (a shape too large for int64 poisons a parameter; that op
+ * recorded why) and a record naming op and the parameter. The caller then
+ * destroys the layer and returns it, so *out stays NULL. */
+kiln_status kiln_nn_create_check(const kiln_module *m, const char *op, kiln_loc loc);
 /* A kept f32 tensor of shape drawn from U(-bound, bound) in the graph. */
 kiln_tensor kiln_nn_uniform(int rank, const int64_t *shape, double bound, uint64_t seed, kiln_loc loc);
 /* A kept f32 tensor filled with v. */

@@ -93,10 +93,10 @@ static kiln_status create(int kind, int n, const kiln_tensor *params, int nstate
 kiln_status kiln_optim_create_sgd_at(int n, const kiln_tensor *params, const kiln_sgd_opts *opts, kiln_optim **out,
                                      kiln_loc loc) {
   KILN_CREATE_BEGIN(out, loc, "sgd");
-  if (!opts || !(opts->lr >= 0) || !(opts->momentum >= 0) || !(opts->weight_decay >= 0) ||
+  if (!opts || !(opts->lr >= 0 && isfinite(opts->lr)) || !(opts->momentum >= 0) || !(opts->weight_decay >= 0) ||
       (opts->nesterov && (opts->momentum <= 0 || opts->dampening != 0))) {
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
-                      "sgd: bad options (lr, momentum and weight_decay must be >= 0; Nesterov needs momentum > 0 and "
+                      "sgd: bad options (lr finite, momentum and weight_decay >= 0; Nesterov needs momentum > 0 and "
                       "dampening 0)");
   }
   kiln_optim *o = NULL;
@@ -111,8 +111,8 @@ kiln_status kiln_optim_create_sgd_at(int n, const kiln_tensor *params, const kil
 kiln_status kiln_optim_create_adamw_at(int n, const kiln_tensor *params, const kiln_adamw_opts *opts,
                                        kiln_optim **out, kiln_loc loc) {
   KILN_CREATE_BEGIN(out, loc, "adamw");
-  if (!opts || !(opts->lr >= 0) || !(opts->beta1 >= 0 && opts->beta1 < 1) || !(opts->beta2 >= 0 && opts->beta2 < 1) ||
-      !(opts->eps >= 0) || !(opts->weight_decay >= 0)) {
+  if (!opts || !(opts->lr >= 0 && isfinite(opts->lr)) || !(opts->beta1 >= 0 && opts->beta1 < 1) ||
+      !(opts->beta2 >= 0 && opts->beta2 < 1) || !(opts->eps >= 0) || !(opts->weight_decay >= 0)) {
     return kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                       "adamw: bad options (lr, eps, weight_decay >= 0; betas in [0, 1))");
   }
@@ -139,7 +139,14 @@ void kiln_optim_destroy(kiln_optim *o) {
 }
 
 void kiln_optim_set_lr(kiln_optim *o, double lr) {
-  if (o) o->lr = lr;
+  /* As the create functions: a NaN or negative rate would turn every
+   * parameter into NaN (or ascend) with status OK. The old rate stays. */
+  if (!o || !(lr >= 0) || isinf(lr)) {
+    kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0}, "kiln_optim_set_lr: %s (lr %g; finite and >= 0)",
+               !o ? "NULL optimizer" : "bad learning rate", lr);
+    return;
+  }
+  o->lr = lr;
 }
 double kiln_optim_lr(const kiln_optim *o) { return o ? o->lr : NAN; }
 int64_t kiln_optim_step_count(const kiln_optim *o) { return o ? o->steps : 0; }
@@ -296,7 +303,7 @@ kiln_tensor kiln_clip_grad_norm_at(int n, const kiln_tensor *grads, kiln_tensor 
     return kiln_nn_fail(loc, "clip_grad_norm: need n > 0 gradients, an output array and max_norm > 0");
   }
   kiln_tensor bad;
-  if (kiln_nn_check_inputs("clip_grad_norm", loc, &bad, n, grads)) {
+  if (kiln_nn_check_inputs("clip_grad_norm", loc, &bad, 0, n, grads)) {
     for (int i = 0; i < n; i++) out[i] = bad;
     return bad;
   }

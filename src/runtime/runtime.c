@@ -77,6 +77,13 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
   if (g_rt) return kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0}, "kiln_init: the runtime is already started");
   kiln_config_load(); /* the environment, read once per runtime start */
   kiln_options o = opts ? *opts : (kiln_options){0};
+  const int sw_ok = o.disk_cache >= KILN_SWITCH_OFF && o.disk_cache <= KILN_SWITCH_ON &&
+                    o.dynamic_shapes >= KILN_SWITCH_OFF && o.dynamic_shapes <= KILN_SWITCH_ON;
+  if (o.num_threads < 0 || !sw_ok)
+    return kiln_error(KILN_ERR_INVALID_ARGUMENT, (kiln_loc){0, 0},
+                      "kiln_init: bad options: num_threads %d (0: the default, or a count), disk_cache %d and "
+                      "dynamic_shapes %d (KILN_SWITCH_OFF, _DEFAULT or _ON: -1, 0, 1)",
+                      o.num_threads, (int)o.disk_cache, (int)o.dynamic_shapes);
   kiln_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return KILN_ERR_OUT_OF_MEMORY;
   const char *be = o.backend ? o.backend : kiln_cfg()->backend;

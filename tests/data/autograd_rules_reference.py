@@ -159,6 +159,16 @@ def seed_f32():  # a float32 seed for a float64 output: converted to the output'
     return w
 
 
+def read_computed_then_requires():  # t = f(w) read, used, then marked: its later uses still reach w
+    w = leaf(x)
+    t = w * 2.0
+    _ = t.tolist()
+    a = (t * t * r).sum()
+    t.requires_grad_()  # a no-op: t already requires grad
+    (a + (t * t * t * r).sum()).backward()
+    return w
+
+
 def nonleaf():  # requires_grad on a tensor computed from w: a no-op in PyTorch; kiln also keeps its gradient
     w = leaf(x)
     c = w * 3.0
@@ -176,7 +186,8 @@ for name, fn in [("after_use", after_use), ("cse_twin", cse_twin), ("zeros_twin"
                  ("read_then_requires", read_then_requires), ("nograd_identity", nograd_identity),
                  ("nograd_mixed", nograd_mixed), ("made_in_nograd", made_in_nograd),
                  ("nondiff_paths", nondiff_paths), ("views", views), ("backward_twice", backward_twice),
-                 ("seed_f32", seed_f32), ("nonleaf", nonleaf)]:
+                 ("seed_f32", seed_f32), ("nonleaf", nonleaf),
+                 ("read_computed_then_requires", read_computed_then_requires)]:
     case(name, fn)
 
 out = sys.argv[1] if len(sys.argv) > 1 else __file__.replace(".py", ".txt")

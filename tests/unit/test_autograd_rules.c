@@ -173,6 +173,21 @@ KT_TEST(only_loss_from_earlier_uses_is_an_error) {
   }
 }
 
+KT_TEST(read_computed_tensor_then_requires_grad_still_reaches_its_inputs) {
+  FOR_BACKENDS(b) {
+    kiln_tensor w = param(T("x"));
+    kiln_tensor t = kiln_mul_c(w, 2.0);
+    double tmp[6];
+    KT_CHECK(kiln_to_host(t, tmp, sizeof tmp) == KILN_OK);
+    kiln_tensor a = loss_r(kiln_mul(t, t));
+    kiln_requires_grad(t);
+    KT_CHECK(kiln_backward(kiln_add(a, loss_r(kiln_mul(kiln_mul(t, t), t)))) == KILN_OK);
+    check_grad(w, "read_computed_then_requires");
+    KT_CHECK(kiln_mark_step() == KILN_OK);
+    kiln_release(w);
+  }
+}
+
 /* ───────────── twins: other tensors with the same value ───────────── */
 
 KT_TEST(hash_consed_twin_is_another_tensor) {
@@ -470,6 +485,7 @@ KT_TEST(gradient_has_the_leaf_dtype) {
 
 KT_MAIN(KT_CASE(requires_grad_after_use_gives_that_use_no_gradient),
         KT_CASE(read_then_requires_grad_gives_the_earlier_use_none), KT_CASE(only_loss_from_earlier_uses_is_an_error),
+        KT_CASE(read_computed_tensor_then_requires_grad_still_reaches_its_inputs),
         KT_CASE(hash_consed_twin_is_another_tensor), KT_CASE(zero_initialised_parameter_and_other_zeros),
         KT_CASE(tensor_sharing_the_buffer_is_another_tensor), KT_CASE(assigned_source_is_another_tensor),
         KT_CASE(read_mid_step_keeps_uses_before_the_read), KT_CASE(no_grad_detaches_ops_that_return_their_input),

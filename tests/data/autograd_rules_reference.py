@@ -169,6 +169,16 @@ def read_computed_then_requires():  # t = f(w) read, used, then marked: its late
     return w
 
 
+def nograd_read():  # a value read inside a no-grad region, used inside (a constant) and outside it
+    w = leaf(x)
+    t = w * 2.0
+    with torch.no_grad():
+        _ = t.tolist()
+        u = t * x
+    (t * u * r).sum().backward()
+    return w
+
+
 def nonleaf():  # requires_grad on a tensor computed from w: a no-op in PyTorch; kiln also keeps its gradient
     w = leaf(x)
     c = w * 3.0
@@ -186,7 +196,7 @@ for name, fn in [("after_use", after_use), ("cse_twin", cse_twin), ("zeros_twin"
                  ("read_then_requires", read_then_requires), ("nograd_identity", nograd_identity),
                  ("nograd_mixed", nograd_mixed), ("made_in_nograd", made_in_nograd),
                  ("nondiff_paths", nondiff_paths), ("views", views), ("backward_twice", backward_twice),
-                 ("seed_f32", seed_f32), ("nonleaf", nonleaf),
+                 ("seed_f32", seed_f32), ("nonleaf", nonleaf), ("nograd_read", nograd_read),
                  ("read_computed_then_requires", read_computed_then_requires)]:
     case(name, fn)
 

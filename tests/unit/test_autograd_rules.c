@@ -334,6 +334,36 @@ KT_TEST(no_grad_region_spanning_a_step_marker) {
   }
 }
 
+KT_TEST(no_grad_region_spanning_a_value_read) {
+  FOR_BACKENDS(b) {
+    kiln_tensor w = param(T("x"));
+    kiln_tensor t = kiln_mul_c(w, 2.0);
+    kiln_no_grad_begin();
+    double tmp[6];
+    KT_CHECK(kiln_to_host(t, tmp, sizeof tmp) == KILN_OK);
+    kiln_tensor u = kiln_mul(t, T("x"));
+    kiln_no_grad_end();
+    KT_CHECK(kiln_backward(loss_r(kiln_mul(t, u))) == KILN_OK);
+    check_grad(w, "nograd_read");
+    KT_CHECK(kiln_mark_step() == KILN_OK);
+    kiln_release(w);
+  }
+}
+
+KT_TEST(integer_tensor_cannot_require_grad) {
+  FOR_BACKENDS(b) {
+    kiln_tensor i = kiln_keep(kiln_cast(T("x"), KILN_I32));
+    kiln_requires_grad(i);
+    KT_CHECK(kiln_last_status() == KILN_ERR_INVALID_ARGUMENT); /* PyTorch: only floating point tensors */
+    KT_STR_CONTAINS(kiln_last_error(), "test_autograd_rules.c:");
+    KT_STR_CONTAINS(kiln_last_error(), "i32");
+    kiln_clear_error();
+    KT_CHECK(kiln_grad(i).gen == 0);
+    KT_CHECK(kiln_mark_step() == KILN_OK);
+    kiln_release(i);
+  }
+}
+
 /* ───────────── paths without a gradient, views ───────────── */
 
 KT_TEST(integer_casts_comparisons_and_argmax_carry_none) {
@@ -490,7 +520,8 @@ KT_MAIN(KT_CASE(requires_grad_after_use_gives_that_use_no_gradient),
         KT_CASE(tensor_sharing_the_buffer_is_another_tensor), KT_CASE(assigned_source_is_another_tensor),
         KT_CASE(read_mid_step_keeps_uses_before_the_read), KT_CASE(no_grad_detaches_ops_that_return_their_input),
         KT_CASE(no_grad_op_mixing_inputs_is_a_constant), KT_CASE(tensor_made_in_no_grad_then_required),
-        KT_CASE(no_grad_region_spanning_a_step_marker), KT_CASE(integer_casts_comparisons_and_argmax_carry_none),
+        KT_CASE(no_grad_region_spanning_a_step_marker), KT_CASE(no_grad_region_spanning_a_value_read),
+        KT_CASE(integer_tensor_cannot_require_grad), KT_CASE(integer_casts_comparisons_and_argmax_carry_none),
         KT_CASE(one_leaf_through_several_views), KT_CASE(backward_twice_in_a_step_adds_up),
         KT_CASE(backward_of_a_loss_from_an_earlier_step_is_an_error), KT_CASE(seed_is_converted_and_checked),
         KT_CASE(requires_grad_on_a_computed_tensor_keeps_its_gradient_too),

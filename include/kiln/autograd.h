@@ -37,7 +37,10 @@ extern "C" {
 #endif
 
 /* Mark t (normally a kept parameter) as requiring gradients: later
- * backward passes accumulate into its gradient. Marking twice is a no-op.
+ * backward passes accumulate into its gradient. As in PyTorch, it takes
+ * effect for the ops traced after the call (earlier uses of t carry no
+ * gradient), and only uses made through t count (not another tensor with
+ * the same value or buffer). Marking twice is a no-op.
  * Errors (recorded in the sticky status with loc): stale/null handle,
  * non-floating-point dtype. A poisoned t is ignored silently. */
 #define kiln_requires_grad(t) kiln_requires_grad_at((t), KILN_HERE)
@@ -72,9 +75,9 @@ void kiln_zero_grad(kiln_tensor t);
 
 /* No-grad regions (nestable): ops traced between begin and end record no
  * backward edges, so backward never passes through their results (they
- * act as constants). An end without a begin is an error (recorded with
- * loc). Note: an op that returns its input unchanged (a reshape to the same
- * shape) makes no new node, so it is not detached. */
+ * act as constants; an op that returns its input unchanged, such as a
+ * reshape to the same shape, returns a detached copy). An end without a
+ * begin is an error (recorded with loc). */
 #define kiln_no_grad_begin() kiln_no_grad_begin_at(KILN_HERE)
 #define kiln_no_grad_end() kiln_no_grad_end_at(KILN_HERE)
 void kiln_no_grad_begin_at(kiln_loc loc);

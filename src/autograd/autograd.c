@@ -94,6 +94,24 @@ void kiln_requires_grad_at(kiln_tensor t, kiln_loc loc) {
     g_ag.e = ne;
     g_ag.cap = nc;
   }
+  /* PyTorch records requires_grad when an op runs: the tensor's uses from now on are its gradient's
+   * target, and nothing else. So it gets a node of its own (kiln_fe_own_node): uses traced before this
+   * call keep the old node (no gradient), and no hash-consed twin (a kiln_zeros of the same shape,
+   * another tensor on the same buffer) shares its node. A value read earlier in the step keeps its tape:
+   * the gradient of the uses from now on still flows into what computed it (the earlier uses are not
+   * collected: mark_needs follows only a tape that is the tensor's own node). A tensor already on another
+   * requiring-grad tensor's own node (a reshape of it to the same shape: a view) keeps it, so its uses
+   * still reach that tensor too. */
+  if (s->node && !s->node->own) {
+    kiln_node *own = kiln_fe_own_node(fe, s->node, 0);
+    if (!own) {
+      kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "requires_grad: out of memory");
+      return;
+    }
+    own->tape = s->node->tape;
+    s->node = own;
+  }
+  s->grad_own = 1;
   g_ag.e[g_ag.n++] = (ag_entry){t, {0, 0}};
 }
 
@@ -195,6 +213,11 @@ static void mark_needs(sweep *w) {
   for (uint32_t k = 0; k < g_ag.n; k++) {
     kiln_tslot *s = &w->fe->slots[g_ag.e[k].t.index];
     w->epos[k] = s->poisoned || !s->node ? -1 : posmap_get(&w->pm, s->node);
+    /* read this step after kiln_requires_grad: its LEAF stands for the tensor's own node the read
+     * computed, which uses before the read reached; the gradient is collected there (the LEAF's passes
+     * on to it). A tape that is not its own node was traced before kiln_requires_grad. */
+    int64_t tp = w->epos[k] >= 0 && s->node->tape && s->node->tape->own ? posmap_get(&w->pm, s->node->tape) : -1;
+    if (tp >= 0) w->epos[k] = tp;
     if (w->epos[k] >= 0) w->needs[w->epos[k]] = 1;
   }
   for (uint32_t i = 0; i < w->n; i++) {
@@ -373,6 +396,13 @@ static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *se
   }
   mark_needs(&w);
   int64_t po = posmap_get(&w.pm, out);
+  if (po >= 0 && !w.needs[po] && out->op == KILN_OP_LEAF && !out->tape) {
+    /* data, or a kept value of an earlier step: its graph ended at that step marker */
+    st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
+                    "backward: the output is a computed value with no graph in this step (a tensor kept from an "
+                    "earlier step: its graph ended at that kiln_mark_step; call kiln_backward before the marker)");
+    goto done;
+  }
   if (po < 0 || !w.needs[po]) {
     st = kiln_error(KILN_ERR_INVALID_ARGUMENT, loc,
                     "backward: the output does not depend on any tensor that requires grad (mark parameters with "

@@ -286,6 +286,12 @@ void kiln_assign_at(kiln_tensor dst, kiln_tensor src, kiln_loc loc) {
     d->donor = d->buf;
     d->buf = NULL;
   }
-  d->node = n;
+  /* a tensor that requires grad keeps a node of its own: the source's uses are not its uses */
+  d->node = d->grad_own && n != d->node ? kiln_fe_own_node(fe, n, 0) : n;
+  if (!d->node) {
+    kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "assign: out of memory");
+    kiln_fe_set_poisoned(fe, d);
+    return;
+  }
   d->poisoned = 0;
 }

@@ -171,6 +171,11 @@ kiln_tensor kiln_api_fail_at(kiln_status s, kiln_loc loc, const char *fmt, ...) 
 }
 
 kiln_tensor kiln_fe_tensor(kiln_frontend *fe, kiln_node *node, kiln_loc loc) {
+  /* every node made inside a no-grad region is marked: an unmarked one there is an op's input
+   * returned unchanged (a reshape to the same shape, a full slice), which must come out detached too
+   * (a plain LEAF never carries a gradient: only a tensor's own LEAF or a read's tape does) */
+  if (node && fe->no_grad_depth && !node->no_grad && (node->op != KILN_OP_LEAF || node->own || node->tape))
+    node = kiln_fe_own_node(fe, node, 1);
   if (!node) return kiln_fe_poison(fe, loc);
   kiln_tensor t = {0, 0};
   kiln_tslot *s = slot_new(fe, loc, &t);
@@ -273,6 +278,7 @@ static kiln_node *node_alloc(kiln_frontend *fe, int op, kiln_dtype dt, int rank,
   n->rank = (uint8_t)rank;
   n->no_grad = fe->no_grad_depth > 0;
   n->dyn = 0;
+  n->own = 0;
   n->n_in = (uint16_t)n_in;
   n->n_iattr = (uint16_t)n_iattr;
   for (int i = 0; i < rank; i++) n->shape[i] = shape[i];
@@ -353,15 +359,10 @@ kiln_node *kiln_fe_scalar_node(kiln_frontend *fe, kiln_dtype dt, double fv, int6
   return n;
 }
 
-static kiln_node *leaf_node(kiln_frontend *fe, kiln_tslot *s) {
-  uint64_t h = node_struct_hash(KILN_OP_LEAF, (kiln_dtype)s->dtype, s->rank, s->shape, 0, NULL, 0, NULL, 0.0);
-  uint64_t key = kiln_hash_combine(h, (uint64_t)(uintptr_t)s->buf);
-  uint32_t b = (uint32_t)(key & (fe->cons_cap - 1));
-  for (kiln_node *n = fe->cons[b]; n; n = n->cons_next)
-    if (n->op == KILN_OP_LEAF && n->buf == s->buf) {
-      n->dyn |= s->dyn;
-      return n;
-    }
+/* A new LEAF on buf, in the step's leaf list (holding a buffer reference);
+ * consed: also in the hash-consing table under key. */
+static kiln_node *leaf_alloc(kiln_frontend *fe, kiln_buf *buf, kiln_dtype dt, int rank, const int64_t *shape,
+                             uint64_t h, int consed, uint64_t key, kiln_loc loc) {
   if (fe->n_leaves == fe->cap_leaves) {
     uint32_t nc = fe->cap_leaves ? fe->cap_leaves * 2 : 64;
     kiln_node **nl = realloc(fe->leaves, nc * sizeof *nl);
@@ -369,17 +370,61 @@ static kiln_node *leaf_node(kiln_frontend *fe, kiln_tslot *s) {
     fe->leaves = nl;
     fe->cap_leaves = nc;
   }
-  kiln_node *n = node_alloc(fe, KILN_OP_LEAF, (kiln_dtype)s->dtype, s->rank, s->shape, 0, NULL, 0, NULL, 0.0, h,
-                            s->loc);
+  kiln_node *n = node_alloc(fe, KILN_OP_LEAF, dt, rank, shape, 0, NULL, 0, NULL, 0.0, h, loc);
   if (!n) return NULL;
   fe->leaves[fe->n_leaves++] = n;
-  n->buf = s->buf;
-  n->dyn = s->dyn;
-  kiln_buf_ref(s->buf);
-  n->cons_next = fe->cons[b];
-  fe->cons[b] = n;
-  if (fe->n_nodes > fe->cons_cap) cons_grow(fe);
+  n->buf = buf;
+  n->no_grad = 0; /* a source: the flag only tells a detached copy (kiln_fe_own_node) */
+  kiln_buf_ref(buf);
+  if (consed) {
+    uint32_t b = (uint32_t)(key & (fe->cons_cap - 1));
+    n->cons_next = fe->cons[b];
+    fe->cons[b] = n;
+    if (fe->n_nodes > fe->cons_cap) cons_grow(fe);
+  }
   return n;
+}
+
+static kiln_node *leaf_node(kiln_frontend *fe, kiln_tslot *s) {
+  uint64_t h = node_struct_hash(KILN_OP_LEAF, (kiln_dtype)s->dtype, s->rank, s->shape, 0, NULL, 0, NULL, 0.0);
+  kiln_node *n;
+  if (s->grad_own) { /* a tensor that requires grad: a LEAF of its own (kiln_fe_own_node) */
+    n = leaf_alloc(fe, s->buf, (kiln_dtype)s->dtype, s->rank, s->shape, h, 0, 0, s->loc);
+    if (n) {
+      n->dyn = s->dyn;
+      n->own = 1;
+    }
+    return n;
+  }
+  uint64_t key = kiln_hash_combine(h, (uint64_t)(uintptr_t)s->buf);
+  uint32_t b = (uint32_t)(key & (fe->cons_cap - 1));
+  for (n = fe->cons[b]; n; n = n->cons_next)
+    if (n->op == KILN_OP_LEAF && n->buf == s->buf) {
+      n->dyn |= s->dyn;
+      return n;
+    }
+  n = leaf_alloc(fe, s->buf, (kiln_dtype)s->dtype, s->rank, s->shape, h, 1, key, s->loc);
+  if (n) n->dyn = s->dyn;
+  return n;
+}
+
+kiln_node *kiln_fe_own_node(kiln_frontend *fe, const kiln_node *n, int no_grad) {
+  kiln_node *c;
+  if (n->op == KILN_OP_LEAF) {
+    c = leaf_alloc(fe, n->buf, (kiln_dtype)n->dtype, n->rank, n->shape, n->hash, 0, 0, n->loc);
+    if (c) c->dyn = n->dyn;
+  } else {
+    /* same op, inputs and attributes (computed twice, or merged again by the compiler's CSE): not in the
+     * hash-consing table, so no later op finds it as a twin; a SCALAR keeps its value */
+    c = node_alloc(fe, n->op, (kiln_dtype)n->dtype, n->rank, n->shape, n->n_in, n->in, n->n_iattr, n->iattr,
+                   n->fattr, n->hash, n->loc);
+    if (c) c->ival = n->ival;
+  }
+  if (c) {
+    c->no_grad = (uint8_t)(no_grad ? 1 : n->no_grad);
+    c->own = 1;
+  }
+  return c;
 }
 
 kiln_node *kiln_fe_node_of(kiln_frontend *fe, kiln_tslot *s) {

@@ -33,6 +33,7 @@ struct kiln_node {
   uint8_t rank;
   uint8_t no_grad; /* made inside a no-grad region: backward does not pass through it */
   uint8_t dyn;     /* LEAF: the dimensions marked dynamic (kiln_dynamic), bit d; not hashed */
+  uint8_t own;     /* a copy made by kiln_fe_own_node (not hash-consed); not hashed */
   uint16_t n_in;
   uint16_t n_iattr;
   int64_t shape[KILN_MAX_RANK];
@@ -62,6 +63,8 @@ typedef struct kiln_tslot {
   uint8_t dtype;
   uint8_t rank;
   uint8_t dyn;          /* dimensions marked dynamic (kiln_dynamic), bit d */
+  uint8_t grad_own;     /* requires grad: its node is its own (kiln_fe_own_node), never a
+                         * hash-consed twin another tensor also uses */
   int64_t shape[KILN_MAX_RANK];
   kiln_node *node;      /* pending computation, or this step's LEAF for buf */
   kiln_buf *buf;        /* computed value */
@@ -151,7 +154,17 @@ kiln_node *kiln_fe_node(kiln_frontend *fe, int op, kiln_dtype dt, int rank, cons
                         kiln_node *const *in, int n_iattr, const int64_t *iattr, double fattr, kiln_loc loc);
 /* A SCALAR input node (never consed). */
 kiln_node *kiln_fe_scalar_node(kiln_frontend *fe, kiln_dtype dt, double fv, int64_t iv, kiln_loc loc);
-/* New step-owned tensor for a node (or a poisoned tensor if node NULL). */
+/* A new node computing n's value that no other tensor shares: a copy of n
+ * outside the hash-consing table (a LEAF on the same buffer, without n's
+ * tape). A tensor that requires grad uses one, so that the gradient target
+ * is that tensor's uses made after kiln_requires_grad and nothing else: not
+ * uses made before (PyTorch records requires_grad when an op runs), not a
+ * twin (a kiln_zeros of the same shape, another tensor on the same buffer).
+ * no_grad: the copy is detached (a no-grad region's result). NULL on OOM. */
+kiln_node *kiln_fe_own_node(kiln_frontend *fe, const kiln_node *n, int no_grad);
+/* New step-owned tensor for a node (or a poisoned tensor if node NULL).
+ * Inside a no-grad region, a node made outside it (an op that returned its
+ * input) is replaced by a detached copy (kiln_fe_own_node). */
 kiln_tensor kiln_fe_tensor(kiln_frontend *fe, kiln_node *node, kiln_loc loc);
 /* New step-owned tensor holding a computed buffer (reference taken over). */
 kiln_tensor kiln_fe_tensor_buf(kiln_frontend *fe, kiln_buf *buf, kiln_dtype dt, int rank, const int64_t *shape,

@@ -522,7 +522,35 @@ KT_TEST(test_oversized_results_name_the_builder) {
   kiln_mark_step();
 }
 
+
+/* sort / topk of a 0-d tensor: the values are a tensor of their own (as
+ * torch.sort's), not the input's handle; after an error (a bad axis or k)
+ * they are poisoned, not the input. */
+KT_TEST(test_sort_of_0d_values_are_their_own) {
+  kiln_tensor x = kiln_keep(kiln_constant(KILN_F32, 5.0)), v, w, i;
+  kiln_sort(x, 0, false, &v, &i);
+  kiln_topk(x, 1, -1, true, &w, NULL);
+  KT_CHECK(v.index != x.index && w.index != x.index);
+  kiln_keep(v);
+  kiln_keep(w);
+  kiln_assign(x, kiln_constant(KILN_F32, 7.0));
+  KT_CHECK(kiln_item_f64(v) == 5.0 && kiln_item_f64(w) == 5.0); /* torch: 5 */
+  KT_CHECK(kiln_item_i64(i) == 0);
+  kiln_release(v);
+  kiln_release(w);
+  KT_CHECK(kiln_is_valid(x) && kiln_item_f64(x) == 7.0 && kiln_last_status() == KILN_OK);
+  kiln_sort(x, 3, false, &v, &i);
+  KT_CHECK(!kiln_is_valid(i));
+  EXPECT(v, INV, "sort", "0-d, axis 3");
+  kiln_topk(x, 2, 0, true, &v, &i);
+  KT_CHECK(!kiln_is_valid(i));
+  EXPECT(v, INV, "topk", "0-d, k 2");
+  kiln_release(x);
+  kiln_mark_step();
+}
+
 KT_MAIN(KT_CASE(test_setup_pre_shutdown_handle), KT_CASE(test_bad_handles_name_the_builder),
         KT_CASE(test_bad_handles_name_the_elementwise_builder), KT_CASE(test_poisoned_inputs_add_no_message),
         KT_CASE(test_bad_attributes_name_the_builder), KT_CASE(test_bad_attributes_of_sources_and_elementwise),
-        KT_CASE(test_oversized_results_name_the_builder))
+        KT_CASE(test_oversized_results_name_the_builder),
+        KT_CASE(test_sort_of_0d_values_are_their_own))

@@ -40,10 +40,18 @@ kiln_node *kiln_api_const(kiln_frontend *fe, kiln_dtype dt, int rank, const int6
  * 0, or record an error naming op and return -1 when it is not
  * representable (NaN/inf or out of range for an integer dtype). */
 int kiln_api_check_value(kiln_dtype dt, double *v, const char *op, kiln_loc loc);
+/* The dtype a double takes next to a tensor of dtype dt in the _s / _c
+ * builders: a double that is not an integer (a fraction, inf, NaN, -0.0) is
+ * a float, as Python's; an integer takes dt (i64 next to bool). */
+kiln_dtype kiln_api_scalar_dtype(kiln_dtype dt, double v);
 /* (int64_t)v without undefined behaviour (0 when out of range or NaN). */
 static inline int64_t kiln_api_i64(double v) {
   return (v == v && v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v : 0;
 }
+/* 0 if a result of dt and shape can be made (kiln_fe_shape_ok), else -1
+ * after an error naming op (the builder the program called: an inner
+ * node's failure would name the inner op, e.g. "expand" for an add). */
+int kiln_api_result_fits(kiln_dtype dt, int rank, const int64_t *shape, const char *op, kiln_loc loc);
 /* Normalize an axis (negative from the end) against rank; -1 if out of range. */
 int kiln_api_axis(int axis, int rank);
 /* The fail-and-poison helper for code that holds no frontend (layers,

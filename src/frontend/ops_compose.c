@@ -47,6 +47,13 @@ kiln_tensor kiln_clamp_at(kiln_tensor x, double lo, double hi, kiln_loc loc) {
   if (!n) return kiln_fe_poison(fe, loc);
   if (lo > hi) return kiln_api_fail(fe, loc, "clamp: the lower bound %g is above the upper bound %g", lo, hi);
   int has_lo = !(isinf(lo) && lo < 0), has_hi = !(isinf(hi) && hi > 0);
+  /* a bound maximum_c / minimum_c would refuse (1e20 on i32) is refused
+   * here, naming clamp and not the inner op */
+  double vl = lo, vh = hi;
+  kiln_dtype dt = (kiln_dtype)n->dtype;
+  if ((has_lo && kiln_api_check_value(kiln_api_scalar_dtype(dt, lo), &vl, "clamp", loc)) ||
+      (has_hi && kiln_api_check_value(kiln_api_scalar_dtype(dt, hi), &vh, "clamp", loc)))
+    return kiln_fe_poison(fe, loc);
   if (!has_lo && !has_hi) return unchanged(fe, n, loc);
   fe->no_grad_depth++;
   kiln_tensor v = has_lo ? kiln_maximum_c_at(x, lo, loc) : x;
@@ -94,16 +101,20 @@ kiln_tensor kiln_stack_at(int n, const kiln_tensor *xs, int axis, kiln_loc loc) 
   int a = axis_of(fe, "stack", axis, rank + 1, loc);
   if (a < 0) return kiln_fe_poison(fe, loc);
   char sa[128], sb[128];
+  kiln_dtype dt = (kiln_dtype)first->dtype; /* concat's: the promoted dtype */
   for (int i = 1; i < n; i++) {
     kiln_node *m = input(fe, xs[i], "stack", loc);
     if (!m) return kiln_fe_poison(fe, loc);
+    dt = kiln_api_promote(dt, (kiln_dtype)m->dtype);
     if (m->rank != rank || memcmp(m->shape, first->shape, sizeof(int64_t) * (size_t)rank))
       return kiln_api_fail(fe, loc, "stack: tensor %d has shape %s, tensor 0 has %s (all must be equal)", i,
                            kiln_fe_shape_str(m->rank, m->shape, sa, sizeof sa),
                            kiln_fe_shape_str(rank, first->shape, sb, sizeof sb));
   }
   int64_t s[KILN_MAX_RANK];
-  for (int i = 0, j = 0; i <= rank; i++) s[i] = i == a ? 1 : first->shape[j++];
+  for (int i = 0, j = 0; i <= rank; i++) s[i] = i == a ? n : first->shape[j++];
+  if (kiln_api_result_fits(dt, rank + 1, s, "stack", loc)) return kiln_fe_poison(fe, loc);
+  s[a] = 1;
   kiln_tensor parts[64], *p = n <= 64 ? parts : malloc(sizeof(kiln_tensor) * (size_t)n);
   if (!p) return kiln_api_fail(fe, loc, "stack: out of memory");
   for (int i = 0; i < n; i++) p[i] = kiln_reshape_at(xs[i], rank + 1, s, loc);
@@ -211,6 +222,10 @@ kiln_tensor kiln_pad_with_at(kiln_tensor x, const int64_t *lo, const int64_t *hi
       return kiln_api_fail(fe, loc, "%s: padding (%lld, %lld) on axis %d of size %lld: must be in [0, %lld]", name,
                            (long long)lo[a], (long long)hi[a], a, (long long)s[a], (long long)(limit < 0 ? 0 : limit));
   }
+  int64_t out[KILN_MAX_RANK]; /* the result's shape, checked before the concats that make it */
+  for (int a = 0; a < rank; a++)
+    if (__builtin_add_overflow(s[a], lo[a], &out[a]) || __builtin_add_overflow(out[a], hi[a], &out[a])) out[a] = -1;
+  if (kiln_api_result_fits((kiln_dtype)n->dtype, rank, out, name, loc)) return kiln_fe_poison(fe, loc);
   int changed = 0;
   for (int a = 0; a < rank; a++) {
     if (!lo[a] && !hi[a]) continue;

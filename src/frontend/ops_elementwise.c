@@ -31,6 +31,14 @@ kiln_tensor kiln_api_fail(kiln_frontend *fe, kiln_loc loc, const char *fmt, ...)
   return kiln_fe_poison(fe, loc);
 }
 
+int kiln_api_result_fits(kiln_dtype dt, int rank, const int64_t *shape, const char *op, kiln_loc loc) {
+  if (kiln_fe_shape_ok(dt, rank, shape)) return 0;
+  char sb[160];
+  kiln_error(KILN_ERR_INVALID_ARGUMENT, loc, "%s: the result shape %s (%s) has more elements or bytes than int64 holds",
+             op, kiln_fe_shape_str(rank, shape, sb, sizeof sb), kiln_dtype_name(dt));
+  return -1;
+}
+
 kiln_dtype kiln_api_promote(kiln_dtype a, kiln_dtype b) {
   /* category * 10 + width rank: u8/i8 and bf16/f16 tie */
   static const int rank_of[KILN_DTYPE_COUNT] = {[KILN_BOOL] = 0, [KILN_U8] = 11, [KILN_I8] = 11, [KILN_I32] = 12,
@@ -115,12 +123,33 @@ kiln_node *kiln_api_const(kiln_frontend *fe, kiln_dtype dt, int rank, const int6
   return kiln_fe_node(fe, KILN_OP_CONST, dt, rank, shape, 0, NULL, 0, NULL, v, loc);
 }
 
+/* The name users know an elementwise op by: its public builder's
+ * (kiln_logical_and is "logical_and", not the IR's "and"), for errors. */
+#define KILN_FE_NULL(str) NULL
+#define KILN_FE_DROP(str)
+#define KILN_PUB_NONE KILN_FE_NULL
+#define KILN_PUB_UNARY(fn) #fn KILN_FE_DROP
+#define KILN_PUB_BINARY(fn) #fn KILN_FE_DROP
+#define KILN_FE_PUB_NAME(NAME, PUB) [KILN_OP_##NAME] = PUB,
+#define KILN_OP(NAME, KIND, ARITY, STR, PUB, ...) KILN_FE_PUB_NAME(NAME, PUB(STR))
+static const char *const pub_name[KILN_OP_COUNT] = {
+#include "kiln/ops.def"
+};
+#undef KILN_OP
+#undef KILN_FE_PUB_NAME
+#undef KILN_FE_NULL
+#undef KILN_FE_DROP
+#undef KILN_PUB_NONE
+#undef KILN_PUB_UNARY
+#undef KILN_PUB_BINARY
+static const char *op_name(int op) { return pub_name[op] ? pub_name[op] : kiln_op_name(op); }
+
 /* ── unary ── */
 
 static kiln_tensor unary(int op, kiln_tensor x, kiln_loc loc) {
   kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
-  const char *name = kiln_op_name(op);
+  const char *name = op_name(op);
   kiln_node *n;
   int r = kiln_api_input(fe, x, name, loc, NULL, &n);
   if (r) return kiln_fe_poison(fe, loc);
@@ -164,7 +193,7 @@ static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_no
                             loc);
     }
   }
-  const char *name = kiln_op_name(op);
+  const char *name = op_name(op);
   kiln_dtype dt = kiln_api_promote((kiln_dtype)a->dtype, (kiln_dtype)b->dtype);
   /* PyTorch: a 0-d operand does not widen a dimensioned operand of its own
    * category (f32[3] * f64 0-d is f32; a higher category still promotes). */
@@ -184,6 +213,7 @@ static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_no
                          kiln_fe_shape_str(a->rank, a->shape, sa, sizeof sa),
                          kiln_fe_shape_str(b->rank, b->shape, sb, sizeof sb), bad);
   }
+  if (kiln_api_result_fits(dt, rank, shape, name, loc)) return kiln_fe_poison(fe, loc);
   a = kiln_api_broadcast(fe, kiln_api_cast(fe, a, dt, loc), rank, shape, loc);
   b = kiln_api_broadcast(fe, kiln_api_cast(fe, b, dt, loc), rank, shape, loc);
   if (!a || !b) return kiln_fe_tensor(fe, NULL, loc);
@@ -195,7 +225,7 @@ static kiln_tensor binary_nodes(kiln_frontend *fe, int op, kiln_node *a, kiln_no
 static kiln_tensor binary(int op, kiln_tensor a, kiln_tensor b, kiln_loc loc) {
   kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
-  const char *name = kiln_op_name(op);
+  const char *name = op_name(op);
   kiln_node *na = NULL, *nb = NULL;
   int ra = kiln_api_input(fe, a, name, loc, NULL, &na);
   int rb = kiln_api_input(fe, b, name, loc, NULL, &nb);
@@ -205,7 +235,7 @@ static kiln_tensor binary(int op, kiln_tensor a, kiln_tensor b, kiln_loc loc) {
 
 /* The dtype a scalar takes next to a tensor of dtype dt: a double that is
  * not an integer (a fraction, inf, NaN, -0.0) is a float, as Python's. */
-static kiln_dtype scalar_dtype(kiln_dtype dt, double v) {
+kiln_dtype kiln_api_scalar_dtype(kiln_dtype dt, double v) {
   if (kiln_dtype_is_float(dt)) return dt;
   if (v != floor(v) || !isfinite(v) || (v == 0.0 && signbit(v))) return KILN_F32;
   return dt == KILN_BOOL ? KILN_I64 : dt;
@@ -215,13 +245,13 @@ static kiln_tensor binary_scalar(int op, kiln_tensor a, double v, int constant, 
   kiln_frontend *fe = kiln_api_frontend_at(loc);
   if (!fe) return (kiln_tensor){0, 0};
   kiln_node *na;
-  if (kiln_api_input(fe, a, kiln_op_name(op), loc, NULL, &na)) return kiln_fe_poison(fe, loc);
-  kiln_dtype dt = scalar_dtype((kiln_dtype)na->dtype, v);
+  if (kiln_api_input(fe, a, op_name(op), loc, NULL, &na)) return kiln_fe_poison(fe, loc);
+  kiln_dtype dt = kiln_api_scalar_dtype((kiln_dtype)na->dtype, v);
   if (op == KILN_OP_POW && !kiln_dtype_is_float(dt) && v < 0) /* as PyTorch */
     return kiln_api_fail(fe, loc, "pow: %s tensor to the negative integer power %g: integers to negative "
                          "integer powers are not allowed (cast the tensor to a float dtype first)",
                          kiln_dtype_name((kiln_dtype)na->dtype), v);
-  if (kiln_api_check_value(dt, &v, kiln_op_name(op), loc)) return kiln_fe_poison(fe, loc);
+  if (kiln_api_check_value(dt, &v, op_name(op), loc)) return kiln_fe_poison(fe, loc);
   /* a constant is made directly in the tensor's shape (one node) */
   kiln_node *s = constant ? kiln_api_const(fe, dt, na->rank, na->shape, v, loc)
                           : kiln_fe_scalar_node(fe, dt, v, kiln_api_i64(v), loc);
@@ -271,6 +301,7 @@ kiln_tensor kiln_where_at(kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_l
                          kiln_fe_shape_str(na->rank, na->shape, b1, sizeof b1),
                          kiln_fe_shape_str(nb->rank, nb->shape, b2, sizeof b2));
   kiln_dtype dt = kiln_api_promote((kiln_dtype)na->dtype, (kiln_dtype)nb->dtype);
+  if (kiln_api_result_fits(dt, rank, shape, "where", loc)) return kiln_fe_poison(fe, loc);
   kiln_node *in[3] = {kiln_api_broadcast(fe, kiln_api_cast(fe, nc, KILN_BOOL, loc), rank, shape, loc),
                       kiln_api_broadcast(fe, kiln_api_cast(fe, na, dt, loc), rank, shape, loc),
                       kiln_api_broadcast(fe, kiln_api_cast(fe, nb, dt, loc), rank, shape, loc)};

@@ -29,10 +29,15 @@ static kiln_node *reduce_node(kiln_frontend *fe, int op, kiln_node *n, uint64_t 
 /* Parse axes into a bitmask; 0 axes = all. Returns -1 on a bad axis, -2 on
  * an axis named twice (PyTorch: "dim ... appears multiple times"; a silent
  * union would hide a typo such as {1, -1} meant as {0, 1}). A 0-d tensor
- * takes axis 0 or -1 (as PyTorch), which reduces over nothing (mask 0). */
+ * takes axis 0 or -1 (as PyTorch), which reduces over nothing (mask 0).
+ * -3: a negative count, or a count without an array. */
 static int axes_mask(int rank, int n_axes, const int *axes, uint64_t *mask, int *bad) {
   *mask = 0;
-  if (n_axes <= 0 || !axes) {
+  if (n_axes < 0 || (n_axes > 0 && !axes)) { /* a bad list never silently means "all axes" */
+    *bad = n_axes;
+    return -3;
+  }
+  if (n_axes == 0) {
     *mask = rank ? ((1ULL << rank) - 1) : 0;
     return 0;
   }
@@ -69,6 +74,9 @@ static kiln_tensor reduce(int op, const char *name, kiln_tensor x, int n_axes, c
   int am = axes_mask(n->rank, n_axes, axes, &mask, &bad);
   if (am == -2)
     return kiln_api_fail(fe, loc, "%s: axis %d appears more than once in the axes of shape %s", name, bad,
+                         kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
+  if (am == -3)
+    return kiln_api_fail(fe, loc, "%s: bad axis list (%d axes%s) for shape %s", name, bad, axes ? "" : ", NULL array",
                          kiln_fe_shape_str(n->rank, n->shape, sb, sizeof sb));
   if (am)
     return kiln_api_fail(fe, loc, "%s: axis %d is out of range for shape %s", name, bad,

@@ -46,6 +46,16 @@ static kiln_tensor sorted_positions(kiln_frontend *fe, const char *op, kiln_tens
   return s ? kiln_fe_tensor(fe, s, loc) : kiln_fe_poison(fe, loc);
 }
 
+/* The values of sort / topk from the positions ix: a gather, or for a 0-d x
+ * a tensor of its own on x's value (as torch.sort: returning x itself made
+ * kiln_assign(x, ...) change the values, and releasing them release x);
+ * poisoned when ix is (an error, e.g. topk's k, leaves no valid values). */
+static kiln_tensor sorted_values(kiln_frontend *fe, kiln_tensor x, const kiln_node *n, int axis, kiln_tensor ix,
+                                 kiln_loc loc) {
+  if (!n || !kiln_is_valid(ix)) return ix;
+  return n->rank == 0 ? kiln_fe_tensor(fe, (kiln_node *)n, loc) : kiln_gather_at(x, axis, ix, loc);
+}
+
 kiln_tensor kiln_argsort_at(kiln_tensor x, int axis, bool descending, kiln_loc loc) {
   FE_OR(fe, ((kiln_tensor){0, 0}));
   kiln_node *n = NULL;
@@ -59,7 +69,7 @@ void kiln_sort_at(kiln_tensor x, int axis, bool descending, kiln_tensor *values,
   kiln_node *n = NULL;
   kiln_tensor ix = sorted_positions(fe, "sort", x, axis, descending, &n, loc);
   if (indices) *indices = ix;
-  if (values) *values = !n ? ix : n->rank == 0 ? x : kiln_gather_at(x, axis, ix, loc);
+  if (values) *values = sorted_values(fe, x, n, axis, ix, loc);
 }
 
 void kiln_topk_at(kiln_tensor x, int64_t k, int axis, bool largest, kiln_tensor *values, kiln_tensor *indices,
@@ -80,7 +90,7 @@ void kiln_topk_at(kiln_tensor x, int64_t k, int axis, bool largest, kiln_tensor 
       ix = kiln_slice_at(ix, axis, 0, k, 1, loc);
   }
   if (indices) *indices = ix;
-  if (values) *values = !n ? ix : n->rank == 0 ? x : kiln_gather_at(x, axis, ix, loc);
+  if (values) *values = sorted_values(fe, x, n, axis, ix, loc);
 }
 
 /* SCATTER / SCATTER_ADD of src into x along axis at idx, checked. */

@@ -27,7 +27,7 @@ mkdir -p "$b/artifacts"
 cache=$(mktemp -d "${TMPDIR:-/tmp}/kiln-fuzz-cache-XXXXXX")
 trap 'rm -rf "$cache"' EXIT
 export KILN_CACHE_DIR=$cache
-export ASAN_OPTIONS=detect_leaks=1
+export ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 # see scripts/test.sh
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 failed=()
 for h in "${harnesses[@]}"; do

@@ -344,8 +344,8 @@ kiln_tensor kiln_expand_at(kiln_tensor x, int rank, const int64_t *shape, kiln_l
 kiln_tensor kiln_slice_at(kiln_tensor x, int axis, int64_t start, int64_t stop, int64_t step, kiln_loc loc);
 #define kiln_concat(n, xs, axis) kiln_concat_at((n), (xs), (axis), KILN_HERE)
 kiln_tensor kiln_concat_at(int n, const kiln_tensor *xs, int axis, kiln_loc loc);
-/* Constant padding: lo[i]/hi[i] elements before/after along axis i (rank entries);
- * a negative count removes elements (F.pad). */
+/* Constant padding: lo[i]/hi[i] elements before/after along axis i (rank entries;
+ * NULL: none on that side); a negative count removes elements (F.pad). */
 #define kiln_pad(x, lo, hi, value) kiln_pad_at((x), (lo), (hi), (value), KILN_HERE)
 kiln_tensor kiln_pad_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, double value, kiln_loc loc);
 /* index_select: out = x indexed by idx (i32/i64, any rank) along axis; the
@@ -429,7 +429,8 @@ kiln_tensor kiln_roll_at(kiln_tensor x, int64_t shift, int axis, kiln_loc loc);
 kiln_tensor kiln_tril_at(kiln_tensor x, int64_t k, kiln_loc loc);
 kiln_tensor kiln_triu_at(kiln_tensor x, int64_t k, kiln_loc loc);
 /* Padding modes of F.pad: constant (value), reflect (mirror without the
- * edge; each pad < the axis size), replicate (repeat the edge). */
+ * edge; each pad < the axis size), replicate (repeat the edge). lo, hi as
+ * kiln_pad's (NULL: none on that side). */
 typedef enum kiln_pad_mode { KILN_PAD_CONSTANT = 0, KILN_PAD_REFLECT = 1, KILN_PAD_REPLICATE = 2 } kiln_pad_mode;
 #define kiln_pad_with(x, lo, hi, mode, value) kiln_pad_with_at((x), (lo), (hi), (mode), (value), KILN_HERE)
 kiln_tensor kiln_pad_with_at(kiln_tensor x, const int64_t *lo, const int64_t *hi, kiln_pad_mode mode, double value,

@@ -213,7 +213,9 @@ kiln_tensor kiln_pad_with_at(kiln_tensor x, const int64_t *lo, const int64_t *hi
   if (mode != KILN_PAD_REFLECT && mode != KILN_PAD_REPLICATE)
     return kiln_api_fail(fe, loc, "pad: unknown mode %d", (int)mode);
   int rank = n->rank;
-  if (rank && (!lo || !hi)) return kiln_api_fail(fe, loc, "%s: lo and hi must have %d entries", name, rank);
+  static const int64_t none[KILN_MAX_RANK]; /* a NULL side pads nothing, as kiln_pad's */
+  if (!lo) lo = none;
+  if (!hi) hi = none;
   int64_t s[KILN_MAX_RANK];
   memcpy(s, n->shape, sizeof(int64_t) * (size_t)rank);
   for (int a = 0; a < rank; a++) {

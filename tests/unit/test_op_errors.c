@@ -549,8 +549,29 @@ KT_TEST(test_sort_of_0d_values_are_their_own) {
   kiln_mark_step();
 }
 
+/* A NULL lo or hi pads nothing on that side, in every mode (kiln_pad's
+ * rule; reflect and replicate refused NULL). Against the same call with
+ * explicit zeros and against values written here: x = [[1,2,3],[4,5,6]]. */
+KT_TEST(test_pad_with_null_side_is_zero) {
+  const float xv[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t xs[2] = {2, 3}, lo[2] = {0, 2}, z[2] = {0, 0};
+  kiln_tensor x = kiln_from_host(xv, KILN_F32, 2, xs);
+  const float want_reflect[10] = {3, 2, 1, 2, 3, 6, 5, 4, 5, 6}, want_rep[10] = {1, 1, 1, 2, 3, 4, 4, 4, 5, 6};
+  const kiln_pad_mode modes[2] = {KILN_PAD_REFLECT, KILN_PAD_REPLICATE};
+  for (int m = 0; m < 2; m++) {
+    float a[10] = {0}, b[10] = {0}, c[6] = {0};
+    KT_EQ_INT(kiln_to_host(kiln_pad_with(x, lo, NULL, modes[m], 0.0), a, sizeof a), KILN_OK);
+    KT_EQ_INT(kiln_to_host(kiln_pad_with(x, lo, z, modes[m], 0.0), b, sizeof b), KILN_OK);
+    KT_EQ_INT(kiln_to_host(kiln_pad_with(x, NULL, NULL, modes[m], 0.0), c, sizeof c), KILN_OK);
+    KT_CHECK(!memcmp(a, m ? want_rep : want_reflect, sizeof a) && !memcmp(a, b, sizeof a));
+    KT_CHECK(!memcmp(c, xv, sizeof c));
+  }
+  KT_EQ_INT(kiln_last_status(), KILN_OK);
+  kiln_mark_step();
+}
+
 KT_MAIN(KT_CASE(test_setup_pre_shutdown_handle), KT_CASE(test_bad_handles_name_the_builder),
         KT_CASE(test_bad_handles_name_the_elementwise_builder), KT_CASE(test_poisoned_inputs_add_no_message),
         KT_CASE(test_bad_attributes_name_the_builder), KT_CASE(test_bad_attributes_of_sources_and_elementwise),
         KT_CASE(test_oversized_results_name_the_builder),
-        KT_CASE(test_sort_of_0d_values_are_their_own))
+        KT_CASE(test_sort_of_0d_values_are_their_own), KT_CASE(test_pad_with_null_side_is_zero))

@@ -32,7 +32,8 @@ extern "C" {
  * previous file intact (never a half-written one). The new file has mode
  * 0600 (checkpoints are private by default).
  *   names:    n distinct, non-NULL UTF-8 strings (not "__metadata__").
- *   tensors:  n live tensors of any kiln dtype (F32 F64 I32 I64 BOOL).
+ *   tensors:  n live tensors of any kiln dtype (F32 F64 BF16 F16 I32 I64 U8
+ *             I8 BOOL), each written as the same safetensors dtype.
  *   metadata: NULL, or a NULL-terminated array of key, value, key, value, ...
  *             strings stored in "__metadata__".
  * The caller keeps ownership of every argument. Errors:

@@ -266,7 +266,8 @@ kiln_tensor kiln_scalar_at(kiln_dtype dt, double v, kiln_loc loc);
 kiln_tensor kiln_constant_at(kiln_dtype dt, double v, kiln_loc loc);
 
 /* ───────────── elementwise (NumPy broadcasting, dtype promotion
- * bool < i32 < i64 < f32 < f64) ───────────── */
+ * bool < u8, i8 < i32 < i64 < bf16, f16 < f32 < f64; u8 with i8 gives i32,
+ * bf16 with f16 gives f32: docs/semantics.md) ───────────── */
 /* The elementwise ops come from kiln's op table (kiln/ops.def, one row per
  * op with its meaning): for each public row, kiln_<fn>_at(x, loc) (unary)
  * or kiln_<fn>_at(a, b, loc) with the tensor–scalar forms
@@ -457,7 +458,10 @@ kiln_dtype kiln_autocast_dtype(void);
 
 /* ───────────── matmul ─────────────
  * NumPy matmul semantics: 1-D operands are promoted and the added dim
- * removed; batch dims broadcast. f32 and f64. */
+ * removed; batch dims broadcast. Mixed dtypes promote as the elementwise
+ * ops. f32, f64; bf16 and f16 give the 16-bit dtype (accumulated in f32);
+ * integers: u8, i8, i32 give i32 (accumulated wrapping in i32), i64 gives
+ * i64; bool @ bool is an error (docs/semantics.md). */
 #define kiln_matmul(a, b) kiln_matmul_at((a), (b), KILN_HERE)
 kiln_tensor kiln_matmul_at(kiln_tensor a, kiln_tensor b, kiln_loc loc);
 

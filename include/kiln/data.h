@@ -34,8 +34,8 @@ extern "C" {
 /* ───────────── IDX files ─────────────
  * Format: 2 zero bytes, dtype byte (only 0x08 = unsigned byte is
  * supported), rank byte, rank big-endian u32 dims, then the data, packed,
- * row-major. Files ending in .gz (or starting with the gzip magic) are
- * decompressed transparently when kiln is built with zlib. */
+ * row-major. A file that starts with the gzip magic bytes (whatever its
+ * name) is decompressed with zlib, a required dependency. */
 typedef struct kiln_idx {
   int rank;                     /* 1..KILN_MAX_RANK */
   int64_t dims[KILN_MAX_RANK];  /* dims[0..rank) */
@@ -58,8 +58,8 @@ kiln_status kiln_idx_parse_at(const void *buf, size_t len, const char *name, kil
 /* Read and parse an IDX file (plain or gzip). On success *out is a new
  * kiln_idx owning its data (free with kiln_idx_destroy); on error *out is NULL
  * and the sticky status names the file. Errors: KILN_ERR_IO (cannot open or
- * read), KILN_ERR_CORRUPT, KILN_ERR_UNSUPPORTED (also: a .gz file in a build
- * without zlib), KILN_ERR_OUT_OF_MEMORY. Thread-safe. */
+ * read, not a regular file), KILN_ERR_CORRUPT (also: damaged gzip data),
+ * KILN_ERR_UNSUPPORTED, KILN_ERR_OUT_OF_MEMORY. Thread-safe. */
 #define kiln_idx_create(path, out) kiln_idx_create_at((path), (out), KILN_HERE)
 kiln_status kiln_idx_create_at(const char *path, kiln_idx **out, kiln_loc loc);
 /* Free a kiln_idx from kiln_idx_create. NULL is a no-op. */

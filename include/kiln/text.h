@@ -2,13 +2,16 @@
  * sentence-transformers/all-MiniLM-L6-v2), in C, so that a program needs no
  * Python to turn sentences into token ids.
  *
- * What it does (the same as Hugging Face's BertTokenizer / the `tokenizers`
- * BertNormalizer + BertPreTokenizer + WordPiece; docs/text.md):
- *   1. clean: drop U+0000, U+FFFD and control characters (Unicode category
- *      C*, except tab, newline, carriage return); whitespace becomes a space;
+ * What it does (the same as Hugging Face's BertTokenizerFast: the `tokenizers`
+ * BertNormalizer + BertPreTokenizer + WordPiece; the slow BertTokenizer
+ * differs slightly, docs/text.md):
+ *   1. clean: drop U+0000, U+FFFD and control characters (Unicode categories
+ *      Cc, Cf, Cs, Co, except tab, newline, carriage return; unassigned code
+ *      points, Cn, stay in their word); whitespace becomes a space;
  *   2. put spaces around CJK ideographs (each becomes a word);
  *   3. strip accents (canonical decomposition NFD, then drop category Mn);
- *   4. lower-case (per code point, Unicode simple lower-case mapping);
+ *   4. lower-case (per code point, Unicode simple lower-case mapping, except
+ *      U+0130, which becomes i + U+0307 as Rust's char::to_lowercase);
  *   5. split on whitespace and on punctuation (Unicode P* and the ASCII
  *      symbols 33-47, 58-64, 91-96, 123-126: each its own word);
  *   6. WordPiece: greedy longest match first, continuation pieces prefixed

@@ -90,10 +90,11 @@ kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor 
  * max_position_embeddings). The same values as kiln_bert_embed on the
  * padded batch, without computing the padding: the per-token layers run on
  * the real tokens alone and only attention sees the sentences side by side
- * (padded to the longest, rounded up to 8). The token count is a dynamic
- * dimension (docs/dynamic-shapes.md): batches of one padded length share a
- * compile. Errors: a length outside 1..max_position_embeddings, an id
- * outside the vocabulary. */
+ * (padded to the longest, rounded up to 8). The token count (rounded up
+ * to 64) and the padded length are dynamic dimensions
+ * (docs/dynamic-shapes.md): every batch of B sentences shares one compile.
+ * Errors: a length outside 1..max_position_embeddings, an id outside the
+ * vocabulary. */
 #define kiln_bert_embed_ragged(m, ids, lens, B) kiln_bert_embed_ragged_at((m), (ids), (lens), (B), KILN_HERE)
 kiln_tensor kiln_bert_embed_ragged_at(const kiln_bert *m, const int64_t *ids, const int64_t *lens, int64_t B,
                                       kiln_loc loc);

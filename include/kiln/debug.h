@@ -3,7 +3,7 @@
  *
  * Environment (read once, when the runtime starts):
  *   KILN_METRICS=1          print the metrics report at exit (stderr)
- *   KILN_METRICS_FILE=path  write it to path at exit (%p: the process id)
+ *   KILN_METRICS_FILE=path  write it to path at exit (%p: the process id, %r: the rank)
  *   KILN_DEBUG=1|2          1: a record per compile, too-frequent warnings,
  *                           a summary at exit; 2: also a record per execution
  *   KILN_DEBUG_FILE=path    append the KILN_DEBUG output there (default stderr)

@@ -68,3 +68,12 @@ const kiln_config *kiln_cfg(void) {
   }
   return s ? &s->c : &k_unset;
 }
+
+int kiln_cfg_num_threads(void) {
+  const char *s = kiln_cfg()->num_threads;
+  if (!s || !*s) return 0;
+  char *end = NULL;
+  long v = strtol(s, &end, 10);
+  if (!end || *end || v <= 0) return 0; /* "4x", "", "-2", "0": all online cores */
+  return v > KILN_MAX_THREADS ? KILN_MAX_THREADS : (int)v;
+}

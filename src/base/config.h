@@ -84,6 +84,15 @@ typedef struct kiln_config {
  * Never NULL (out of memory on the first load: every variable unset). */
 const kiln_config *kiln_cfg(void);
 
+/* Threads of kiln's pool (both the runtime and a pool made alone take at
+ * most this many). */
+#define KILN_MAX_THREADS 256
+
+/* KILN_NUM_THREADS as a thread count: a positive decimal integer (the whole
+ * value), clamped to KILN_MAX_THREADS; 0 when it is unset, empty, not a
+ * number, zero or negative (the caller then uses every online core). */
+int kiln_cfg_num_threads(void);
+
 /* Read the environment into a new snapshot and publish it (kiln_init does,
  * so a variable set before a runtime starts is seen by it). Out of memory:
  * the current snapshot stays. */

@@ -139,11 +139,8 @@ static void *worker_main(void *arg) {
 }
 
 static int threads_from_env(void) {
-  const char *s = kiln_cfg()->num_threads;
-  if (s && *s) {
-    long v = strtol(s, NULL, 10);
-    if (v >= 1 && v <= 1024) return (int)v;
-  }
+  int v = kiln_cfg_num_threads();
+  if (v > 0) return v;
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   return c >= 1 ? (int)c : 1;
 }
@@ -151,7 +148,7 @@ static int threads_from_env(void) {
 kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err) {
   *out = NULL;
   if (num_threads <= 0) num_threads = threads_from_env();
-  if (num_threads > 1024) num_threads = 1024;
+  if (num_threads > KILN_MAX_THREADS) num_threads = KILN_MAX_THREADS;
   kiln_pool *p = calloc(1, sizeof *p);
   if (!p) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
   p->n_threads = num_threads;

@@ -90,11 +90,10 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
   if (!be || !*be) be = "cpu";
   snprintf(rt->backend_name, sizeof rt->backend_name, "%s", be);
   int nt = o.num_threads;
-  const char *env_nt = kiln_cfg()->num_threads;
-  if (nt <= 0 && env_nt) nt = atoi(env_nt);
+  if (nt <= 0) nt = kiln_cfg_num_threads();
   if (nt <= 0) nt = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (nt <= 0) nt = 1;
-  if (nt > 256) nt = 256;
+  if (nt > KILN_MAX_THREADS) nt = KILN_MAX_THREADS;
   rt->num_threads = nt;
   resolve_cache_dir(rt->cache_dir, sizeof rt->cache_dir, &o);
 

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "kt.h"
 #include "base/pool.h"
@@ -152,5 +153,31 @@ KT_TEST(env_default_and_null) {
   kiln_config_load();
 }
 
+/* KILN_NUM_THREADS is one parser for the runtime and the pool (they were two,
+ * with caps of 256 and 1024, and "4x" was taken as 4): the whole value must
+ * be a positive decimal integer, else every online core; at most 256. */
+KT_TEST(env_thread_count_parse) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  struct {
+    const char *v;
+    long want; /* 0: every online core */
+  } cases[] = {{"3", 3}, {"4x", 0}, {"", 0}, {"0", 0}, {"-2", 0}, {"abc", 0}, {"100000", 256}, {"256", 256}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv("KILN_NUM_THREADS", cases[i].v, 1);
+    kiln_config_load();
+    long want = cases[i].want ? cases[i].want : cores;
+    KT_CHECK_MSG(kiln_cfg_num_threads() == cases[i].want, "KILN_NUM_THREADS=%s: %d, want %ld", cases[i].v,
+                 kiln_cfg_num_threads(), cases[i].want);
+    if (want > 8) continue; /* do not start hundreds of threads in a test */
+    kiln_pool *p = make(0);
+    if (!p) continue;
+    KT_CHECK_MSG(kiln_pool_size(p) == want, "pool under KILN_NUM_THREADS=%s: %d threads, want %ld", cases[i].v,
+                 kiln_pool_size(p), want);
+    kiln_pool_destroy(p);
+  }
+  unsetenv("KILN_NUM_THREADS");
+  kiln_config_load();
+}
+
 KT_MAIN(KT_CASE(every_item_once), KT_CASE(many_small_loops), KT_CASE(nested_calls_run_inline),
-        KT_CASE(concurrent_callers), KT_CASE(env_default_and_null))
+        KT_CASE(concurrent_callers), KT_CASE(env_default_and_null), KT_CASE(env_thread_count_parse))

@@ -1,5 +1,7 @@
 #include "base/config.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +71,33 @@ const kiln_config *kiln_cfg(void) {
   return s ? &s->c : &k_unset;
 }
 
-int kiln_cfg_num_threads(void) {
-  const char *s = kiln_cfg()->num_threads;
-  if (!s || !*s) return 0;
+static bool only_blanks(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+  return *p == 0;
+}
+
+bool kiln_cfg_long(const char *v, long *out) {
+  if (!v || !*v) return false;
   char *end = NULL;
-  long v = strtol(s, &end, 10);
-  if (!end || *end || v <= 0) return 0; /* "4x", "", "-2", "0": all online cores */
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (end == v || errno || !only_blanks(end)) return false;
+  *out = x;
+  return true;
+}
+
+bool kiln_cfg_double(const char *v, double *out) {
+  if (!v || !*v) return false;
+  char *end = NULL;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (end == v || errno || !only_blanks(end) || !isfinite(x)) return false;
+  *out = x;
+  return true;
+}
+
+int kiln_cfg_num_threads(void) {
+  long v = 0;
+  if (!kiln_cfg_long(kiln_cfg()->num_threads, &v) || v <= 0) return 0; /* "4x", "", "-2", "0": all cores */
   return v > KILN_MAX_THREADS ? KILN_MAX_THREADS : (int)v;
 }

@@ -17,6 +17,8 @@
 #ifndef KILN_BASE_CONFIG_H
 #define KILN_BASE_CONFIG_H
 
+#include <stdbool.h>
+
 /* X(field, "VARIABLE"): one line per variable, in docs/environment.md order. */
 #define KILN_CONFIG_VARS(X)                         \
   /* runtime */                                     \
@@ -83,6 +85,14 @@ typedef struct kiln_config {
 /* The current configuration, loaded from the environment on first use.
  * Never NULL (out of memory on the first load: every variable unset). */
 const kiln_config *kiln_cfg(void);
+
+/* The numeric variables' parsers (docs/environment.md: a malformed value is
+ * ignored and the default applies). True when v is, as a whole, a decimal
+ * integer that fits a long (kiln_cfg_long) or a finite decimal number
+ * (kiln_cfg_double), with optional blanks around it; *out is set only then.
+ * NULL or empty: false. "2G" or "5m" is not a number (atol read 2 and 5). */
+bool kiln_cfg_long(const char *v, long *out);
+bool kiln_cfg_double(const char *v, double *out);
 
 /* Threads of kiln's pool (both the runtime and a pool made alone take at
  * most this many). */

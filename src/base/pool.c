@@ -153,11 +153,8 @@ kiln_status kiln_pool_create(int num_threads, kiln_pool **out, kiln_err *err) {
   if (!p) return kiln_err_set(err, KILN_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
   p->n_threads = num_threads;
   p->spin_ns = 200000;
-  const char *spin = kiln_cfg()->pool_spin_us;
-  if (spin && *spin) {
-    long v = strtol(spin, NULL, 10);
-    if (v >= 0 && v <= 1000000) p->spin_ns = (int64_t)v * 1000;
-  }
+  long spin = 0;
+  if (kiln_cfg_long(kiln_cfg()->pool_spin_us, &spin) && spin >= 0 && spin <= 1000000) p->spin_ns = (int64_t)spin * 1000;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);

@@ -78,12 +78,11 @@ kiln_analysis *kiln_analysis_create(void) {
   kiln_analysis *a = calloc(1, sizeof *a);
   if (!a) return NULL;
   pthread_mutex_init(&a->mu, NULL);
-  const char *lv = kiln_cfg()->debug;
-  a->level = lv && *lv ? atoi(lv) : 0;
-  if (a->level < 0) a->level = 0;
-  const char *wu = kiln_cfg()->debug_warmup;
-  a->warmup = wu && *wu ? atoll(wu) : 5;
-  if (a->warmup < 0) a->warmup = 0;
+  long lv = 0, wu = 5; /* malformed values: the defaults */
+  if (!kiln_cfg_long(kiln_cfg()->debug, &lv) || lv < 0) lv = 0;
+  a->level = lv > 2 ? 2 : (int)lv;
+  if (!kiln_cfg_long(kiln_cfg()->debug_warmup, &wu)) wu = 5;
+  a->warmup = wu < 0 ? 0 : wu;
   a->unmarked_at = KILN_AN_UNMARKED_CUTS;
   a->out = stderr;
   const char *file = kiln_cfg()->debug_file;

@@ -36,10 +36,8 @@ static char g_msg[1024];
 static int launcher_world(void) {
   const kiln_config *c = kiln_cfg();
   const char *s = c->ompi_world_size ? c->ompi_world_size : c->pmi_size;
-  if (s) {
-    long v = strtol(s, NULL, 10);
-    return v > 1 && v < (1L << 30) ? (int)v : 1;
-  }
+  long v = 0;
+  if (s) return kiln_cfg_long(s, &v) && v > 1 && v < (1L << 30) ? (int)v : 1;
   return c->pmix_rank ? -1 : 1;
 }
 
@@ -301,11 +299,8 @@ static void *comm_main(void *arg) {
 }
 
 static int comm_begin(void) {
-  const char *t = kiln_cfg()->dist_timeout;
-  if (t && *t) {
-    double v = strtod(t, NULL);
-    if (v > 0 && v < 1e7) g_timeout_s = v; /* malformed: the default */
-  }
+  double v = 0;
+  if (kiln_cfg_double(kiln_cfg()->dist_timeout, &v) && v > 0 && v < 1e7) g_timeout_s = v; /* else the default */
   if (pthread_create(&g_comm, NULL, comm_main, NULL) != 0) return -1;
   g_comm_on = 1;
   return 0;

@@ -158,8 +158,9 @@ static kiln_prof_ceilings g_ceil;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void measure(void) {
-  const char *ef = kiln_cfg()->peak_gflops, *eb = kiln_cfg()->peak_gbps;
-  double f = ef ? strtod(ef, NULL) : 0, b = eb ? strtod(eb, NULL) : 0;
+  double f = 0, b = 0; /* malformed: measured */
+  if (!kiln_cfg_double(kiln_cfg()->peak_gflops, &f)) f = 0;
+  if (!kiln_cfg_double(kiln_cfg()->peak_gbps, &b)) b = 0;
   g_ceil.from_env = (f > 0) && (b > 0);
   long nc = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = nc < 1 ? 1 : (int)(nc > 256 ? 256 : nc);

@@ -99,4 +99,31 @@ KT_TEST(cap_of_one) {
   kiln_shutdown();
 }
 
-KT_MAIN(KT_CASE(cpu_keeps_at_most_cap_executables), KT_CASE(ref_keeps_at_most_cap_executables), KT_CASE(cap_of_one))
+/* A malformed value is ignored and the default (1024) applies, as for every
+ * variable (docs/environment.md): "1e3" was read by atol as a cap of 1, so
+ * every new graph evicted the last one. "8 " (a blank after it) is 8. */
+KT_TEST(malformed_cap_is_the_default) {
+  const char *caps[] = {"1e3", "2x", "8 "};
+  const long evict_max[] = {0, 0, 0}; /* 8 graphs twice: none evicted under either 1024 or 8 */
+  for (int c = 0; c < 3; c++) {
+    start("cpu", caps[c]);
+    kiln_counter_clear("GraphCacheEvicted");
+    for (int r = 0; r < 2; r++)
+      for (int i = 0; i < 8; i++) KT_NEAR(kiln_item_f64(graph(i)), want(i), 0);
+    KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s", kiln_last_error());
+    KT_CHECK_MSG(kiln_counter_value("GraphCacheEvicted") <= evict_max[c], "KILN_GRAPH_CACHE_SIZE=\"%s\": %lld evicted",
+                 caps[c], (long long)kiln_counter_value("GraphCacheEvicted"));
+    kiln_mark_step();
+  }
+  start("cpu", "7"); /* and a well-formed small cap still applies */
+  kiln_counter_clear("GraphCacheEvicted");
+  for (int i = 0; i < 8; i++) KT_NEAR(kiln_item_f64(graph(i)), want(i), 0);
+  KT_CHECK_MSG(kiln_counter_value("GraphCacheEvicted") >= 1, "cap 7, 8 graphs: %lld evicted",
+               (long long)kiln_counter_value("GraphCacheEvicted"));
+  kiln_mark_step();
+  kiln_shutdown();
+  unsetenv("KILN_GRAPH_CACHE_SIZE");
+}
+
+KT_MAIN(KT_CASE(cpu_keeps_at_most_cap_executables), KT_CASE(ref_keeps_at_most_cap_executables), KT_CASE(cap_of_one),
+        KT_CASE(malformed_cap_is_the_default))

@@ -179,5 +179,35 @@ KT_TEST(env_thread_count_parse) {
   kiln_config_load();
 }
 
+/* The numeric variables' parsers: the whole value or nothing. */
+KT_TEST(config_number_parsers) {
+  struct {
+    const char *v;
+    int ok;
+    long want;
+  } ls[] = {{"12", 1, 12},  {" -3 ", 1, -3}, {"2G", 0, 0},   {"1e3", 0, 0}, {"", 0, 0},
+            {"x1", 0, 0},   {"0x10", 0, 0},  {"99999999999999999999", 0, 0}, {"7\n", 1, 7}};
+  for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
+    long got = -12345;
+    int ok = kiln_cfg_long(ls[i].v, &got);
+    KT_CHECK_MSG(ok == ls[i].ok && (!ok || got == ls[i].want), "kiln_cfg_long(\"%s\"): ok %d value %ld", ls[i].v, ok,
+                 got);
+    if (!ok) KT_EQ_INT(got, -12345); /* untouched */
+  }
+  KT_CHECK(!kiln_cfg_long(NULL, &(long){0}));
+  struct {
+    const char *v;
+    int ok;
+    double want;
+  } ds[] = {{"2.5", 1, 2.5}, {"1e3", 1, 1000}, {"5m", 0, 0}, {"nan", 0, 0}, {"inf", 0, 0}, {"1e999", 0, 0}, {"", 0, 0}};
+  for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+    double got = -1;
+    int ok = kiln_cfg_double(ds[i].v, &got);
+    KT_CHECK_MSG(ok == ds[i].ok && (!ok || got == ds[i].want), "kiln_cfg_double(\"%s\"): ok %d value %g", ds[i].v, ok,
+                 got);
+  }
+}
+
 KT_MAIN(KT_CASE(every_item_once), KT_CASE(many_small_loops), KT_CASE(nested_calls_run_inline),
-        KT_CASE(concurrent_callers), KT_CASE(env_default_and_null), KT_CASE(env_thread_count_parse))
+        KT_CASE(concurrent_callers), KT_CASE(env_default_and_null), KT_CASE(env_thread_count_parse),
+        KT_CASE(config_number_parsers))

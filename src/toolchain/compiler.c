@@ -337,14 +337,9 @@ static kiln_status create_work_dir(kiln_cc *cc, const char *cache_dir, kiln_err 
 /* KILN_CC_TIMEOUT: seconds a compiler run may take (default 300: a
  * thousand-kernel graph compiles in tens of seconds); 0 or less: none */
 static int timeout_from_config(void) {
-  const char *to = kiln_cfg()->cc_timeout;
-  int timeout_s = 300;
-  if (to && *to) {
-    char *end = NULL;
-    long v = strtol(to, &end, 10);
-    if (end && !*end) timeout_s = v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
-  }
-  return timeout_s;
+  long v = 300; /* malformed: the default */
+  if (!kiln_cfg_long(kiln_cfg()->cc_timeout, &v)) v = 300;
+  return v > 86400 ? 86400 : v < 0 ? 0 : (int)v;
 }
 
 /* cc->cc_path: the configured compiler (KILN_CC, default "cc") resolved. */

@@ -258,7 +258,15 @@ static void prog_three(bc_result *r, int64_t T, int64_t U) {
   kiln_tensor y = kiln_dynamic(bc_input(KILN_F32, 1, ys, 163, 0), 0);
   kiln_tensor p = kiln_matmul(z, w);
   kiln_tensor f = kiln_reshape(kiln_transpose(kiln_tanh(p), 0, 1), 1, fl);
-  bc_emit(r, kiln_add(kiln_slice(f, 0, 0, V, 1), y), 1e-5, 1e-5, "the first V of (z w)^T flattened, plus y");
+  /* p sums U products of values in [-2, 2] in f32 (ref sums in double): at
+   * U = 4099 an element is the cancellation of terms whose partial sums reach
+   * ~60, so its error is about eps_f32 * sqrt(U) * 60 ~ 2e-4 whatever the
+   * result's size. Measured against an f64 matmul: the AVX2 sgemm (a host
+   * without AVX-512) is off by up to 1.2e-4 (2.5e-5 at the element this
+   * compared against 1e-5, which held by the luck of the AVX-512 kernel's
+   * order); ref by 1.4e-5. tanh' <= 1 passes it on. */
+  double tol = 1e-5 + 1e-7 * (double)U;
+  bc_emit(r, kiln_add(kiln_slice(f, 0, 0, V, 1), y), 1e-5, tol, "the first V of (z w)^T flattened, plus y");
   bc_emit(r, kiln_mean(p, 0, NULL, 0), 1e-4, 1e-5, "mean of z w");
 }
 

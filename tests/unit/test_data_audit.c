@@ -255,6 +255,11 @@ KT_TEST(sharding_is_distributed_sampler_with_drop_last) {
           int64_t v = kiln_batcher_fill(b, 1, i, x, y, m);
           for (int64_t k = 0; k < v; k++) {
             KT_CHECK(y[k] - 1000 == perm[r + w * (2 * i + k)]);
+            /* batch i of the ranks together: batch i of batch size 2 w over
+             * the first w floor(N / w) examples of the permutation */
+            int64_t at = 0;
+            while (at < n && perm[at] != y[k] - 1000) at++;
+            KT_CHECK(at / (2 * w) == i && at < per * w);
             cover[y[k] - 1000]++;
           }
         }
@@ -277,14 +282,15 @@ KT_TEST(loader_is_the_batcher_and_its_batches_stay_put) {
   static const struct {
     int64_t n, b;
     bool shuffle, drop;
-    int prefetch;
-  } cases[] = {{1, 1, true, false, 1}, {1, 3, false, false, 2}, {10, 3, true, false, 1},
-               {10, 3, true, true, 4}, {37, 8, true, false, 0}, {16, 4, false, true, 64}};
+    int prefetch, shards, rank;
+  } cases[] = {{1, 1, true, false, 1, 0, 0},  {1, 3, false, false, 2, 0, 0}, {10, 3, true, false, 1, 0, 0},
+               {10, 3, true, true, 4, 0, 0},  {37, 8, true, false, 0, 0, 0}, {16, 4, false, true, 64, 0, 0},
+               {38, 4, true, false, 2, 3, 2}, {11, 2, true, true, 1, 2, 1}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int64_t n = cases[c].n, B = cases[c].b;
     kiln_dataset *ds = make_ds(n);
     kiln_batch_options o = {.batch_size = B, .shuffle = cases[c].shuffle, .seed = 3, .drop_last = cases[c].drop,
-                            .prefetch = cases[c].prefetch};
+                            .prefetch = cases[c].prefetch, .shard_count = cases[c].shards, .shard_rank = cases[c].rank};
     kiln_batcher *b = NULL;
     kiln_loader *l = NULL;
     KT_CHECK(kiln_batcher_create(ds, &o, &b) == KILN_OK);

@@ -116,7 +116,9 @@ typedef struct kiln_batch_options {
    * ... of each epoch's permutation (the same on every rank for the same
    * seed), floor(N / shard_count) of them, as PyTorch's DistributedSampler
    * with drop_last. Batch k of the ranks together is batch k of an
-   * unsharded batcher with batch size shard_count x B. 0 or 1: no sharding
+   * unsharded batcher with batch size shard_count x B over the first
+   * shard_count x floor(N / shard_count) examples of the permutation (the
+   * last N mod shard_count are skipped that epoch). 0 or 1: no sharding
    * (typically shard_count = kiln_dist_world_size(), shard_rank =
    * kiln_dist_rank()). */
   int shard_count;

@@ -183,7 +183,10 @@ kiln_tensor kiln_model_forward_at(kiln_model *m, kiln_tensor x, bool training, u
         pos = kiln_index_select_at(m->pos, 0, kiln_arange_at(KILN_I64, 0, (double)xs[1], 1, loc), loc);
       kiln_tensor h = kiln_add_at(kiln_linear_forward_at(m->embed, x, loc), pos, loc);
       for (int i = 0; i < TF_LAYERS; i++) {
-        kiln_attn_opts o = {.causal = false, .key_padding_mask = {0, 0}, .training = training, .seed = seed + (uint64_t)i};
+        /* a hashed sub-seed per layer: with seed + i, layer 1 at step s drew
+         * layer 0's masks of step s + 1 (the in-graph RNG is linear in the seed) */
+        kiln_attn_opts o = {.causal = false, .key_padding_mask = {0, 0}, .training = training,
+                            .seed = kiln_nn_seed(seed, (uint64_t)i)};
         h = kiln_encoder_layer_forward_at(m->layers[i], h, &o, loc);
       }
       h = kiln_layernorm_forward_at(m->norm, h, loc);

@@ -12,8 +12,10 @@
  * means its default (never an error).
  *
  * Thread-safety: a snapshot is immutable once published. kiln_config_load
- * and kiln_config_set publish a new one; readers holding the previous
- * snapshot keep a valid one (snapshots are never freed). */
+ * and kiln_config_set publish a new one, or the earlier one with the same
+ * contents (so that kiln_init / kiln_shutdown in a loop keeps one snapshot,
+ * not one per cycle); readers holding the previous snapshot keep a valid one
+ * (snapshots are never freed). */
 #ifndef KILN_BASE_CONFIG_H
 #define KILN_BASE_CONFIG_H
 

@@ -25,9 +25,21 @@ enum {
   KILN_AN_FULL_RECORDS = 4,  /* KILN_DEBUG=1: full compile records per call site before a pattern is named */
 };
 
+/* What the graph table and the totals show of a compiled graph: read from
+ * its cache entry, or kept here once the cache dropped the entry
+ * (KILN_EV_DROPPED: a program that compiles without end keeps twice
+ * KILN_GRAPH_CACHE_SIZE entries). */
+typedef struct kiln_an_row {
+  uint64_t compile_step, execs, hits;
+  double compile_ns;
+  int compile_no, nodes, inputs, outputs, family, from_disk;
+  char tag[32];
+} kiln_an_row;
+
 typedef struct kiln_an_graph {
-  kiln_cache_entry *e;
+  kiln_cache_entry *e; /* NULL once dropped from the cache: gone holds its row */
   kiln_cut_cause cause;
+  kiln_an_row gone;
 } kiln_an_graph;
 
 /* A compiled graph as traced (kiln_cache_entry_graph: a planned size's is
@@ -182,6 +194,20 @@ static int varying_dim(const kiln_analysis *a, const int *hist, int n, int *in_o
  * was compiled for. */
 static int64_t runs_of(const kiln_cache_entry *e) { return (int64_t)(e->execs ? e->execs : 1); }
 
+static kiln_an_row row_of(const kiln_cache_entry *e) {
+  /* a planned size's graph has its family's nodes: no need to make it */
+  const kiln_graph *g = e->graph ? e->graph : e->view ? e->view : e->fam_graph;
+  kiln_an_row r = {e->compile_step, e->execs, e->hits, e->info.compile_ns, e->compile_no, g ? g->n_nodes : 0,
+                   g ? g->n_inputs : 0, g ? g->n_outputs : 0, e->info.family, e->info.from_disk_cache, {0}};
+  memcpy(r.tag, e->tag, sizeof r.tag);
+  return r;
+}
+
+/* Graph i's row (its entry's, or what was kept when the cache dropped it). */
+static kiln_an_row graph_row(const kiln_analysis *a, int i) {
+  return a->graphs[i].e ? row_of(a->graphs[i].e) : a->graphs[i].gone;
+}
+
 /* For a site whose recent graphs hist[0..n) differ in an input dimension:
  * the sizes of that (input, dim) over all the site's graphs (those with the
  * same inputs), each weighted by the executions of its graphs, and
@@ -193,9 +219,13 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
   const kiln_graph *g0 = eg(a->graphs[hist[0] - 1].e);
   const kiln_gnode *x0 = &g0->nodes[g0->input_node[in]];
   int64_t *values = malloc(sizeof *values * (size_t)s->n), *counts = malloc(sizeof *counts * (size_t)s->n);
-  int nv = 0, used = 0;
+  int nv = 0, used = 0, dropped = 0;
   for (int k = 0; values && counts && k < s->n; k++) {
     const kiln_cache_entry *e = a->graphs[s->all[k] - 1].e;
+    if (!e) { /* dropped from the graph cache: its sizes are gone too */
+      dropped++;
+      continue;
+    }
     const kiln_graph *g = eg(e);
     if (g->n_inputs != g0->n_inputs || g->nodes[g->input_node[in]].rank != x0->rank) continue; /* another program */
     int64_t v = g->nodes[g->input_node[in]].shape[d], c = runs_of(e);
@@ -226,6 +256,9 @@ static void bucket_advice(kiln_analysis *a, const kiln_an_site *s, const int *hi
                      nv == 1 ? "" : "s");
     if (used == s->n)
       kiln_text_printf(t, "all %d compiles at this site)\n", s->n);
+    else if (dropped)
+      kiln_text_printf(t, "%d of the %d compiles at this site; %d another graph, %d no longer in the graph cache)\n",
+                       used, s->n, s->n - used - dropped, dropped);
     else
       kiln_text_printf(t, "%d of the %d compiles at this site; %d compiled another graph)\n", used, s->n,
                        s->n - used);
@@ -442,6 +475,17 @@ static void dynamic_report(kiln_analysis *a, kiln_an_site *s, const kiln_cache_e
   }
 }
 
+void kiln_analysis_dropped(kiln_analysis *a, const kiln_cache_entry *e) {
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  int i = e->compile_no - 1;
+  if (i >= 0 && i < a->n_graphs && a->graphs[i].e == e) {
+    a->graphs[i].gone = row_of(e);
+    a->graphs[i].e = NULL;
+  }
+  pthread_mutex_unlock(&a->mu);
+}
+
 void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e) {
   (void)rt;
   if (!a) return;
@@ -459,9 +503,14 @@ void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_c
   }
   /* compile numbers are dense: the runtime numbers them as they are made */
   if (e->compile_no != a->n_graphs + 1) goto out;
-  a->graphs[a->n_graphs++] = (kiln_an_graph){e, *cause};
+  a->graphs[a->n_graphs++] = (kiln_an_graph){e, *cause, {0}};
   kiln_an_site *s = site_get(a, cause->loc);
   if (s && site_add(s, e->compile_no)) s = NULL;
+  if (s) { /* the site's KILN_AN_HISTORY most recent graphs stay in the cache: the comparisons read them */
+    e->pins++;
+    kiln_cache_entry *old = s->n > KILN_AN_HISTORY ? a->graphs[s->all[s->n - 1 - KILN_AN_HISTORY] - 1].e : NULL;
+    if (old) old->pins--;
+  }
   if (s) s->families += e->info.family == 1, s->planned += planned;
   if (a->level < 1) goto out;
   kiln_text t = {0};
@@ -606,14 +655,14 @@ static void explain_graphs(const kiln_analysis *a, kiln_text *t, int brief) {
                    "outputs", "executions", "compile", "cause");
   int rows = brief && a->n_graphs > KILN_AN_BRIEF_ROWS + 1 ? KILN_AN_BRIEF_ROWS : a->n_graphs;
   for (int i = 0; i < rows; i++) {
-    const kiln_cache_entry *e = a->graphs[i].e;
-    kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s%s\n", e->compile_no,
-                     e->compile_step, e->tag[0] ? e->tag : "-", eg(e)->n_nodes, eg(e)->n_inputs,
-                     eg(e)->n_outputs, e->execs, kiln_fmt_duration(e->info.compile_ns, b1, sizeof b1),
+    const kiln_an_row r = graph_row(a, i);
+    kiln_text_printf(t, "  %5d %6" PRIu64 " %-12s %7d %6d %7d %10" PRIu64 " %10s  %s%s\n", r.compile_no,
+                     r.compile_step, r.tag[0] ? r.tag : "-", r.nodes, r.inputs, r.outputs, r.execs,
+                     kiln_fmt_duration(r.compile_ns, b1, sizeof b1),
                      kiln_cut_cause_str(&a->graphs[i].cause, cs, sizeof cs),
-                     e->info.family == 2   ? " (a new size: planned, not compiled)"
-                     : e->info.family == 1 ? " (compiled for any size)"
-                                           : "");
+                     r.family == 2   ? " (a new size: planned, not compiled)"
+                     : r.family == 1 ? " (compiled for any size)"
+                                     : "");
   }
   if (rows < a->n_graphs)
     kiln_text_printf(t, "  ... %d more graphs (by call site below; kiln_explain() and KILN_DEBUG=2 list every one)\n",
@@ -648,9 +697,10 @@ static void explain_build(kiln_analysis *a, kiln_runtime *rt, kiln_text *t, int 
   int64_t execs = 0, from_disk = 0;
   uint64_t hits = 0;
   for (int i = 0; i < a->n_graphs; i++) {
-    execs += (int64_t)a->graphs[i].e->execs;
-    hits += a->graphs[i].e->hits;
-    from_disk += a->graphs[i].e->info.from_disk_cache;
+    const kiln_an_row r = graph_row(a, i);
+    execs += (int64_t)r.execs;
+    hits += r.hits;
+    from_disk += r.from_disk;
   }
   double per = steps > 0 ? (double)steps : 1;
   kiln_text_printf(t, "kiln explain\n");

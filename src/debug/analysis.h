@@ -30,6 +30,9 @@ int kiln_analysis_level(const kiln_analysis *a);
  * records until its pattern is named (or 4 were printed), then one line per
  * pattern not printed before and one note that the rest are counted (the
  * exit summary has the counts). */
+/* The graph cache drops e for good (KILN_EV_DROPPED): keep what the graph
+ * table shows of it, forget the pointer. */
+void kiln_analysis_dropped(kiln_analysis *a, const kiln_cache_entry *e);
 void kiln_analysis_compiled(kiln_analysis *a, kiln_runtime *rt, const kiln_cut_cause *cause, kiln_cache_entry *e);
 /* A cut finished: host_ns from the cut's start to the enqueue (or to the
  * end of the compile for explicit compiles); hit = found in the cache;

@@ -120,6 +120,9 @@ static void on_event(void *ctx, const kiln_event *ev) {
     case KILN_EV_STEP:
       kiln_analysis_step(an, ev->rt);
       break;
+    case KILN_EV_DROPPED:
+      kiln_analysis_dropped(an, ev->entry);
+      break;
     case KILN_EV_STOP:
       __atomic_store_n(&g_an, NULL, __ATOMIC_RELEASE);
       kiln_analysis_destroy(an, ev->rt); /* prints the summary (KILN_DEBUG >= 1) */

@@ -45,6 +45,9 @@ typedef enum kiln_event_kind {
                       * checks that every rank traced the same graph. An observer that finds
                       * a reason not to run sets *verdict (kiln_err_set); the run is then
                       * refused with that error, and asks again on the next run */
+  KILN_EV_DROPPED,   /* entry is about to leave the graph cache for good (past twice
+                      * KILN_GRAPH_CACHE_SIZE entries, the least recently used one that
+                      * holds no executable and no pin): observers forget the pointer */
   KILN_EV_STOP,      /* kiln_shutdown: the executor is drained and the frontend freed
                       * (frontend/session.h); the cache and the backend still exist:
                       * they are freed after the observers */
@@ -55,7 +58,7 @@ typedef struct kiln_event {
   kiln_event_kind kind;
   kiln_runtime *rt;
   const kiln_cut_cause *cause; /* COMPILED, CUT */
-  kiln_cache_entry *entry;     /* COMPILED, CUT */
+  kiln_cache_entry *entry;     /* COMPILED, CUT, DROPPED */
   const kiln_graph *graph;     /* COMPILE_BEGIN, COMPILE_PLAN, COMPILED */
   uint64_t key;                /* COMPILE_BEGIN, COMPILE_PLAN, COMPILED */
   int compile_no;              /* COMPILE_BEGIN, COMPILE_PLAN: the entry's compile_no to be */

@@ -110,6 +110,7 @@ kiln_status kiln_runtime_start(const kiln_options *opts) {
   const char *sync = kiln_cfg()->sync;
   s = kiln_executor_create(rt->backend, sync && !strcmp(sync, "1"), &rt->exec);
   rt->cache_cap = graph_cache_cap();
+  rt->entry_cap = rt->cache_cap > UINT32_MAX / 2 ? UINT32_MAX : 2 * rt->cache_cap;
   const char *np = kiln_cfg()->passes;
   rt->skip_passes = np && !strcmp(np, "0");
   const char *dy = kiln_cfg()->dynamic; /* auto (default) | off */
@@ -222,6 +223,28 @@ kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e) {
   return KILN_OK;
 }
 
+/* Drop the least recently used entry that holds no executable, is not
+ * pinned and is not keep (the one in use): unlink it, let the observers
+ * forget it, free it. Returns 0 when there is none. */
+static int drop_lru(kiln_runtime *rt, const kiln_cache_entry *keep) {
+  kiln_cache_entry **lru = NULL;
+  for (uint32_t b = 0; b < rt->n_buckets; b++)
+    for (kiln_cache_entry **px = &rt->buckets[b]; *px; px = &(*px)->next) {
+      const kiln_cache_entry *x = *px;
+      if (!x->exe && !x->pins && x != keep && (!lru || x->last_use < (*lru)->last_use)) lru = px;
+    }
+  if (!lru) return 0;
+  kiln_cache_entry *x = *lru;
+  *lru = x->next;
+  rt->n_entries--;
+  kiln_event_emit(&(kiln_event){.kind = KILN_EV_DROPPED, .rt = rt, .entry = x});
+  kiln_graph_free(x->graph);
+  kiln_graph_free(x->view);
+  free(x);
+  kiln_counter_add("GraphCacheDropped", 1);
+  return 1;
+}
+
 void kiln_cache_loaded(kiln_runtime *rt, kiln_cache_entry *e, int newly_loaded) {
   e->last_use = ++rt->use_clock;
   if (newly_loaded) rt->n_loaded++;
@@ -236,5 +259,7 @@ void kiln_cache_loaded(kiln_runtime *rt, kiln_cache_entry *e, int newly_loaded) 
     lru->exe = NULL;
     rt->n_loaded--;
     kiln_counter_add("GraphCacheEvicted", 1);
+  }
+  while (rt->entry_cap && rt->n_entries > rt->entry_cap && drop_lru(rt, e)) {
   }
 }

@@ -47,6 +47,9 @@ typedef struct kiln_cache_entry {
   int64_t fam_vals[KILN_SYM_MAX];
   uint32_t fam_hits;
   kiln_graph *view;
+  /* > 0: an observer still reads this entry (the debug analysis pins the
+   * recent graphs of each call site): never dropped from the cache */
+  int pins;
   struct kiln_cache_entry *next;
 } kiln_cache_entry;
 

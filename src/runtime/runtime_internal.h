@@ -27,6 +27,12 @@ struct kiln_runtime {
    * and, on cpu, its kernels' shared objects (mappings the kernel limits):
    * a program that compiles without end must not exhaust them. */
   uint32_t n_loaded, cache_cap;
+  /* Entries kept at most (2 * cache_cap; 0: no cap): past it the least
+   * recently used entry without an executable (and not pinned) is dropped
+   * whole, traced graph and all, so that a program that compiles without
+   * end does not grow by a traced graph per compile (KILN_EV_DROPPED,
+   * counter GraphCacheDropped). */
+  uint32_t entry_cap;
   int skip_passes; /* KILN_PASSES=0 at kiln_init: compile graphs as traced */
   uint64_t use_clock;
   uint64_t step;

@@ -224,14 +224,19 @@ kiln_status kiln_cache_insert(kiln_runtime *rt, kiln_cache_entry *e) {
 }
 
 /* Drop the least recently used entry that holds no executable, is not
- * pinned and is not keep (the one in use): unlink it, let the observers
- * forget it, free it. Returns 0 when there is none. */
+ * pinned, has no collectives and is not keep (the one in use): unlink it,
+ * let the observers forget it, free it. Returns 0 when there is none. A
+ * graph with collectives stays: its first run is agreed across the ranks
+ * (an exchange every rank makes in the same order, src/dist/agree.h), and
+ * each rank drops by its own use, so made again on the ranks that dropped
+ * it only, it would start an exchange the others never join (a hang). */
 static int drop_lru(kiln_runtime *rt, const kiln_cache_entry *keep) {
   kiln_cache_entry **lru = NULL;
   for (uint32_t b = 0; b < rt->n_buckets; b++)
     for (kiln_cache_entry **px = &rt->buckets[b]; *px; px = &(*px)->next) {
       const kiln_cache_entry *x = *px;
-      if (!x->exe && !x->pins && x != keep && (!lru || x->last_use < (*lru)->last_use)) lru = px;
+      if (!x->exe && !x->pins && !x->collective && x != keep && (!lru || x->last_use < (*lru)->last_use))
+        lru = px;
     }
   if (!lru) return 0;
   kiln_cache_entry *x = *lru;

@@ -32,6 +32,8 @@ typedef struct kiln_cache_entry {
   char tag[32];        /* kiln_graph_tag at compile time ("" none) */
   int agreed;          /* 0: not yet run; 1: the ranks agreed on it (KILN_EV_FIRST_RUN), or it has no
                         * collective and needs no agreement */
+  int collective;      /* it has collectives (set at its first run): never dropped past the entry cap, since
+                        * a graph made again would agree again on the ranks that dropped it only */
   int n_dyn;           /* the graph input dimensions that varied when it was compiled (docs/dynamic-shapes.md) */
   kiln_sym_origin dyn[KILN_SYM_MAX];
   /* A planned size of a dynamic family (docs/dynamic-shapes.md, "What a new

@@ -234,6 +234,7 @@ static kiln_status agree_first_run(kiln_runtime *rt, kiln_cache_entry *e, const 
     e->agreed = 1;
     return KILN_OK;
   }
+  e->collective = 1;
   g = kiln_cache_entry_graph(e);
   if (!g) return kiln_error(KILN_ERR_OUT_OF_MEMORY, cause->loc, "out of memory before a graph's first run");
   /* the observers' collectives must not interleave with an earlier graph's */

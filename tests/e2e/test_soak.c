@@ -24,6 +24,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/debug.h"
+#include "kiln/dist.h"
 #include "kiln/kiln.h"
 #include "kiln/nn.h"
 #include "kiln/optim.h"
@@ -159,6 +160,33 @@ KT_TEST(dropped_compiled_graphs_come_back_right) {
   unsetenv("KILN_GRAPH_CACHE_SIZE");
 }
 
+/* A graph with collectives is never dropped: its first run is agreed by all
+ * the ranks (one exchange each, in the same order everywhere), and each rank
+ * drops by its own use, so a graph made again on one rank only would start
+ * an exchange the others never join (a hang). The program above with an
+ * all-reduce (a world of one: the identity) compiles each size once; without
+ * the rule the second pass compiled 20 again, as the program above does. */
+KT_TEST(collective_graphs_are_never_dropped) {
+  kiln_shutdown();
+  kiln_clear_error();
+  setenv("KILN_GRAPH_CACHE_SIZE", "1", 1);
+  kiln_options o = {0};
+  o.dynamic_shapes = KILN_SWITCH_OFF;
+  KT_CHECK(kiln_init(&o) == KILN_OK);
+  kiln_metrics_clear();
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t n = 1; n <= 20; n++) {
+      kiln_tensor x = kiln_from_host(g_ones, KILN_F32, 1, &n);
+      double v = kiln_item_f64(kiln_sum(kiln_all_reduce(x, KILN_REDUCE_SUM), 0, NULL, 0));
+      KT_CHECK_MSG(v == (double)n, "pass %d size %lld: %g", pass, (long long)n, v);
+      kiln_mark_step();
+    }
+  KT_EQ_INT(kiln_counter_value("UncachedCompile"), 20);
+  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "%s", kiln_last_error());
+  kiln_shutdown();
+  unsetenv("KILN_GRAPH_CACHE_SIZE");
+}
+
 /* A small MLP trained with AdamW, the loss read every 10th step: after the
  * warm-up the memory, descriptors and threads stay where they are. */
 KT_TEST(training_loop_plateaus) {
@@ -268,5 +296,6 @@ KT_TEST(init_shutdown_cycles_give_back_threads_descriptors_and_memory) {
 }
 
 KT_MAIN(KT_CASE(new_size_every_step_keeps_the_graph_cache_bounded), KT_CASE(dropped_compiled_graphs_come_back_right),
+        KT_CASE(collective_graphs_are_never_dropped),
         KT_CASE(training_loop_plateaus), KT_CASE(reads_and_objects_each_step_plateau),
         KT_CASE(init_shutdown_cycles_give_back_threads_descriptors_and_memory))

@@ -75,6 +75,23 @@ static inline int kb_threads(void) {
   return n > 0 ? n : 1;
 }
 
+/* 1 when /proc/cpuinfo lists the CPU flag `flag` (a whole word), else 0. */
+static inline int kb_cpu_flag(const char *flag) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return 0;
+  char line[8192];
+  int found = 0;
+  size_t n = strlen(flag);
+  while (!found && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "flags", 5) != 0) continue;
+    for (char *p = strstr(line, flag); p && !found; p = strstr(p + 1, flag))
+      found = (p == line || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || p[n] == 0);
+    break;
+  }
+  fclose(f);
+  return found;
+}
+
 typedef struct kb_result {
   const char *name;
   double value;

@@ -137,7 +137,9 @@ KT_TEST(new_size_every_step_keeps_the_graph_cache_bounded) {
  * makes every size a compile of its own. The analysis keeps the 16 most
  * recent graphs of a call site (pinned), the cache one executable and two
  * entries: the second pass finds none of its 20 sizes and compiles each. */
-KT_TEST(dropped_compiled_graphs_come_back_right) {
+/* A runtime with room for one executable (two entries) and every size a
+ * compile of its own (KILN_DYNAMIC=off), its counters cleared. */
+static void start_one_executable(void) {
   kiln_shutdown();
   kiln_clear_error();
   setenv("KILN_GRAPH_CACHE_SIZE", "1", 1);
@@ -145,6 +147,10 @@ KT_TEST(dropped_compiled_graphs_come_back_right) {
   o.dynamic_shapes = KILN_SWITCH_OFF;
   KT_CHECK(kiln_init(&o) == KILN_OK);
   kiln_metrics_clear();
+}
+
+KT_TEST(dropped_compiled_graphs_come_back_right) {
+  start_one_executable();
   for (int pass = 0; pass < 2; pass++)
     for (int64_t n = 1; n <= 20; n++) {
       double v = sized_graph(n);
@@ -167,13 +173,7 @@ KT_TEST(dropped_compiled_graphs_come_back_right) {
  * all-reduce (a world of one: the identity) compiles each size once; without
  * the rule the second pass compiled 20 again, as the program above does. */
 KT_TEST(collective_graphs_are_never_dropped) {
-  kiln_shutdown();
-  kiln_clear_error();
-  setenv("KILN_GRAPH_CACHE_SIZE", "1", 1);
-  kiln_options o = {0};
-  o.dynamic_shapes = KILN_SWITCH_OFF;
-  KT_CHECK(kiln_init(&o) == KILN_OK);
-  kiln_metrics_clear();
+  start_one_executable();
   for (int pass = 0; pass < 2; pass++)
     for (int64_t n = 1; n <= 20; n++) {
       kiln_tensor x = kiln_from_host(g_ones, KILN_F32, 1, &n);

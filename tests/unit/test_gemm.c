@@ -32,11 +32,13 @@ static double next_val(void) { /* splitmix64 -> [-1, 1) */
 }
 
 /* One case in float or double; returns the number of bad elements. */
-static int check_case(int dbl, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, double beta,
-                      int nan_c) {
+static int check_case_ld(int dbl, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                         int nan_c, int64_t lda_set, int64_t ldb_set) {
   /* Stored shapes: A is m x k (k x m when transposed), B is k x n (n x k). */
   int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   int64_t lda = ac + 3, ldb = bc + 1, ldc = n + 2; /* padded: strides must be honoured */
+  if (lda_set) lda = lda_set;
+  if (ldb_set) ldb = ldb_set;
   size_t an = (size_t)(ar * lda + 1), bn = (size_t)(br * ldb + 1), cn = (size_t)(m * ldc + 1);
   double *A = malloc(an * sizeof *A), *B = malloc(bn * sizeof *B), *C0 = malloc(cn * sizeof *C0);
   for (size_t i = 0; i < an; i++) A[i] = next_val();
@@ -88,6 +90,11 @@ static int check_case(int dbl, int ta, int tb, int64_t m, int64_t n, int64_t k, 
   return bad;
 }
 
+static int check_case(int dbl, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                      int nan_c) {
+  return check_case_ld(dbl, ta, tb, m, n, k, alpha, beta, nan_c, 0, 0);
+}
+
 static void run_all_cases(void) {
   static const int64_t sizes[] = {0, 1, 3, 17};
   static const double ab[][2] = {{1, 0}, {0.5, 2}, {-1.5, 1}};
@@ -107,6 +114,15 @@ static void run_all_cases(void) {
         bad += check_case(dbl, ta, tb, 65, 33, 300, 1, 0, 0);
         bad += check_case(dbl, ta, tb, 128, 100, 784, 1, 1, 0);
       }
+  /* Aᵀ·B with rows of A and/or B a multiple of 2 KiB apart: on AVX2 the
+   * oneDNN path copies them to another stride (gemm.c, sgemm_tn_padded);
+   * every beta, NaNs in C with beta 0, the rows' padding untouched */
+  static const int64_t lds[3][2] = {{512, 0}, {0, 1024}, {1024, 512}};
+  for (int l = 0; l < 3; l++)
+    for (size_t s = 0; s < 3; s++) {
+      bad += check_case_ld(0, 1, 0, 70, 65, 130, ab[s][0], ab[s][1], 0, lds[l][0], lds[l][1]);
+      bad += check_case_ld(0, 1, 0, 64, 100, 257, 1, 0, 1, lds[l][0], lds[l][1]);
+    }
   KT_EQ_INT(bad, 0);
 }
 

@@ -261,7 +261,9 @@ static int check_bf16_tiny(int mode, int ta, int tb, int64_t m, int64_t n, int64
   for (int64_t i = 0; i < m * n; i++) C0[i] = (float)next_val(), C[i] = C0[i];
   if (mode == 1) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, C, n, 0), 0);
   else if (mode == 2) KT_EQ_INT(kiln_gemm_bf16(ta, tb, m, n, k, A, lda, B, ldb, Ch, n, 1), 0);
-  else KT_EQ_INT(kiln_gemm_bf16_upd(ta, tb, m, n, k, A, lda, B, ldb, C, n, C, -0.5f), 0); /* in place */
+  else if (mode == 3) KT_EQ_INT(kiln_gemm_bf16_upd(ta, tb, m, n, k, A, lda, B, ldb, C, n, C, -0.5f), 0); /* in place */
+  else if (mode == 4) kiln_gemm_other(KILN_BF16, ta, tb, m, n, k, A, lda, B, ldb, Ch, n); /* the path chosen */
+  else kiln_gemm_bf16_update(ta, tb, m, n, k, A, lda, B, ldb, C, n, C, -0.5f);
   int bad = 0;
   for (int64_t i = 0; i < m && !bad; i++)
     for (int64_t j = 0; j < n && !bad; j++) {
@@ -270,11 +272,12 @@ static int check_bf16_tiny(int mode, int ta, int tb, int64_t m, int64_t n, int64
         double p = from_bf16(A[ta ? q * lda + i : i * lda + q]) * from_bf16(B[tb ? j * ldb + q : q * ldb + j]);
         s += p, mag += fabs(p);
       }
-      double got = mode == 2 ? from_bf16(Ch[i * n + j]) : C[i * n + j], want = s;
+      int c16 = mode == 2 || mode == 4, upd = mode == 3 || mode == 5;
+      double got = c16 ? from_bf16(Ch[i * n + j]) : C[i * n + j], want = s;
       /* a subnormal f32 product is rounded to a multiple of 2^-149: up to half of that per product */
       double floor32 = ldexp((double)k + 1, -149);
-      double tol = mode == 2 ? mag / 256 + ldexp(1, -133) : 1e-6 * mag * (1.0 + (double)k / 256) + floor32;
-      if (mode == 3) {
+      double tol = c16 ? mag / 256 + ldexp(1, -133) : 1e-6 * mag * (1.0 + (double)k / 256) + floor32;
+      if (upd) {
         want = C0[i * n + j] + from_bf16(to_bf16(s)) * -0.5;
         tol = mag / 256 + 1e-6 * fabs(want) + ldexp(1, -133);
       }
@@ -326,13 +329,40 @@ static int child_bf16(void) {
     KT_NEAR(c, 7, 0);
   }
   kiln_config cfg = *kiln_cfg();
-  for (int path = 0; path < 2; path++) { /* kiln_gemm_other by the library, then by the kernel */
-    cfg.gemm_bf16 = path ? "kernel" : "library";
+  /* kiln_gemm_other by the library's sgemm, by the kernel, by oneDNN's bf16
+   * GEMM (AMX where the CPU has it; without AMX oneDNN may refuse, and the
+   * sgemm path runs: the values must be right either way) */
+  static const char *const paths[3] = {"library", "kernel", "onednn"};
+  int onednn = !strncmp(kiln_gemm_library(), "onednn", 6);
+  for (int path = 0; path < 3; path++) {
+    cfg.gemm_bf16 = paths[path];
     kiln_config_set(&cfg);
-    KT_EQ_INT(kiln_gemm_bf16_preferred(), path && have);
+    KT_EQ_INT(kiln_gemm_bf16_preferred(), path == 1 && have);
+    KT_EQ_INT(kiln_gemm_bf16_onednn_wanted(), path == 2 && onednn);
     for (int s = 0; s < ns; s++)
       for (int t = 0; t < 4; t++) check_bf16(0, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2]);
   }
+  /* oneDNN's bf16 GEMM flushes subnormals as vdpbf16ps does: operands that
+   * could meet one go through f32 sums (kiln_gemm_bf16_flush_exact) */
+  static const int tiny[4][2] = {{133, 0}, {66, 66}, {60, 60}, {126, 3}};
+  for (int sc = 0; sc < 4; sc++)
+    for (int mode = 4; mode <= 5; mode++)
+      for (int t = 0; t < 4; t++) {
+        check_bf16_tiny(mode, t & 1, t >> 1, 13, 37, 41, tiny[sc][0], tiny[sc][1], 0);
+        check_bf16_tiny(mode, t & 1, t >> 1, 100, 70, 64, tiny[sc][0], tiny[sc][1], 1);
+      }
+  if (strstr(kiln_cpu_features(), "amx-bf16") && onednn) { /* taken where AMX is, refused when not exact */
+    uint16_t a[64], b[64];
+    float c[64];
+    for (int i = 0; i < 64; i++) a[i] = 0x3f80, b[i] = 0x4000; /* 1, 2 */
+    KT_EQ_INT(kiln_gemm_bf16_onednn(0, 0, 8, 8, 8, a, 8, b, 8, c, 8), 0);
+    KT_NEAR(c[63], 16, 0);
+    a[5] = 0x0001; /* a subnormal */
+    KT_EQ_INT(kiln_gemm_bf16_onednn(0, 0, 8, 8, 8, a, 8, b, 8, c, 8), -1);
+  }
+  cfg.gemm_bf16 = NULL;
+  kiln_config_set(&cfg);
+  KT_EQ_INT(kiln_gemm_bf16_onednn_wanted(), onednn && strstr(kiln_cpu_features(), "amx-bf16") != NULL);
   if (have)
     for (int s = 0; s < ns; s++)
       for (int t = 0; t < 4; t++)

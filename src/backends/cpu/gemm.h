@@ -53,6 +53,20 @@ int kiln_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, co
 int kiln_gemm_bf16_upd(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
                        const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *c0, float alpha);
 int kiln_gemm_bf16_available(void); /* 1: kiln_gemm_bf16 runs on this CPU */
+/* 1: bf16 products go to oneDNN's dnnl_gemm_bf16bf16f32 (AMX) before the
+ * paths below: the CPU has amx-bf16, or KILN_GEMM_BF16=onednn (gemm.c) */
+int kiln_gemm_bf16_onednn_wanted(void);
+/* C (f32, ldc) = op(A) op(B) for bf16 A and B by dnnl_gemm_bf16bf16f32
+ * where wanted and exact (no subnormal on the way: flush_exact): 0, or -1
+ * (C untouched) when not taken */
+int kiln_gemm_bf16_onednn(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                          int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+/* 1 when bf16 dot products that treat subnormal inputs and results as zero
+ * (vdpbf16ps, AMX) give what f32 arithmetic gives for op(A) op(B): no
+ * subnormal input, every nonzero product and partial sum normal. Reads A
+ * and B once. gemm_bf16.c. */
+int kiln_gemm_bf16_flush_exact(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                               int64_t lda, const uint16_t *b, int64_t ldb);
 /* 1: bf16 GEMMs go to kiln_gemm_bf16 rather than the library's sgemm on
  * widened copies (this CPU's vdpbf16ps is the faster, or the library is the
  * naive loops; KILN_GEMM_BF16=kernel|library overrides) */

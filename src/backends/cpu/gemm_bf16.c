@@ -75,12 +75,14 @@ int kiln_gemm_bf16_available(void) {
  * paths sum in different orders (different last bits). Every AMD CPU with
  * AVX512_BF16 (Zen 4 on) issues vdpbf16ps at the FMA's rate (twice its
  * flops); the Intel ones measured (Sapphire Rapids) at a quarter of it.
- * KILN_GEMM_BF16=kernel|library overrides. */
+ * Where oneDNN's bf16 GEMM runs on AMX it is preferred to both (gemm.c).
+ * KILN_GEMM_BF16=kernel|library|onednn overrides. */
 int kiln_gemm_bf16_preferred(void) {
   if (!kiln_gemm_bf16_available()) return 0;
   const char *want = kiln_cfg()->gemm_bf16;
   if (want && !strcmp(want, "kernel")) return 1;
   if (want && !strcmp(want, "library")) return 0;
+  if (kiln_gemm_bf16_onednn_wanted()) return 0; /* AMX, or KILN_GEMM_BF16=onednn (gemm.c) */
   if (!strcmp(kiln_gemm_library(), "naive")) return 1;
   return kiln_cpu_is_amd();
 }
@@ -426,6 +428,40 @@ static void run_blocks(int ta, int tb, int64_t m, int64_t n, int64_t k, const ui
   }
 }
 #endif
+
+/* The smallest exponent field of a stored bf16 matrix (rows x cols,
+ * leading dimension ld) as mag_field gives it: 255 when every value is zero,
+ * 0 when one is subnormal; each row by min_exponent where AVX-512 runs */
+static int min_field_rows(const uint16_t *x, int64_t rows, int64_t cols, int64_t ld) {
+  int lo = 0xff;
+#ifdef KILN_HAVE_BF16_KERNEL
+  if (kiln_gemm_bf16_available()) {
+    for (int64_t r = 0; r < rows && lo; r++) {
+      int e = min_exponent(x + r * ld, cols);
+      lo = e < lo ? e : lo;
+    }
+    return lo;
+  }
+#endif
+  for (int64_t r = 0; r < rows && lo; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      int e = (x[r * ld + c] >> 7) & 0xff;
+      if ((x[r * ld + c] & 0x7fff) && e < lo) lo = e;
+    }
+  return lo;
+}
+
+int kiln_gemm_bf16_flush_exact(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
+                               const uint16_t *b, int64_t ldb) {
+  /* as kernel_exact: a value with field e is a multiple of 2^(e-134), the
+   * products and their sums multiples of 2^(ea+eb-268); 255 (all zero, or
+   * infinities and NaNs only) is no exception: Inf times a flushed
+   * subnormal would be NaN */
+  int ea = min_field_rows(a, ta ? k : m, ta ? m : k, lda);
+  if (ea == 0) return 0;
+  int eb = min_field_rows(b, tb ? n : k, tb ? k : n, ldb);
+  return eb > 0 && ea + eb >= 142;
+}
 
 #ifdef KILN_HAVE_BF16_KERNEL
 /* The packed panels, kept per thread between calls: a fresh aligned_alloc

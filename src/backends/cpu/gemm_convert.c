@@ -41,14 +41,16 @@ static void widen(int dt, int64_t r, int64_t c, const uint16_t *x, int64_t ld, f
     for (int64_t j = 0; j < c; j++) out[i * c + j] = kf16_f32(x[i * ld + j]);
 }
 
-/* fc (m x n, dense) = op(A) op(B) by the library's sgemm on copies widened
- * to f32. 0, or -1 without memory for the copies. */
+/* fc (m x n, dense) = op(A) op(B): bf16 by oneDNN's bf16 GEMM where that
+ * is wanted (AMX, kiln_gemm_bf16_onednn), else by the library's sgemm on
+ * copies widened to f32. 0, or -1 without memory for the copies. */
 int kiln_gemm_half_products(int dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a,
                             int64_t lda, const uint16_t *b, int64_t ldb, float *fc) {
   if (k <= 0) { /* sums of nothing, without asking the library about K = 0 */
     memset(fc, 0, sizeof *fc * (size_t)(m * n));
     return 0;
   }
+  if (dt == KILN_BF16 && kiln_gemm_bf16_onednn(ta, tb, m, n, k, a, lda, b, ldb, fc, n) == 0) return 0;
   float *fa = malloc(((size_t)(m * k + k * n) + 1) * sizeof(float));
   if (!fa) return -1;
   float *fb = fa + m * k;

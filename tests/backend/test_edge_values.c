@@ -479,7 +479,38 @@ KT_TEST(cross_entropy_ignored_rows_with_inf_logits) {
     }
 }
 
+/* ───────────── maximum / minimum of specials, vectorized ───────────── */
+
+/* Every pair of {+0, -0, NaN, -NaN, 1, -1, inf, -inf, 2.5}: 81 elements, so
+ * the generated loop runs vector iterations and a tail (the f32 kernels
+ * select by masks, scalar.inc kmax_f32). kiln's rule (docs/semantics.md):
+ * a NaN operand wins, a's first, with its sign; else the larger (smaller);
+ * equal values give b (maximum(+0, -0) = -0). */
+static float g_pa[81], g_pb[81];
+static const int64_t S81[1] = {81};
+static kiln_tensor max_pairs(void) {
+  return out(kiln_maximum(in(g_pa, KILN_F32, 1, S81), in(g_pb, KILN_F32, 1, S81)));
+}
+static kiln_tensor min_pairs(void) {
+  return out(kiln_minimum(in(g_pa, KILN_F32, 1, S81), in(g_pb, KILN_F32, 1, S81)));
+}
+
+KT_TEST(maximum_minimum_of_specials) {
+  const float v[9] = {0.0f, -0.0f, NAN, -NAN, 1.0f, -1.0f, INFINITY, -INFINITY, 2.5f};
+  double wmax[81], wmin[81];
+  for (int i = 0; i < 81; i++) {
+    float a = v[i / 9], b = v[i % 9];
+    g_pa[i] = a, g_pb[i] = b;
+    wmax[i] = a != a ? a : b != b ? b : a > b ? a : b;
+    wmin[i] = a != a ? a : b != b ? b : a < b ? a : b;
+  }
+  g_nan_sign = 1;
+  check_case("max_pairs", max_pairs, KILN_F32, 81, wmax, NULL);
+  check_case("min_pairs", min_pairs, KILN_F32, 81, wmin, NULL);
+  g_nan_sign = 0;
+}
+
 KT_MAIN(KT_CASE(scans_of_16_bit_floats), KT_CASE(scans_of_8_bit_integers_are_i64), KT_CASE(argmin_of_8_bit_integers),
         KT_CASE(arange_rounds_once), KT_CASE(negative_zero_constants), KT_CASE(nan_constants_keep_their_sign),
         KT_CASE(tril_triu_far_diagonals), KT_CASE(integer_powers), KT_CASE(means_of_16_bit_floats), KT_CASE(softmax_of_16_bit_floats), KT_CASE(dropout_keeps_16_bit_dtypes), KT_CASE(item_of_special_floats),
-        KT_CASE(cross_entropy_ignored_rows_with_inf_logits))
+        KT_CASE(cross_entropy_ignored_rows_with_inf_logits), KT_CASE(maximum_minimum_of_specials))

@@ -26,8 +26,8 @@ kiln_buf *kiln_runtime_buffer(kiln_runtime *rt, size_t bytes) {
 
 /* KILN_BUFFER_CACHE_MB, default 2048: bytes of freed buffers kept for reuse. */
 static size_t buffer_cache_cap(void) {
-  long mb = 2048;
-  if (!kiln_cfg_long(kiln_cfg()->buffer_cache_mb, &mb)) mb = 2048; /* malformed ("2G"): the default */
+  long mb = 2048; /* unset or malformed ("2G"): the default (the parser sets mb only on success) */
+  kiln_cfg_long(kiln_cfg()->buffer_cache_mb, &mb);
   if (mb > ((long)1 << 40)) mb = (long)1 << 40;
   return mb > 0 ? (size_t)mb << 20 : 0;
 }
@@ -35,8 +35,8 @@ static size_t buffer_cache_cap(void) {
 /* KILN_GRAPH_CACHE_SIZE, default 1024 (PyTorch/XLA's default for its
  * in-memory cache): executables held at once; 0 or less: no cap. */
 static uint32_t graph_cache_cap(void) {
-  long n = 1024;
-  if (!kiln_cfg_long(kiln_cfg()->graph_cache_size, &n)) n = 1024; /* malformed ("1e3"): the default */
+  long n = 1024; /* unset or malformed ("1e3"): the default */
+  kiln_cfg_long(kiln_cfg()->graph_cache_size, &n);
   return n > 0 ? (uint32_t)(n < (long)UINT32_MAX ? n : (long)UINT32_MAX) : 0;
 }
 

@@ -371,6 +371,40 @@ static int child_bf16(void) {
   return kt_failed_checks ? 1 : 0;
 }
 
+/* kiln_gemm_bf16_flush_exact against its rule (gemm.h): 0 when an operand
+ * holds a subnormal, else whether the smallest exponent fields sum to at
+ * least 142. A (m x k, stored k x m when transposed) and B with rows longer
+ * than their values (the padding holds subnormals, which must be ignored),
+ * rows long enough for the AVX-512 scan's vector loop and its tail. */
+static int flush_case(int ta, int tb, int a_field, int b_field, uint16_t a_odd, uint16_t b_odd) {
+  const int64_t m = 40, n = 37, k = 33;
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n, lda = ac + 3, ldb = bc + 5;
+  uint16_t *a = malloc((size_t)(ar * lda) * 2), *b = malloc((size_t)(br * ldb) * 2);
+  for (int64_t i = 0; i < ar * lda; i++) a[i] = i % lda >= ac ? 0x0001 : (uint16_t)(a_field << 7 | (i % 5));
+  for (int64_t i = 0; i < br * ldb; i++) b[i] = i % ldb >= bc ? 0x8001 : (uint16_t)(0x8000 | b_field << 7 | (i % 3));
+  if (a_odd != 0xffff) a[(ar - 1) * lda + ac - 1] = a_odd; /* the last value stored */
+  if (b_odd != 0xffff) b[(br - 1) * ldb + bc - 1] = b_odd;
+  int got = kiln_gemm_bf16_flush_exact(ta, tb, m, n, k, a, lda, b, ldb);
+  free(a), free(b);
+  return got;
+}
+
+KT_TEST(bf16_flush_exact_rule) {
+  for (int t = 0; t < 4; t++) {
+    int ta = t & 1, tb = t >> 1;
+    KT_EQ_INT(flush_case(ta, tb, 127, 127, 0xffff, 0xffff), 1);     /* ordinary values */
+    KT_EQ_INT(flush_case(ta, tb, 127, 127, 0x0003, 0xffff), 0);     /* a subnormal in A, its last value */
+    KT_EQ_INT(flush_case(ta, tb, 127, 127, 0xffff, 0x8002), 0);     /* a negative subnormal in B */
+    KT_EQ_INT(flush_case(ta, tb, 127, 127, 71 << 7, 71 << 7), 1);   /* fields 71 + 71 = 142 */
+    KT_EQ_INT(flush_case(ta, tb, 127, 127, 71 << 7, 70 << 7), 0);   /* 71 + 70 = 141 */
+    KT_EQ_INT(flush_case(ta, tb, 100, 42, 0xffff, 0xffff), 1);      /* every value small, the sum 142 */
+    KT_EQ_INT(flush_case(ta, tb, 100, 41, 0xffff, 0xffff), 0);
+    KT_EQ_INT(flush_case(ta, tb, 0, 127, 0xffff, 0xffff), 0);        /* A: zeros and subnormals (field 0) */
+    KT_EQ_INT(flush_case(ta, tb, 127, 127, 0x7f80, 0xffc0), 1);     /* an infinity, a NaN */
+    KT_EQ_INT(flush_case(ta, tb, 127, 127, 0x8000, 0xffff), 1);     /* -0 */
+  }
+}
+
 /* In a child, as the libraries' cases: the GEMM library the conversion
  * path loads keeps its thread pool to the end, and LeakSanitizer's exit
  * scan of a pool thread's dynamic TLS (a dlopen'ed library's) crashes with
@@ -386,4 +420,4 @@ KT_TEST(bf16_gemm_matches_products_of_rounded_inputs) {
 
 KT_MAIN(KT_CASE(naive_matches_double_reference), KT_CASE(openblas_matches_double_reference),
         KT_CASE(onednn_matches_double_reference), KT_CASE(default_library_is_described),
-        KT_CASE(bf16_gemm_matches_products_of_rounded_inputs))
+        KT_CASE(bf16_gemm_matches_products_of_rounded_inputs), KT_CASE(bf16_flush_exact_rule))

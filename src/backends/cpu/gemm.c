@@ -241,7 +241,7 @@ static int fits_int(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, i
  * multiple of 2 KiB apart (a leading dimension % 512 == 0: layers of 512,
  * 1024, ... features): it reads k rows of each at once and they fall into
  * the same L1 sets. On one Zen 3 core, 512x256x2048 with lda 1024 ran at 31
- * GFLOP/s, 57 with A copied to rows 64 bytes further apart; 256x512x2048
+ * GFLOP/s, 57 with A copied to rows 64 bytes longer (pad_ld); 256x512x2048
  * with ldb 1024 at 35, 57 with B copied. The copy moves k·m (k·n) floats
  * against 2·m·n·k flops, so it is made where the other side is wide enough;
  * not on AVX-512 CPUs, where it was not measured (docs/gemm.md, "A
@@ -257,12 +257,22 @@ static int pad_tn_on(void) {
   return on;
 }
 
-/* rows x cols floats (leading dimension ld) copied to rows cols + 16 apart,
- * 64-byte aligned; NULL without memory */
+/* The leading dimension of a copy of rows of cols floats: a multiple of 16
+ * (rows 64-byte aligned, and aligned_alloc's size a multiple of its
+ * alignment, which AddressSanitizer insists on), 16 more than cols needs,
+ * and not itself a multiple of 512 (cols 496 would give 512) */
+static int64_t pad_ld(int64_t cols) {
+  int64_t ld = (cols + 15) / 16 * 16 + 16;
+  return ld % 512 == 0 ? ld + 16 : ld;
+}
+
+/* rows x cols floats (leading dimension ld) copied to rows pad_ld(cols)
+ * apart, 64-byte aligned; NULL without memory */
 static float *pad_copy(const float *x, int64_t rows, int64_t cols, int64_t ld) {
-  float *o = aligned_alloc(64, (size_t)(rows * (cols + 16)) * sizeof *o);
+  int64_t lp = pad_ld(cols);
+  float *o = aligned_alloc(64, (size_t)(rows * lp) * sizeof *o);
   if (o)
-    for (int64_t r = 0; r < rows; r++) memcpy(o + r * (cols + 16), x + r * ld, (size_t)cols * sizeof *o);
+    for (int64_t r = 0; r < rows; r++) memcpy(o + r * lp, x + r * ld, (size_t)cols * sizeof *o);
   return o;
 }
 
@@ -276,8 +286,8 @@ static int sgemm_tn_padded(int64_t m, int64_t n, int64_t k, float alpha, const f
   float *ap = pad_a ? pad_copy(a, k, m, lda) : NULL, *bp = pad_b ? pad_copy(b, k, n, ldb) : NULL;
   int rc = -1;
   if ((ap || !pad_a) && (bp || !pad_b))
-    rc = g_dnnl_sgemm('T', 'N', m, n, k, alpha, ap ? ap : a, ap ? m + 16 : lda, bp ? bp : b, bp ? n + 16 : ldb, beta,
-                      c, ldc) == 0 ? 0 : -1;
+    rc = g_dnnl_sgemm('T', 'N', m, n, k, alpha, ap ? ap : a, ap ? pad_ld(m) : lda, bp ? bp : b, bp ? pad_ld(n) : ldb,
+                      beta, c, ldc) == 0 ? 0 : -1;
   free(ap);
   free(bp);
   return rc;

@@ -69,7 +69,8 @@ int kiln_gemm_bf16_flush_exact(int trans_a, int trans_b, int64_t m, int64_t n, i
                                int64_t lda, const uint16_t *b, int64_t ldb);
 /* 1: bf16 GEMMs go to kiln_gemm_bf16 rather than the library's sgemm on
  * widened copies (this CPU's vdpbf16ps is the faster, or the library is the
- * naive loops; KILN_GEMM_BF16=kernel|library overrides) */
+ * naive loops; never where oneDNN's bf16 GEMM is wanted;
+ * KILN_GEMM_BF16=kernel|library|onednn overrides) */
 int kiln_gemm_bf16_preferred(void);
 
 #endif

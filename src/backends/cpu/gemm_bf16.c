@@ -1,8 +1,10 @@
 /* bf16 GEMM with f32 accumulation on CPUs with AVX512_BF16 (vdpbf16ps).
  *
  * Why kiln's own kernel: Debian 12's oneDNN 2.6.3 has dnnl_gemm_bf16bf16f32,
- * but it measured ~85 GFLOP/s on one core against ~145 for its own sgemm
- * (docs/gemm.md), and Debian's OpenBLAS 0.3.21 is built without sbgemm.
+ * but without AMX it measured ~85 GFLOP/s on one core against ~145 for its
+ * own sgemm (docs/gemm.md; with AMX it is the faster, and used: gemm.c,
+ * kiln_gemm_bf16_onednn), and Debian's OpenBLAS 0.3.21 is built without
+ * sbgemm.
  * vdpbf16ps does 32 multiply-adds per instruction where an f32 FMA does 16:
  * where it issues at the FMA's rate (AMD Zen 4: 232 vs 114 GFLOP/s on one
  * core, register-only loops) the kernel beats the f32 library; where it
@@ -81,8 +83,8 @@ int kiln_gemm_bf16_preferred(void) {
   if (!kiln_gemm_bf16_available()) return 0;
   const char *want = kiln_cfg()->gemm_bf16;
   if (want && !strcmp(want, "kernel")) return 1;
-  if (want && !strcmp(want, "library")) return 0;
-  if (kiln_gemm_bf16_onednn_wanted()) return 0; /* AMX, or KILN_GEMM_BF16=onednn (gemm.c) */
+  if (want && (!strcmp(want, "library") || !strcmp(want, "onednn"))) return 0;
+  if (kiln_gemm_bf16_onednn_wanted()) return 0; /* AMX (gemm.c) */
   if (!strcmp(kiln_gemm_library(), "naive")) return 1;
   return kiln_cpu_is_amd();
 }

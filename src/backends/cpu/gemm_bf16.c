@@ -89,6 +89,14 @@ int kiln_gemm_bf16_preferred(void) {
   return kiln_cpu_is_amd();
 }
 
+/* Whether vdpbf16ps (and AMX) computes a tile of blocks with smallest exponent fields
+ * ea, eb as f32 arithmetic does: no subnormal input (field 0), and every
+ * nonzero product and partial sum normal. A bf16 value with field e is a
+ * multiple of 2^(e-134), so products and their sums (exact, or rounded to
+ * an ulp at least as large) are multiples of 2^(ea+eb-268): at least 2^-126
+ * when ea + eb >= 142. */
+static inline int kernel_exact(int ea, int eb) { return ea > 0 && eb > 0 && ea + eb >= 142; }
+
 #ifdef KILN_HAVE_BF16_KERNEL
 /* 16 x 16 32-bit words: r[i] holds 16 words of row i in, r[x] of the
  * output holds word x of the 16 rows; the unpacks leave the words q+1 and
@@ -372,14 +380,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static int min_exponent(con
   return mag_field(lo, m);
 }
 
-/* Whether vdpbf16ps computes a tile of blocks with smallest exponent fields
- * ea, eb as f32 arithmetic does: no subnormal input (field 0), and every
- * nonzero product and partial sum normal. A bf16 value with field e is a
- * multiple of 2^(e-134), so products and their sums (exact, or rounded to
- * an ulp at least as large) are multiples of 2^(ea+eb-268): at least 2^-126
- * when ea + eb >= 142. */
-static inline int kernel_exact(int ea, int eb) { return ea > 0 && eb > 0 && ea + eb >= 142; }
-
 /* Rows [i0, i0+mc) x columns [j0, j0+nc) of op(A) op(B) over k [k0, k0+kc)
  * in f32 (the library's sgemm on f32 copies, or f32 dot products without
  * memory for them), stored as the micro-kernel stores a tile (st, c0, alpha;
@@ -455,14 +455,11 @@ static int min_field_rows(const uint16_t *x, int64_t rows, int64_t cols, int64_t
 
 int kiln_gemm_bf16_flush_exact(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t lda,
                                const uint16_t *b, int64_t ldb) {
-  /* as kernel_exact: a value with field e is a multiple of 2^(e-134), the
-   * products and their sums multiples of 2^(ea+eb-268); 255 (all zero, or
-   * infinities and NaNs only) is no exception: Inf times a flushed
-   * subnormal would be NaN */
+  /* kernel_exact over the whole operands; 255 (all zero, or infinities and
+   * NaNs only) is no exception: Inf times a flushed subnormal would be NaN */
   int ea = min_field_rows(a, ta ? k : m, ta ? m : k, lda);
   if (ea == 0) return 0;
-  int eb = min_field_rows(b, tb ? n : k, tb ? k : n, ldb);
-  return eb > 0 && ea + eb >= 142;
+  return kernel_exact(ea, min_field_rows(b, tb ? n : k, tb ? k : n, ldb));
 }
 
 #ifdef KILN_HAVE_BF16_KERNEL

@@ -748,14 +748,15 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
       const char *cd = kiln_cg_ex(c, in[0], x), *a = kiln_cg_ex(c, in[1], x), *b = kiln_cg_ex(c, in[2], x);
       int cdt = NODE(c, in[0])->dtype;
       if (is_float(cdt)) cd = kiln_cg_sf(c, "(kf2i64((double)(%s)) != 0)", cd);
-      /* f32/f64 values by a mask select (kself, scalar.inc): with ?: gcc
-       * sinks an arm's arithmetic into a branch that, without AVX-512's
-       * masks, it cannot make a vector select again, and the loop (a
-       * dropout's where) stayed scalar on AVX2. Both arms are safe to
-       * evaluate: every scalar op is total (integer x / 0 is 0, ...) */
+      /* float values by a mask select (kself, scalar.inc; a 16-bit float
+       * is an f32 inside a kernel): with ?: gcc sinks an arm's arithmetic
+       * into a branch that, without AVX-512's masks, it cannot make a vector
+       * select again, and the loop (a dropout's where) stayed scalar on
+       * AVX2. Both arms are safe to evaluate: every scalar op is total
+       * (integer x / 0 is 0, ...) */
       int same = NODE(c, in[1])->dtype == nd->dtype && NODE(c, in[2])->dtype == nd->dtype;
-      if (same && (nd->dtype == KILN_F32 || nd->dtype == KILN_F64))
-        return kiln_cg_sf(c, "%s(((%s) != 0), (%s), (%s))", nd->dtype == KILN_F32 ? "kself" : "kseld", cd, a, b);
+      if (same && (nd->dtype == KILN_F32 || nd->dtype == KILN_F64 || kiln_dt_is_half(nd->dtype)))
+        return kiln_cg_sf(c, "%s(((%s) != 0), (%s), (%s))", nd->dtype == KILN_F64 ? "kseld" : "kself", cd, a, b);
       return kiln_cg_sf(c, "((%s) ? (%s) : (%s))", cd, a, b);
     }
     case KILN_KIND_MOVE: return move(c, n, x);

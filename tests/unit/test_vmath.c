@@ -14,7 +14,12 @@
  * 3. kbf16_bits, the generated kernels' bf16 store, is kf32_bf16, and
  *    kbf16q, their rounding of values known exact, is kbf16r, on every
  *    value a bf16 node can hold (all 65536 bf16 values, NaNs of every
- *    payload and sign included, and kbf16r of f32 values across the range). */
+ *    payload and sign included, and kbf16r of f32 values across the range).
+ * 4. kf32_bf16, kf32_f16 and kf16_f32 against a rounding done in double
+ *    (and against F16C where the CPU has it). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -304,8 +309,83 @@ KT_TEST(bf16_store_is_the_rounding_on_bf16_values) {
   KT_CHECK(bad == 0);
 }
 
+/* ───────────── 16-bit float conversions against an independent rounding ─────────────
+ *
+ * kf32_bf16, kf32_f16 and kf16_f32 are written on the bits, branch-free (so
+ * the loops around them vectorize); the oracle here rounds in double: the
+ * value divided by its 16-bit format's spacing (a power of two, exact),
+ * nearbyint (round to nearest even), times the spacing, overflow to inf,
+ * then encoded from frexp. Every 2039th f32 pattern and, for every upper
+ * half, the low halves around both formats' rounding ties. Where the CPU has
+ * F16C, its vcvtps2ph / vcvtph2ps too. */
+static uint16_t enc16(double h, int neg, int mant, int bias) { /* a value of the format (or inf), encoded */
+  uint16_t sign = neg ? 0x8000u : 0u, inf = (uint16_t)(((1u << (15 - mant)) - 1u) << mant);
+  if (isinf(h)) return sign | inf;
+  if (h == 0) return sign;
+  int k;
+  double f = frexp(h, &k); /* h = f 2^k, f in [0.5, 1) */
+  int field = k - 1 + bias;
+  if (field <= 0) return sign | (uint16_t)ldexp(h, bias - 1 + mant); /* subnormal: h / 2^(1-bias-mant) */
+  return sign | (uint16_t)(field << mant) | (uint16_t)(ldexp(f * 2.0 - 1.0, mant));
+}
+static uint16_t round16(float x, int mant, int bias) { /* finite or infinite x */
+  double a = fabs((double)x), maxf = ldexp(2.0 - ldexp(1.0, -mant), (1 << (15 - mant)) - 2 - bias);
+  if (isinf(a)) return enc16(a, signbit(x) != 0, mant, bias);
+  int k;
+  frexp(a == 0 ? 1.0 : a, &k);
+  int e = k - 1 < 1 - bias ? 1 - bias : k - 1; /* the exponent of a's binade, at least the smallest normal's */
+  double sp = ldexp(1.0, e - mant), h = nearbyint(a / sp) * sp;
+  return enc16(h > maxf ? INFINITY : h, signbit(x) != 0, mant, bias);
+}
+#if defined(__x86_64__)
+__attribute__((target("f16c"))) static uint16_t f16c_narrow(float x) {
+  return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT);
+}
+__attribute__((target("f16c"))) static float f16c_widen(uint16_t h) { return _cvtsh_ss(h); }
+static int have_f16c(void) { return __builtin_cpu_supports("f16c"); }
+#else
+static uint16_t f16c_narrow(float x) { return (uint16_t)(x * 0); }
+static float f16c_widen(uint16_t h) { return (float)h; }
+static int have_f16c(void) { return 0; }
+#endif
+
+static int check_narrow(uint32_t b, int f16c, int *bad) {
+  float x = f_of(b);
+  if (isnan(x)) { /* bf16: the quiet NaN 0x7fc0; f16: quiet, sign and the payload's top bits kept */
+    uint16_t want16 = (uint16_t)(((b >> 16) & 0x8000u) | 0x7e00u | ((b >> 13) & 0x3ffu));
+    if ((kf32_bf16(x) != 0x7fc0u || kf32_f16(x) != want16) && (*bad)++ < 3)
+      KT_FAIL("NaN %08x: bf16 %04x, f16 %04x (want %04x)", (unsigned)b, kf32_bf16(x), kf32_f16(x), want16);
+    return 0;
+  }
+  uint16_t wb = round16(x, 7, 127), wh = round16(x, 10, 15);
+  if (kf32_bf16(x) != wb && (*bad)++ < 3) KT_FAIL("bf16 of %08x: %04x, want %04x", (unsigned)b, kf32_bf16(x), wb);
+  if (kf32_f16(x) != wh && (*bad)++ < 3) KT_FAIL("f16 of %08x: %04x, want %04x", (unsigned)b, kf32_f16(x), wh);
+  if (f16c && kf32_f16(x) != f16c_narrow(x) && (*bad)++ < 3)
+    KT_FAIL("f16 of %08x: %04x, F16C %04x", (unsigned)b, kf32_f16(x), f16c_narrow(x));
+  return 0;
+}
+
+KT_TEST(half_conversions_round_to_nearest_even) {
+  int bad = 0, f16c = have_f16c();
+  static const uint16_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000,
+                                  0x5000, 0x7fff, 0x8000, 0x8001, 0x9000, 0xefff, 0xf000, 0xffff};
+  for (uint64_t u = 0; u < 0x100000000ull; u += 2039) check_narrow((uint32_t)u, f16c, &bad);
+  for (uint32_t hi = 0; hi < 65536; hi++)
+    for (size_t l = 0; l < sizeof lows / sizeof lows[0]; l++) check_narrow(hi << 16 | lows[l], f16c, &bad);
+  for (uint32_t h = 0; h < 65536; h++) { /* f16 -> f32, every value */
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu, sign = (h & 0x8000u) << 16;
+    double v = e == 0 ? ldexp((double)m, -24) : ldexp(1.0 + m / 1024.0, (int)e - 15);
+    uint32_t want = e == 31 ? sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u) : sign | bits_of((float)v);
+    float got = kf16_f32((uint16_t)h);
+    if (bits_of(got) != want && bad++ < 3) KT_FAIL("f16 %04x: %08x, want %08x", (unsigned)h, bits_of(got), want);
+    if (f16c && bits_of(got) != bits_of(f16c_widen((uint16_t)h)) && bad++ < 3)
+      KT_FAIL("f16 %04x: %08x, F16C %08x", (unsigned)h, bits_of(got), bits_of(f16c_widen((uint16_t)h)));
+  }
+  KT_CHECK(bad == 0);
+}
+
 KT_MAIN(KT_CASE(exp_within_2_ulp), KT_CASE(log_within_1_ulp), KT_CASE(tanh_within_2_ulp),
         KT_CASE(erf_within_2_ulp), KT_CASE(sin_within_1_ulp), KT_CASE(cos_within_1_ulp),
         KT_CASE(small_reduction_same_bits_below_120), KT_CASE(gelu_close_to_double),
         KT_CASE(compiled_kernels_match_ref_bitwise), KT_CASE(sin_cos_in_row_loops_match_ref_bitwise),
-        KT_CASE(bf16_store_is_the_rounding_on_bf16_values))
+        KT_CASE(bf16_store_is_the_rounding_on_bf16_values), KT_CASE(half_conversions_round_to_nearest_even))

@@ -111,8 +111,10 @@ static void gen_scatter(cg *c, kiln_text *o, int32_t n, int a) {
                                                     KILN_F32, dt)));
   else if (is_float(dt))
     kiln_text_printf(o, "%s = %s + (%s)(%s);\n", dst, dst, ty, sv);
-  else /* integers wrap */
-    kiln_text_printf(o, "%s = (%s)((u%s)%s + (u%s)(%s));\n", dst, ty, ty, dst, ty, sv);
+  else { /* integers wrap: the sum in the unsigned type of the dtype's width */
+    const char *uty = dt == KILN_I32 ? "uint32_t" : dt == KILN_I64 ? "uint64_t" : "uint8_t";
+    kiln_text_printf(o, "%s = (%s)((%s)%s + (%s)(%s));\n", dst, ty, uty, dst, uty, sv);
+  }
   kiln_text_printf(o, "}\n}\n");
 }
 

@@ -151,7 +151,9 @@ static int32_t collapse_chain(kiln_pass_walk *w, const kiln_gnode *n, const int3
   } else if (n->op != KILN_OP_RESHAPE) {
     return -1;
   }
-  if (kiln_pass_same_shape(dnode(w, x), n)) return kiln_pass_coerce(w, n, x);
+  /* x's shape back: the identity for a reshape or an expand, not for a permutation (one that swaps axes
+   * of equal sizes keeps the shape; the identity permutation returned above) */
+  if (n->op != KILN_OP_PERMUTE && kiln_pass_same_shape(dnode(w, x), n)) return kiln_pass_coerce(w, n, x);
   int32_t r = kiln_pass_emit(w, &m, &x);
   if (r < 0) w->status = KILN_ERR_OUT_OF_MEMORY;
   return r;

@@ -129,6 +129,32 @@ static kiln_tensor pad_sum_neg_zero(void) {
   return kiln_add(pa, pb);
 }
 
+/* A chain of two permutations is one permutation on x; the simplifier took
+ * one whose result has x's shape (it swaps axes of equal sizes) for the
+ * identity and returned x: permute(permute(x, 0,2,1), 2,0,1) of x [2,2,2]
+ * is x.transpose(0, 1) (torch: x.permute(0,2,1).permute(2,0,1)). x = arange(8). */
+static kiln_tensor cube(void) { return kiln_reshape(kiln_arange(KILN_F32, 0, 8, 1), 3, ((int64_t[]){2, 2, 2})); }
+static kiln_tensor perm_swap(void) {
+  return kiln_permute(kiln_permute(cube(), ((int[]){0, 2, 1})), ((int[]){2, 0, 1}));
+}
+static kiln_tensor perm_cycle(void) { /* x.permute(2,1,0).permute(1,2,0): x.permute(1,0,2) */
+  return kiln_permute(kiln_permute(cube(), ((int[]){2, 1, 0})), ((int[]){1, 2, 0}));
+}
+static kiln_tensor perm_identity(void) {
+  return kiln_permute(kiln_permute(cube(), ((int[]){1, 0, 2})), ((int[]){1, 0, 2}));
+}
+static kiln_tensor reshape_back(void) {
+  return kiln_reshape(kiln_reshape(cube(), 2, ((int64_t[]){4, 2})), 3, ((int64_t[]){2, 2, 2}));
+}
+
+KT_TEST(collapsed_view_chains_keep_their_meaning) {
+  const double swap[8] = {0, 1, 4, 5, 2, 3, 6, 7}, same[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  check("permute(permute(x, 0,2,1), 2,0,1)", perm_swap, 8, swap, NULL);
+  check("permute(permute(x, 2,1,0), 1,2,0)", perm_cycle, 8, swap, NULL);
+  check("permute(permute(x, 1,0,2), 1,0,2)", perm_identity, 8, same, NULL);
+  check("reshape(reshape(x, 4,2), 2,2,2)", reshape_back, 8, same, NULL);
+}
+
 KT_TEST(pad_sum_keeps_the_fill) {
   const double w[4] = {-0.0, 1.0, 2.0, -0.0};
   check("pad(a, -0) + pad(b, -0)", pad_sum_neg_zero, 4, w, NULL);
@@ -240,5 +266,6 @@ KT_TEST(graph_cache_keeps_variants_apart) {
   }
 }
 
-KT_MAIN(KT_CASE(simplify_keeps_signed_zeros), KT_CASE(pad_sum_keeps_the_fill), KT_CASE(fold_sum_of_fills),
+KT_MAIN(KT_CASE(simplify_keeps_signed_zeros), KT_CASE(collapsed_view_chains_keep_their_meaning),
+        KT_CASE(pad_sum_keeps_the_fill), KT_CASE(fold_sum_of_fills),
         KT_CASE(fold_i64_past_2p53), KT_CASE(graph_cache_keeps_variants_apart))

@@ -39,6 +39,27 @@ static const struct {
 #undef KILN_PUB_BINARY
 };
 
+/* Their tensor-scalar forms: NAME_s (a graph input) and NAME_c (a constant). */
+static const struct {
+  const char *name;
+  kiln_tensor (*s)(kiln_tensor, double, kiln_loc);
+  kiln_tensor (*c)(kiln_tensor, double, kiln_loc);
+} k_scalar_forms[] = {
+#undef D_UNARY
+#undef D_BINARY
+#define D_UNARY(fn)
+#define D_BINARY(fn) {#fn, kiln_##fn##_s_at, kiln_##fn##_c_at},
+#define KILN_PUB_NONE D_NONE(none)
+#define KILN_PUB_UNARY(fn) D_UNARY(fn)
+#define KILN_PUB_BINARY(fn) D_BINARY(fn)
+#define KILN_OP(NAME, KIND, ARITY, STR, PUB, ...) PUB
+#include "kiln/ops.def"
+#undef KILN_OP
+#undef KILN_PUB_NONE
+#undef KILN_PUB_UNARY
+#undef KILN_PUB_BINARY
+};
+
 #define MAX_TOK 16384
 #define MAX_IDS 4096
 
@@ -55,6 +76,8 @@ static kiln_dtype dtype_of(const char *s) {
   if (!strcmp(s, "f64")) return KILN_F64;
   if (!strcmp(s, "i32")) return KILN_I32;
   if (!strcmp(s, "i64")) return KILN_I64;
+  if (!strcmp(s, "u8")) return KILN_U8;
+  if (!strcmp(s, "i8")) return KILN_I8;
   return KILN_BOOL;
 }
 
@@ -87,7 +110,8 @@ static void print_tensor(int prog, int si, kiln_tensor t, const char *kind) {
       case KILN_F64: printf(" %.17g", ((double *)buf)[i]); break;
       case KILN_I32: printf(" %d", ((int32_t *)buf)[i]); break;
       case KILN_I64: printf(" %lld", (long long)((int64_t *)buf)[i]); break;
-      default: printf(" %d", ((uint8_t *)buf)[i]); break;
+      case KILN_I8: printf(" %d", ((int8_t *)buf)[i]); break;
+      default: printf(" %d", ((uint8_t *)buf)[i]); break; /* bool, u8 */
     }
   }
   printf("\n");
@@ -106,8 +130,10 @@ static kiln_tensor run_op(char **tok, int nt) {
   int ii[MAX_TOK];
   for (int i = 0; i < na; i++) {
     at[i] = strtod(tok[a0 + i], NULL);
-    ai[i] = (int64_t)at[i];
-    ii[i] = (int)at[i];
+    /* the integer views of a scalar attribute (2^62, NaN) only where they exist: the float -> integer
+     * conversion is undefined outside the range */
+    ai[i] = at[i] >= -9223372036854775808.0 && at[i] < 9223372036854775808.0 ? (int64_t)at[i] : 0;
+    ii[i] = at[i] > -2147483649.0 && at[i] < 2147483648.0 ? (int)at[i] : 0;
   }
   kiln_tensor x = in[0], y = in[1];
   /* every public elementwise op of the op table, by its public name */
@@ -115,6 +141,12 @@ static kiln_tensor run_op(char **tok, int nt) {
     if (strcmp(name, k_elementwise[k].name)) continue;
     return k_elementwise[k].un ? k_elementwise[k].un(x, KILN_HERE) : k_elementwise[k].bin(x, y, KILN_HERE);
   }
+  size_t nl = strlen(name);
+  if (nl > 2 && name[nl - 2] == '_' && (name[nl - 1] == 's' || name[nl - 1] == 'c'))
+    for (size_t k = 0; k < sizeof k_scalar_forms / sizeof k_scalar_forms[0]; k++) {
+      if (strlen(k_scalar_forms[k].name) != nl - 2 || strncmp(name, k_scalar_forms[k].name, nl - 2)) continue;
+      return (name[nl - 1] == 's' ? k_scalar_forms[k].s : k_scalar_forms[k].c)(x, at[0], KILN_HERE);
+    }
   if (!strcmp(name, "add_c")) return kiln_add_c(x, at[0]);
   if (!strcmp(name, "mul_c")) return kiln_mul_c(x, at[0]);
   if (!strcmp(name, "add_s")) return kiln_add_s(x, at[0]);
@@ -161,6 +193,11 @@ static kiln_tensor run_op(char **tok, int nt) {
     return ii[name[0] == 's' ? 2 : 3] ? i : v;
   }
   if (!strcmp(name, "scatter_add")) return kiln_scatter_add(x, ii[0], y, in[2]);
+  if (!strcmp(name, "scatter")) return kiln_scatter(x, ii[0], y, in[2]);
+  if (!strcmp(name, "index_add")) return kiln_index_add(x, ii[0], y, in[2]);
+  if (!strcmp(name, "index_put")) return kiln_index_put(x, y, in[2], ii[0]);
+  if (!strcmp(name, "argmax")) return kiln_argmax(x, ii[0], ii[1]);
+  if (!strcmp(name, "argmin")) return kiln_argmin(x, ii[0], ii[1]);
   fprintf(stderr, "diff_run: unknown op %s\n", name);
   exit(2);
 }
@@ -179,6 +216,8 @@ static kiln_tensor run_in(char **tok, int nt) {
       case KILN_F64: ((double *)buf)[i] = v; break;
       case KILN_I32: ((int32_t *)buf)[i] = (int32_t)atoll(tok[v0 + i]); break;
       case KILN_I64: ((int64_t *)buf)[i] = atoll(tok[v0 + i]); break;
+      case KILN_U8: ((uint8_t *)buf)[i] = (uint8_t)atoi(tok[v0 + i]); break;
+      case KILN_I8: ((int8_t *)buf)[i] = (int8_t)atoi(tok[v0 + i]); break;
       default: ((uint8_t *)buf)[i] = (uint8_t)(v != 0); break;
     }
   }

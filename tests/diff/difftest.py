@@ -28,12 +28,15 @@ import tempfile
 
 import numpy as np
 
+import exact_island
+
 F32, F64, I32, I64, BOOL = "f32", "f64", "i32", "i64", "bool"
 BF16, F16 = "bf16", "f16"  # only inside 16-bit islands (Gen.half_island); never read
+U8, I8 = "u8", "i8"  # only inside exact islands (exact_island.py)
 HALVES = (BF16, F16)
-NP = {F32: np.float32, F64: np.float64, I32: np.int32, I64: np.int64, BOOL: np.bool_}
-RANK_ORDER = [BOOL, I32, I64, BF16, F16, F32, F64]  # kiln's promotion order (bf16 with f16 never meet here)
-DTYPE_CODE = {F32: 0, F64: 1, I32: 2, I64: 3, BOOL: 4, BF16: 5, F16: 6}
+NP = {F32: np.float32, F64: np.float64, I32: np.int32, I64: np.int64, BOOL: np.bool_, U8: np.uint8, I8: np.int8}
+RANK_ORDER = [BOOL, U8, I8, I32, I64, BF16, F16, F32, F64]  # kiln's promotion order (u8 with i8 only in islands)
+DTYPE_CODE = {F32: 0, F64: 1, I32: 2, I64: 3, BOOL: 4, BF16: 5, F16: 6, U8: 7, I8: 8}
 
 
 def round16(v, dt):
@@ -98,6 +101,9 @@ def softmax(x, axis):
 
 def apply_op(name, ins, attrs, dts):
     """NumPy value and kiln dtype of op `name` on values ins (dtypes dts)."""
+    exact = exact_island.apply(name, ins, attrs, dts)  # integers (wrapping), comparisons, logic, rounding
+    if exact is not None:
+        return exact
     x = ins[0] if ins else None
     if name in UNARY:
         return UNARY[name](x.astype(np.float64)), dts[0]
@@ -511,8 +517,13 @@ class Gen:
             z = self.inp(F32, s)
             return self.op("where", [c, x, z], [], promote(dt, F32), s)
         if k < 0.52:  # casts, and integer arithmetic
-            if r.random() < 0.2:
+            q = r.random()
+            if q < 0.2:
                 return self.half_island(s)
+            if q < 0.45:
+                return exact_island.int_island(self, s)
+            if q < 0.6:
+                return exact_island.float_island(self, s)
             to = r.choice([F64, I32, I64, F32])
             c = self.op("cast", [x], [DTYPE_CODE[to]], to, s)
             if to in (I32, I64):
@@ -537,6 +548,8 @@ class Gen:
             ax = r.randrange(len(s))
             return self.op(r.choice(["softmax", "log_softmax"]), [x], [ax], dt, s)
         if k < 0.80:
+            if r.random() < 0.3:
+                return self.view_chain(x)
             return self.view(x)
         if k < 0.87:  # matmul
             if len(s) == 1:
@@ -684,6 +697,21 @@ class Gen:
         hi = [r.randint(0, 2) for _ in s]
         out = [d + a + b for d, a, b in zip(s, lo, hi)]
         return self.op("pad", [x], ["%.9g" % float(np.float32(r.uniform(-1, 1)))] + lo + hi, dt, out)
+
+    def view_chain(self, x):
+        """2..5 views in a row, permutes half of them: the graph passes collapse chains (a permute of
+        a permute is one permute, a reshape of a reshape one reshape), and a chain over axes of equal
+        sizes may come back to x's shape without being the identity"""
+        r = self.r
+        for _ in range(r.randint(2, 5)):
+            dt, s = self.info[x]
+            if r.random() < 0.5 and len(s) >= 2:
+                p = list(range(len(s)))
+                r.shuffle(p)
+                x = self.op("permute", [x], p, dt, [s[i] for i in p])
+            else:
+                x = self.view(x)
+        return x
 
     def window(self, x):
         """a short window of constant bounds read from a tensor built along the same axis (a pad,
@@ -951,7 +979,8 @@ def run_kiln(exe, backend, programs, cache_dir):
             t = head.split()
             prog, si, dt, rank = int(t[1]), int(t[2]), t[3], int(t[4])
             shape = [int(a) for a in t[5:5 + rank]]
-            res[prog][0][si] = (dt, shape, [float(v) for v in vals.split()] if vals.strip() else [])
+            conv = float if dt in (F32, F64) else int  # integers exactly (an i64 is not a double)
+            res[prog][0][si] = (dt, shape, [conv(v) for v in vals.split()] if vals.strip() else [])
         elif line.startswith("E "):
             t = line.split(" ", 4)
             res[int(t[1])] = (res[int(t[1])][0], "statement %s: %s %s" % (t[2], t[3], t[4] if len(t) > 4 else ""))
@@ -979,13 +1008,25 @@ def compare(prog, expected, got, err):
             gshape, gdt = [], dt
         if list(gshape) != list(shape):
             return "statement %d (%s): shape %s, NumPy %s" % (si, st, gshape, shape)
+        if gdt != dt:
+            return "statement %d (%s): dtype %s, the oracle %s" % (si, st, gdt, dt)
+        if not is_float(dt):  # exactly, as Python integers
+            w = [int(v) for v in np.asarray(want).reshape(-1).tolist()]
+            if len(gv) != len(w):
+                return "statement %d (%s): %d values, NumPy %d" % (si, st, len(gv), len(w))
+            bad = [k for k in range(len(w)) if int(gv[k]) != w[k]]
+            if bad:
+                return "statement %d (%s): element %d is %d, the oracle %d (of %d; %d differ)" % (
+                    si, st, bad[0], int(gv[bad[0]]), w[bad[0]], len(w), len(bad))
+            continue
         w = np.asarray(want, dtype=np.float64).reshape(-1)
         g = np.asarray(gv, dtype=np.float64)
         if g.size != w.size:
             return "statement %d (%s): %d values, NumPy %d" % (si, st, g.size, w.size)
         if is_float(dt):
             rtol, atol = tolerance(st, dt, w)
-            bad = ~((np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w)))
+            with np.errstate(invalid="ignore"):  # inf - inf
+                bad = ~((g == w) | (np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w)))
         else:
             bad = g != w
         if np.any(bad):

@@ -158,7 +158,7 @@ KT_TEST(tiles_match_the_untiled_kernels_and_ref) {
   setenv("KILN_NUM_THREADS", "2", 1); /* a tile runs with at least as many batch entries as threads */
   for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
     const acase *c = &kCases[i];
-    bc_run("ref", prog, c, &ref);
+    bc_run_oracle(prog, c, &ref);
     g_tiles = 0;
     unsetenv("KILN_TILE_ATTENTION");
     bc_run("cpu", prog, c, &tiled);

@@ -229,7 +229,7 @@ static void check_program(int which, const char *what, int with_one) {
     cs[k] = (dcase){k < n ? T : 0, k == n, which, k < n ? U : 0};
     args[k] = &cs[k];
   }
-  KT_CHECK(bc_run_steps("ref", prog, args, n + 1, ref) == 0);
+  KT_CHECK(bc_run_oracle_steps(prog, args, n + 1, ref) == 0);
   kiln_metrics_clear();
   KT_CHECK_MSG(bc_run_steps(bc_backend_under_test(), prog, args, n + 1, got) == 0, "%s: %s", what, got[0].err);
   for (int k = 0; k < n; k++) {

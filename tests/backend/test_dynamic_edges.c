@@ -307,7 +307,7 @@ static void check_sizes(int which, const char *what, const int64_t *T, const int
     cs[k] = k < n ? (ecase){0, which, T[k], U ? U[k] : 0} : (ecase){1, which, 0, 0};
     args[k] = &cs[k];
   }
-  KT_CHECK(bc_run_steps("ref", prog, args, n + 1, ref) == 0);
+  KT_CHECK(bc_run_oracle_steps(prog, args, n + 1, ref) == 0);
   kiln_metrics_clear();
   KT_CHECK_MSG(bc_run_steps(bc_backend_under_test(), prog, args, n + 1, got) == 0, "%s: %s", what, got[0].err);
   if (getenv("KT_VERBOSE"))

@@ -66,7 +66,7 @@ static int check(const mm_case *c) {
   snprintf(what, sizeof what, "%s [%lld]x(%lldx%lldx%lld) bcast %d ta %d tb %d kind %d seed %llu",
            kiln_dtype_name(c->dt), (long long)c->batch, (long long)c->m, (long long)c->n, (long long)c->k,
            c->bcast, c->ta, c->tb, c->kind, (unsigned long long)c->seed);
-  bc_run("ref", prog, c, &ref);
+  bc_run_oracle(prog, c, &ref);
   bc_run(bc_backend_under_test(), prog, c, &got);
   int bad = 0;
   if (ref.status != KILN_OK || got.status != KILN_OK || ref.n != got.n) {

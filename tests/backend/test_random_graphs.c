@@ -1,7 +1,8 @@
 /* Random-graph fuzzer: random programs of 5-60 ops (elementwise with
  * broadcasting, reductions, reshape/permute/slice/concat/pad/expand,
  * matmul, where, cast, index ops) built through the public API from random
- * host inputs, evaluated on "ref" and on the backend under test, compared.
+ * host inputs, evaluated on "ref" without the graph passes (KILN_PASSES=0:
+ * the graph as traced) and on the backend under test with them, compared.
  *
  * Fixed seed: graph i is a pure function of (seed, i), so a failure names
  * the graph and KILN_FUZZ_ONLY=i reproduces it alone, printing its ops.
@@ -444,7 +445,7 @@ static int check_batch(uint64_t seed, int first, int count, int n_data, char **l
     a[d] = (fuzz_args){seed, first, count, d, d == 0 ? logs : NULL};
     args[d] = &a[d];
   }
-  bc_run_steps("ref", prog_batch, args, n_data, ref);
+  bc_run_oracle_steps(prog_batch, args, n_data, ref); /* ref on the graph as traced */
   bc_run_steps(bc_backend_under_test(), prog_batch, args, n_data, got);
   int bad = 0;
   for (int d = 0; d < n_data; d++) {

@@ -475,10 +475,11 @@ def int_index(g, cur):
 
 def float_island(g, s):
     """rounding, remainders, tests of values, comparisons and logic on float
-    inputs with specials; the float values leave the live set after their
-    reads (NaN and infinities would spoil later finite differences); the last
-    bool is returned"""
+    inputs with specials; the island's float values, its inputs included,
+    leave the live set after their reads (NaN and infinities would spoil later
+    finite differences and casts to integers); the last bool is returned"""
     r = g.r
+    first = g.n + 1  # the ids this island makes: t<first>...
     dt = r.choice([F32, F64])
     x = fresh(g, dt, s)
     made = [x]
@@ -512,6 +513,7 @@ def float_island(g, s):
     if r.random() < 0.5:
         c = g.op(r.choice(LOGIC), [c, g.op(r.choice(TESTS), [made[0]], [], BOOL, s)], [], BOOL, s)
     g.read(c)
-    for t in made:
-        g.live.discard(t)
+    for t in list(g.live):  # every float of the island (its fresh operands too) leaves the program
+        if int(t[1:]) >= first and g.info[t][0] in (F32, F64):
+            g.live.discard(t)
     return c

@@ -116,7 +116,8 @@ def apply_op(name, ins, attrs, dts):
             dt = dts[0]
         if name == "div" and not is_float(dt):
             dt = F32  # integer / is true division (docs/semantics.md)
-        return BINARY[name](ins[0].astype(np.float64), ins[1].astype(np.float64)), dt
+        with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 in the float islands: NaN, as kiln's
+            return BINARY[name](ins[0].astype(np.float64), ins[1].astype(np.float64)), dt
     if name in COMPARE:
         return COMPARE[name](ins[0].astype(np.float64), ins[1].astype(np.float64)), BOOL
     if name in ("add_c", "add_s"):
@@ -225,7 +226,8 @@ def to_dtype(v, dt):
         return v.astype(bool)
     if dt in (I32, I64):
         return np.asarray(v, dtype=np.float64).astype(NP[dt]) if v.dtype.kind == "f" else v.astype(NP[dt])
-    return v.astype(NP[dt])
+    with np.errstate(over="ignore"):  # a value past f32's range is inf there, as kiln's
+        return v.astype(NP[dt])
 
 
 # ───────────────────────── the oracle: programs ─────────────────────────

@@ -85,10 +85,12 @@ UNARY = {
     "cos": np.cos,
     "expm1": np.expm1,
     "log1p": np.log1p,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
 }
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "maximum": np.maximum, "minimum": np.minimum,
+    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
 }
 COMPARE = {"gt": np.greater, "lt": np.less}
 
@@ -488,13 +490,14 @@ class Gen:
         if k < 0.14:
             # (no floor/round/sign/remainder: a 1-ulp difference upstream can
             # move their result by a whole unit; test_op_table covers them)
-            name = r.choice(["neg", "abs", "exp", "tanh", "sigmoid", "relu", "gelu", "erf", "sin", "cos", "expm1"])
+            name = r.choice(["neg", "abs", "exp", "tanh", "sigmoid", "relu", "gelu", "erf", "sin", "cos", "expm1",
+                             "gelu_tanh"])
             if name in ("exp", "expm1"):
                 x = self.op("tanh", [x], [], dt, s)
             return self.op(name, [x], [], dt, s)
         if k < 0.19:  # log / sqrt of a positive value
             y = self.op("add_c", [self.op("abs", [x], [], dt, s)], [0.25], dt, s)
-            return self.op(r.choice(["log", "sqrt", "log1p"]), [y], [], dt, s)
+            return self.op(r.choice(["log", "sqrt", "log1p", "rsqrt"]), [y], [], dt, s)
         if k < 0.36:  # broadcasting binary op
             ys = list(s)
             mode = r.randint(0, 2)
@@ -504,7 +507,12 @@ class Gen:
                 ys = ys[r.randint(1, len(ys) - 1):]
             ydt = r.choice([F32, F32, F32, F64])
             y = self.inp(ydt, ys)
-            name = r.choice(["add", "sub", "mul", "div", "maximum", "minimum"])
+            name = r.choice(["add", "sub", "mul", "div", "maximum", "minimum", "pow"])
+            if name == "pow":  # a positive base, an exponent in (-1, 1): smooth in both
+                x = self.op("add_c", [self.op("abs", [x], [], dt, s)], [0.5], dt, s)
+                y = self.op("tanh", [y], [], ydt, ys)
+                out = list(np.broadcast_shapes(tuple(s), tuple(ys)))
+                return self.op(name, [x, y], [], promote(dt, ydt), out)
             if name == "div":
                 y = self.op("add_c", [self.op("abs", [y], [], ydt, ys)], [0.5], ydt, ys)
             out = list(np.broadcast_shapes(tuple(s), tuple(ys)))
@@ -513,9 +521,13 @@ class Gen:
         if k < 0.42:
             name = r.choice(["add_c", "mul_c", "add_s", "mul_s"])
             return self.op(name, [x], ["%.9g" % float(np.float32(r.uniform(-1.5, 1.5)))], dt, s)
-        if k < 0.47:  # where(x > y, x, z)
+        if k < 0.47:  # where(x > y, x, z), the condition broadcast or combined by logic half the time
             y = self.inp(dt, s)
             c = self.op("gt", [x, y], [], BOOL, s)
+            if r.random() < 0.5:
+                cs = [d if r.random() < 0.5 else 1 for d in s]
+                c2 = self.op(r.choice(["lt", "gt"]), [self.inp(F32, cs), self.inp(F32, cs)], [], BOOL, cs)
+                c = c2 if r.random() < 0.5 else self.op(r.choice(["logical_and", "logical_or"]), [c, c2], [], BOOL, s)
             z = self.inp(F32, s)
             return self.op("where", [c, x, z], [], promote(dt, F32), s)
         if k < 0.52:  # casts, and integer arithmetic

@@ -19,36 +19,19 @@
 
 #include "kiln/kiln.h"
 
-/* The public elementwise builders, from the op table (kiln/ops.def). */
+/* The public elementwise builders, from the op table (kiln/ops.def): unary
+ * ones, and binary ones with their tensor-scalar forms NAME_s (a graph
+ * input) and NAME_c (a constant). */
 static const struct {
   const char *name;
   kiln_tensor (*un)(kiln_tensor, kiln_loc);
   kiln_tensor (*bin)(kiln_tensor, kiln_tensor, kiln_loc);
-} k_elementwise[] = {
-#define D_NONE(fn)
-#define D_UNARY(fn) {#fn, kiln_##fn##_at, NULL},
-#define D_BINARY(fn) {#fn, NULL, kiln_##fn##_at},
-#define KILN_PUB_NONE D_NONE(none)
-#define KILN_PUB_UNARY(fn) D_UNARY(fn)
-#define KILN_PUB_BINARY(fn) D_BINARY(fn)
-#define KILN_OP(NAME, KIND, ARITY, STR, PUB, ...) PUB
-#include "kiln/ops.def"
-#undef KILN_OP
-#undef KILN_PUB_NONE
-#undef KILN_PUB_UNARY
-#undef KILN_PUB_BINARY
-};
-
-/* Their tensor-scalar forms: NAME_s (a graph input) and NAME_c (a constant). */
-static const struct {
-  const char *name;
   kiln_tensor (*s)(kiln_tensor, double, kiln_loc);
   kiln_tensor (*c)(kiln_tensor, double, kiln_loc);
-} k_scalar_forms[] = {
-#undef D_UNARY
-#undef D_BINARY
-#define D_UNARY(fn)
-#define D_BINARY(fn) {#fn, kiln_##fn##_s_at, kiln_##fn##_c_at},
+} k_elementwise[] = {
+#define D_NONE(fn)
+#define D_UNARY(fn) {#fn, kiln_##fn##_at, NULL, NULL, NULL},
+#define D_BINARY(fn) {#fn, NULL, kiln_##fn##_at, kiln_##fn##_s_at, kiln_##fn##_c_at},
 #define KILN_PUB_NONE D_NONE(none)
 #define KILN_PUB_UNARY(fn) D_UNARY(fn)
 #define KILN_PUB_BINARY(fn) D_BINARY(fn)
@@ -143,14 +126,11 @@ static kiln_tensor run_op(char **tok, int nt) {
   }
   size_t nl = strlen(name);
   if (nl > 2 && name[nl - 2] == '_' && (name[nl - 1] == 's' || name[nl - 1] == 'c'))
-    for (size_t k = 0; k < sizeof k_scalar_forms / sizeof k_scalar_forms[0]; k++) {
-      if (strlen(k_scalar_forms[k].name) != nl - 2 || strncmp(name, k_scalar_forms[k].name, nl - 2)) continue;
-      return (name[nl - 1] == 's' ? k_scalar_forms[k].s : k_scalar_forms[k].c)(x, at[0], KILN_HERE);
+    for (size_t k = 0; k < sizeof k_elementwise / sizeof k_elementwise[0]; k++) {
+      const char *base = k_elementwise[k].name;
+      if (!k_elementwise[k].s || strlen(base) != nl - 2 || strncmp(name, base, nl - 2)) continue;
+      return (name[nl - 1] == 's' ? k_elementwise[k].s : k_elementwise[k].c)(x, at[0], KILN_HERE);
     }
-  if (!strcmp(name, "add_c")) return kiln_add_c(x, at[0]);
-  if (!strcmp(name, "mul_c")) return kiln_mul_c(x, at[0]);
-  if (!strcmp(name, "add_s")) return kiln_add_s(x, at[0]);
-  if (!strcmp(name, "mul_s")) return kiln_mul_s(x, at[0]);
   if (!strcmp(name, "where")) return kiln_where(in[0], in[1], in[2]);
   if (!strcmp(name, "cast")) return kiln_cast(x, (kiln_dtype)ii[0]);
   if (!strcmp(name, "sum")) return kiln_sum(x, ii[1], ii[1] ? ii + 2 : NULL, ii[0]);

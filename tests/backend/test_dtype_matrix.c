@@ -157,7 +157,8 @@ typedef struct mcase {
 static unsigned g_built[N_VARIANTS][N_OPS]; /* bit d: the op built on dtype d in that variant */
 
 /* Integer data with the range's extremes (bc_host_data's kind 2 adds
- * specials to floats only). */
+ * specials to floats only); i64's top is 2^62, as kiln_full takes a double
+ * (2^63 - 1 is none). */
 static kiln_tensor input(kiln_dtype dt, int kind, int dyn) {
   kiln_tensor x = bc_input(dt, 2, kShape, 0x5eed + (uint64_t)dt, kind);
   if (dyn) kiln_dynamic(x, 0);

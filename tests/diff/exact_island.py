@@ -27,6 +27,7 @@ RANGE = {U8: (0, 255), I8: (-128, 127), I32: (-2 ** 31, 2 ** 31 - 1), I64: (-2 *
 SCALAR_RANGE = dict(RANGE, **{I64: (-2 ** 62, 2 ** 62)})
 NPT = {U8: np.uint8, I8: np.int8, I32: np.int32, I64: np.int64, BOOL: np.bool_}
 INT_ORDER = [BOOL, U8, I8, I32, I64]
+DTYPES = (F32, F64, I32, I64, BOOL, "bf16", "f16", U8, I8)  # kiln_dtype's order: a cast's attribute
 
 ARITH = ("add", "sub", "mul", "maximum", "minimum", "remainder", "fmod", "pow")
 CMP = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -213,7 +214,7 @@ def int_op(name, ins, attrs, dts):
         odt = ipromote(dts[1], dts[2], np.ndim(ins[1]), np.ndim(ins[2]))
         return wrap(np.where(np.asarray(x) != 0, exact(ins[1]), exact(ins[2])), odt), odt
     if name == "cast":
-        to = [F32, F64, I32, I64, BOOL, "bf16", "f16", U8, I8][int(attrs[0])]
+        to = DTYPES[int(attrs[0])]
         if to == BOOL:
             return np.asarray(x) != 0, BOOL
         if to in INTS:
@@ -325,21 +326,21 @@ def int_island(g, s):
             v = r.choice([r.randint(-5, 5), lo, hi, 2, -1, 0]) if "pow" not in name else r.randint(0, 9)
             v = min(max(v, lo), hi)
             if dt == BOOL:
-                cur = g.op("cast", [cur], [7], U8, sh)
+                cur = g.op("cast", [cur], [DTYPES.index(U8)], U8, sh)
                 dt = U8
                 v = min(max(v, 0), 255)
             cur = g.op(name, [cur], [v], dt, sh)
         elif k < 0.5:
             name = r.choice(["neg", "abs", "sign", "floor", "round"])
             if dt == BOOL:
-                cur = g.op("cast", [cur], [8], I8, sh)
+                cur = g.op("cast", [cur], [DTYPES.index(I8)], I8, sh)
                 dt = I8
             cur = g.op(name, [cur], [], dt, sh)
         elif k < 0.62:
             cur = int_logic(g, cur)
         elif k < 0.7:
             to = r.choice(INTS + (BOOL,))
-            cur = g.op("cast", [cur], [[F32, F64, I32, I64, BOOL, "bf16", "f16", U8, I8].index(to)], to, sh)
+            cur = g.op("cast", [cur], [DTYPES.index(to)], to, sh)
         elif k < 0.8:
             cur = int_reduce(g, cur)
         elif k < 0.88:
@@ -443,7 +444,7 @@ def int_index(g, cur):
     ax = r.randrange(len(sh))
     k = r.randint(0, 5)
     if dt == BOOL:
-        cur = g.op("cast", [cur], [2], I32, sh)
+        cur = g.op("cast", [cur], [DTYPES.index(I32)], I32, sh)
         dt = I32
     if k <= 1:
         gs = [r.randint(1, d) for d in sh]

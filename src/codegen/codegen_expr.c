@@ -81,12 +81,11 @@ int kiln_cg_site_of(cg *c, int32_t n) {
  * through the error word (first error wins) and clamped, so the load stays
  * in bounds (the output after an error is unspecified, never a crash). The
  * check is one unsigned compare; the report is a cold call. */
-static const kiln_ix *ix_atom(cg *c, const char *s, int canon, int64_t lo, int64_t hi);
 static const kiln_ix *checked_index(cg *c, int32_t n, const char *iv, int64_t dim, const char **text) {
   int e = kiln_cg_arg_of(c, KILN_CG_ERR_ARG, "int64_t");
   int site = kiln_cg_site_of(c, n);
   *text = kiln_cg_sf(c, "kidx((int64_t)(%s), %lldLL, a%d, %d)", iv, (long long)dim, e, site);
-  return ix_atom(c, *text, -1, 0, dim - 1);
+  return kiln_cg_ix_atom(c, *text, 0, dim - 1);
 }
 
 /* v, the value read at the checked index `text` (checked_index): if v never
@@ -112,338 +111,6 @@ static const char *f64_lit(cg *c, double v) {
 /* A double constant as a value of dtype dt (the CONST and PAD rules). */
 static const char *lit(cg *c, double v, int dt) { return kiln_cg_conv(c, f64_lit(c, v), KILN_F64, dt); }
 
-/* ───────────── index algebra (see kiln_ix in codegen_internal.h) ───────────── */
-
-#define IX_BIG ((int64_t)1 << 60)
-
-static kiln_ix *ix_new(cg *c) {
-  kiln_ix *r = kiln_arena_alloc(&c->ar, sizeof *r);
-  if (!r) {
-    c->st = KILN_ERR_OUT_OF_MEMORY;
-    static kiln_ix zero;
-    return &zero; /* read-only fallback: callers copy before writing */
-  }
-  memset(r, 0, sizeof *r);
-  return r;
-}
-
-static int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r) || r > IX_BIG || r < -IX_BIG) return (a > 0 || b > 0) ? IX_BIG : -IX_BIG;
-  return r;
-}
-
-static int64_t sat_mul(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r) || r > IX_BIG || r < -IX_BIG) return ((a < 0) != (b < 0)) ? -IX_BIG : IX_BIG;
-  return r;
-}
-
-/* The range of x's value (from its atoms' ranges). */
-static void ix_range(const kiln_ix *x, int64_t *lo, int64_t *hi) {
-  int64_t l = x->k, h = x->k;
-  for (int i = 0; i < x->n; i++) {
-    int64_t a = sat_mul(x->t[i].c, x->t[i].lo), b = sat_mul(x->t[i].c, x->t[i].hi);
-    l = sat_add(l, a < b ? a : b);
-    h = sat_add(h, a < b ? b : a);
-  }
-  *lo = l;
-  *hi = h;
-}
-
-const kiln_ix *kiln_cg_ix_atom(cg *c, const char *s, int64_t lo, int64_t hi) { return ix_atom(c, s, -1, lo, hi); }
-
-static const kiln_ix *ix_const(cg *c, int64_t k) {
-  kiln_ix *r = ix_new(c);
-  if (c->st == KILN_OK) r->k = k;
-  return r;
-}
-
-static const kiln_ix *ix_atom(cg *c, const char *s, int canon, int64_t lo, int64_t hi) {
-  if (lo == hi) return ix_const(c, lo);
-  kiln_ix *r = ix_new(c);
-  if (c->st != KILN_OK) return r;
-  r->n = 1;
-  r->t[0] = (kiln_ix_term){.s = s, .canon = canon, .c = 1, .lo = lo, .hi = hi};
-  return r;
-}
-
-static const char *ix_str(cg *c, const kiln_ix *x);
-
-/* The atom `(base op dm)` with range [lo, hi]. */
-static const kiln_ix *ix_divmod_atom(cg *c, const kiln_ix *base, char op, int64_t dm, int64_t lo, int64_t hi) {
-  const kiln_ix *r = ix_atom(c, kiln_cg_sf(c, "(%s %c %lldLL)", ix_str(c, base), op, (long long)dm), -1, lo, hi);
-  if (c->st == KILN_OK && r->n == 1) {
-    kiln_ix *w = (kiln_ix *)r;
-    w->t[0].op = op;
-    w->t[0].dm = dm;
-    w->t[0].base = base;
-  }
-  return r;
-}
-
-/* x as a single opaque atom (when it has too many terms). */
-static const kiln_ix *ix_opaque(cg *c, const kiln_ix *x) {
-  int64_t lo, hi;
-  ix_range(x, &lo, &hi);
-  return ix_atom(c, ix_str(c, x), -1, lo, hi);
-}
-
-/* a * ma + b * mb */
-static const kiln_ix *ix_lin2(cg *c, const kiln_ix *a, int64_t ma, const kiln_ix *b, int64_t mb) {
-  kiln_ix *r = ix_new(c);
-  if (c->st != KILN_OK) return r;
-  r->k = a->k * ma + (b ? b->k * mb : 0);
-  for (int w = 0; w < 2; w++) {
-    const kiln_ix *x = w ? b : a;
-    int64_t m = w ? mb : ma;
-    if (!x || m == 0) continue;
-    for (int i = 0; i < x->n; i++) {
-      int j = 0;
-      while (j < r->n && strcmp(r->t[j].s, x->t[i].s) != 0) j++;
-      if (j < r->n) {
-        r->t[j].c += x->t[i].c * m;
-        if (r->t[j].c == 0) r->t[j] = r->t[--r->n];
-        continue;
-      }
-      if (r->n == KILN_IX_MAXT) { /* too many terms: fold what we have into one atom */
-        kiln_ix *o = (kiln_ix *)ix_opaque(c, r);
-        if (c->st != KILN_OK) return r;
-        *r = *o;
-      }
-      r->t[r->n] = x->t[i];
-      r->t[r->n++].c = x->t[i].c * m;
-    }
-  }
-  for (int p = 0; p < r->n; p++) {
-    if (r->t[p].op != '%') continue;
-    for (int q = 0; q < r->n; q++) {
-      const kiln_ix_term *tp = &r->t[p], *tq = &r->t[q];
-      if (tq->op != '/' || tq->dm != tp->dm || tq->c != tp->c * tp->dm || strcmp(ix_str(c, tq->base), ix_str(c, tp->base)) != 0)
-        continue;
-      /* (x % n) * c + (x / n) * (c * n) = x * c */
-      kiln_ix *rest = ix_new(c);
-      if (c->st != KILN_OK) return r;
-      rest->k = r->k;
-      for (int i = 0; i < r->n; i++)
-        if (i != p && i != q) rest->t[rest->n++] = r->t[i];
-      return ix_lin2(c, rest, 1, tp->base, tp->c);
-    }
-  }
-  return r;
-}
-
-/* x narrowed to [lo, hi] (its value wherever it is used). A narrowed sum
- * becomes one atom with the tight range: `(i3 / 2 - 1)` known in [0, 13]
- * lets a later `(A * 14 + B) / 14` fold, which the separate terms
- * (ranges [0, 13] and a constant -1) would not. */
-static const kiln_ix *ix_clamp(cg *c, const kiln_ix *x, int64_t lo, int64_t hi) {
-  int64_t l, h;
-  ix_range(x, &l, &h);
-  if (l >= lo && h <= hi) return x;
-  if (l < lo) l = lo;
-  if (h > hi) h = hi;
-  if (x->n == 1 && x->t[0].c == 1 && x->k == 0) { /* narrow the atom itself */
-    kiln_ix *r = ix_new(c);
-    if (c->st != KILN_OK) return r;
-    *r = *x;
-    r->t[0].lo = l - x->k;
-    r->t[0].hi = h - x->k;
-    return r;
-  }
-  return ix_atom(c, ix_str(c, x), -1, l, h);
-}
-
-static int64_t fdiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
-
-static int64_t gcd64(int64_t a, int64_t b) {
-  if (a < 0) a = -a;
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-/* x = h * g + l with h the terms whose coefficients are multiples of g
- * (divided by g) and l the rest plus the constant's remainder in [0, g). */
-static void ix_split(cg *c, const kiln_ix *x, int64_t g, kiln_ix **h, kiln_ix **l) {
-  *h = ix_new(c);
-  *l = ix_new(c);
-  if (c->st != KILN_OK) return;
-  (*h)->k = fdiv(x->k, g);
-  (*l)->k = x->k - (*h)->k * g;
-  for (int i = 0; i < x->n; i++) {
-    kiln_ix *w = x->t[i].c % g == 0 ? *h : *l;
-    w->t[w->n] = x->t[i];
-    if (w == *h) w->t[w->n].c /= g;
-    w->n++;
-  }
-}
-
-/* In a family's instance (c->sym): whether hi, the end of an index range,
- * may be compared with m, a symbol's size, only at the instances' primes:
- * hi < m holds there but not at every size of the family (a constant window
- * of a transposed [3, T] flattened: its x / T is not 0 at T = 2; the first U
- * elements of a [U, T] flattened, made where U < T, at a size where U > T). */
-static int sym_small_vs_size(const cg *c, int64_t hi, int64_t m) {
-  return c->sym && m >= c->sym_floor && hi < m && !kiln_cg_sym_lt_always(c->n_syms, c->sym_p, c->sym_floor, hi, m);
-}
-
-/* floor(x / d), d >= 1, for x >= 0 wherever it is used. With g a divisor
- * of d (d itself, or the gcd of d and a coefficient): the terms whose
- * coefficients are multiples of g divide exactly, and when the rest stays
- * in [0, g) it drops out: floor(x / d) = floor(h / (d / g)). Otherwise the
- * rest becomes one atom `(rest / d)`. */
-static const kiln_ix *ix_div(cg *c, const kiln_ix *x, int64_t d) {
-  if (d == 1) return x;
-  if (d <= 0) return ix_const(c, 0); /* an empty node: never evaluated */
-  int64_t lo, hi;
-  ix_range(x, &lo, &hi);
-  if (lo < 0) lo = 0;
-  if (sym_small_vs_size(c, hi, d)) return ix_divmod_atom(c, x, '/', d, 0, hi); /* d >= 1: in [0, hi] */
-  int64_t cand[KILN_IX_MAXT + 1];
-  int nc = 0;
-  cand[nc++] = d;
-  for (int i = 0; i < x->n; i++) {
-    int64_t g = gcd64(x->t[i].c, d), j = 0;
-    while (j < nc && cand[j] != g) j++;
-    if (g > 1 && j == nc) cand[nc++] = g;
-  }
-  for (int i = 1; i < nc; i++) /* largest divisor first */
-    for (int j = i; j > 1 && cand[j] > cand[j - 1]; j--) {
-      int64_t t = cand[j];
-      cand[j] = cand[j - 1];
-      cand[j - 1] = t;
-    }
-  kiln_ix *h, *l;
-  int64_t llo, lhi;
-  for (int i = 0; i < nc; i++) {
-    int64_t g = cand[i];
-    ix_split(c, x, g, &h, &l);
-    if (c->st != KILN_OK) return x;
-    ix_range(l, &llo, &lhi);
-    if (llo >= 0 && lhi < g && !sym_small_vs_size(c, lhi, g))
-      return g == d ? ix_clamp(c, h, lo / d, hi / d) : ix_div(c, h, d / g);
-  }
-  ix_split(c, x, d, &h, &l);
-  if (c->st != KILN_OK) return x;
-  ix_range(l, &llo, &lhi);
-  if (llo >= 0) {
-    const kiln_ix *q = ix_divmod_atom(c, l, '/', d, sym_small_vs_size(c, lhi, d) ? 0 : llo / d,
-                                      sym_small_vs_size(c, lhi, d) ? lhi : lhi / d);
-    return ix_clamp(c, ix_lin2(c, h, 1, q, 1), lo / d, hi / d);
-  }
-  return ix_divmod_atom(c, x, '/', d, lo / d, hi / d);
-}
-
-/* x mod n, n >= 1, for x >= 0 wherever it is used: terms with coefficients
- * that are multiples of n drop out; what stays in [0, n) needs no `%`. */
-static const kiln_ix *ix_mod(cg *c, const kiln_ix *x, int64_t n) {
-  if (n <= 1) return ix_const(c, 0); /* n < 1: an empty node, never evaluated */
-  int64_t lo, hi;
-  ix_range(x, &lo, &hi);
-  if (lo >= 0 && sym_small_vs_size(c, hi, n)) return ix_divmod_atom(c, x, '%', n, 0, hi);
-  if (lo >= 0 && hi < n) return x;
-  kiln_ix *r = ix_new(c);
-  if (c->st != KILN_OK) return r;
-  r->k = x->k - fdiv(x->k, n) * n;
-  for (int i = 0; i < x->n; i++)
-    if (x->t[i].c % n != 0) r->t[r->n++] = x->t[i];
-  int64_t rlo, rhi;
-  ix_range(r, &rlo, &rhi);
-  if (rlo >= 0 && rhi < n && !sym_small_vs_size(c, rhi, n)) return r;
-  const kiln_ix *base = rlo >= 0 ? r : x;
-  return ix_divmod_atom(c, base, '%', n, 0, n - 1);
-}
-
-static const char *ix_str(cg *c, const kiln_ix *x) {
-  if (x->n == 0) return kiln_cg_sf(c, "%lldLL", (long long)x->k);
-  if (x->n == 1 && x->k == 0 && x->t[0].c == 1) {
-    if (x->t[0].canon >= 0) c->used_axes |= 1u << x->t[0].canon;
-    return x->t[0].s;
-  }
-  const char *e = NULL;
-  for (int i = 0; i < x->n; i++) {
-    const kiln_ix_term *t = &x->t[i];
-    if (t->canon >= 0) c->used_axes |= 1u << t->canon;
-    const char *v = t->c == 1 ? t->s : kiln_cg_sf(c, "%s * %lldLL", t->s, (long long)t->c);
-    e = e ? kiln_cg_sf(c, "%s + %s", e, v) : v;
-  }
-  if (x->k) e = kiln_cg_sf(c, "%s + %lldLL", e, (long long)x->k);
-  return kiln_cg_sf(c, "(%s)", e);
-}
-
-/* ───────────── indices ───────────── */
-
-static const kiln_ix *lin_aff(cg *c, const ictx *x);
-
-static const kiln_ix *axis_ix(cg *c, const ictx *x, int d) {
-  if (x->shape[d] <= 1) return ix_const(c, 0); /* 0: an empty node, never evaluated */
-  if (x->ax[d]) return ix_clamp(c, x->ax[d], 0, x->shape[d] - 1);
-  int64_t st = 1;
-  for (int e = d + 1; e < x->rank; e++) st *= x->shape[e];
-  const kiln_ix *fl = x->flat_aff ? x->flat_aff : x->flat;
-  return ix_clamp(c, ix_mod(c, ix_div(c, fl, st), x->shape[d]), 0, x->shape[d] - 1);
-}
-
-static const char *axis(cg *c, const ictx *x, int d) { return ix_str(c, axis_ix(c, x, d)); }
-
-/* The flat index in terms of the axes (for deriving axes of a reshape). */
-static const kiln_ix *lin_aff(cg *c, const ictx *x) {
-  if (x->flat_aff) return x->flat_aff;
-  int all = 1;
-  for (int d = 0; d < x->rank; d++) all &= x->ax[d] != NULL || x->shape[d] == 1;
-  if (x->flat && !all) return x->flat;
-  const kiln_ix *e = ix_const(c, 0);
-  int64_t st = 1, numel = 1;
-  for (int d = x->rank - 1; d >= 0; d--) {
-    if (x->shape[d] != 1) e = ix_lin2(c, e, 1, axis_ix(c, x, d), st);
-    st *= x->shape[d];
-  }
-  for (int d = 0; d < x->rank; d++) numel *= x->shape[d];
-  return ix_clamp(c, e, 0, numel - 1);
-}
-
-/* The flat index as rendered for loads. */
-static const kiln_ix *lin_ix(cg *c, const ictx *x) { return x->flat ? x->flat : lin_aff(c, x); }
-static const char *lin(cg *c, const ictx *x) { return ix_str(c, lin_ix(c, x)); }
-
-static void ctx_other(ictx *x, const kiln_gnode *n) {
-  memset(x, 0, sizeof *x);
-  x->kind = KILN_SCTX_OTHER;
-  x->rank = n->rank;
-  x->shape = n->shape;
-}
-
-void kiln_cg_init_ctx(cg *c) {
-  const kiln_skernel *k = c->k;
-  c->fctx.kind = KILN_SCTX_F;
-  c->fctx.rank = k->rank;
-  c->fctx.shape = k->shape;
-  c->rsctx.kind = KILN_SCTX_RS;
-  c->rsctx.rank = k->rank;
-  c->rsctx.shape = c->rs_shape;
-  int64_t nf = 1, nr = 1;
-  for (int d = 0; d < k->rank; d++) {
-    int inner = k->mask >> d & 1;
-    c->rs_shape[d] = inner ? 1 : k->shape[d];
-    c->fctx.ax[d] = ix_atom(c, kiln_cg_canon_ax[d], d, 0, k->shape[d] - 1);
-    c->rsctx.ax[d] = inner ? ix_const(c, 0) : c->fctx.ax[d];
-    nf *= k->shape[d];
-    nr *= c->rs_shape[d];
-  }
-  c->fctx.flat = ix_atom(c, "f", -1, 0, nf - 1);
-  c->rsctx.flat = ix_atom(c, "row", -1, 0, nr - 1);
-  /* the flat indices in terms of the axes, for reshapes of the canonical index */
-  ictx t = c->fctx;
-  t.flat = NULL;
-  c->fctx.flat_aff = lin_aff(c, &t);
-  t = c->rsctx;
-  t.flat = NULL;
-  c->rsctx.flat_aff = lin_aff(c, &t);
-}
 
 /* ───────────── expressions ───────────── */
 
@@ -475,7 +142,7 @@ static const char *load(cg *c, int32_t n, const ictx *x) {
     return kiln_cg_conv(c, hoist(c, ty, kiln_cg_sf(c, "a%d[0]", a)), fl ? KILN_F64 : KILN_I64, nd->dtype);
   }
   int a = kiln_cg_arg_of(c, buf, sty(nd->dtype));
-  const char *e = kiln_cg_sf(c, "a%d[%s]", a, lin(c, x));
+  const char *e = kiln_cg_sf(c, "a%d[%s]", a, kiln_cg_lin(c, x));
   return kiln_cg_ld(c, nd->dtype, nd->rank == 0 ? hoist(c, sty(nd->dtype), e) : e);
 }
 
@@ -547,28 +214,28 @@ static void child_ctx(cg *c, int32_t n, int k, const ictx *x, ictx *y) {
     return;
   }
   const kiln_gnode *nd = NODE(c, n), *in = NODE(c, INP(c, n, k));
-  ctx_other(y, in);
+  kiln_cg_ctx_other(y, in);
   const int64_t *ia = nd->iattr;
   switch (nd->op) {
     case KILN_OP_RESHAPE:
-      y->flat = lin_ix(c, x);
-      y->flat_aff = lin_aff(c, x);
+      y->flat = kiln_cg_lin_ix(c, x);
+      y->flat_aff = kiln_cg_lin_aff(c, x);
       break;
     case KILN_OP_PERMUTE:
-      for (int i = 0; i < nd->rank; i++) y->ax[ia[i]] = axis_ix(c, x, i);
+      for (int i = 0; i < nd->rank; i++) y->ax[ia[i]] = kiln_cg_axis_ix(c, x, i);
       break;
     case KILN_OP_EXPAND:
-      for (int d = 0; d < nd->rank; d++) y->ax[d] = in->shape[d] == 1 ? ix_const(c, 0) : axis_ix(c, x, d);
+      for (int d = 0; d < nd->rank; d++) y->ax[d] = in->shape[d] == 1 ? kiln_cg_ix_const(c, 0) : kiln_cg_axis_ix(c, x, d);
       break;
     case KILN_OP_SLICE:
       for (int d = 0; d < nd->rank; d++)
-        y->ax[d] = ix_lin2(c, axis_ix(c, x, d), ia[nd->rank + d], ix_const(c, ia[d]), 1);
+        y->ax[d] = kiln_cg_ix_lin2(c, kiln_cg_axis_ix(c, x, d), ia[nd->rank + d], kiln_cg_ix_const(c, ia[d]), 1);
       break;
     case KILN_OP_PAD: /* the raw index: the caller tests it against the input's extent */
-      for (int d = 0; d < nd->rank; d++) y->ax[d] = ix_lin2(c, axis_ix(c, x, d), 1, ix_const(c, -ia[d]), 1);
+      for (int d = 0; d < nd->rank; d++) y->ax[d] = kiln_cg_ix_lin2(c, kiln_cg_axis_ix(c, x, d), 1, kiln_cg_ix_const(c, -ia[d]), 1);
       break;
     default: /* CONCAT, INDEX_SELECT, GATHER: handled by the caller */
-      for (int d = 0; d < nd->rank && d < in->rank; d++) y->ax[d] = axis_ix(c, x, d);
+      for (int d = 0; d < nd->rank && d < in->rank; d++) y->ax[d] = kiln_cg_axis_ix(c, x, d);
       break;
   }
 }
@@ -592,13 +259,13 @@ static const char *move_pad(cg *c, int32_t n, const ictx *x) {
   const char *cond = NULL;
   for (int d = 0; d < nd->rank; d++) {
     int64_t lo, hi;
-    ix_range(y.ax[d], &lo, &hi);
+    kiln_cg_ix_range(y.ax[d], &lo, &hi);
     /* always inside on this axis; in a family's instance (c->sym) never
      * along a symbol's extent: the instances' sizes are primes above every
      * constant, so a constant range inside it there (a strided window of a
      * padded T) may reach the padding at a smaller size of the family */
     if (lo >= 0 && hi < in->shape[d] && !(c->sym && in->shape[d] >= c->sym_floor)) continue;
-    const char *t = kiln_cg_sf(c, "(uint64_t)%s < %lluULL", ix_str(c, y.ax[d]), (unsigned long long)in->shape[d]);
+    const char *t = kiln_cg_sf(c, "(uint64_t)%s < %lluULL", kiln_cg_ix_str(c, y.ax[d]), (unsigned long long)in->shape[d]);
     cond = cond ? kiln_cg_sf(c, "%s && %s", cond, t) : t;
   }
   const char *v = kiln_cg_ex(c, INP(c, n, 0), &y);
@@ -611,9 +278,9 @@ static const char *move_concat(cg *c, int32_t n, const ictx *x) {
   const int64_t *ia = nd->iattr;
   ictx y;
   int a = (int)ia[0];
-  const kiln_ix *iax = axis_ix(c, x, a);
+  const kiln_ix *iax = kiln_cg_axis_ix(c, x, a);
   int64_t alo, ahi;
-  ix_range(iax, &alo, &ahi);
+  kiln_cg_ix_range(iax, &alo, &ahi);
   const char *ia_s = NULL;
   /* parts the index never reaches (empty ones included) are left out
    * of the select chain; the last part reached is its final else */
@@ -633,16 +300,16 @@ static const char *move_concat(cg *c, int32_t n, const ictx *x) {
       off += len;
       continue;
     }
-    ctx_other(&y, NODE(c, in));
-    for (int d = 0; d < nd->rank; d++) y.ax[d] = axis_ix(c, x, d);
-    y.ax[a] = ix_lin2(c, iax, 1, ix_const(c, -off), 1);
+    kiln_cg_ctx_other(&y, NODE(c, in));
+    for (int d = 0; d < nd->rank; d++) y.ax[d] = kiln_cg_axis_ix(c, x, d);
+    y.ax[a] = kiln_cg_ix_lin2(c, iax, 1, kiln_cg_ix_const(c, -off), 1);
     const char *v = kiln_cg_ex(c, in, &y);
     off += len;
     if (k == last) {
       e = e ? kiln_cg_sf(c, "%s%s%s", e, v, tail) : v;
       break;
     }
-    if (!ia_s) ia_s = ix_str(c, iax);
+    if (!ia_s) ia_s = kiln_cg_ix_str(c, iax);
     const char *part = kiln_cg_sf(c, "((%s) < %lldLL ? (%s) : (", ia_s, (long long)off, v);
     e = e ? kiln_cg_sf(c, "%s%s", e, part) : part;
     tail = kiln_cg_sf(c, "%s))", tail);
@@ -658,12 +325,12 @@ static const char *move_index_select(cg *c, int32_t n, const ictx *x) {
   int32_t di = INP(c, n, 0), ii = INP(c, n, 1);
   const kiln_gnode *dn = NODE(c, di), *in = NODE(c, ii);
   ictx iy, dy;
-  ctx_other(&iy, in);
-  for (int q = 0; q < in->rank; q++) iy.ax[q] = axis_ix(c, x, a + q);
+  kiln_cg_ctx_other(&iy, in);
+  for (int q = 0; q < in->rank; q++) iy.ax[q] = kiln_cg_axis_ix(c, x, a + q);
   const char *iv = kiln_cg_ex(c, ii, &iy);
-  ctx_other(&dy, dn);
+  kiln_cg_ctx_other(&dy, dn);
   for (int d = 0; d < dn->rank; d++)
-    dy.ax[d] = d < a ? axis_ix(c, x, d) : d > a ? axis_ix(c, x, d - 1 + in->rank) : NULL;
+    dy.ax[d] = d < a ? kiln_cg_axis_ix(c, x, d) : d > a ? kiln_cg_axis_ix(c, x, d - 1 + in->rank) : NULL;
   const char *chk;
   dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
   return with_check(c, kiln_cg_ex(c, di, &dy), chk);
@@ -677,11 +344,11 @@ static const char *move_gather(cg *c, int32_t n, const ictx *x) {
   int32_t di = INP(c, n, 0), ii = INP(c, n, 1);
   const kiln_gnode *dn = NODE(c, di);
   ictx iy, dy;
-  ctx_other(&iy, NODE(c, ii));
-  for (int d = 0; d < nd->rank; d++) iy.ax[d] = axis_ix(c, x, d);
+  kiln_cg_ctx_other(&iy, NODE(c, ii));
+  for (int d = 0; d < nd->rank; d++) iy.ax[d] = kiln_cg_axis_ix(c, x, d);
   const char *iv = kiln_cg_ex(c, ii, &iy);
-  ctx_other(&dy, dn);
-  for (int d = 0; d < dn->rank; d++) dy.ax[d] = axis_ix(c, x, d);
+  kiln_cg_ctx_other(&dy, dn);
+  for (int d = 0; d < dn->rank; d++) dy.ax[d] = kiln_cg_axis_ix(c, x, d);
   const char *chk;
   dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
   return with_check(c, kiln_cg_ex(c, di, &dy), chk);
@@ -712,15 +379,15 @@ static const char *compute(cg *c, int32_t n, const ictx *x) {
       switch (nd->op) {
         case KILN_OP_SCALAR: return load(c, n, x);
         case KILN_OP_CONST: return lit(c, nd->fattr, nd->dtype);
-        case KILN_OP_IOTA: return kiln_cg_conv(c, axis(c, x, (int)nd->iattr[0]), KILN_I64, nd->dtype);
+        case KILN_OP_IOTA: return kiln_cg_conv(c, kiln_cg_axis(c, x, (int)nd->iattr[0]), KILN_I64, nd->dtype);
         case KILN_OP_RANDOM: {
           ictx sy;
-          ctx_other(&sy, NODE(c, in[0]));
+          kiln_cg_ctx_other(&sy, NODE(c, in[0]));
           const char *seed = kiln_cg_conv(c, kiln_cg_ex(c, in[0], &sy), NODE(c, in[0])->dtype, KILN_I64);
           const char *r = nd->iattr[0] == 1
-                              ? kiln_cg_sf(c, "krng_normal((uint64_t)(%s), (uint64_t)(%s))", seed, lin(c, x))
+                              ? kiln_cg_sf(c, "krng_normal((uint64_t)(%s), (uint64_t)(%s))", seed, kiln_cg_lin(c, x))
                               : kiln_cg_sf(c, "krng_uniform_below((uint64_t)(%s), (uint64_t)(%s), %lldLL)", seed,
-                                           lin(c, x), (long long)kiln_rng_uniform_top((kiln_dtype)nd->dtype));
+                                           kiln_cg_lin(c, x), (long long)kiln_rng_uniform_top((kiln_dtype)nd->dtype));
           return kiln_cg_conv(c, r, KILN_F64, nd->dtype);
         }
         default: break;

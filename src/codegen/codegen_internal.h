@@ -147,6 +147,21 @@ int kiln_cg_keeps_bf16(int op);
 /* 1 when every value of node n inside a kernel is one bf16 holds, or a NaN
  * (0 when unsure): its rounding to bf16 is then kbf16q. codegen_dtype.c. */
 int kiln_cg_exact_bf16(cg *c, int32_t n);
+/* Index algebra and contexts (codegen_index.c): the constant k; the range
+ * of x's values; x rendered as C; a * ma + b * mb (b may be NULL); axis d
+ * of context x; its flat index (in terms of the axes: lin_aff; as rendered
+ * for loads: lin_ix, lin); x reset to node n's shape in no canonical
+ * context. */
+const kiln_ix *kiln_cg_ix_const(cg *c, int64_t k);
+void kiln_cg_ix_range(const kiln_ix *x, int64_t *lo, int64_t *hi);
+const char *kiln_cg_ix_str(cg *c, const kiln_ix *x);
+const kiln_ix *kiln_cg_ix_lin2(cg *c, const kiln_ix *a, int64_t ma, const kiln_ix *b, int64_t mb);
+const kiln_ix *kiln_cg_axis_ix(cg *c, const ictx *x, int d);
+const char *kiln_cg_axis(cg *c, const ictx *x, int d);
+const kiln_ix *kiln_cg_lin_aff(cg *c, const ictx *x);
+const kiln_ix *kiln_cg_lin_ix(cg *c, const ictx *x);
+const char *kiln_cg_lin(cg *c, const ictx *x);
+void kiln_cg_ctx_other(ictx *x, const kiln_gnode *n);
 /* Set up c->fctx and c->rsctx (the kernel's canonical indices). */
 void kiln_cg_init_ctx(cg *c);
 /* An index atom: the C text s (an int64_t variable) with values in [lo, hi]. */

@@ -299,6 +299,7 @@ static void gen_reduce(cg *c, kiln_text *o, int32_t m, int suffix, int64_t L, in
   r.idt = NODE(c, in)->dtype;
   r.fl = is_float(r.idt);
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  memset(c->memo_b, 0, sizeof *c->memo_b * (size_t)c->g->n_nodes);
   rc_seed(c);
   kiln_text body = {0};
   c->cur = &body;
@@ -440,6 +441,7 @@ static void row_cache(cg *c, kiln_text *o, int suffix, int64_t L, int unroll) {
 static void gen_f_stores(cg *c, kiln_text *body, int *any, size_t *values_len) {
   const kiln_skernel *k = c->k;
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  memset(c->memo_b, 0, sizeof *c->memo_b * (size_t)c->g->n_nodes);
   rc_seed(c);
   c->cur = body;
   *any = 0;
@@ -453,8 +455,14 @@ static void gen_f_stores(cg *c, kiln_text *body, int *any, size_t *values_len) {
     KILN_ASSERT(c->s->buf_of[m] >= 0); /* a store has a buffer (schedule_mem.c) */
     int dt = NODE(c, m)->dtype;
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(dt));
-    const char *v = m == c->sm_store ? kiln_cg_sf(c, "(a%d[f] / r%d)", a, c->sm_sum) : kiln_cg_ex(c, m, &c->fctx);
-    kiln_text_printf(&stores, "a%d[f] = %s;\n", a, kiln_cg_st(c, dt, v));
+    /* a 16-bit float moved without arithmetic is stored as the bits it was
+     * loaded with (outside row kernels, whose row cache follows the values) */
+    const char *b = k->row || m == c->sm_store ? NULL : kiln_cg_bits16(c, m, &c->fctx);
+    const char *v = b;
+    if (!v)
+      v = kiln_cg_st(c, dt,
+                     m == c->sm_store ? kiln_cg_sf(c, "(a%d[f] / r%d)", a, c->sm_sum) : kiln_cg_ex(c, m, &c->fctx));
+    kiln_text_printf(&stores, "a%d[f] = %s;\n", a, v);
     *any = 1;
   }
   if (values_len) *values_len = body->len;
@@ -630,6 +638,7 @@ static void gen_scan(cg *c, kiln_text *o, int suffix, int64_t L) {
   const kiln_gnode *nd = NODE(c, m);
   int idt = NODE(c, in)->dtype, fl = is_float(idt), prod = nd->op == KILN_OP_CUMPROD;
   memset(c->memo_f, 0, sizeof *c->memo_f * (size_t)c->g->n_nodes);
+  memset(c->memo_b, 0, sizeof *c->memo_b * (size_t)c->g->n_nodes);
   kiln_text body = {0}, idx = {0};
   c->cur = &body;
   const char *v = kiln_cg_ex(c, in, &c->fctx);
@@ -714,7 +723,8 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t
   const kiln_skernel *k = c.k;
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);
-  if (!c.memo_f || !c.memo_rs) c.st = KILN_ERR_OUT_OF_MEMORY;
+  c.memo_b = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_b);
+  if (!c.memo_f || !c.memo_rs || !c.memo_b) c.st = KILN_ERR_OUT_OF_MEMORY;
   if (sym) kiln_cg_arg_of(&c, KILN_CG_SYM_ARG, "int64_t"); /* a0: the symbol values (codegen_sym.c) */
   if (c.st == KILN_OK) kiln_cg_init_ctx(&c);
   kiln_text body = {0};
@@ -742,6 +752,7 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t
   free(c.pre.p);
   free(c.top.p);
   free(c.memo_f);
+  free(c.memo_b);
   free(c.memo_rs);
   kiln_arena_destroy(&c.ar);
   if (c.st != KILN_OK) {

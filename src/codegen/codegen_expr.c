@@ -15,6 +15,7 @@
 
 #include "base/rng.h" /* kiln_rng_uniform_top */
 #include "codegen/codegen_internal.h"
+#include "ir/scalar.h" /* kf32_bf16, kf32_f16: the bits of a 16-bit constant */
 
 const char *const kiln_cg_canon_ax[KILN_MAX_RANK] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
 
@@ -109,7 +110,13 @@ static const char *f64_lit(cg *c, double v) {
 }
 
 /* A double constant as a value of dtype dt (the CONST and PAD rules). */
-static const char *lit(cg *c, double v, int dt) { return kiln_cg_conv(c, f64_lit(c, v), KILN_F64, dt); }
+static const char *lit(cg *c, double v, int dt) {
+  if (c->bits) { /* a 16-bit float's bits: what the value path stores (a NaN as f64_lit writes it, sign kept) */
+    float f = isnan(v) ? (signbit(v) ? -NAN : NAN) : (float)v;
+    return kiln_cg_sf(c, "((uint16_t)0x%04xu)", dt == KILN_BF16 ? kf32_bf16(f) : kf32_f16(f));
+  }
+  return kiln_cg_conv(c, f64_lit(c, v), KILN_F64, dt);
+}
 
 
 /* ───────────── expressions ───────────── */
@@ -143,7 +150,8 @@ static const char *load(cg *c, int32_t n, const ictx *x) {
   }
   int a = kiln_cg_arg_of(c, buf, sty(nd->dtype));
   const char *e = kiln_cg_sf(c, "a%d[%s]", a, kiln_cg_lin(c, x));
-  return kiln_cg_ld(c, nd->dtype, nd->rank == 0 ? hoist(c, sty(nd->dtype), e) : e);
+  if (nd->rank == 0) e = hoist(c, sty(nd->dtype), e);
+  return c->bits ? e : kiln_cg_ld(c, nd->dtype, e);
 }
 
 /* The op table's C expression src with its operands a and b replaced by
@@ -250,6 +258,16 @@ static int part_reached(const cg *c, int64_t off, int64_t len, int64_t alo, int6
   return c->sym || (off + len > alo && off <= ahi);
 }
 
+/* Node n's value at x, also in bits mode: an index or a condition that a
+ * move of 16-bit values reads. */
+static const char *value_ex(cg *c, int32_t n, const ictx *x) {
+  int bits = c->bits;
+  c->bits = 0;
+  const char *v = kiln_cg_ex(c, n, x);
+  c->bits = bits;
+  return v;
+}
+
 /* PAD: the input where the index is inside it, else the pad value. */
 static const char *move_pad(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
@@ -269,6 +287,7 @@ static const char *move_pad(cg *c, int32_t n, const ictx *x) {
     cond = cond ? kiln_cg_sf(c, "%s && %s", cond, t) : t;
   }
   const char *v = kiln_cg_ex(c, INP(c, n, 0), &y);
+  if (!v) return NULL; /* bits mode: not a move of 16-bit loads */
   return cond ? kiln_cg_sf(c, "((%s) ? (%s) : %s)", cond, v, lit(c, nd->fattr, nd->dtype)) : v;
 }
 
@@ -304,6 +323,7 @@ static const char *move_concat(cg *c, int32_t n, const ictx *x) {
     for (int d = 0; d < nd->rank; d++) y.ax[d] = kiln_cg_axis_ix(c, x, d);
     y.ax[a] = kiln_cg_ix_lin2(c, iax, 1, kiln_cg_ix_const(c, -off), 1);
     const char *v = kiln_cg_ex(c, in, &y);
+    if (!v) return NULL; /* bits mode: not a move of 16-bit loads */
     off += len;
     if (k == last) {
       e = e ? kiln_cg_sf(c, "%s%s%s", e, v, tail) : v;
@@ -327,13 +347,14 @@ static const char *move_index_select(cg *c, int32_t n, const ictx *x) {
   ictx iy, dy;
   kiln_cg_ctx_other(&iy, in);
   for (int q = 0; q < in->rank; q++) iy.ax[q] = kiln_cg_axis_ix(c, x, a + q);
-  const char *iv = kiln_cg_ex(c, ii, &iy);
+  const char *iv = value_ex(c, ii, &iy);
   kiln_cg_ctx_other(&dy, dn);
   for (int d = 0; d < dn->rank; d++)
     dy.ax[d] = d < a ? kiln_cg_axis_ix(c, x, d) : d > a ? kiln_cg_axis_ix(c, x, d - 1 + in->rank) : NULL;
   const char *chk;
   dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
-  return with_check(c, kiln_cg_ex(c, di, &dy), chk);
+  const char *v = kiln_cg_ex(c, di, &dy);
+  return v ? with_check(c, v, chk) : NULL;
 }
 
 /* GATHER: the index read at the output's position, checked. */
@@ -346,12 +367,13 @@ static const char *move_gather(cg *c, int32_t n, const ictx *x) {
   ictx iy, dy;
   kiln_cg_ctx_other(&iy, NODE(c, ii));
   for (int d = 0; d < nd->rank; d++) iy.ax[d] = kiln_cg_axis_ix(c, x, d);
-  const char *iv = kiln_cg_ex(c, ii, &iy);
+  const char *iv = value_ex(c, ii, &iy);
   kiln_cg_ctx_other(&dy, dn);
   for (int d = 0; d < dn->rank; d++) dy.ax[d] = kiln_cg_axis_ix(c, x, d);
   const char *chk;
   dy.ax[a] = checked_index(c, n, iv, dn->shape[a], &chk);
-  return with_check(c, kiln_cg_ex(c, di, &dy), chk);
+  const char *v = kiln_cg_ex(c, di, &dy);
+  return v ? with_check(c, v, chk) : NULL;
 }
 
 static const char *move(cg *c, int32_t n, const ictx *x) {
@@ -371,9 +393,30 @@ static const char *move(cg *c, int32_t n, const ictx *x) {
   return "0";
 }
 
+/* Bits mode: the bits of a 16-bit float moved without arithmetic (a view,
+ * pad, concat, gather, index_select or where of loads and constants), NULL
+ * for any other value. */
+static const char *compute_bits(cg *c, int32_t n, const ictx *x) {
+  const kiln_gnode *nd = NODE(c, n);
+  const int32_t *in = kiln_gnode_inputs(c->g, nd);
+  switch (kiln_op_table[nd->op].kind) {
+    case KILN_KIND_SOURCE: return nd->op == KILN_OP_CONST ? lit(c, nd->fattr, nd->dtype) : NULL;
+    case KILN_KIND_MOVE: return move(c, n, x);
+    case KILN_KIND_TERNARY: {
+      if (NODE(c, in[1])->dtype != nd->dtype || NODE(c, in[2])->dtype != nd->dtype) return NULL;
+      const char *cd = value_ex(c, in[0], x), *a = kiln_cg_ex(c, in[1], x), *b = kiln_cg_ex(c, in[2], x);
+      if (!a || !b) return NULL;
+      if (is_float(NODE(c, in[0])->dtype)) cd = kiln_cg_sf(c, "(kf2i64((double)(%s)) != 0)", cd);
+      return kiln_cg_sf(c, "kselu16(((%s) != 0), (%s), (%s))", cd, a, b);
+    }
+    default: return NULL;
+  }
+}
+
 static const char *compute(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
   const int32_t *in = kiln_gnode_inputs(c->g, nd);
+  if (c->bits) return compute_bits(c, n, x);
   switch (kiln_op_table[nd->op].kind) {
     case KILN_KIND_SOURCE:
       switch (nd->op) {
@@ -443,14 +486,23 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   if (c->st != KILN_OK) return "0";
   int member = c->s->owner[n] == c->kid;
   const char **memo = x->kind == KILN_SCTX_F ? c->memo_f : x->kind == KILN_SCTX_RS ? c->memo_rs : NULL;
+  if (c->bits) {
+    if (!kiln_dt_is_half(nd->dtype) || nd->op == KILN_OP_SCALAR) return NULL;
+    memo = x->kind == KILN_SCTX_F ? c->memo_b : NULL;
+  }
   if (memo && memo[n]) return memo[n];
-  if (member && kiln_op_table[nd->op].kind == KILN_KIND_REDUCE) return kiln_cg_sf(c, "r%d", n);
+  if (member && kiln_op_table[nd->op].kind == KILN_KIND_REDUCE) return c->bits ? NULL : kiln_cg_sf(c, "r%d", n);
   const char *e;
   if (kiln_cg_loads(c, n))
     e = load(c, n, x);
   else
     e = compute(c, n, x);
-  if (!memo) return e;
+  if (!memo || !e) return e;
+  if (c->bits) {
+    const char *b = kiln_cg_sf(c, "b%d", c->nvar++);
+    kiln_text_printf(c->cur, "const uint16_t %s = %s;\n", b, e);
+    return memo[n] = b;
+  }
   const char *v = kiln_cg_sf(c, "v%d", c->nvar++);
   /* bool temporaries are 32-bit (0 or 1): bytes mixed with 32-bit floats
    * in one loop leave the vectorizer no common vector shape */
@@ -460,3 +512,11 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   return v;
 }
 
+const char *kiln_cg_bits16(cg *c, int32_t n, const ictx *x) {
+  if (!kiln_dt_is_half(NODE(c, n)->dtype) || c->st != KILN_OK) return NULL;
+  int bits = c->bits;
+  c->bits = 1;
+  const char *e = kiln_cg_ex(c, n, x);
+  c->bits = bits;
+  return c->st == KILN_OK ? e : NULL;
+}

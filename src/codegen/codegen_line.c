@@ -48,7 +48,8 @@ static void copy_line(cg *c, kiln_text *o, int32_t n, int a, int out) {
   int64_t L = c->k->shape[a];
   ictx x;
   at_axes(c, &x, INP(c, n, 0), a, "j", L);
-  const char *v = kiln_cg_st(c, NODE(c, n)->dtype, kiln_cg_ex(c, INP(c, n, 0), &x));
+  const char *v = kiln_cg_bits16(c, INP(c, n, 0), &x); /* 16-bit floats: the bits, NaNs kept */
+  if (!v) v = kiln_cg_st(c, NODE(c, n)->dtype, kiln_cg_ex(c, INP(c, n, 0), &x));
   kiln_text_printf(o, "for (int64_t j = 0; j < %lldLL; j++) a%d[%s] = %s;\n", (long long)L, out, flat_at(c, a, "j"),
                    v);
 }
@@ -103,7 +104,11 @@ static void gen_scatter(cg *c, kiln_text *o, int32_t n, int a) {
   kiln_text_printf(o, "const int64_t t = kidx((int64_t)(%s), %lldLL, a%d, %d);\n", iv, (long long)Lx, e, site);
   const char *dst = kiln_cg_sf(c, "a%d[%s]", out, flat_at(c, a, "t")), *ty = cty(nd->dtype);
   int dt = nd->dtype;
-  if (nd->op == KILN_OP_SCATTER)
+  const char *sb =
+      nd->op == KILN_OP_SCATTER && NODE(c, INP(c, n, 2))->dtype == dt ? kiln_cg_bits16(c, INP(c, n, 2), &xs) : NULL;
+  if (sb) /* a 16-bit float moved: its bits, NaNs kept */
+    kiln_text_printf(o, "%s = %s;\n", dst, sb);
+  else if (nd->op == KILN_OP_SCATTER)
     kiln_text_printf(o, "%s = %s;\n", dst, kiln_cg_st(c, dt, kiln_cg_sf(c, "(%s)(%s)", ty, sv)));
   else if (kiln_dt_is_half(dt)) /* the f32 sum of two 16-bit values, rounded to the dtype */
     kiln_text_printf(o, "%s = %s;\n", dst,

@@ -113,6 +113,21 @@ bool kiln_cfg_double(const char *v, double *out) {
   return true;
 }
 
+int64_t kiln_cfg_size(const char *v, int64_t def) {
+  if (!v || !*v) return def;
+  char *end = NULL;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (end == v || errno || !(x >= 0)) return def;
+  double mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end || x * mul > 9e18) return def;
+  return (int64_t)(x * mul);
+}
+
 int kiln_cfg_num_threads(void) {
   long v = 0;
   if (!kiln_cfg_long(kiln_cfg()->num_threads, &v) || v <= 0) return 0; /* "4x", "", "-2", "0": all cores */

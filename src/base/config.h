@@ -20,6 +20,7 @@
 #define KILN_BASE_CONFIG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* X(field, "VARIABLE"): one line per variable, in docs/environment.md order. */
 #define KILN_CONFIG_VARS(X)                         \
@@ -55,6 +56,7 @@
   X(debug_warmup, "KILN_DEBUG_WARMUP")              \
   X(save_graphs, "KILN_SAVE_GRAPHS")                \
   X(save_graphs_fmt, "KILN_SAVE_GRAPHS_FMT")        \
+  X(save_graphs_max_size, "KILN_SAVE_GRAPHS_MAX_SIZE") \
   X(passes, "KILN_PASSES")                          \
   X(dynamic, "KILN_DYNAMIC")                        \
   X(dump_code, "KILN_DUMP_CODE")                    \
@@ -95,6 +97,10 @@ const kiln_config *kiln_cfg(void);
  * NULL or empty: false. "2G" or "5m" is not a number (atol read 2 and 5). */
 bool kiln_cfg_long(const char *v, long *out);
 bool kiln_cfg_double(const char *v, double *out);
+/* A size in bytes (KILN_CACHE_MAX_SIZE, KILN_SAVE_GRAPHS_MAX_SIZE): a
+ * non-negative number, optionally followed by K, M or G (powers of 1024)
+ * and B; def when v is NULL, empty or malformed. */
+int64_t kiln_cfg_size(const char *v, int64_t def);
 
 /* Threads of kiln's pool (both the runtime and a pool made alone take at
  * most this many). */

@@ -203,6 +203,27 @@ static void report_once(const char *fmt, const char *a, const char *b) {
   kiln_log_printf(stderr, "kiln: KILN_SAVE_GRAPHS: %s (further problems with graph dumps are not reported)\n", what);
 }
 
+/* Bytes of graph dumps this process has written, against the limit
+ * KILN_SAVE_GRAPHS_MAX_SIZE (default 1 GiB, 0: none): a program that
+ * compiles every step would otherwise write dumps until the disk is full.
+ * Process-wide, atomic; the line saying the limit was reached is printed once. */
+static _Atomic int64_t dump_bytes;
+static atomic_int dump_capped;
+
+/* 1 when a dump of n more bytes stays within the limit (and counts them). */
+static int dump_budget(size_t n) {
+  int64_t cap = kiln_cfg_size(kiln_cfg()->save_graphs_max_size, (int64_t)1 << 30);
+  int64_t before = atomic_fetch_add(&dump_bytes, (int64_t)n);
+  if (cap == 0 || before + (int64_t)n <= cap) return 1;
+  atomic_fetch_sub(&dump_bytes, (int64_t)n);
+  if (!atomic_exchange(&dump_capped, 1))
+    kiln_log_printf(stderr,
+                    "kiln: KILN_SAVE_GRAPHS: the graphs saved by this process reached KILN_SAVE_GRAPHS_MAX_SIZE "
+                    "(%lld bytes); later graphs are not saved\n",
+                    (long long)cap);
+  return 0;
+}
+
 int kiln_dump_wants_plan(void) {
   const char *dir = kiln_cfg()->save_graphs;
   kiln_dump_format fmt;
@@ -231,6 +252,10 @@ void kiln_dump_graph(const kiln_graph *g, const kiln_compile_plan *plan, uint64_
   kiln_status st = kiln_dump_write(g, plan, key, cause, fmt, mf, &err);
   if (st == KILN_OK && note && fmt == KILN_DUMP_TEXT) fputs(note, mf); /* comment lines: the reader skips them */
   fclose(mf);
+  if (st == KILN_OK && !dump_budget(n)) {
+    free(data);
+    return;
+  }
   if (st == KILN_OK) {
     size_t plen = strlen(dir) + 64;
     char *path = malloc(plen);

@@ -30,22 +30,7 @@ struct kiln_diskcache {
 
 /* KILN_CACHE_MAX_SIZE: bytes, or a number with K, M or G (powers of 1024);
  * 0: no limit; unset or malformed: 2 GiB. */
-static int64_t cap_from_config(void) {
-  const int64_t def = (int64_t)2 << 30;
-  const char *v = kiln_cfg()->cache_max_size;
-  if (!v || !*v) return def;
-  char *end = NULL;
-  errno = 0;
-  double x = strtod(v, &end);
-  if (end == v || errno || !(x >= 0)) return def;
-  double mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end || x * mul > 9e18) return def;
-  return (int64_t)(x * mul);
-}
+static int64_t cap_from_config(void) { return kiln_cfg_size(kiln_cfg()->cache_max_size, (int64_t)2 << 30); }
 
 typedef struct cache_file {
   int64_t size;

@@ -416,5 +416,35 @@ KT_TEST(save_graphs_text_dot_c) {
   KT_EQ_INT(kiln_fs_remove_tree(base), 0);
 }
 
+/* KILN_SAVE_GRAPHS_MAX_SIZE: a process stops saving graphs once its dumps
+ * would pass the limit (a program compiling every step filled the disk),
+ * and the program goes on; 0 is no limit. The bytes count from the
+ * process's first dump, so a limit of 1 byte refuses every later one. */
+KT_TEST(save_graphs_stop_at_the_size_limit) {
+  char base[512], path[700];
+  kiln_err err = {0};
+  KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-dump-cap-", base, sizeof base, &err) == KILN_OK);
+  kiln_graph *g = fusable_graph();
+  const char *limits[4] = {"0", "1", "1K", "1G"};
+  const int written[4] = {1, 0, 0, 1};
+  for (int i = 0; i < 4; i++) {
+    kiln_config c = *kiln_cfg();
+    c.save_graphs = base;
+    c.save_graphs_fmt = NULL;
+    c.save_graphs_max_size = limits[i];
+    kiln_config_set(&c);
+    kiln_dump_graph(g, NULL, 0xab, "step marker", 20 + i, NULL);
+    snprintf(path, sizeof path, "%s/graph-%04d-00000000000000ab.txt", base, 20 + i);
+    KT_CHECK_MSG((access(path, R_OK) == 0) == written[i], "KILN_SAVE_GRAPHS_MAX_SIZE=%s: %s %s", limits[i], path,
+                 written[i] ? "missing" : "written");
+  }
+  set_save_graphs(NULL, NULL);
+  kiln_config c = *kiln_cfg();
+  c.save_graphs_max_size = NULL;
+  kiln_config_set(&c);
+  kiln_graph_free(g);
+  KT_EQ_INT(kiln_fs_remove_tree(base), 0);
+}
+
 KT_MAIN(KT_CASE(text_round_trip), KT_CASE(text_round_trip_raw_attributes), KT_CASE(parse_errors_name_file_and_line),
-        KT_CASE(save_graphs_text_dot_c))
+        KT_CASE(save_graphs_text_dot_c), KT_CASE(save_graphs_stop_at_the_size_limit))

@@ -724,7 +724,8 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t
   c.memo_f = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_f);
   c.memo_rs = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_rs);
   c.memo_b = calloc((size_t)s->g->n_nodes + 1, sizeof *c.memo_b);
-  if (!c.memo_f || !c.memo_rs || !c.memo_b) c.st = KILN_ERR_OUT_OF_MEMORY;
+  c.mov16 = calloc((size_t)s->g->n_nodes + 1, 1);
+  if (!c.memo_f || !c.memo_rs || !c.memo_b || !c.mov16) c.st = KILN_ERR_OUT_OF_MEMORY;
   if (sym) kiln_cg_arg_of(&c, KILN_CG_SYM_ARG, "int64_t"); /* a0: the symbol values (codegen_sym.c) */
   if (c.st == KILN_OK) kiln_cg_init_ctx(&c);
   kiln_text body = {0};
@@ -753,6 +754,7 @@ static kiln_status gen_kernel(const kiln_sched *s, int32_t kid, int sym, int64_t
   free(c.top.p);
   free(c.memo_f);
   free(c.memo_b);
+  free(c.mov16);
   free(c.memo_rs);
   kiln_arena_destroy(&c.ar);
   if (c.st != KILN_OK) {

@@ -512,8 +512,38 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   return v;
 }
 
+/* 1 when bits mode renders node n (compute_bits and kiln_cg_ex would not
+ * answer NULL): asked first, so that a value it cannot render leaves no
+ * statements behind in the kernel's text. Memoized per node in c->mov16
+ * (1: yes, 2: no). */
+static int movable16(cg *c, int32_t n) {
+  if (c->mov16[n]) return c->mov16[n] == 1;
+  const kiln_gnode *nd = NODE(c, n);
+  const int32_t *in = kiln_gnode_inputs(c->g, nd);
+  int kind = kiln_op_table[nd->op].kind, r = 0;
+  if (!kiln_dt_is_half(nd->dtype) || nd->op == KILN_OP_SCALAR)
+    r = 0;
+  else if (kiln_cg_loads(c, n))
+    r = 1;
+  else if (kind == KILN_KIND_SOURCE)
+    r = nd->op == KILN_OP_CONST;
+  else if (kind == KILN_KIND_TERNARY)
+    r = NODE(c, in[1])->dtype == nd->dtype && NODE(c, in[2])->dtype == nd->dtype && movable16(c, in[1]) &&
+        movable16(c, in[2]);
+  else if (kind == KILN_KIND_MOVE && nd->op == KILN_OP_CONCAT) {
+    r = 1;
+    for (int k = 0; k < nd->n_in && r; k++) r = movable16(c, in[k]);
+  } else if (kind == KILN_KIND_MOVE)
+    r = (nd->op == KILN_OP_RESHAPE || nd->op == KILN_OP_PERMUTE || nd->op == KILN_OP_EXPAND ||
+         nd->op == KILN_OP_SLICE || nd->op == KILN_OP_PAD || nd->op == KILN_OP_INDEX_SELECT ||
+         nd->op == KILN_OP_GATHER) &&
+        movable16(c, in[0]);
+  c->mov16[n] = r ? 1 : 2;
+  return r;
+}
+
 const char *kiln_cg_bits16(cg *c, int32_t n, const ictx *x) {
-  if (!kiln_dt_is_half(NODE(c, n)->dtype) || c->st != KILN_OK) return NULL;
+  if (c->st != KILN_OK || !movable16(c, n)) return NULL;
   int bits = c->bits;
   c->bits = 1;
   const char *e = kiln_cg_ex(c, n, x);

@@ -67,6 +67,7 @@ typedef struct cg {
    * floats moved without arithmetic, memoized in F contexts in memo_b */
   int bits;
   const char **memo_b;
+  uint8_t *mov16; /* per node: 1 bits mode renders it, 2 not, 0 not asked yet (codegen_expr.c) */
   int nvar;
   int32_t *args;
   const char **arg_ty;

@@ -247,4 +247,35 @@ static void run_dtype(kiln_dtype dt) {
 KT_TEST(bf16_moves_keep_bits) { run_dtype(KILN_BF16); }
 KT_TEST(f16_moves_keep_bits) { run_dtype(KILN_F16); }
 
-KT_MAIN(KT_CASE(bf16_moves_keep_bits), KT_CASE(f16_moves_keep_bits))
+/* One family for every row count (kiln_dynamic): its kernels, read back
+ * from two instances, keep the bits too. transpose(concat(x, flip(x, 0)))
+ * of a bf16 [rows, 5] with NaN payloads, rows 3..9, on the backend under test. */
+KT_TEST(moves_keep_bits_in_a_dynamic_family) {
+  if (kiln_init(&(kiln_options){.backend = bc_backend_under_test()}) != KILN_OK) {
+    KT_FAIL("kiln_init: %s", kiln_last_error());
+    return;
+  }
+  int bad = 0;
+  for (int rows = 3; rows <= 9; rows++) {
+    uint16_t x[9 * 5], want[5 * 18], got[5 * 18];
+    for (int i = 0; i < rows * 5; i++)
+      x[i] = (uint16_t)(i % 3 == 0 ? 0x7f81 + i : i % 3 == 1 ? 0xffc1 + (i & 7) : 0x3f80 + i);
+    const int64_t s[2] = {rows, 5};
+    kiln_tensor t = kiln_dynamic(kiln_from_host(x, KILN_BF16, 2, s), 0);
+    kiln_tensor p[2] = {t, kiln_flip(t, 1, (int[]){0})};
+    kiln_tensor y = kiln_transpose(kiln_concat(2, p, 0), 0, 1); /* [5, 2 rows] */
+    for (int j = 0; j < 5; j++)
+      for (int i = 0; i < 2 * rows; i++)
+        want[j * 2 * rows + i] = i < rows ? x[i * 5 + j] : x[(2 * rows - 1 - i) * 5 + j];
+    if (kiln_to_host(y, got, (size_t)(10 * rows) * 2) != KILN_OK) {
+      KT_FAIL("rows %d: %s", rows, kiln_last_error());
+      continue;
+    }
+    for (int k = 0; k < 10 * rows; k++)
+      if (got[k] != want[k] && bad++ < 3) KT_FAIL("rows %d: element %d is 0x%04x, want 0x%04x", rows, k, got[k], want[k]);
+  }
+  KT_CHECK(kiln_counter_value("DynamicFamily") >= 1); /* the sizes after the first ran as one family */
+  kiln_shutdown();
+}
+
+KT_MAIN(KT_CASE(bf16_moves_keep_bits), KT_CASE(f16_moves_keep_bits), KT_CASE(moves_keep_bits_in_a_dynamic_family))

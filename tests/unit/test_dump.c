@@ -425,9 +425,13 @@ KT_TEST(save_graphs_stop_at_the_size_limit) {
   kiln_err err = {0};
   KT_CHECK(kiln_fs_mkdtemp(NULL, "kiln-dump-cap-", base, sizeof base, &err) == KILN_OK);
   kiln_graph *g = fusable_graph();
-  const char *limits[4] = {"0", "1", "1K", "1G"};
-  const int written[4] = {1, 0, 0, 1};
-  for (int i = 0; i < 4; i++) {
+  /* no limit; 1 byte; 1.5 times the first dump's size, written with a K
+   * (the process has written at least that dump, so one more passes it);
+   * 1 GiB; a malformed value (the default, 1 GiB) */
+  char one_and_half[32] = "";
+  const char *limits[5] = {"0", "1", one_and_half, "1G", "12Q"};
+  const int written[5] = {1, 0, 0, 1, 1};
+  for (int i = 0; i < 5; i++) {
     kiln_config c = *kiln_cfg();
     c.save_graphs = base;
     c.save_graphs_fmt = NULL;
@@ -435,8 +439,11 @@ KT_TEST(save_graphs_stop_at_the_size_limit) {
     kiln_config_set(&c);
     kiln_dump_graph(g, NULL, 0xab, "step marker", 20 + i, NULL);
     snprintf(path, sizeof path, "%s/graph-%04d-00000000000000ab.txt", base, 20 + i);
-    KT_CHECK_MSG((access(path, R_OK) == 0) == written[i], "KILN_SAVE_GRAPHS_MAX_SIZE=%s: %s %s", limits[i], path,
+    struct stat st;
+    int ok = stat(path, &st) == 0;
+    KT_CHECK_MSG(ok == written[i], "KILN_SAVE_GRAPHS_MAX_SIZE=%s: %s %s", limits[i], path,
                  written[i] ? "missing" : "written");
+    if (i == 0 && ok) snprintf(one_and_half, sizeof one_and_half, "%.4fK", 1.5 * (double)st.st_size / 1024.0);
   }
   set_save_graphs(NULL, NULL);
   kiln_config c = *kiln_cfg();

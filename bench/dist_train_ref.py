@@ -15,6 +15,7 @@ on a free local TCP port. Prints one line: "<rank 0's median step ms>".
 Run by bench/run.sh with /usr/bin/python3 (Debian's python3-torch, gloo).
 """
 import os
+import queue
 import socket
 import sys
 import time
@@ -68,7 +69,19 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, world, batch, port, out)) for r in range(world)]
     for p in procs:
         p.start()
-    ms = out.get(timeout=600)
+    # wait for rank 0's result, but stop waiting when a rank has died: a rank
+    # that crashed (seen once in a gloo rendezvous) left the parent waiting
+    # its whole timeout, 10 minutes of make bench
+    ms, deadline = None, time.time() + 600
+    while ms is None:
+        try:
+            ms = out.get(timeout=1)
+        except queue.Empty:
+            dead = [q.exitcode for q in procs if q.exitcode not in (None, 0)]
+            if dead or time.time() > deadline or all(q.exitcode is not None for q in procs):
+                for q in procs:
+                    q.kill()
+                raise SystemExit(f"dist_train_ref.py: no result (rank exit codes {[q.exitcode for q in procs]})")
     for p in procs:
         p.join()
         if p.exitcode != 0:

@@ -456,8 +456,8 @@ static void gen_f_stores(cg *c, kiln_text *body, int *any, size_t *values_len) {
     int dt = NODE(c, m)->dtype;
     int a = kiln_cg_arg_of(c, c->s->buf_of[m], sty(dt));
     /* a 16-bit float moved without arithmetic is stored as the bits it was
-     * loaded with (outside row kernels, whose row cache follows the values) */
-    const char *b = k->row || m == c->sm_store ? NULL : kiln_cg_bits16(c, m, &c->fctx);
+     * loaded with (the softmax store divides) */
+    const char *b = m == c->sm_store ? NULL : kiln_cg_bits16(c, m, &c->fctx);
     const char *v = b;
     if (!v)
       v = kiln_cg_st(c, dt,

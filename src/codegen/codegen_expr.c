@@ -393,9 +393,10 @@ static const char *move(cg *c, int32_t n, const ictx *x) {
   return "0";
 }
 
-/* Bits mode: the bits of a 16-bit float moved without arithmetic (a view,
- * pad, concat, gather, index_select or where of loads and constants), NULL
- * for any other value. */
+/* Bits mode: the bits of a constant, or of a 16-bit float that moves
+ * loaded elements (a view, pad, concat, gather, index_select or where;
+ * kiln_cg_ex renders its computed inputs as their stored bits), NULL for
+ * any other value. */
 static const char *compute_bits(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
   const int32_t *in = kiln_gnode_inputs(c->g, nd);
@@ -481,6 +482,8 @@ int kiln_cg_loads(cg *c, int32_t n) {
   return c->s->owner[n] != c->kid && (op == KILN_OP_LEAF || op == KILN_OP_SCALAR || c->s->mat[n]);
 }
 
+static int moved16(cg *c, int32_t n);
+
 const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   const kiln_gnode *nd = NODE(c, n);
   if (c->st != KILN_OK) return "0";
@@ -491,9 +494,12 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
     memo = x->kind == KILN_SCTX_F ? c->memo_b : NULL;
   }
   if (memo && memo[n]) return memo[n];
-  if (member && kiln_op_table[nd->op].kind == KILN_KIND_REDUCE) return c->bits ? NULL : kiln_cg_sf(c, "r%d", n);
   const char *e;
-  if (kiln_cg_loads(c, n))
+  if (c->bits && !moved16(c, n) && nd->op != KILN_OP_CONST) /* computed: the bits its value is stored as */
+    e = kiln_cg_st(c, nd->dtype, value_ex(c, n, x));
+  else if (member && kiln_op_table[nd->op].kind == KILN_KIND_REDUCE)
+    return kiln_cg_sf(c, "r%d", n);
+  else if (kiln_cg_loads(c, n))
     e = load(c, n, x);
   else
     e = compute(c, n, x);
@@ -512,11 +518,15 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   return v;
 }
 
-/* 1 when bits mode renders node n (compute_bits and kiln_cg_ex would not
- * answer NULL): asked first, so that a value it cannot render leaves no
- * statements behind in the kernel's text. Memoized per node in c->mov16
- * (1: yes, 2: no). */
-static int movable16(cg *c, int32_t n) {
+/* 1 when node n, a 16-bit float, is moved without arithmetic from at
+ * least one 16-bit load: a load itself, or a view, pad, concat, gather,
+ * index_select or where with such an input. Bits mode renders its moved
+ * elements as the loaded bits; its other inputs (constants, computed
+ * values, a reduction's result) as the bits the value path would store for
+ * them. A node with no such load is stored by the value path: the same
+ * bits, and the generated code of arithmetic kernels stays as it was.
+ * Memoized per node in c->mov16 (1: yes, 2: no). */
+static int moved16(cg *c, int32_t n) {
   if (c->mov16[n]) return c->mov16[n] == 1;
   const kiln_gnode *nd = NODE(c, n);
   const int32_t *in = kiln_gnode_inputs(c->g, nd);
@@ -525,25 +535,22 @@ static int movable16(cg *c, int32_t n) {
     r = 0;
   else if (kiln_cg_loads(c, n))
     r = 1;
-  else if (kind == KILN_KIND_SOURCE)
-    r = nd->op == KILN_OP_CONST;
   else if (kind == KILN_KIND_TERNARY)
-    r = NODE(c, in[1])->dtype == nd->dtype && NODE(c, in[2])->dtype == nd->dtype && movable16(c, in[1]) &&
-        movable16(c, in[2]);
+    r = NODE(c, in[1])->dtype == nd->dtype && NODE(c, in[2])->dtype == nd->dtype &&
+        (moved16(c, in[1]) || moved16(c, in[2]));
   else if (kind == KILN_KIND_MOVE && nd->op == KILN_OP_CONCAT) {
-    r = 1;
-    for (int k = 0; k < nd->n_in && r; k++) r = movable16(c, in[k]);
+    for (int k = 0; k < nd->n_in && !r; k++) r = moved16(c, in[k]);
   } else if (kind == KILN_KIND_MOVE)
     r = (nd->op == KILN_OP_RESHAPE || nd->op == KILN_OP_PERMUTE || nd->op == KILN_OP_EXPAND ||
          nd->op == KILN_OP_SLICE || nd->op == KILN_OP_PAD || nd->op == KILN_OP_INDEX_SELECT ||
          nd->op == KILN_OP_GATHER) &&
-        movable16(c, in[0]);
+        moved16(c, in[0]);
   c->mov16[n] = r ? 1 : 2;
   return r;
 }
 
 const char *kiln_cg_bits16(cg *c, int32_t n, const ictx *x) {
-  if (c->st != KILN_OK || !movable16(c, n)) return NULL;
+  if (c->st != KILN_OK || !moved16(c, n)) return NULL;
   int bits = c->bits;
   c->bits = 1;
   const char *e = kiln_cg_ex(c, n, x);

@@ -64,10 +64,10 @@ typedef struct cg {
   int n_top;
   const char **memo_f, **memo_rs;
   /* bits mode (kiln_cg_bits16): kiln_cg_ex renders the bits of 16-bit
-   * floats moved without arithmetic, memoized in F contexts in memo_b */
+   * floats (the loaded bits of moved ones), memoized in F contexts in memo_b */
   int bits;
   const char **memo_b;
-  uint8_t *mov16; /* per node: 1 bits mode renders it, 2 not, 0 not asked yet (codegen_expr.c) */
+  uint8_t *mov16; /* per node: 1 it moves a 16-bit load (bits mode stores it), 2 not, 0 not asked yet (codegen_expr.c) */
   int nvar;
   int32_t *args;
   const char **arg_ty;
@@ -189,10 +189,11 @@ void kiln_cg_gen_col(cg *c, kiln_text *o, int64_t rows, int64_t L);
 /* The C expression for node n at index x (binding locals in F/RS contexts). */
 const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x);
 /* The bits (uint16_t) of node n's value at x when n is a 16-bit float
- * whose value is moved without arithmetic from loads and constants (views,
- * pad, concat, gather, index_select, where), else NULL. A store of them
- * keeps a NaN's sign and payload, as ref and PyTorch do (the f32 value
- * path quiets the NaN, and canonicalizes a bf16 one). */
+ * that moves at least one loaded element (views, pad, concat, gather,
+ * index_select, where; its other inputs, constants or computed values,
+ * as the bits the value path stores for them), else NULL. A store of
+ * them keeps a moved NaN's sign and payload, as ref and PyTorch do (the
+ * f32 value path quiets the NaN, and canonicalizes a bf16 one). */
 const char *kiln_cg_bits16(cg *c, int32_t n, const ictx *x);
 /* 1: kiln_cg_ex reads n from its buffer (a LEAF, SCALAR or materialized
  * node of another kernel) rather than computing it */

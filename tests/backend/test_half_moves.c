@@ -2,7 +2,8 @@
  * a NaN's sign, payload and signaling bit, infinities, subnormals and -0
  * come out as they went in through permute, flip, slice, concat, pad,
  * gather, index_select, where, expand, scatter, tril and roll, alone, fused
- * with a select on both sides, and chained. PyTorch moves bf16 and f16
+ * with a select on both sides, and chained; and beside computed values in
+ * one where or concat, in a loop kernel and in a reduction's row kernel. PyTorch moves bf16 and f16
  * tensors by copying their bits, and so does ref; the compiled kernels
  * compute 16-bit floats in f32, and stored a bf16 NaN moved this way as the
  * canonical 0x7fc0 and an f16 one quieted (docs/semantics.md).
@@ -20,7 +21,7 @@
 #define C 6
 #define MAXN 64
 
-static uint16_t g_x[R * C], g_y[R * C];
+static uint16_t g_x[R * C], g_y[R * C], g_z[R * C];
 static kiln_dtype g_dt;
 static int g_fused;
 
@@ -41,6 +42,7 @@ static void fill(kiln_dtype dt) {
     uint16_t plain = (uint16_t)(dt == KILN_BF16 ? 0x3c00u + (s >> 20) % 0x0600u : 0x3000u + (s >> 20) % 0x1800u);
     g_x[i] = i % 3 != 1 ? sp[(i * 5) % 16] : plain;
     g_y[i] = i % 2 ? sp[(i * 7 + 3) % 16] : (uint16_t)(plain ^ 0x8000u);
+    g_z[i] = plain;
   }
 }
 
@@ -190,6 +192,38 @@ static int w_chain(uint16_t *w) {
   return 2 * R * C;
 }
 
+/* Moves with a computed input: the moved elements keep their bits, the
+ * computed ones are what their values round to. z holds finite positive
+ * values, so -z flips the sign bit and the largest of a row is the largest
+ * bit pattern. */
+static kiln_tensor Z(void) { return kiln_from_host(g_z, g_dt, 2, kRC); }
+static uint16_t za(int i, int j) { return g_z[i * C + j]; }
+static kiln_tensor b_where_computed(void) { return kiln_where(mask(), X(), kiln_mul_s(Z(), -1.0)); }
+static int w_where_computed(uint16_t *w) {
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) w[i * C + j] = mask_at(i, j) ? xa(i, j) : (uint16_t)(za(i, j) ^ 0x8000u);
+  return R * C;
+}
+static kiln_tensor b_concat_computed(void) {
+  kiln_tensor p[2] = {kiln_mul_s(Z(), -1.0), X()};
+  return kiln_concat(2, p, 0);
+}
+static int w_concat_computed(uint16_t *w) {
+  for (int i = 0; i < 2 * R; i++)
+    for (int j = 0; j < C; j++) w[i * C + j] = i < R ? (uint16_t)(za(i, j) ^ 0x8000u) : xa(i - R, j);
+  return 2 * R * C;
+}
+/* a reduction's row kernel storing the moved value: where(m, x, max of z's row) */
+static kiln_tensor b_where_row_max(void) { return kiln_where(mask(), X(), kiln_max(Z(), 1, (int[]){1}, true)); }
+static int w_where_row_max(uint16_t *w) {
+  for (int i = 0; i < R; i++) {
+    uint16_t mx = 0;
+    for (int j = 0; j < C; j++) mx = za(i, j) > mx ? za(i, j) : mx;
+    for (int j = 0; j < C; j++) w[i * C + j] = mask_at(i, j) ? xa(i, j) : mx;
+  }
+  return R * C;
+}
+
 typedef struct {
   const char *name;
   build_fn b;
@@ -202,6 +236,8 @@ static const half_case kCases[] = {
     {"index_select", b_index_select, w_index_select},                    {"where", b_where, w_where},
     {"expand", b_expand, w_expand},      {"scatter", b_scatter, w_scatter}, {"tril", b_tril, w_tril},
     {"roll", b_roll, w_roll},            {"chain", b_chain, w_chain},
+    {"where_computed", b_where_computed, w_where_computed},              {"concat_computed", b_concat_computed, w_concat_computed},
+    {"where_row_max", b_where_row_max, w_where_row_max},
 };
 
 /* One case on backend be: its dtype, count and every element's bits. */

@@ -490,12 +490,12 @@ const char *kiln_cg_ex(cg *c, int32_t n, const ictx *x) {
   int member = c->s->owner[n] == c->kid;
   const char **memo = x->kind == KILN_SCTX_F ? c->memo_f : x->kind == KILN_SCTX_RS ? c->memo_rs : NULL;
   if (c->bits) {
-    if (!kiln_dt_is_half(nd->dtype) || nd->op == KILN_OP_SCALAR) return NULL;
+    if (!kiln_dt_is_half(nd->dtype)) return NULL;
     memo = x->kind == KILN_SCTX_F ? c->memo_b : NULL;
   }
   if (memo && memo[n]) return memo[n];
   const char *e;
-  if (c->bits && !moved16(c, n) && nd->op != KILN_OP_CONST) /* computed: the bits its value is stored as */
+  if (c->bits && !moved16(c, n) && nd->op != KILN_OP_CONST) /* computed, a SCALAR: the bits its value is stored as */
     e = kiln_cg_st(c, nd->dtype, value_ex(c, n, x));
   else if (member && kiln_op_table[nd->op].kind == KILN_KIND_REDUCE)
     return kiln_cg_sf(c, "r%d", n);

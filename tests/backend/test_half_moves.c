@@ -213,6 +213,13 @@ static int w_concat_computed(uint16_t *w) {
     for (int j = 0; j < C; j++) w[i * C + j] = i < R ? (uint16_t)(za(i, j) ^ 0x8000u) : xa(i - R, j);
   return 2 * R * C;
 }
+/* a SCALAR input (a graph input, not a constant) beside the moved value */
+static kiln_tensor b_where_scalar(void) { return kiln_where(mask(), X(), kiln_scalar(g_dt, 2.5)); }
+static int w_where_scalar(uint16_t *w) {
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) w[i * C + j] = mask_at(i, j) ? xa(i, j) : g_dt == KILN_BF16 ? 0x4020 : 0x4100;
+  return R * C;
+}
 /* a reduction's row kernel storing the moved value: where(m, x, max of z's row) */
 static kiln_tensor b_where_row_max(void) { return kiln_where(mask(), X(), kiln_max(Z(), 1, (int[]){1}, true)); }
 static int w_where_row_max(uint16_t *w) {
@@ -237,7 +244,7 @@ static const half_case kCases[] = {
     {"expand", b_expand, w_expand},      {"scatter", b_scatter, w_scatter}, {"tril", b_tril, w_tril},
     {"roll", b_roll, w_roll},            {"chain", b_chain, w_chain},
     {"where_computed", b_where_computed, w_where_computed},              {"concat_computed", b_concat_computed, w_concat_computed},
-    {"where_row_max", b_where_row_max, w_where_row_max},
+    {"where_row_max", b_where_row_max, w_where_row_max},                 {"where_scalar", b_where_scalar, w_where_scalar},
 };
 
 /* One case on backend be: its dtype, count and every element's bits. */

@@ -3,10 +3,11 @@
  * come out as they went in through permute, flip, slice, concat, pad,
  * gather, index_select, where, expand, scatter, tril and roll, alone, fused
  * with a select on both sides, and chained; and beside computed values in
- * one where or concat, in a loop kernel and in a reduction's row kernel. PyTorch moves bf16 and f16
- * tensors by copying their bits, and so does ref; the compiled kernels
- * compute 16-bit floats in f32, and stored a bf16 NaN moved this way as the
- * canonical 0x7fc0 and an f16 one quieted (docs/semantics.md).
+ * one where or concat, in a loop kernel and in a reduction's row kernel.
+ * PyTorch moves bf16 and f16 tensors by copying their bits, and so does
+ * ref; the compiled kernels compute 16-bit floats in f32, and stored a
+ * bf16 NaN moved this way as the canonical 0x7fc0 and an f16 one quieted
+ * (docs/semantics.md).
  *
  * The oracle is independent of kiln: each case's expected bits are the
  * source's, picked by the index arithmetic that defines the op, written out

@@ -99,16 +99,25 @@ void kiln_requires_grad_at(kiln_tensor t, kiln_loc loc) {
    * call keep the old node (no gradient), and no hash-consed twin (a kiln_zeros of the same shape,
    * another tensor on the same buffer) shares its node. A value read earlier in the step keeps its tape:
    * the gradient of the uses from now on still flows into what computed it (the earlier uses are not
-   * collected: mark_needs follows only a tape that is the tensor's own node). A tensor already on another
-   * requiring-grad tensor's own node (a reshape of it to the same shape: a view) keeps it, so its uses
-   * still reach that tensor too. */
-  if (s->node && !s->node->own) {
-    kiln_node *own = kiln_fe_own_node(fe, s->node, 0);
+   * collected: mark_needs follows only a tape that is the tensor's own node). A tensor whose node is
+   * already an own node (another requiring-grad tensor's, when an op returned that tensor unchanged: a
+   * reshape to the same shape, a full slice; or a detached copy) gets an identity node of its own on top
+   * of it: sharing the node would give each of the two tensors the other's uses too, and the identity
+   * still passes its uses' gradient on. */
+  if (s->node) {
+    kiln_node *base = s->node, *own = NULL;
+    if (!base->own) {
+      own = kiln_fe_own_node(fe, base, 0);
+      if (own) own->tape = base->tape;
+    } else {
+      kiln_node *id = kiln_fe_node(fe, KILN_OP_RESHAPE, (kiln_dtype)base->dtype, base->rank, base->shape, 1,
+                                   &base, 0, NULL, 0.0, loc);
+      own = id ? kiln_fe_own_node(fe, id, 0) : NULL;
+    }
     if (!own) {
       kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "requires_grad: out of memory");
       return;
     }
-    own->tape = s->node->tape;
     s->node = own;
   }
   s->grad_own = 1;
@@ -205,6 +214,7 @@ typedef struct sweep {
   uint8_t *needs;      /* per position: depends on a requiring-grad tensor */
   kiln_node **grads;   /* per position: the gradient so far */
   int64_t *epos;       /* per autograd entry: its node's position, or -1 */
+  uint8_t *collect;    /* per position: some entry's gradient is collected there */
   kiln_loc loc;
 } sweep;
 
@@ -218,7 +228,7 @@ static void mark_needs(sweep *w) {
      * on to it). A tape that is not its own node was traced before kiln_requires_grad. */
     int64_t tp = w->epos[k] >= 0 && s->node->tape && s->node->tape->own ? posmap_get(&w->pm, s->node->tape) : -1;
     if (tp >= 0) w->epos[k] = tp;
-    if (w->epos[k] >= 0) w->needs[w->epos[k]] = 1;
+    if (w->epos[k] >= 0) w->needs[w->epos[k]] = w->collect[w->epos[k]] = 1;
   }
   for (uint32_t i = 0; i < w->n; i++) {
     kiln_node *x = w->fe->created[i];
@@ -311,10 +321,13 @@ static int add_grad(sweep *w, int64_t p, kiln_node *g) {
  * the transposed tensor directly as one GEMM in its own layout: otherwise
  * every consumer of the gradient (the optimizer update) would read it
  * through a transpose, with strided loads. The chain rule is linear, so W's
- * other contributions still arrive through the PERMUTE node. */
+ * other contributions still arrive through the PERMUTE node. Not when the
+ * transpose is itself a requiring-grad tensor's node: its gradient is
+ * collected there. */
 static int send_input_grad(sweep *w, kiln_node *x, int k, kiln_node *gk) {
   kiln_node *dst = x->in[k];
-  if (gk->op == KILN_OP_MATMUL && kiln_ag_is_swap_last2(dst)) {
+  int64_t pd = posmap_get(&w->pm, dst);
+  if (gk->op == KILN_OP_MATMUL && kiln_ag_is_swap_last2(dst) && pd >= 0 && !w->collect[pd]) {
     int64_t pw = posmap_get(&w->pm, dst->in[0]);
     if (pw >= 0 && w->needs[pw]) {
       kiln_node *t = kiln_ag_transposed_matmul(w->fe, gk, w->loc);
@@ -389,8 +402,9 @@ static kiln_status run_backward(kiln_frontend *fe, kiln_node *out, kiln_node *se
   w.needs = calloc(w.n ? w.n : 1, 1);
   w.grads = calloc(w.n ? w.n : 1, sizeof *w.grads);
   w.epos = calloc(g_ag.n ? g_ag.n : 1, sizeof *w.epos);
+  w.collect = calloc(w.n ? w.n : 1, 1);
   kiln_status st = KILN_OK;
-  if (!w.needs || !w.grads || !w.epos || posmap_build(&w.pm, fe->created, w.n)) {
+  if (!w.needs || !w.grads || !w.epos || !w.collect || posmap_build(&w.pm, fe->created, w.n)) {
     st = kiln_error(KILN_ERR_OUT_OF_MEMORY, loc, "backward: out of memory");
     goto done;
   }
@@ -420,6 +434,7 @@ done:
   free(w.needs);
   free(w.grads);
   free(w.epos);
+  free(w.collect);
   return st;
 }
 

@@ -184,10 +184,22 @@ def nonleaf():  # requires_grad on a tensor computed from w: a no-op in PyTorch;
     c = w * 3.0
     c.requires_grad_()
     c.retain_grad()
-    v = w.reshape(6)  # a view of w marked too: its uses still reach w
+    v = w.reshape(6)  # a view of w marked too: its uses still reach w, and w's are not v's
     v.requires_grad_()
-    (c * c * r + v * r).sum().backward()
+    v.retain_grad()
+    (c * c * r + v * r + w * w).sum().backward()
     W("nonleaf.cg", c.grad)
+    W("nonleaf_v.g", v.grad)
+    return w
+
+
+def transposed_nonleaf():  # a kept transpose of w, used in a matmul and elementwise: its gradient has both
+    w = leaf(x)
+    t = w.reshape(2, 3).t()
+    t.retain_grad()
+    y = r.reshape(2, 3) @ t
+    (y * y).sum().add_((t * r.reshape(3, 2)).sum()).backward()
+    W("transposed_nonleaf_t.g", t.grad)
     return w
 
 
@@ -197,6 +209,7 @@ for name, fn in [("after_use", after_use), ("cse_twin", cse_twin), ("zeros_twin"
                  ("nograd_mixed", nograd_mixed), ("made_in_nograd", made_in_nograd),
                  ("nondiff_paths", nondiff_paths), ("views", views), ("backward_twice", backward_twice),
                  ("seed_f32", seed_f32), ("nonleaf", nonleaf), ("nograd_read", nograd_read),
+                 ("transposed_nonleaf", transposed_nonleaf),
                  ("read_computed_then_requires", read_computed_then_requires)]:
     case(name, fn)
 

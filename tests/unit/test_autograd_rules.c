@@ -446,20 +446,40 @@ KT_TEST(seed_is_converted_and_checked) {
 }
 
 /* PyTorch: requires_grad_() on a tensor that already requires grad is a no-op (its gradient is only kept
- * with retain_grad()). kiln keeps its gradient too, and its uses still reach w. */
+ * with retain_grad()). kiln keeps its gradient too, and its uses still reach w. A reshape of w to its own
+ * shape returns w's node: v's gradient is still only v's uses', w's only w's and v's. */
 KT_TEST(requires_grad_on_a_computed_tensor_keeps_its_gradient_too) {
   FOR_BACKENDS(b) {
     kiln_tensor w = param(T("x"));
     kiln_tensor c = kiln_mul_c(w, 3.0), v = kiln_reshape(w, 1, S6);
     kiln_requires_grad(c);
     kiln_requires_grad(v);
-    KT_CHECK(kiln_backward(kiln_add(loss_r(kiln_mul(c, c)), loss_r(v))) == KILN_OK);
+    KT_CHECK(kiln_backward(kiln_add(kiln_add(loss_r(kiln_mul(c, c)), loss_r(v)), sum(kiln_mul(w, w)))) == KILN_OK);
     check_grad(w, "nonleaf");
+    check_grad(v, "nonleaf_v");
     int64_t n = 0;
     const double *want = A("nonleaf.cg", &n);
     double got[6] = {0};
     KT_CHECK(n == 6 && kiln_to_host(kiln_grad(c), got, sizeof got) == KILN_OK);
     for (int i = 0; i < 6 && i < n; i++) KT_NEAR(got[i], want[i], 1e-12 + 1e-10 * fabs(want[i]));
+    KT_CHECK(kiln_mark_step() == KILN_OK);
+    kiln_release(w);
+  }
+}
+
+/* A kept transpose of w used in a matmul: the matmul's gradient reaches t as well as w (the matmul
+ * gradient that goes to a plain transpose's input directly, as one GEMM, must not skip a kept one). */
+KT_TEST(requires_grad_on_a_transpose_used_in_a_matmul_keeps_its_gradient) {
+  static const int64_t S32[2] = {3, 2};
+  FOR_BACKENDS(b) {
+    kiln_tensor w = param(T("x"));
+    kiln_tensor t = kiln_transpose(kiln_reshape(w, 2, S23), 0, 1);
+    kiln_requires_grad(t);
+    kiln_tensor y = kiln_matmul(kiln_reshape(T("r"), 2, S23), t);
+    kiln_tensor loss = kiln_add(sum(kiln_mul(y, y)), sum(kiln_mul(t, kiln_reshape(T("r"), 2, S32))));
+    KT_CHECK(kiln_backward(loss) == KILN_OK);
+    check_grad(w, "transposed_nonleaf");
+    check_grad(t, "transposed_nonleaf_t");
     KT_CHECK(kiln_mark_step() == KILN_OK);
     kiln_release(w);
   }
@@ -527,5 +547,6 @@ KT_MAIN(KT_CASE(requires_grad_after_use_gives_that_use_no_gradient),
         KT_CASE(one_leaf_through_several_views), KT_CASE(backward_twice_in_a_step_adds_up),
         KT_CASE(backward_of_a_loss_from_an_earlier_step_is_an_error), KT_CASE(seed_is_converted_and_checked),
         KT_CASE(requires_grad_on_a_computed_tensor_keeps_its_gradient_too),
+        KT_CASE(requires_grad_on_a_transpose_used_in_a_matmul_keeps_its_gradient),
         KT_CASE(sgd_update_of_a_requiring_grad_parameter_is_donated),
         KT_CASE(gradient_has_the_leaf_dtype))

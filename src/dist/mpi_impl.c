@@ -18,6 +18,7 @@ static MPI_Comm g_svc = MPI_COMM_NULL; /* status queries */
 static MPI_Request g_ask_req = MPI_REQUEST_NULL;
 static int g_ask;
 static MPI_Op g_fmax = MPI_OP_NULL; /* MAX of floats: NaN propagates (fmax_op) */
+static MPI_Op g_sum8 = MPI_OP_NULL; /* SUM of 8-bit integers, wrapping (sum8_op) */
 
 /* MPI_MAX of floats is `a > b ? a : b` (Open MPI), so a NaN is kept or
  * dropped by the order of the operands, which differs between ranks: rank 0
@@ -37,6 +38,17 @@ static MPI_Op g_fmax = MPI_OP_NULL; /* MAX of floats: NaN propagates (fmax_op) *
 static void fmax_op(void *in, void *inout, int *len, MPI_Datatype *t) {
   if (*t == MPI_DOUBLE) FMAX_LOOP(double);
   else FMAX_LOOP(float);
+}
+
+/* MPI_SUM of MPI_UINT8_T / MPI_INT8_T saturates in Open MPI 4.1's AVX
+ * reductions (op/avx, 16 or more elements): 200 + 100 gave 255 where u8
+ * arithmetic (kiln's, NumPy's, PyTorch's) wraps to 44. This op adds modulo
+ * 2^8, the same bits for both types. */
+static void sum8_op(void *in, void *inout, int *len, MPI_Datatype *t) {
+  (void)t;
+  const uint8_t *a = in;
+  uint8_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = (uint8_t)(a[i] + b[i]);
 }
 
 static int fail(int rc, const char *what, char *msg, size_t cap) {
@@ -75,6 +87,8 @@ static int m_init(int *rank, int *world, char *msg, size_t cap) {
   rc = MPI_Irecv(&g_ask, 1, MPI_INT, MPI_ANY_SOURCE, TAG_ASK, g_svc, &g_ask_req);
   if (rc != MPI_SUCCESS) return fail(rc, "MPI_Irecv", msg, cap);
   rc = MPI_Op_create(fmax_op, 1, &g_fmax);
+  if (rc != MPI_SUCCESS) return fail(rc, "MPI_Op_create", msg, cap);
+  rc = MPI_Op_create(sum8_op, 1, &g_sum8);
   if (rc != MPI_SUCCESS) return fail(rc, "MPI_Op_create", msg, cap);
   return 0;
 }
@@ -277,7 +291,7 @@ static int m_all_reduce(const void *in, void *out, int64_t count, int dt, int re
       return rc == 1 ? 0 : -1;
     }
   }
-  MPI_Op op = reduce != 1 ? MPI_SUM : dt == KILN_F32 || dt == KILN_F64 ? g_fmax : MPI_MAX;
+  MPI_Op op = reduce != 1 ? (es == 1 ? g_sum8 : MPI_SUM) : dt == KILN_F32 || dt == KILN_F64 ? g_fmax : MPI_MAX;
   for (int64_t at = 0; at < count;) { /* MPI counts are int */
     int n = count - at > INT_MAX / 2 ? INT_MAX / 2 : (int)(count - at);
     const char *src = (const char *)in + (size_t)at * es;
@@ -344,6 +358,7 @@ static void m_finalize(void) {
   }
   if (g_svc != MPI_COMM_NULL) MPI_Comm_free(&g_svc);
   if (g_fmax != MPI_OP_NULL) MPI_Op_free(&g_fmax);
+  if (g_sum8 != MPI_OP_NULL) MPI_Op_free(&g_sum8);
   for (int k = 0; k < g_nwin; k++) {
     if (g_win[k].locked) MPI_Win_unlock_all(g_win[k].win);
     MPI_Win_free(&g_win[k].win);

@@ -115,6 +115,48 @@ KT_TEST(collectives_match_local_reference) {
   }
 }
 
+/* all_reduce SUM of u8 and i8 wraps modulo 2^8, as their arithmetic does
+ * (NumPy, PyTorch): Open MPI's MPI_SUM of 8-bit integers saturates from 16
+ * elements on (200 + 100 gave 255 for u8, 100 + 100 gave 127 for i8). 100
+ * elements, rank r's element i (200 + 37 r + 11 i) mod 256 as bytes. */
+KT_TEST(all_reduce_sum_of_bytes_wraps) {
+  enum { N = 100 };
+  const char *bes[2] = {"cpu", "ref"};
+  const kiln_dtype dts[2] = {KILN_U8, KILN_I8};
+  const int64_t n = N;
+  for (int b = 0; b < 2; b++) {
+    start(bes[b]);
+    for (int d = 0; d < 2; d++) {
+      uint8_t mine[N], got[N], want[N], hi[N];
+      for (int i = 0; i < N; i++) {
+        mine[i] = (uint8_t)(200 + 37 * R + 11 * i);
+        want[i] = 0;
+        hi[i] = 0;
+        for (int r = 0; r < W; r++) {
+          uint8_t v = (uint8_t)(200 + 37 * r + 11 * i);
+          want[i] = (uint8_t)(want[i] + v);
+          int bigger = dts[d] == KILN_U8 ? v > hi[i] : (int8_t)v > (int8_t)hi[i];
+          if (r == 0 || bigger) hi[i] = v;
+        }
+      }
+      kiln_tensor x = kiln_from_host(mine, dts[d], 1, &n);
+      KT_CHECK(kiln_to_host(kiln_all_reduce(x, KILN_REDUCE_SUM), got, sizeof got) == KILN_OK);
+      for (int i = 0; i < N; i++)
+        if (got[i] != want[i]) {
+          KT_FAIL("rank %d/%d %s %s all_reduce SUM: element %d is %d, expected %d", R, W, bes[b],
+                  kiln_dtype_name(dts[d]), i, dts[d] == KILN_U8 ? got[i] : (int8_t)got[i],
+                  dts[d] == KILN_U8 ? want[i] : (int8_t)want[i]);
+          break;
+        }
+      KT_CHECK(kiln_to_host(kiln_all_reduce(x, KILN_REDUCE_MAX), got, sizeof got) == KILN_OK);
+      KT_CHECK_MSG(!memcmp(got, hi, sizeof got), "rank %d/%d %s %s all_reduce MAX", R, W, bes[b],
+                   kiln_dtype_name(dts[d]));
+      kiln_mark_step();
+    }
+    KT_CHECK_MSG(kiln_last_status() == KILN_OK, "rank %d %s: %s", R, bes[b], kiln_last_error());
+  }
+}
+
 /* all_reduce MAX of floats is kiln's `maximum` folded over the ranks (as
  * torch.maximum): a NaN on any one rank gives NaN on every rank, and +0.0
  * beats -0.0, whichever rank holds which. MPI_MAX (`a > b ? a : b`) kept or
@@ -514,7 +556,7 @@ KT_TEST(world) {
   if (W > 1) KT_CHECK(kiln_dist_mpi_loaded());
 }
 
-KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference),
+KT_MAIN(KT_CASE(world), KT_CASE(collectives_match_local_reference), KT_CASE(all_reduce_sum_of_bytes_wraps),
         KT_CASE(all_reduce_max_nan_and_signed_zero), KT_CASE(collectives_at_symbolic_sizes),
         KT_CASE(overlapped_collective_matches_local_reference), KT_CASE(collective_gradients),
         KT_CASE(data_parallel_matches_one_process), KT_CASE(ddp_16bit_gradients),

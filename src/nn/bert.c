@@ -255,7 +255,7 @@ static kiln_tensor layer_norm(kiln_tensor x, kiln_tensor w, kiln_tensor b, doubl
   kiln_tensor mu = kiln_mean_at(x, 1, ax, 1, loc);
   kiln_tensor d = kiln_sub_at(x, mu, loc);
   kiln_tensor var = kiln_mean_at(kiln_mul_at(d, d, loc), 1, ax, 1, loc);
-  kiln_tensor y = kiln_mul_at(d, kiln_rsqrt_at(kiln_add_c_at(var, eps, loc), loc), loc);
+  kiln_tensor y = kiln_mul_at(d, kiln_nn_inv_std(var, eps, loc), loc);
   return kiln_add_at(kiln_mul_at(y, w, loc), b, loc);
 }
 

@@ -225,7 +225,7 @@ kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x
     mean = kiln_reshape_at(b->running_mean, 4, cs, loc);
     var = kiln_reshape_at(b->running_var, 4, cs, loc);
   }
-  kiln_tensor y = kiln_mul_at(kiln_sub_at(x, mean, loc), kiln_rsqrt_at(kiln_add_c_at(var, b->eps, loc), loc), loc);
+  kiln_tensor y = kiln_mul_at(kiln_sub_at(x, mean, loc), kiln_nn_inv_std(var, b->eps, loc), loc);
   return kiln_add_at(kiln_mul_at(y, kiln_reshape_at(b->weight, 4, cs, loc), loc),
                      kiln_reshape_at(b->bias, 4, cs, loc), loc);
 }

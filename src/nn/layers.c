@@ -172,7 +172,7 @@ kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, ki
   kiln_tensor mu = kiln_mean_at(x, 1, ax, 1, loc);
   kiln_tensor d = kiln_sub_at(x, mu, loc);
   kiln_tensor var = kiln_mean_at(kiln_mul_at(d, d, loc), 1, ax, 1, loc); /* biased, as torch */
-  kiln_tensor y = kiln_mul_at(d, kiln_rsqrt_at(kiln_add_c_at(var, n->eps, loc), loc), loc);
+  kiln_tensor y = kiln_mul_at(d, kiln_nn_inv_std(var, n->eps, loc), loc);
   if (!is_null(n->weight)) y = kiln_add_at(kiln_mul_at(y, n->weight, loc), n->bias, loc);
   return dt == KILN_BF16 || dt == KILN_F16 ? kiln_cast_at(y, dt, loc) : y;
 }

@@ -2,6 +2,8 @@
 #ifndef KILN_NN_INTERNAL_H
 #define KILN_NN_INTERNAL_H
 
+#include <math.h>
+
 #include "frontend/api.h"
 #include "kiln/nn.h"
 
@@ -63,6 +65,15 @@ static inline kiln_tensor kiln_nn_autocast_bias(kiln_tensor y, kiln_tensor b, ki
   kiln_dtype dt = kiln_dtype_of(y);
   if (kiln_autocast_dtype() == KILN_F32 || dt == kiln_dtype_of(b) || (dt != KILN_BF16 && dt != KILN_F16)) return b;
   return kiln_cast_at(b, dt, loc);
+}
+
+/* 1 / sqrt(var + eps), the scale of a normalization (layer norm, batch
+ * norm). A variance that overflowed to +inf (values near the dtype's limit,
+ * whose squares overflow) gives NaN, as PyTorch's kernels do, where
+ * rsqrt(inf) = 0 would quietly turn the row into zeros. */
+static inline kiln_tensor kiln_nn_inv_std(kiln_tensor var, double eps, kiln_loc loc) {
+  kiln_tensor r = kiln_rsqrt_at(kiln_add_c_at(var, eps, loc), loc);
+  return kiln_where_at(kiln_isinf_at(var, loc), kiln_full_at(kiln_dtype_of(var), 0, NULL, NAN, loc), r, loc);
 }
 
 /* The entries of a name/tensor table, parameters only or with buffers:

@@ -368,6 +368,43 @@ KT_TEST(batchnorm2d_train_eval) {
   }
 }
 
+/* A row (layer norm) or channel (batch norm) of values near FLT_MAX: the
+ * variance overflows to inf, and rsqrt(inf) = 0 turned the row into zeros
+ * with status OK. It is NaN now (PyTorch 1.13 gives NaN or 0 depending on
+ * its kernel's path); the other rows keep their values, checked against
+ * (x - mean) / sqrt(var + eps) in double. */
+KT_TEST(overflowing_variance_gives_nan) {
+  FOR_BACKENDS(b) {
+    const float big[8] = {-1e38f, 1e38f, -3e38f, 3e38f, 1, 2, 4, 8};
+    const int64_t ls[2] = {2, 4};
+    kiln_layernorm *n = NULL;
+    KT_CHECK(kiln_layernorm_create(4, 1e-5, false, &n) == KILN_OK);
+    float y[8];
+    KT_CHECK(kiln_to_host(kiln_layernorm_forward(n, kiln_from_host(big, KILN_F32, 2, ls)), y, sizeof y) == KILN_OK);
+    for (int i = 0; i < 4; i++) KT_CHECK_MSG(isnan(y[i]), "layernorm on %s: [0][%d] = %g, want NaN", g_backend, i, y[i]);
+    double mu = (1 + 2 + 4 + 8) / 4.0, var = 0;
+    for (int i = 4; i < 8; i++) var += (big[i] - mu) * (big[i] - mu) / 4;
+    for (int i = 4; i < 8; i++) KT_NEAR(y[i], (big[i] - mu) / sqrt(var + 1e-5), 1e-6);
+    kiln_mark_step();
+    kiln_layernorm_destroy(n);
+    /* batch norm, training: channel 0 of [2, 2, 1, 2] holds the big values */
+    const float xb[8] = {-3e38f, 3e38f, 1, 2, 3e38f, -3e38f, 4, 8};
+    const int64_t bs[4] = {2, 2, 1, 2};
+    kiln_batchnorm2d *bn = NULL;
+    KT_CHECK(kiln_batchnorm2d_create(2, 1e-5, 0.1, &bn) == KILN_OK);
+    KT_CHECK(kiln_to_host(kiln_batchnorm2d_forward(bn, kiln_from_host(xb, KILN_F32, 4, bs), true), y, sizeof y) ==
+             KILN_OK);
+    const int c0[4] = {0, 1, 4, 5}, c1[4] = {2, 3, 6, 7};
+    mu = (1 + 2 + 4 + 8) / 4.0;
+    for (int i = 0; i < 4; i++) {
+      KT_CHECK_MSG(isnan(y[c0[i]]), "batchnorm on %s: [%d] = %g, want NaN", g_backend, c0[i], y[c0[i]]);
+      KT_NEAR(y[c1[i]], (xb[c1[i]] - mu) / sqrt(var + 1e-5), 1e-6);
+    }
+    kiln_mark_step();
+    kiln_batchnorm2d_destroy(bn);
+  }
+}
+
 /* ───────────── attention ───────────── */
 /* softmax(q kᵀ/√hd + mask) v (F.scaled_dot_product_attention's formula); a
  * bool mask true = attend; a query attending to no key is NaN. */
@@ -751,6 +788,6 @@ KT_TEST(dropout_cases) {
 }
 
 KT_MAIN(KT_CASE(conv2d_configs), KT_CASE(pool2d_configs), KT_CASE(linear_layernorm_embedding),
-        KT_CASE(batchnorm2d_train_eval), KT_CASE(sdpa_masks), KT_CASE(mha_masks), KT_CASE(encoder_layer_grads),
+        KT_CASE(batchnorm2d_train_eval), KT_CASE(overflowing_variance_gives_nan), KT_CASE(sdpa_masks), KT_CASE(mha_masks), KT_CASE(encoder_layer_grads),
         KT_CASE(cross_entropy_cases), KT_CASE(softmax_specials), KT_CASE(pad_modes), KT_CASE(clip_grad_norm_cases),
         KT_CASE(sgd_options), KT_CASE(adamw_options), KT_CASE(default_init), KT_CASE(dropout_cases))

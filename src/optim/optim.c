@@ -216,8 +216,10 @@ static void adamw_update(kiln_optim *o, int i, kiln_tensor g, kiln_loc loc) {
   /* Host-computed per-step factors enter as graph inputs (_s). */
   if (a->weight_decay != 0) p = kiln_mul_s_at(p, 1.0 - o->lr * a->weight_decay, loc);
   kiln_tensor m = kiln_add_at(kiln_mul_c_at(o->s1[i], a->beta1, loc), kiln_mul_c_at(g, 1.0 - a->beta1, loc), loc);
+  /* (1 - beta2) g first, then times g, as torch's addcmul_(g, g, value=1 - beta2): g * g alone overflows f32
+   * from |g| ~ 1.8e19, and an inf second moment froze the parameter for good (m / inf = 0) */
   kiln_tensor v = kiln_add_at(kiln_mul_c_at(o->s2[i], a->beta2, loc),
-                              kiln_mul_c_at(kiln_mul_at(g, g, loc), 1.0 - a->beta2, loc), loc);
+                              kiln_mul_at(kiln_mul_c_at(g, 1.0 - a->beta2, loc), g, loc), loc);
   kiln_assign_at(o->s1[i], m, loc);
   kiln_assign_at(o->s2[i], v, loc);
   kiln_tensor denom = kiln_add_c_at(kiln_div_s_at(kiln_sqrt_at(v, loc), sqrt(bc2), loc), a->eps, loc);

@@ -395,7 +395,7 @@ for t in range(STEPS):
     W("optim.g2.%d" % t, G2[t])
 
 
-def run_optim(name, make, cfg, dt=torch.float64):
+def run_optim(name, make, cfg, dt=torch.float64, gscale=None):
     p1, p2 = P1.clone().to(dt).requires_grad_(), P2.clone().to(dt).requires_grad_()
     opt = make([p1, p2])
     W(name + ".cfg", cfg)
@@ -403,8 +403,8 @@ def run_optim(name, make, cfg, dt=torch.float64):
         if t == 3:
             for grp in opt.param_groups:
                 grp["lr"] *= 0.5
-        p1.grad = G1[t].to(dt)
-        p2.grad = None if t == 0 else G2[t].to(dt)
+        p1.grad = G1[t].to(dt) if gscale is None else G1[t].to(dt) * gscale
+        p2.grad = None if t == 0 else G2[t].to(dt) if gscale is None else G2[t].to(dt) * gscale
         opt.step()
         W("%s.p1.%d" % (name, t), p1)
         W("%s.p2.%d" % (name, t), p2)
@@ -433,6 +433,10 @@ for i in (0, 2):
     lr, b1, b2, eps, wd = ADAMW[i]
     run_optim("adamw%d_f32" % i, lambda ps: torch.optim.AdamW(ps, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd),
               [lr, b1, b2, eps, wd], torch.float32)
+# f32 gradients near 1e20: g * g overflows f32, (1 - beta2) * g * g (torch's order) does not
+lr, b1, b2, eps, wd = ADAMW[0]
+run_optim("adamw0_big_f32", lambda ps: torch.optim.AdamW(ps, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd),
+          [lr, b1, b2, eps, wd], torch.float32, 1e20)
 
 # ───────────── default initialisation bounds (torch.nn.init) ─────────────
 def kaiming_bound(t):  # kaiming_uniform_(a=sqrt(5)): gain sqrt(2/(1+5)), bound gain*sqrt(3/fan_in)

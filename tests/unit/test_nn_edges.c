@@ -633,7 +633,11 @@ KT_TEST(clip_grad_norm_cases) {
 
 /* ───────────── optimizers: 6 steps of torch.optim.SGD / AdamW ───────────── */
 /* p2 has no gradient at step 1 (None); lr halved before step 4. */
-static void run_optim(const char *c, int adamw, kiln_dtype dt) {
+static void run_optim_scaled(const char *c, int adamw, kiln_dtype dt, double gscale);
+static void run_optim(const char *c, int adamw, kiln_dtype dt) { run_optim_scaled(c, adamw, dt, 0); }
+
+/* gscale != 0: the gradients times gscale (in dt, as the reference) */
+static void run_optim_scaled(const char *c, int adamw, kiln_dtype dt, double gscale) {
   const double *g = A(NULL, "%s.cfg", c);
   int64_t s1[2] = {3, 4}, s2[1] = {5};
   /* f32: a few f32 roundings per step, 6 steps */
@@ -654,6 +658,8 @@ static void run_optim(const char *c, int adamw, kiln_dtype dt) {
     snprintf(n1, sizeof n1, "optim.g1.%d", t);
     snprintf(n2, sizeof n2, "optim.g2.%d", t);
     kiln_tensor gr[2] = {T(n1, dt, 2, s1), t == 0 ? (kiln_tensor){0, 0} : T(n2, dt, 1, s2)};
+    for (int k = 0; k < 2 && gscale != 0; k++)
+      if (gr[k].gen) gr[k] = kiln_mul_c(gr[k], gscale);
     KT_CHECK(kiln_optim_step_tensors(o, 2, p, gr) == KILN_OK);
     kiln_mark_step();
     cmp(p[0], rt, at, "%s.p1.%d", c, t);
@@ -685,6 +691,9 @@ KT_TEST(adamw_options) {
     }
     run_optim("adamw0_f32", 1, KILN_F32);
     run_optim("adamw2_f32", 1, KILN_F32);
+    /* gradients near 1e20: their squares overflow f32; (1 - beta2) g g does not (an inf second moment froze
+     * the parameters) */
+    run_optim_scaled("adamw0_big_f32", 1, KILN_F32, 1e20);
   }
 }
 

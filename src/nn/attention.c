@@ -28,8 +28,16 @@ kiln_tensor kiln_sdpa_at(kiln_tensor q, kiln_tensor k, kiln_tensor v, kiln_tenso
     return kiln_nn_fail(loc, "sdpa: k %s has no keys (S = 0): the softmax over keys is empty (q %s)",
                         kiln_nn_shape_str(k, sk, sizeof sk), kiln_nn_shape_str(q, sq, sizeof sq));
   }
+  /* f16: q scaled before the product, as PyTorch's sdpa. The unscaled q·kᵀ overflows f16 where the scaled
+   * scores do not (q and k near 80 with E = 16: 102400 is inf, 25600 is not), and a score of inf made the row
+   * NaN. Other dtypes have f32's range or more (bf16 too): the scale after the product, where it joins the
+   * softmax's row kernel for free (before it, the encoder step needed a kernel more to scale q). */
   double scale = 1.0 / sqrt((double)kiln_dim(q, -1));
-  kiln_tensor s = kiln_mul_c_at(kiln_matmul_at(q, kiln_transpose_at(k, r - 2, r - 1, loc), loc), scale, loc);
+  kiln_tensor kt = kiln_transpose_at(k, r - 2, r - 1, loc);
+  int f16 = kiln_autocast_dtype() == KILN_F16 || (kiln_is_valid(q) && kiln_dtype_of(q) == KILN_F16 &&
+                                                   kiln_is_valid(k) && kiln_dtype_of(k) == KILN_F16);
+  kiln_tensor s = f16 ? kiln_matmul_at(kiln_mul_c_at(q, scale, loc), kt, loc)
+                      : kiln_mul_c_at(kiln_matmul_at(q, kt, loc), scale, loc);
   /* PyTorch's convention (F.scaled_dot_product_attention's attn_mask): a
    * bool mask says which keys take part (true = attend; the others get -inf,
    * so a row with no key attended is NaN, as in PyTorch); a float mask is

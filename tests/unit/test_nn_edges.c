@@ -406,6 +406,42 @@ KT_TEST(overflowing_variance_gives_nan) {
 }
 
 /* ───────────── attention ───────────── */
+/* f16 q and k near 80 with E = 16: the unscaled q·kᵀ (102400) overflows f16,
+ * the scaled scores (25600, 12800) do not; the output is v's first row (1).
+ * With the scale after the product the row was NaN. Also f32 inputs inside
+ * an f16 autocast region (the product in f16). */
+KT_TEST(sdpa_f16_large_scores) {
+  FOR_BACKENDS(b) {
+    float qh[16], kh[32], vh[32], o[16];
+    for (int i = 0; i < 16; i++) {
+      qh[i] = 80;
+      kh[i] = 80;
+      kh[16 + i] = 40;
+      vh[i] = 1;
+      vh[16 + i] = 2;
+    }
+    const int64_t sq[4] = {1, 1, 1, 16}, sk[4] = {1, 1, 2, 16};
+    for (int ac = 0; ac < 2; ac++) {
+      kiln_tensor q = kiln_from_host(qh, KILN_F32, 4, sq), k = kiln_from_host(kh, KILN_F32, 4, sk),
+                  v = kiln_from_host(vh, KILN_F32, 4, sk);
+      if (ac) kiln_autocast_begin(KILN_F16);
+      else {
+        q = kiln_cast(q, KILN_F16);
+        k = kiln_cast(k, KILN_F16);
+        v = kiln_cast(v, KILN_F16);
+      }
+      const kiln_tensor none = {0, 0};
+      kiln_tensor y = kiln_cast(kiln_sdpa(q, k, v, none, 0.0, false, 0), KILN_F32);
+      if (ac) kiln_autocast_end();
+      KT_CHECK(kiln_to_host(y, o, sizeof o) == KILN_OK);
+      for (int i = 0; i < 16; i++)
+        KT_CHECK_MSG(o[i] == 1.0f, "sdpa f16 (%s) on %s: [%d] = %g, want 1", ac ? "autocast" : "f16 inputs",
+                     g_backend, i, o[i]);
+      kiln_mark_step();
+    }
+  }
+}
+
 /* softmax(q kᵀ/√hd + mask) v (F.scaled_dot_product_attention's formula); a
  * bool mask true = attend; a query attending to no key is NaN. */
 KT_TEST(sdpa_masks) {
@@ -797,6 +833,7 @@ KT_TEST(dropout_cases) {
 }
 
 KT_MAIN(KT_CASE(conv2d_configs), KT_CASE(pool2d_configs), KT_CASE(linear_layernorm_embedding),
-        KT_CASE(batchnorm2d_train_eval), KT_CASE(overflowing_variance_gives_nan), KT_CASE(sdpa_masks), KT_CASE(mha_masks), KT_CASE(encoder_layer_grads),
+        KT_CASE(batchnorm2d_train_eval), KT_CASE(overflowing_variance_gives_nan),
+        KT_CASE(sdpa_f16_large_scores), KT_CASE(sdpa_masks), KT_CASE(mha_masks), KT_CASE(encoder_layer_grads),
         KT_CASE(cross_entropy_cases), KT_CASE(softmax_specials), KT_CASE(pad_modes), KT_CASE(clip_grad_norm_cases),
         KT_CASE(sgd_options), KT_CASE(adamw_options), KT_CASE(default_init), KT_CASE(dropout_cases))

@@ -361,6 +361,10 @@ static kiln_tensor l2_normalize(kiln_tensor mean, kiln_loc loc) {
 kiln_tensor kiln_mean_pool_normalize_at(kiln_tensor hidden, kiln_tensor mask, kiln_loc loc) {
   int64_t s[KILN_MAX_RANK];
   if (kiln_shape(hidden, s) != 3) return kiln_nn_fail(loc, "mean_pool: hidden states must be [batch, tokens, dim]");
+  /* 16-bit hidden states: f32 inside, rounded once (the squares of the norm underflowed or overflowed f16,
+   * the token sums and counts rounded) */
+  kiln_dtype out_dt;
+  hidden = kiln_nn_f32_inside(hidden, &out_dt, loc);
   const int ax1[1] = {1};
   kiln_tensor sum, count;
   if (is_null(mask)) {
@@ -373,24 +377,27 @@ kiln_tensor kiln_mean_pool_normalize_at(kiln_tensor hidden, kiln_tensor mask, ki
     sum = kiln_sum_at(kiln_mul_at(hidden, w, loc), 1, ax1, 0, loc);
     count = kiln_maximum_c_at(kiln_sum_at(w, 1, ax1, 0, loc), 1e-9, loc); /* sentence-transformers' clamp */
   }
-  return l2_normalize(kiln_div_at(sum, count, loc), loc);
+  return kiln_nn_round_to(l2_normalize(kiln_div_at(sum, count, loc), loc), out_dt, loc);
 }
 
 /* The folder's pooling of hidden [B, T, H] (mask [B, T] or null), normalised */
 static kiln_tensor pool_normalize(const kiln_bert *m, kiln_tensor hidden, kiln_tensor mask, kiln_loc loc) {
-  if (m->pooling == POOL_MEAN) return kiln_mean_pool_normalize_at(hidden, mask, loc);
+  kiln_dtype out_dt; /* 16-bit hidden states: f32 inside, rounded once (kiln_mean_pool_normalize_at) */
+  hidden = kiln_nn_f32_inside(hidden, &out_dt, loc);
+  if (m->pooling == POOL_MEAN) return kiln_nn_round_to(kiln_mean_pool_normalize_at(hidden, mask, loc), out_dt, loc);
   int64_t s[KILN_MAX_RANK];
   kiln_shape(hidden, s);
   const int ax1[1] = {1};
   if (m->pooling == POOL_CLS) /* sentence-transformers: token_embeddings[:, 0] */
-    return l2_normalize(kiln_sum_at(kiln_slice_at(hidden, 1, 0, 1, 1, loc), 1, ax1, 0, loc), loc);
+    return kiln_nn_round_to(
+        l2_normalize(kiln_sum_at(kiln_slice_at(hidden, 1, 0, 1, 1, loc), 1, ax1, 0, loc), loc), out_dt, loc);
   /* max: padding set to -1e9 first, as sentence-transformers does */
   if (!is_null(mask)) {
     const int64_t s3[3] = {s[0], s[1], 1};
     kiln_tensor w = kiln_reshape_at(kiln_cast_at(mask, KILN_BOOL, loc), 3, s3, loc);
     hidden = kiln_where_at(w, hidden, kiln_constant_at(kiln_dtype_of(hidden), -1e9, loc), loc);
   }
-  return l2_normalize(kiln_max_at(hidden, 1, ax1, 0, loc), loc);
+  return kiln_nn_round_to(l2_normalize(kiln_max_at(hidden, 1, ax1, 0, loc), loc), out_dt, loc);
 }
 
 kiln_tensor kiln_bert_embed_at(const kiln_bert *m, kiln_tensor ids, kiln_tensor mask, kiln_loc loc) {

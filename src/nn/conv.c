@@ -198,6 +198,10 @@ kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x
   if (kiln_shape(x, s) != 4 || s[1] != b->ch)
     return kiln_nn_fail(loc, "batchnorm2d: input must be [N, %d, H, W]", b->ch);
   int64_t cs[4] = {1, b->ch, 1, 1}, fs[1] = {b->ch};
+  /* 16-bit input: f32 inside, rounded once at the end, as layer norm (a 16-bit mean cancelled x - mean, and
+   * a 16-bit variance overflowed from deviations of 256 on) */
+  kiln_dtype out_dt;
+  x = kiln_nn_f32_inside(x, &out_dt, loc);
   kiln_tensor mean, var;
   int64_t n = s[0] * s[2] * s[3];
   if (training && n == 1) {
@@ -226,8 +230,9 @@ kiln_tensor kiln_batchnorm2d_forward_at(const kiln_batchnorm2d *b, kiln_tensor x
     var = kiln_reshape_at(b->running_var, 4, cs, loc);
   }
   kiln_tensor y = kiln_mul_at(kiln_sub_at(x, mean, loc), kiln_nn_inv_std(var, b->eps, loc), loc);
-  return kiln_add_at(kiln_mul_at(y, kiln_reshape_at(b->weight, 4, cs, loc), loc),
-                     kiln_reshape_at(b->bias, 4, cs, loc), loc);
+  y = kiln_add_at(kiln_mul_at(y, kiln_reshape_at(b->weight, 4, cs, loc), loc), kiln_reshape_at(b->bias, 4, cs, loc),
+                  loc);
+  return kiln_nn_round_to(y, out_dt, loc);
 }
 
 void kiln_batchnorm2d_destroy(kiln_batchnorm2d *b) {

@@ -14,7 +14,10 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
   if (tdt != KILN_I32 && tdt != KILN_I64) return kiln_nn_fail(loc, "cross_entropy: targets must be i32 or i64");
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
     return kiln_nn_fail(loc, "cross_entropy: label_smoothing %g is outside [0, 1]", label_smoothing);
-  logits = kiln_nn_autocast_f32(logits, loc);
+  /* 16-bit logits outside autocast: f32 inside, the loss rounded once (a 16-bit sum of the rows' losses
+   * overflowed past 65504, and a 16-bit count of 65504 rows or more made the mean 0) */
+  kiln_dtype out_dt;
+  logits = kiln_nn_f32_inside(kiln_nn_autocast_f32(logits, loc), &out_dt, loc);
   kiln_dtype dt = kiln_dtype_of(logits);
   kiln_tensor logp = kiln_log_softmax_at(logits, -1, loc);
   kiln_tensor valid = kiln_ne_c_at(target, (double)ignore_index, loc);
@@ -38,7 +41,7 @@ kiln_tensor kiln_cross_entropy_at(kiln_tensor logits, kiln_tensor target, int64_
   kiln_tensor total = kiln_sum_at(kiln_where_at(valid, per, kiln_constant_at(dt, 0, loc), loc), 0, NULL, 0, loc);
   /* max(count, 1): all-ignored batches give 0, not 0/0 */
   kiln_tensor count = kiln_maximum_c_at(kiln_sum_at(vf, 0, NULL, 0, loc), 1.0, loc);
-  return kiln_div_at(total, count, loc);
+  return kiln_nn_round_to(kiln_div_at(total, count, loc), out_dt, loc);
 }
 
 kiln_tensor kiln_mse_loss_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
@@ -53,6 +56,11 @@ kiln_tensor kiln_mse_loss_at(kiln_tensor a, kiln_tensor b, kiln_loc loc) {
     return kiln_nn_fail(loc, "mse_loss: input %s and target %s cannot be broadcast",
                         kiln_nn_shape_str(a, sa, sizeof sa), kiln_nn_shape_str(b, sb, sizeof sb));
   }
-  kiln_tensor d = kiln_sub_at(kiln_nn_autocast_f32(a, loc), kiln_nn_autocast_f32(b, loc), loc);
-  return kiln_mean_at(kiln_mul_at(d, d, loc), 0, NULL, 0, loc);
+  /* 16-bit inputs outside autocast: f32 inside, rounded once to their dtype when both have it (squares of 256
+   * or more overflow f16) */
+  kiln_dtype da, db;
+  a = kiln_nn_f32_inside(kiln_nn_autocast_f32(a, loc), &da, loc);
+  b = kiln_nn_f32_inside(kiln_nn_autocast_f32(b, loc), &db, loc);
+  kiln_tensor d = kiln_sub_at(a, b, loc);
+  return kiln_nn_round_to(kiln_mean_at(kiln_mul_at(d, d, loc), 0, NULL, 0, loc), da == db ? da : KILN_F32, loc);
 }

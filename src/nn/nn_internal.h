@@ -59,6 +59,18 @@ static inline kiln_tensor kiln_nn_autocast_f32(kiln_tensor x, kiln_loc loc) {
   if (kiln_autocast_dtype() == KILN_F32 || (dt != KILN_BF16 && dt != KILN_F16)) return x;
   return kiln_cast_at(x, KILN_F32, loc);
 }
+/* A 16-bit float x in f32 (the layer or loss computes in f32 and rounds
+ * its result once, to *dt, the input's dtype; as PyTorch's CPU kernels
+ * accumulate 16-bit inputs in f32): its sums, squares and counts would
+ * overflow or cancel in 16 bits. Other dtypes: x itself. */
+static inline kiln_tensor kiln_nn_f32_inside(kiln_tensor x, kiln_dtype *dt, kiln_loc loc) {
+  *dt = kiln_dtype_of(x);
+  return *dt == KILN_BF16 || *dt == KILN_F16 ? kiln_cast_at(x, KILN_F32, loc) : x;
+}
+/* y rounded to dt when it was computed in f32 for a 16-bit input. */
+static inline kiln_tensor kiln_nn_round_to(kiln_tensor y, kiln_dtype dt, kiln_loc loc) {
+  return (dt == KILN_BF16 || dt == KILN_F16) && kiln_dtype_of(y) != dt ? kiln_cast_at(y, dt, loc) : y;
+}
 /* A bias added to a matmul's 16-bit result inside a region joins it in that
  * dtype (as autocast's linear/conv, which take the bias in 16 bits too). */
 static inline kiln_tensor kiln_nn_autocast_bias(kiln_tensor y, kiln_tensor b, kiln_loc loc) {

@@ -332,12 +332,12 @@ static int send_input_grad(sweep *w, kiln_node *x, int k, kiln_node *gk) {
     if (pw >= 0 && w->needs[pw]) {
       kiln_node *t = kiln_ag_transposed_matmul(w->fe, gk, w->loc);
       if (t) {
-        dst = dst->in[0];
+        pd = pw;
         gk = t;
       }
     }
   }
-  return add_grad(w, posmap_get(&w->pm, dst), gk);
+  return add_grad(w, pd, gk);
 }
 
 /* x's vector-Jacobian product with its gradient g, sent to the inputs that

@@ -164,17 +164,16 @@ kiln_tensor kiln_layernorm_forward_at(const kiln_layernorm *n, kiln_tensor x, ki
     return kiln_nn_fail(loc, "layernorm: last dim is %lld, the layer normalizes %d", (long long)kiln_dim(x, -1),
                         n->dim);
   int ax[1] = {-1};
-  x = kiln_nn_autocast_f32(x, loc);
   /* 16-bit floats in f32, rounded once at the end, as PyTorch's kernel (per
    * node, the gradient was several bf16 ulps off) */
-  kiln_dtype dt = kiln_dtype_of(x);
-  if (dt == KILN_BF16 || dt == KILN_F16) x = kiln_cast_at(x, KILN_F32, loc);
+  kiln_dtype dt;
+  x = kiln_nn_f32_inside(kiln_nn_autocast_f32(x, loc), &dt, loc);
   kiln_tensor mu = kiln_mean_at(x, 1, ax, 1, loc);
   kiln_tensor d = kiln_sub_at(x, mu, loc);
   kiln_tensor var = kiln_mean_at(kiln_mul_at(d, d, loc), 1, ax, 1, loc); /* biased, as torch */
   kiln_tensor y = kiln_mul_at(d, kiln_nn_inv_std(var, n->eps, loc), loc);
   if (!is_null(n->weight)) y = kiln_add_at(kiln_mul_at(y, n->weight, loc), n->bias, loc);
-  return dt == KILN_BF16 || dt == KILN_F16 ? kiln_cast_at(y, dt, loc) : y;
+  return kiln_nn_round_to(y, dt, loc);
 }
 
 void kiln_layernorm_destroy(kiln_layernorm *n) {

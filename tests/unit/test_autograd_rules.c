@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "for_backends.h"
 #include "frontend/session.h"
 #include "kt.h"
 
@@ -70,7 +71,6 @@ static const double *A(const char *name, int64_t *n) {
 
 static const int64_t S6[1] = {6}, S1[1] = {1}, S3[1] = {3}, S23[2] = {2, 3};
 static const int PERM10[2] = {1, 0};
-static const char *g_backend;
 
 /* x or r of the reference file as a (step-owned) f64 tensor of shape [6]. */
 static kiln_tensor T(const char *name) {
@@ -105,22 +105,6 @@ static void check_grad(kiln_tensor w, const char *c) {
                  c, g_backend, i, got[i], want[i]);
 }
 
-static void begin(const char *backend) {
-  kiln_shutdown();
-  kiln_clear_error();
-  g_backend = backend;
-  KT_CHECK(kiln_init(&(kiln_options){.backend = backend}) == KILN_OK);
-}
-static void end(void) {
-  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "on %s: %s", g_backend, kiln_last_error());
-  kiln_shutdown();
-}
-static const char *under_test(void) {
-  const char *b = getenv("KILN_TEST_BACKEND");
-  return b && *b ? b : "cpu";
-}
-#define FOR_BACKENDS(b) \
-  for (const char *bk_[2] = {"ref", under_test()}, **b = bk_; b < bk_ + 2 && (begin(*b), 1); end(), b++)
 
 static kiln_tensor param(kiln_tensor v) {
   kiln_tensor w = kiln_keep(v);

@@ -15,6 +15,7 @@
 #include <kiln/optim.h>
 
 #include "backend/backend_compare.h"
+#include "for_backends.h"
 #include "kt.h"
 
 #define F64_RTOL 1e-10
@@ -102,7 +103,6 @@ static kiln_tensor leaf(const char *name, kiln_dtype dt, int rank, const int64_t
   return t;
 }
 
-static const char *g_backend;
 
 /* t (any numeric dtype) against the reference array `name`. */
 static void cmp(kiln_tensor t, double rtol, double atol, const char *fmt, ...) {
@@ -140,19 +140,6 @@ static void cmp(kiln_tensor t, double rtol, double atol, const char *fmt, ...) {
   free(got);
 }
 
-static void begin(const char *backend) {
-  kiln_shutdown();
-  kiln_clear_error();
-  g_backend = backend;
-  KT_CHECK(kiln_init(&(kiln_options){.backend = backend}) == KILN_OK);
-}
-static void end(void) {
-  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "on %s: %s", g_backend, kiln_last_error());
-  kiln_shutdown();
-}
-#define FOR_BACKENDS(b)                                                   \
-  for (const char *bk_[2] = {"ref", bc_backend_under_test()}, **b = bk_; \
-       b < bk_ + 2 && (begin(*b), 1); end(), b++)
 
 /* backward of sum(y · r), r from <c>.r */
 static void backward_r(kiln_tensor y, const char *c) {

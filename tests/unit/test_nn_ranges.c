@@ -12,23 +12,10 @@
 #include <stdlib.h>
 
 #include "backend/backend_compare.h"
+#include "for_backends.h"
 #include "kt.h"
 
-static const char *g_backend;
 
-static void begin(const char *backend) {
-  kiln_shutdown();
-  kiln_clear_error();
-  g_backend = backend;
-  KT_CHECK(kiln_init(&(kiln_options){.backend = backend}) == KILN_OK);
-}
-static void end(void) {
-  KT_CHECK_MSG(kiln_last_status() == KILN_OK, "on %s: %s", g_backend, kiln_last_error());
-  kiln_shutdown();
-}
-#define FOR_BACKENDS(b)                                                   \
-  for (const char *bk_[2] = {"ref", bc_backend_under_test()}, **b = bk_; \
-       b < bk_ + 2 && (begin(*b), 1); end(), b++)
 
 /* A row (layer norm) or channel (batch norm) of values near FLT_MAX: the
  * variance overflows to inf, and rsqrt(inf) = 0 turned the row into zeros
